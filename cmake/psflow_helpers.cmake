@@ -1,0 +1,43 @@
+# Warnings are errors in psflow's own code; third-party headers come in as SYSTEM includes.
+set(PSFLOW_WARNINGS -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wold-style-cast
+    -Wcast-align -Woverloaded-virtual -Wnull-dereference -Werror)
+
+set(PSFLOW_SANITIZE_FLAGS "")
+if(PSFLOW_SANITIZE STREQUAL "address")
+  set(PSFLOW_SANITIZE_FLAGS -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer)
+elseif(PSFLOW_SANITIZE STREQUAL "thread")
+  set(PSFLOW_SANITIZE_FLAGS -fsanitize=thread -fno-omit-frame-pointer)
+endif()
+if(PSFLOW_SANITIZE_FLAGS)
+  add_compile_options(${PSFLOW_SANITIZE_FLAGS})
+  add_link_options(${PSFLOW_SANITIZE_FLAGS})
+endif()
+
+# psflow_target(<target>): applies psflow's warning set and include root to one of our targets.
+function(psflow_target target)
+  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${PSFLOW_WARNINGS}>)
+  target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR})
+endfunction()
+
+# psflow_library(<name> SOURCES ... DEPS ...): a static library of psflow code.
+function(psflow_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_library(${name} STATIC ${ARG_SOURCES})
+  psflow_target(${name})
+  target_link_libraries(${name} PUBLIC ${ARG_DEPS})
+endfunction()
+
+# psflow_test(<name> SOURCES ... DEPS ... [LABELS ...] [TIMEOUT s]): one GoogleTest binary,
+# registered with ctest test by test.
+function(psflow_test name)
+  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  psflow_target(${name})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 120)
+  endif()
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 30
+    PROPERTIES TIMEOUT ${ARG_TIMEOUT} LABELS "${ARG_LABELS}")
+endfunction()
+include(GoogleTest)

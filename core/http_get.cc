@@ -1,0 +1,82 @@
+#include "core/http_get.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace psflow {
+namespace {
+
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::string> HttpGet(absl::string_view host, int port, absl::string_view path,
+                                    std::chrono::milliseconds timeout) {
+  const std::string where = absl::StrCat("http://", host, ":", port, path);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const std::string host_str(host == "localhost" ? "127.0.0.1" : host);
+  if (inet_pton(AF_INET, host_str.c_str(), &addr.sin_addr) != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": host must be an IPv4 address"));
+  }
+  Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (fd.get() < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
+  timeval tv{};
+  tv.tv_sec = timeout.count() / 1000;
+  tv.tv_usec = (timeout.count() % 1000) * 1000;
+  setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    return absl::UnavailableError(absl::StrCat(where, ": ", std::strerror(errno)));
+  }
+  const std::string request =
+      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: ", host, "\r\nConnection: close\r\n\r\n");
+  if (::send(fd.get(), request.data(), request.size(), MSG_NOSIGNAL) !=
+      static_cast<ssize_t>(request.size())) {
+    return absl::UnavailableError(absl::StrCat(where, ": send: ", std::strerror(errno)));
+  }
+  std::string response;
+  char buf[16384];
+  for (;;) {
+    const ssize_t n = ::recv(fd.get(), buf, sizeof(buf), 0);
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return absl::UnavailableError(absl::StrCat(where, ": recv: ", std::strerror(errno)));
+    }
+    response.append(buf, static_cast<size_t>(n));
+  }
+  const size_t header_end = response.find("\r\n\r\n");
+  if (header_end == std::string::npos || response.compare(0, 5, "HTTP/") != 0) {
+    return absl::InternalError(absl::StrCat(where, ": malformed HTTP response"));
+  }
+  const size_t sp = response.find(' ');
+  if (response.compare(sp + 1, 3, "200") != 0) {
+    return absl::InternalError(
+        absl::StrCat(where, ": ", response.substr(sp + 1, response.find('\r') - sp - 1)));
+  }
+  return response.substr(header_end + 4);
+}
+
+}  // namespace psflow

@@ -1,0 +1,21 @@
+// A blocking HTTP/1.0 GET over loopback TCP, for scraping /metrics and /healthz (the local
+// runner's progress line, tests). Not a general HTTP client: no TLS, no redirects, no chunking.
+#ifndef PSFLOW_CORE_HTTP_GET_H_
+#define PSFLOW_CORE_HTTP_GET_H_
+
+#include <chrono>
+#include <string>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/statusor.h"
+
+namespace psflow {
+
+// Returns the body of a 200 response. UNAVAILABLE when the connection fails or times out,
+// INTERNAL for a non-200 status or a malformed response.
+absl::StatusOr<std::string> HttpGet(absl::string_view host, int port, absl::string_view path,
+                                    std::chrono::milliseconds timeout);
+
+}  // namespace psflow
+
+#endif  // PSFLOW_CORE_HTTP_GET_H_

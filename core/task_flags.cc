@@ -1,0 +1,62 @@
+#include "core/task_flags.h"
+
+#include <cstdlib>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "core/status_macros.h"
+
+ABSL_FLAG(std::string, job_name, "", "Task type: ps or worker (overrides TF_CONFIG task.type)");
+ABSL_FLAG(int, task_index, -1, "Index of this task within its type (overrides TF_CONFIG)");
+ABSL_FLAG(std::string, ps_hosts, "", "Comma-separated host:port of the ps tasks");
+ABSL_FLAG(std::string, worker_hosts, "", "Comma-separated host:port of the worker tasks");
+ABSL_FLAG(int, metrics_port, -1,
+          "Port of the /metrics endpoint (0 = any free port; default $PSFLOW_METRICS_PORT, "
+          "else none)");
+
+namespace psflow {
+namespace {
+
+std::vector<std::string> SplitHosts(const std::string& hosts) {
+  return absl::StrSplit(hosts, ',', absl::SkipWhitespace());
+}
+
+}  // namespace
+
+absl::StatusOr<ClusterSpec> ResolveClusterSpec() {
+  ClusterSpec spec;
+  const char* tf_config = std::getenv("TF_CONFIG");
+  const bool have_tf_config = tf_config != nullptr && *tf_config != '\0';
+  if (have_tf_config) {
+    ASSIGN_OR_RETURN(spec, ParseTfConfig(tf_config));
+  } else if (absl::GetFlag(FLAGS_job_name).empty()) {
+    return absl::InvalidArgumentError(
+        "no cluster spec: set TF_CONFIG or pass --job_name, --task_index, --ps_hosts and "
+        "--worker_hosts");
+  }
+  if (!absl::GetFlag(FLAGS_ps_hosts).empty()) {
+    spec.cluster["ps"] = SplitHosts(absl::GetFlag(FLAGS_ps_hosts));
+  }
+  if (!absl::GetFlag(FLAGS_worker_hosts).empty()) {
+    spec.cluster["worker"] = SplitHosts(absl::GetFlag(FLAGS_worker_hosts));
+  }
+  if (!absl::GetFlag(FLAGS_job_name).empty()) spec.task.type = absl::GetFlag(FLAGS_job_name);
+  if (absl::GetFlag(FLAGS_task_index) >= 0) {
+    spec.task.index = absl::GetFlag(FLAGS_task_index);
+  } else if (!have_tf_config) {
+    return absl::InvalidArgumentError("--task_index is required when TF_CONFIG is unset");
+  }
+  RETURN_IF_ERROR(ValidateClusterSpec(spec));
+  return spec;
+}
+
+int ResolveMetricsPort() {
+  if (absl::GetFlag(FLAGS_metrics_port) >= 0) return absl::GetFlag(FLAGS_metrics_port);
+  const char* env = std::getenv("PSFLOW_METRICS_PORT");
+  int port = -1;
+  if (env != nullptr && absl::SimpleAtoi(env, &port) && port >= 0) return port;
+  return -1;
+}
+
+}  // namespace psflow

@@ -1,0 +1,30 @@
+// Flags shared by psflow-ps and psflow-worker, named as in the seed scripts, and the rule that
+// turns them plus $TF_CONFIG into this process's ClusterSpec.
+#ifndef PSFLOW_CORE_TASK_FLAGS_H_
+#define PSFLOW_CORE_TASK_FLAGS_H_
+
+#include <string>
+
+#include "absl/flags/declare.h"
+#include "absl/status/statusor.h"
+#include "core/cluster_spec.h"
+
+ABSL_DECLARE_FLAG(std::string, job_name);
+ABSL_DECLARE_FLAG(int, task_index);
+ABSL_DECLARE_FLAG(std::string, ps_hosts);
+ABSL_DECLARE_FLAG(std::string, worker_hosts);
+ABSL_DECLARE_FLAG(int, metrics_port);
+
+namespace psflow {
+
+// $TF_CONFIG when set, with any of --job_name/--task_index/--ps_hosts/--worker_hosts given on the
+// command line overriding its fields; the flags alone when TF_CONFIG is unset. INVALID_ARGUMENT
+// naming the problem when neither gives a valid spec.
+absl::StatusOr<ClusterSpec> ResolveClusterSpec();
+
+// --metrics_port when >= 0, else $PSFLOW_METRICS_PORT, else -1 (no endpoint).
+int ResolveMetricsPort();
+
+}  // namespace psflow
+
+#endif  // PSFLOW_CORE_TASK_FLAGS_H_
