@@ -1,0 +1,95 @@
+// psflow-ps: one parameter-server task. Serves the ParameterServer gRPC service on the port of
+// its own address in the cluster spec until SIGTERM or SIGINT, then shuts down gracefully.
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "core/log.h"
+#include "core/metrics.h"
+#include "core/status_macros.h"
+#include "core/task_flags.h"
+#include "ps/ps_service.h"
+
+ABSL_FLAG(std::string, bind_address, "0.0.0.0",
+          "Address to listen on; the port comes from this task's address in the cluster spec");
+ABSL_FLAG(int, shutdown_grace_s, 5, "Seconds in-flight calls get to finish on SIGTERM");
+
+namespace psflow {
+namespace {
+
+absl::Status Main() {
+  // Block the stop signals in every thread (gRPC's included); one thread takes them by sigwait.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  ASSIGN_OR_RETURN(ClusterSpec spec, ResolveClusterSpec());
+  if (spec.task.type != "ps") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "psflow-ps runs ps tasks, but the cluster spec says task type \"", spec.task.type, "\""));
+  }
+  const std::string& self = spec.SelfAddress();
+  const std::string port = self.substr(self.rfind(':') + 1);
+
+  std::unique_ptr<MetricsEndpoint> endpoint;
+  std::unique_ptr<PsMetrics> metrics;
+  if (const int metrics_port = ResolveMetricsPort(); metrics_port >= 0) {
+    ASSIGN_OR_RETURN(endpoint, MetricsEndpoint::Start("0.0.0.0", metrics_port));
+    metrics = std::make_unique<PsMetrics>(endpoint->registry(), StandardLabels("ps", spec.task.index));
+    PSFLOW_LOG(INFO) << "metrics on :" << endpoint->port() << "/metrics";
+  }
+
+  PsService service(metrics.get());
+  grpc::ServerBuilder builder;
+  const std::string listen = absl::StrCat(absl::GetFlag(FLAGS_bind_address), ":", port);
+  int bound_port = 0;
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &bound_port);
+  builder.SetMaxReceiveMessageSize(-1);
+  builder.SetMaxSendMessageSize(-1);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || bound_port == 0) {
+    return absl::UnavailableError(absl::StrCat("ps task ", spec.task.index, " cannot listen on ",
+                                               listen, " (port in use?)"));
+  }
+  PSFLOW_LOG(INFO) << "ps task " << spec.task.index << " of " << spec.Tasks("ps").size()
+                   << " serving on " << listen;
+
+  std::thread stopper([&] {
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    PSFLOW_LOG(INFO) << "signal " << sig << ": shutting down";
+    service.Stop();
+    server->Shutdown(std::chrono::system_clock::now() +
+                     std::chrono::seconds(absl::GetFlag(FLAGS_shutdown_grace_s)));
+  });
+  server->Wait();
+  stopper.join();
+  PSFLOW_LOG(INFO) << "ps task " << spec.task.index
+                   << " stopped: global_step=" << service.store().global_step();
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace psflow
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Parameter server task: psflow-ps [--job_name=ps --task_index=N --ps_hosts=h:p,... "
+      "--worker_hosts=h:p,...] or with $TF_CONFIG set");
+  absl::ParseCommandLine(argc, argv);
+  const absl::Status s = psflow::Main();
+  if (!s.ok()) {
+    std::fprintf(stderr, "psflow-ps: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  return 0;
+}

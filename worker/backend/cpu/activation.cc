@@ -1,0 +1,48 @@
+#include "worker/backend/cpu/activation.h"
+
+#include <cmath>
+
+namespace psflow::cpu {
+
+absl::StatusOr<nn::Shape> Activation::Build(const nn::Shape& input, nn::ParameterSet&) {
+  return input;
+}
+
+void Activation::Forward(const nn::RunContext&, const nn::Matrix& x, const nn::Matrix& y) {
+  const int64_t n = x.size();
+  const float* in = x.data;
+  float* out = y.data;
+  switch (kind_) {
+    case nn::ActivationKind::kSigmoid:
+      for (int64_t i = 0; i < n; ++i) out[i] = 1.0f / (1.0f + std::exp(-in[i]));
+      break;
+    case nn::ActivationKind::kRelu:
+      for (int64_t i = 0; i < n; ++i) out[i] = in[i] > 0.0f ? in[i] : 0.0f;
+      break;
+    case nn::ActivationKind::kTanh:
+      for (int64_t i = 0; i < n; ++i) out[i] = std::tanh(in[i]);
+      break;
+  }
+}
+
+void Activation::Backward(const nn::RunContext&, const nn::Matrix&, const nn::Matrix& y,
+                          const nn::Matrix& dy, const nn::Matrix* dx) {
+  if (dx == nullptr) return;
+  const int64_t n = y.size();
+  const float* out = y.data;
+  const float* g = dy.data;
+  float* d = dx->data;
+  switch (kind_) {
+    case nn::ActivationKind::kSigmoid:
+      for (int64_t i = 0; i < n; ++i) d[i] = g[i] * out[i] * (1.0f - out[i]);
+      break;
+    case nn::ActivationKind::kRelu:
+      for (int64_t i = 0; i < n; ++i) d[i] = out[i] > 0.0f ? g[i] : 0.0f;
+      break;
+    case nn::ActivationKind::kTanh:
+      for (int64_t i = 0; i < n; ++i) d[i] = g[i] * (1.0f - out[i] * out[i]);
+      break;
+  }
+}
+
+}  // namespace psflow::cpu

@@ -1,0 +1,61 @@
+// The CPU backend: OpenBLAS for matrix products, plain loops elsewhere.
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "absl/strings/str_cat.h"
+#include "worker/backend/cpu/activation.h"
+#include "worker/backend/cpu/dense.h"
+#include "worker/backend/cpu/softmax_cross_entropy.h"
+#include "worker/nn/backend.h"
+
+namespace psflow::nn {
+namespace {
+
+template <class... F>
+struct Overloaded : F... {
+  using F::operator()...;
+};
+
+class CpuBackend final : public Backend {
+ public:
+  Device device() const override { return Device::kCpu; }
+
+  absl::StatusOr<std::unique_ptr<Layer>> MakeLayer(const LayerSpec& spec,
+                                                   std::string name) override {
+    return std::visit(
+        Overloaded{
+            [&](const DenseSpec& s) -> std::unique_ptr<Layer> {
+              return std::make_unique<cpu::Dense>(s, std::move(name));
+            },
+            [&](const ActivationSpec& s) -> std::unique_ptr<Layer> {
+              return std::make_unique<cpu::Activation>(s, std::move(name));
+            },
+        },
+        spec);
+  }
+
+  std::unique_ptr<SoftmaxCrossEntropy> MakeSoftmaxCrossEntropy() override {
+    return std::make_unique<cpu::SoftmaxCrossEntropy>();
+  }
+
+  void CopyToDevice(const float* host, float* device, int64_t floats) override {
+    if (floats > 0) std::memcpy(device, host, static_cast<size_t>(floats) * sizeof(float));
+  }
+
+ protected:
+  float* AllocateRaw(int64_t floats) override {
+    const size_t bytes = static_cast<size_t>(std::max<int64_t>(floats, 16)) * sizeof(float);
+    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (p == nullptr) throw std::bad_alloc();
+    std::memset(p, 0, bytes);
+    return static_cast<float*>(p);
+  }
+  void Free(float* p) const override { std::free(p); }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> MakeCpuBackend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace psflow::nn

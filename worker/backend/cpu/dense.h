@@ -1,0 +1,28 @@
+// Dense layer on the CPU: OpenBLAS sgemm for x*W, dx = dy*W^T and dW += x^T*dy.
+#ifndef PSFLOW_WORKER_BACKEND_CPU_DENSE_H_
+#define PSFLOW_WORKER_BACKEND_CPU_DENSE_H_
+
+#include "worker/nn/layer.h"
+#include "worker/nn/layer_spec.h"
+
+namespace psflow::cpu {
+
+class Dense final : public nn::Layer {
+ public:
+  Dense(const nn::DenseSpec& spec, std::string name) : Layer(std::move(name)), spec_(spec) {}
+
+  absl::StatusOr<nn::Shape> Build(const nn::Shape& input, nn::ParameterSet& params) override;
+  void Forward(const nn::RunContext& ctx, const nn::Matrix& x, const nn::Matrix& y) override;
+  void Backward(const nn::RunContext& ctx, const nn::Matrix& x, const nn::Matrix& y,
+                const nn::Matrix& dy, const nn::Matrix* dx) override;
+
+ private:
+  nn::DenseSpec spec_;
+  int64_t in_ = 0;
+  nn::ParameterSet::Handle kernel_ = -1;
+  nn::ParameterSet::Handle bias_ = -1;
+};
+
+}  // namespace psflow::cpu
+
+#endif  // PSFLOW_WORKER_BACKEND_CPU_DENSE_H_

@@ -1,0 +1,67 @@
+// An in-memory labelled dataset, the shard of it a worker owns, and batches drawn from that shard.
+#ifndef PSFLOW_WORKER_DATA_DATASET_H_
+#define PSFLOW_WORKER_DATA_DATASET_H_
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "worker/nn/model.h"
+
+namespace psflow::data {
+
+struct Dataset {
+  nn::Shape example_shape;      // e.g. {784}
+  std::vector<float> inputs;    // size() * NumElements(example_shape), row-major
+  std::vector<int32_t> labels;  // size()
+  int num_classes = 0;
+
+  int64_t size() const { return static_cast<int64_t>(labels.size()); }
+  int64_t example_elements() const { return nn::NumElements(example_shape); }
+};
+
+// [begin, end) of worker `index` of `count`: the index-th contiguous 1/count of n examples; the
+// first n % count shards get one extra example.
+struct Range {
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t size() const { return end - begin; }
+};
+Range ShardRange(int64_t n, int index, int count);
+
+// Draws fixed-size batches from rows [range.begin, range.end) of a dataset, in a fresh random
+// order each epoch (seeded, so runs repeat). An epoch is size / batch_size batches; the examples
+// left over take part in the next epoch's shuffle. Batch buffers are allocated once.
+class BatchSampler {
+ public:
+  // data must outlive the sampler; batch_size in [1, range.size()].
+  BatchSampler(const Dataset& data, Range range, int64_t batch_size, uint64_t seed);
+
+  int64_t batches_per_epoch() const { return range_.size() / batch_size_; }
+  // The next batch; valid until the following call.
+  nn::Batch Next();
+
+ private:
+  const Dataset& data_;
+  Range range_;
+  int64_t batch_size_;
+  std::mt19937_64 rng_;
+  std::vector<int64_t> order_;
+  int64_t cursor_ = 0;
+  std::vector<float> inputs_;
+  std::vector<int32_t> labels_;
+};
+
+// Consecutive batches of rows [0, data.size()) in order, the last one possibly smaller: for
+// evaluation. Calls fn(const nn::Batch&) for each.
+template <class Fn>
+void ForEachBatch(const Dataset& data, int64_t batch_size, Fn&& fn) {
+  for (int64_t b = 0; b < data.size(); b += batch_size) {
+    const int64_t n = std::min(batch_size, data.size() - b);
+    fn(nn::Batch{data.inputs.data() + b * data.example_elements(), data.labels.data() + b, n});
+  }
+}
+
+}  // namespace psflow::data
+
+#endif  // PSFLOW_WORKER_DATA_DATASET_H_

@@ -1,0 +1,132 @@
+// psflow-worker: trains one replica of a model between-graph against the ps tasks of its cluster
+// spec ($TF_CONFIG, or the seed scripts' flags). With no cluster spec at all it trains alone,
+// in process, with no ps.
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "core/log.h"
+#include "core/metrics.h"
+#include "core/status_macros.h"
+#include "core/task_flags.h"
+#include "worker/data/mnist.h"
+#include "worker/models/model_zoo.h"
+#include "worker/ps_client.h"
+#include "worker/trainer.h"
+
+ABSL_FLAG(std::string, model, "mnist_mlp", "Model to train: mnist_mlp");
+ABSL_FLAG(int64_t, batch_size, 100, "Examples per step");
+ABSL_FLAG(float, learning_rate, 0.001f, "SGD learning rate");
+ABSL_FLAG(int, train_epochs, 1, "Passes over this worker's shard (ignored if --train_steps > 0)");
+ABSL_FLAG(int64_t, train_steps, 0, "Steps this worker runs; 0 means use --train_epochs");
+ABSL_FLAG(std::string, data_path, "/usr/share/datasets/fashion-mnist",
+          "Directory with the MNIST-format idx files");
+ABSL_FLAG(uint64_t, seed, 1, "Seed of the initial parameters and the batch order");
+ABSL_FLAG(int64_t, log_every_steps, 100, "Progress line every N steps (0: none)");
+ABSL_FLAG(int, ps_timeout_s, 60,
+          "Seconds to keep retrying an unreachable ps, or waiting for the chief to initialise");
+
+namespace psflow {
+namespace {
+
+absl::Status Main() {
+  const char* tf_config = std::getenv("TF_CONFIG");
+  const bool standalone = (tf_config == nullptr || *tf_config == '\0') &&
+                          absl::GetFlag(FLAGS_job_name).empty();
+  ClusterSpec spec;
+  if (standalone) {
+    spec.cluster["worker"] = {"localhost:0"};
+    spec.task = {"worker", 0};
+  } else {
+    ASSIGN_OR_RETURN(spec, ResolveClusterSpec());
+  }
+  if (spec.task.type != "worker" && spec.task.type != "chief") {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "psflow-worker runs worker or chief tasks, but the cluster spec says task type \"%s\"",
+        spec.task.type));
+  }
+  const int num_workers = static_cast<int>(spec.Tasks("worker").size());
+  const auto& ps_hosts = spec.Tasks("ps");
+  if (ps_hosts.empty() && num_workers > 1) {
+    return absl::InvalidArgumentError("several workers need at least one ps task to share with");
+  }
+  if (absl::GetFlag(FLAGS_batch_size) < 1) {
+    return absl::InvalidArgumentError("--batch_size must be >= 1");
+  }
+  if (!(absl::GetFlag(FLAGS_learning_rate) > 0)) {
+    return absl::InvalidArgumentError("--learning_rate must be > 0");
+  }
+
+  ASSIGN_OR_RETURN(nn::ModelSpec model_spec, models::ModelByName(absl::GetFlag(FLAGS_model)));
+  const std::string data_path = absl::GetFlag(FLAGS_data_path);
+  ASSIGN_OR_RETURN(data::Dataset train, data::LoadMnist(data_path, data::Split::kTrain));
+  ASSIGN_OR_RETURN(data::Dataset test, data::LoadMnist(data_path, data::Split::kTest));
+  PSFLOW_LOG(INFO) << "loaded " << train.size() << " training and " << test.size()
+                   << " test examples from " << data_path;
+
+  std::unique_ptr<nn::Backend> backend = nn::MakeCpuBackend();
+  ASSIGN_OR_RETURN(std::unique_ptr<nn::Model> model,
+                   nn::Model::Create(model_spec, *backend, absl::GetFlag(FLAGS_batch_size)));
+
+  std::unique_ptr<MetricsEndpoint> endpoint;
+  std::unique_ptr<WorkerMetrics> metrics;
+  if (const int port = ResolveMetricsPort(); port >= 0) {
+    ASSIGN_OR_RETURN(endpoint, MetricsEndpoint::Start("0.0.0.0", port));
+    metrics = std::make_unique<WorkerMetrics>(endpoint->registry(),
+                                              StandardLabels(spec.task.type, spec.task.index));
+    PSFLOW_LOG(INFO) << "metrics on :" << endpoint->port() << "/metrics";
+  }
+
+  std::unique_ptr<ParameterSync> sync;
+  if (ps_hosts.empty()) {
+    PSFLOW_LOG(INFO) << "no ps task: training in process";
+    sync = std::make_unique<LocalSgd>();
+  } else {
+    PsClient::Options options;
+    options.ps_addresses = ps_hosts;
+    options.connect_timeout = std::chrono::seconds(absl::GetFlag(FLAGS_ps_timeout_s));
+    ASSIGN_OR_RETURN(auto client, PsClient::Create(options, model->params()));
+    PSFLOW_LOG(INFO) << "variable bytes per ps task: " << absl::StrJoin(client->bytes_per_task(), ",");
+    sync = std::move(client);
+  }
+
+  TrainerOptions options;
+  options.batch_size = absl::GetFlag(FLAGS_batch_size);
+  options.learning_rate = absl::GetFlag(FLAGS_learning_rate);
+  options.train_steps = absl::GetFlag(FLAGS_train_steps);
+  options.train_epochs = absl::GetFlag(FLAGS_train_epochs);
+  options.task_index = spec.task.type == "chief" ? 0 : spec.task.index;
+  options.num_workers = std::max(num_workers, 1);
+  options.is_chief = standalone || spec.IsChief();
+  options.seed = absl::GetFlag(FLAGS_seed);
+  options.log_every_steps = absl::GetFlag(FLAGS_log_every_steps);
+  Trainer trainer(*model, *sync, train, test, options, metrics.get());
+  ASSIGN_OR_RETURN(TrainResult r, trainer.Run());
+  PSFLOW_LOG(INFO) << absl::StrFormat(
+      "%s %d done: steps=%d examples=%d seconds=%.3f examples_per_sec=%.1f global_step=%d "
+      "loss=%.4f test_loss=%.4f test_accuracy=%.4f",
+      spec.task.type, spec.task.index, r.steps, r.examples, r.seconds, r.examples_per_second(),
+      r.global_step, r.last_loss, r.test_loss, r.test_accuracy);
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace psflow
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Trains a model between-graph: psflow-worker [--job_name=worker --task_index=N "
+      "--ps_hosts=h:p,... --worker_hosts=h:p,...] or with $TF_CONFIG set");
+  absl::ParseCommandLine(argc, argv);
+  const absl::Status s = psflow::Main();
+  if (!s.ok()) {
+    std::fprintf(stderr, "psflow-worker: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  return 0;
+}

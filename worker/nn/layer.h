@@ -1,0 +1,68 @@
+// The interface every layer implements, on every backend.
+//
+// Contract: activations are Matrix views [batch, elements per example] on the backend's device,
+// allocated once by the Model for its largest batch; a call may use fewer rows. Layers allocate
+// nothing in Forward/Backward. Backward *adds* parameter gradients into the ParameterSet's grads
+// (so a layer applied several times, as an LSTM over time, accumulates) and *writes* dx.
+#ifndef PSFLOW_WORKER_NN_LAYER_H_
+#define PSFLOW_WORKER_NN_LAYER_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "worker/nn/parameter_set.h"
+#include "worker/nn/tensor.h"
+
+namespace psflow::nn {
+
+// What a layer may use while it runs: the parameters and the mode. Backends extend the state
+// they need (BLAS threads, cuBLAS handle and stream, RNG) inside their own layer objects.
+struct RunContext {
+  ParameterSet* params = nullptr;
+  bool training = true;
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+
+  const std::string& name() const { return name_; }
+
+  // Declares this layer's parameters (names prefixed with name()) given the per-example input
+  // shape, and returns the per-example output shape. Called once, before params.Finalize().
+  // INVALID_ARGUMENT when the input shape does not suit the layer.
+  virtual absl::StatusOr<Shape> Build(const Shape& input, ParameterSet& params) = 0;
+
+  virtual void Forward(const RunContext& ctx, const Matrix& x, const Matrix& y) = 0;
+
+  // dx may be null (first layer: no one needs it).
+  virtual void Backward(const RunContext& ctx, const Matrix& x, const Matrix& y, const Matrix& dy,
+                        const Matrix* dx) = 0;
+
+ protected:
+  explicit Layer(std::string name) : name_(std::move(name)) {}
+
+ private:
+  std::string name_;
+};
+
+// Softmax over the last dimension followed by cross-entropy against integer class labels,
+// averaged over the batch (TensorFlow's sparse_softmax_cross_entropy_with_logits + reduce_mean).
+class SoftmaxCrossEntropy {
+ public:
+  virtual ~SoftmaxCrossEntropy() = default;
+  // Returns the mean loss and writes d(mean loss)/d(logits) into dlogits (same shape as logits).
+  // labels: logits.rows host integers in [0, logits.cols).
+  virtual float ForwardBackward(const Matrix& logits, const int32_t* labels,
+                                const Matrix& dlogits) = 0;
+  // Mean loss and the number of rows whose arg-max equals the label.
+  struct Eval {
+    double loss_sum = 0;
+    int64_t correct = 0;
+  };
+  virtual Eval Evaluate(const Matrix& logits, const int32_t* labels) = 0;
+};
+
+}  // namespace psflow::nn
+
+#endif  // PSFLOW_WORKER_NN_LAYER_H_

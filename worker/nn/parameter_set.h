@@ -1,0 +1,82 @@
+// All of a model's parameters in one contiguous buffer, and their gradients in a second buffer of
+// the same layout (as llm.c's malloc_and_point_parameters): the ps client pushes and pulls whole
+// buffers, the optimizer runs over one span, and a CUDA backend needs one allocation each.
+//
+// Life cycle: layers Declare() their parameters while the model is built; Finalize() allocates
+// both buffers; after that handles give stable pointers. Not thread-safe.
+#ifndef PSFLOW_WORKER_NN_PARAMETER_SET_H_
+#define PSFLOW_WORKER_NN_PARAMETER_SET_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "worker/nn/tensor.h"
+
+namespace psflow::nn {
+
+// How a parameter's initial values are drawn (by the chief, before they go to the ps).
+struct Initializer {
+  enum class Kind { kZeros, kGlorotUniform, kUniform };
+  Kind kind = Kind::kZeros;
+  float scale = 0.0f;  // kUniform: values in [-scale, scale]
+
+  static Initializer Zeros() { return {Kind::kZeros, 0.0f}; }
+  // TensorFlow's default for dense/conv kernels: U(-l, l), l = sqrt(6 / (fan_in + fan_out)).
+  static Initializer GlorotUniform() { return {Kind::kGlorotUniform, 0.0f}; }
+  static Initializer Uniform(float s) { return {Kind::kUniform, s}; }
+};
+
+struct ParameterDesc {
+  std::string name;  // unique, e.g. "dense0/kernel"
+  Shape shape;
+  Initializer init;
+  int64_t offset = 0;  // in floats, into values() and grads()
+  int64_t size = 0;    // in floats
+};
+
+class ParameterSet {
+ public:
+  using Handle = int;
+
+  // Adds a parameter; returns the handle layers keep. Only before Finalize().
+  Handle Declare(std::string name, Shape shape, Initializer init);
+  // Allocates the value and gradient buffers (64-byte aligned, zeroed).
+  void Finalize();
+  bool finalized() const { return values_ != nullptr; }
+
+  // Fills values() from each parameter's initializer; the same seed gives the same values.
+  void Initialize(uint64_t seed);
+  void ZeroGrads();
+
+  const std::vector<ParameterDesc>& descs() const { return descs_; }
+  int64_t total_size() const { return total_; }
+  std::span<float> values() { return {values_.get(), static_cast<size_t>(total_)}; }
+  std::span<const float> values() const { return {values_.get(), static_cast<size_t>(total_)}; }
+  std::span<float> grads() { return {grads_.get(), static_cast<size_t>(total_)}; }
+  std::span<const float> grads() const { return {grads_.get(), static_cast<size_t>(total_)}; }
+  std::span<float> value(Handle h) { return Slice(values_.get(), h); }
+  std::span<float> grad(Handle h) { return Slice(grads_.get(), h); }
+  std::span<const float> value(Handle h) const { return Slice(values_.get(), h); }
+  std::span<const float> grad(Handle h) const { return Slice(grads_.get(), h); }
+
+ private:
+  struct FreeDeleter {
+    void operator()(float* p) const;
+  };
+  std::span<float> Slice(float* base, Handle h) const {
+    const auto& d = descs_[static_cast<size_t>(h)];
+    return {base + d.offset, static_cast<size_t>(d.size)};
+  }
+
+  std::vector<ParameterDesc> descs_;
+  int64_t total_ = 0;
+  std::unique_ptr<float[], FreeDeleter> values_;
+  std::unique_ptr<float[], FreeDeleter> grads_;
+};
+
+}  // namespace psflow::nn
+
+#endif  // PSFLOW_WORKER_NN_PARAMETER_SET_H_
