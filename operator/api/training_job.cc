@@ -1,0 +1,286 @@
+#include "operator/api/training_job.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/status_macros.h"
+
+namespace psflow::api {
+namespace {
+
+// Parsing errors carry their YAML path; the caller prefixes the source.
+absl::Status Bad(absl::string_view path, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
+}
+
+template <class T>
+absl::StatusOr<T> Scalar(const YAML::Node& node, absl::string_view path, const char* kind) {
+  if (!node.IsScalar()) return Bad(path, absl::StrCat("must be ", kind));
+  try {
+    return node.as<T>();
+  } catch (const YAML::Exception&) {
+    return Bad(path, absl::StrCat("must be ", kind, ", got \"", node.Scalar(), "\""));
+  }
+}
+
+absl::StatusOr<std::vector<std::string>> StringList(const YAML::Node& node,
+                                                    absl::string_view path) {
+  std::vector<std::string> out;
+  if (!node) return out;
+  if (!node.IsSequence()) return Bad(path, "must be a list of strings");
+  for (size_t i = 0; i < node.size(); ++i) {
+    ASSIGN_OR_RETURN(std::string s,
+                     Scalar<std::string>(node[i], absl::StrCat(path, "[", i, "]"), "a string"));
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+template <class Enum>
+absl::StatusOr<Enum> EnumValue(const YAML::Node& node, absl::string_view path,
+                               const std::vector<std::pair<const char*, Enum>>& values,
+                               Enum fallback) {
+  if (!node) return fallback;
+  ASSIGN_OR_RETURN(std::string s, Scalar<std::string>(node, path, "a string"));
+  std::vector<std::string> names;
+  for (const auto& [name, value] : values) {
+    if (s == name) return value;
+    names.emplace_back(name);
+  }
+  return Bad(path, absl::StrCat("\"", s, "\" is not one of ", absl::StrJoin(names, ", ")));
+}
+
+absl::StatusOr<Container> ParseContainer(const YAML::Node& node, absl::string_view path) {
+  if (!node.IsMap()) return Bad(path, "must be a container object");
+  Container c;
+  if (node["name"]) {
+    ASSIGN_OR_RETURN(c.name, Scalar<std::string>(node["name"], absl::StrCat(path, ".name"), "a string"));
+  }
+  if (node["image"]) {
+    ASSIGN_OR_RETURN(c.image, Scalar<std::string>(node["image"], absl::StrCat(path, ".image"), "a string"));
+  }
+  ASSIGN_OR_RETURN(c.command, StringList(node["command"], absl::StrCat(path, ".command")));
+  ASSIGN_OR_RETURN(c.args, StringList(node["args"], absl::StrCat(path, ".args")));
+  if (const YAML::Node env = node["env"]) {
+    if (!env.IsSequence()) return Bad(absl::StrCat(path, ".env"), "must be a list");
+    for (size_t i = 0; i < env.size(); ++i) {
+      const std::string p = absl::StrCat(path, ".env[", i, "]");
+      EnvVar e;
+      ASSIGN_OR_RETURN(e.name, Scalar<std::string>(env[i]["name"], p + ".name", "a string"));
+      if (env[i]["value"]) {
+        ASSIGN_OR_RETURN(e.value, Scalar<std::string>(env[i]["value"], p + ".value", "a string"));
+      }
+      c.env.push_back(std::move(e));
+    }
+  }
+  if (const YAML::Node ports = node["ports"]) {
+    if (!ports.IsSequence()) return Bad(absl::StrCat(path, ".ports"), "must be a list");
+    for (size_t i = 0; i < ports.size(); ++i) {
+      const std::string p = absl::StrCat(path, ".ports[", i, "]");
+      ContainerPort port;
+      if (ports[i]["name"]) {
+        ASSIGN_OR_RETURN(port.name, Scalar<std::string>(ports[i]["name"], p + ".name", "a string"));
+      }
+      ASSIGN_OR_RETURN(port.container_port,
+                       Scalar<int>(ports[i]["containerPort"], p + ".containerPort", "an integer"));
+      if (port.container_port < 1 || port.container_port > 65535) {
+        return Bad(p + ".containerPort", "must be in 1..65535");
+      }
+      c.ports.push_back(std::move(port));
+    }
+  }
+  return c;
+}
+
+absl::StatusOr<ReplicaSpec> ParseReplicaSpec(const YAML::Node& node, absl::string_view path) {
+  if (!node.IsMap()) return Bad(path, "must be an object");
+  ReplicaSpec r;
+  if (node["replicas"]) {
+    ASSIGN_OR_RETURN(r.replicas, Scalar<int>(node["replicas"], absl::StrCat(path, ".replicas"),
+                                             "an integer"));
+    if (r.replicas < 0) return Bad(absl::StrCat(path, ".replicas"), "must be >= 0");
+  }
+  ASSIGN_OR_RETURN(r.restart_policy,
+                   EnumValue<RestartPolicy>(node["restartPolicy"],
+                                            absl::StrCat(path, ".restartPolicy"),
+                                            {{"Never", RestartPolicy::kNever},
+                                             {"OnFailure", RestartPolicy::kOnFailure},
+                                             {"Always", RestartPolicy::kAlways},
+                                             {"ExitCode", RestartPolicy::kExitCode}},
+                                            RestartPolicy::kNever));
+  const YAML::Node containers = node["template"]["spec"]["containers"];
+  const std::string cpath = absl::StrCat(path, ".template.spec.containers");
+  if (!containers || !containers.IsSequence() || containers.size() == 0) {
+    return Bad(cpath, "must list at least one container");
+  }
+  for (size_t i = 0; i < containers.size(); ++i) {
+    ASSIGN_OR_RETURN(Container c, ParseContainer(containers[i], absl::StrCat(cpath, "[", i, "]")));
+    r.containers.push_back(std::move(c));
+  }
+  return r;
+}
+
+absl::StatusOr<RunPolicy> ParseRunPolicy(const YAML::Node& node) {
+  RunPolicy p;
+  if (!node) return p;
+  if (!node.IsMap()) return Bad("spec.runPolicy", "must be an object");
+  ASSIGN_OR_RETURN(p.clean_pod_policy,
+                   EnumValue<CleanPodPolicy>(node["cleanPodPolicy"], "spec.runPolicy.cleanPodPolicy",
+                                             {{"Running", CleanPodPolicy::kRunning},
+                                              {"All", CleanPodPolicy::kAll},
+                                              {"None", CleanPodPolicy::kNone}},
+                                             CleanPodPolicy::kRunning));
+  auto non_negative = [&](const char* field, auto& out) -> absl::Status {
+    if (!node[field]) return absl::OkStatus();
+    const std::string path = absl::StrCat("spec.runPolicy.", field);
+    using T = typename std::decay_t<decltype(out)>::value_type;
+    ASSIGN_OR_RETURN(T v, Scalar<T>(node[field], path, "an integer"));
+    if (v < 0) return Bad(path, "must be >= 0");
+    out = v;
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(non_negative("ttlSecondsAfterFinished", p.ttl_seconds_after_finished));
+  RETURN_IF_ERROR(non_negative("activeDeadlineSeconds", p.active_deadline_seconds));
+  RETURN_IF_ERROR(non_negative("backoffLimit", p.backoff_limit));
+  if (node["suspend"]) {
+    ASSIGN_OR_RETURN(p.suspend, Scalar<bool>(node["suspend"], "spec.runPolicy.suspend", "a boolean"));
+  }
+  return p;
+}
+
+absl::StatusOr<TrainingJob> Parse(const YAML::Node& doc) {
+  if (!doc.IsMap()) return Bad("manifest", "must be a YAML object (a TrainingJob)");
+  ASSIGN_OR_RETURN(std::string api_version,
+                   Scalar<std::string>(doc["apiVersion"], "apiVersion", "a string"));
+  if (api_version != kApiVersion) {
+    return Bad("apiVersion", absl::StrCat("must be ", kApiVersion, ", got ", api_version));
+  }
+  ASSIGN_OR_RETURN(std::string kind, Scalar<std::string>(doc["kind"], "kind", "a string"));
+  if (kind != kKind) return Bad("kind", absl::StrCat("must be ", kKind, ", got ", kind));
+  TrainingJob job;
+  ASSIGN_OR_RETURN(job.name, Scalar<std::string>(doc["metadata"]["name"], "metadata.name",
+                                                 "a string"));
+  if (job.name.empty()) return Bad("metadata.name", "must not be empty");
+  if (doc["metadata"]["namespace"]) {
+    ASSIGN_OR_RETURN(job.namespace_, Scalar<std::string>(doc["metadata"]["namespace"],
+                                                         "metadata.namespace", "a string"));
+  }
+  const YAML::Node spec = doc["spec"];
+  if (!spec || !spec.IsMap()) return Bad("spec", "is missing");
+  const YAML::Node replicas = spec["replicaSpecs"];
+  if (!replicas || !replicas.IsMap() || replicas.size() == 0) {
+    return Bad("spec.replicaSpecs", "must map replica types (PS, Worker, ...) to specs");
+  }
+  for (const auto& entry : replicas) {
+    const std::string type_name = entry.first.as<std::string>();
+    std::optional<ReplicaType> type;
+    for (ReplicaType t : {ReplicaType::kChief, ReplicaType::kPS, ReplicaType::kWorker,
+                          ReplicaType::kEvaluator}) {
+      if (type_name == ReplicaTypeName(t)) type = t;
+    }
+    if (!type) {
+      return Bad(absl::StrCat("spec.replicaSpecs.", type_name),
+                 "unknown replica type (known: Chief, PS, Worker, Evaluator)");
+    }
+    ASSIGN_OR_RETURN(job.replica_specs[*type],
+                     ParseReplicaSpec(entry.second, absl::StrCat("spec.replicaSpecs.", type_name)));
+  }
+  if (job.Replicas(ReplicaType::kChief) > 1) {
+    return Bad("spec.replicaSpecs.Chief.replicas", "must be 0 or 1");
+  }
+  if (job.Replicas(ReplicaType::kWorker) + job.Replicas(ReplicaType::kChief) == 0) {
+    return Bad("spec.replicaSpecs", "needs at least one Worker (or a Chief) replica");
+  }
+  ASSIGN_OR_RETURN(job.run_policy, ParseRunPolicy(spec["runPolicy"]));
+  if (const YAML::Node sp = spec["successPolicy"]) {
+    ASSIGN_OR_RETURN(job.success_policy,
+                     EnumValue<SuccessPolicy>(sp, "spec.successPolicy",
+                                              {{"", SuccessPolicy::kChiefOrWorker0},
+                                               {"ChiefOrWorker0", SuccessPolicy::kChiefOrWorker0},
+                                               {"AllWorkers", SuccessPolicy::kAllWorkers}},
+                                              SuccessPolicy::kChiefOrWorker0));
+  }
+  return job;
+}
+
+}  // namespace
+
+absl::string_view ReplicaTypeName(ReplicaType type) {
+  switch (type) {
+    case ReplicaType::kChief:
+      return "Chief";
+    case ReplicaType::kPS:
+      return "PS";
+    case ReplicaType::kWorker:
+      return "Worker";
+    case ReplicaType::kEvaluator:
+      return "Evaluator";
+  }
+  return "?";
+}
+
+absl::string_view TaskTypeName(ReplicaType type) {
+  switch (type) {
+    case ReplicaType::kChief:
+      return "chief";
+    case ReplicaType::kPS:
+      return "ps";
+    case ReplicaType::kWorker:
+      return "worker";
+    case ReplicaType::kEvaluator:
+      return "evaluator";
+  }
+  return "?";
+}
+
+const Container& ReplicaSpec::MainContainer() const {
+  for (const auto& c : containers) {
+    if (c.name == "psflow") return c;
+  }
+  return containers.front();
+}
+
+int ReplicaSpec::Port() const {
+  for (const auto& p : MainContainer().ports) {
+    if (p.name == kPortName) return p.container_port;
+  }
+  return kDefaultPort;
+}
+
+int TrainingJob::Replicas(ReplicaType type) const {
+  auto it = replica_specs.find(type);
+  return it == replica_specs.end() ? 0 : it->second.replicas;
+}
+
+absl::StatusOr<TrainingJob> ParseTrainingJob(absl::string_view yaml, absl::string_view source) {
+  YAML::Node doc;
+  try {
+    doc = YAML::Load(std::string(yaml));
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": not valid YAML: ", e.msg, " (line ", e.mark.line + 1, ")"));
+  }
+  try {
+    auto job = Parse(doc);
+    if (!job.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(source, ": ", job.status().message()));
+    }
+    return job;
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": malformed manifest: ", e.msg));
+  }
+}
+
+absl::StatusOr<TrainingJob> LoadTrainingJob(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot read the file"));
+  std::stringstream text;
+  text << in.rdbuf();
+  return ParseTrainingJob(text.str(), path);
+}
+
+}  // namespace psflow::api

@@ -1,0 +1,93 @@
+// The TrainingJob API (psflow.io/v1alpha1), as typed structs, and its parser/validator.
+//
+// The same types serve the operator (from the Kubernetes API) and `psflow run` (from a file).
+// Only the fields psflow acts on are modelled; a pod template's other fields pass through the
+// operator untouched.
+#ifndef PSFLOW_OPERATOR_API_TRAINING_JOB_H_
+#define PSFLOW_OPERATOR_API_TRAINING_JOB_H_
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace psflow::api {
+
+inline constexpr char kApiVersion[] = "psflow.io/v1alpha1";
+inline constexpr char kKind[] = "TrainingJob";
+inline constexpr int kDefaultPort = 2222;
+inline constexpr char kPortName[] = "psflow-port";
+
+enum class ReplicaType { kChief, kPS, kWorker, kEvaluator };
+// "Chief", "PS", "Worker", "Evaluator" as in the manifest.
+absl::string_view ReplicaTypeName(ReplicaType type);
+// "chief", "ps", "worker", "evaluator" as in TF_CONFIG and pod names.
+absl::string_view TaskTypeName(ReplicaType type);
+
+enum class RestartPolicy { kNever, kOnFailure, kAlways, kExitCode };
+enum class SuccessPolicy { kChiefOrWorker0, kAllWorkers };
+enum class CleanPodPolicy { kRunning, kAll, kNone };
+
+struct EnvVar {
+  std::string name;
+  std::string value;
+};
+
+struct ContainerPort {
+  std::string name;
+  int container_port = 0;
+};
+
+struct Container {
+  std::string name;
+  std::string image;
+  std::vector<std::string> command;
+  std::vector<std::string> args;
+  std::vector<EnvVar> env;
+  std::vector<ContainerPort> ports;
+};
+
+struct ReplicaSpec {
+  int replicas = 1;
+  RestartPolicy restart_policy = RestartPolicy::kNever;
+  std::vector<Container> containers;  // template.spec.containers
+
+  // The container psflow configures: the one named "psflow", else the first.
+  const Container& MainContainer() const;
+  // Port of MainContainer's port named "psflow-port", else kDefaultPort.
+  int Port() const;
+};
+
+struct RunPolicy {
+  CleanPodPolicy clean_pod_policy = CleanPodPolicy::kRunning;
+  std::optional<int64_t> ttl_seconds_after_finished;
+  std::optional<int64_t> active_deadline_seconds;
+  std::optional<int> backoff_limit;
+  bool suspend = false;
+};
+
+struct TrainingJob {
+  std::string name;
+  std::string namespace_ = "default";
+  std::map<ReplicaType, ReplicaSpec> replica_specs;  // ordered Chief, PS, Worker, Evaluator
+  RunPolicy run_policy;
+  SuccessPolicy success_policy = SuccessPolicy::kChiefOrWorker0;
+
+  int Replicas(ReplicaType type) const;
+};
+
+// Parses and validates a manifest. INVALID_ARGUMENT with one line naming `source` and the field:
+// not YAML, wrong apiVersion/kind, missing metadata.name, no or unknown replica types, negative
+// replicas, more than one Chief, no Worker or Chief replica, a replica spec with no container,
+// bad enum values.
+absl::StatusOr<TrainingJob> ParseTrainingJob(absl::string_view yaml, absl::string_view source);
+
+// Reads then parses a file; NOT_FOUND when it cannot be read.
+absl::StatusOr<TrainingJob> LoadTrainingJob(const std::string& path);
+
+}  // namespace psflow::api
+
+#endif  // PSFLOW_OPERATOR_API_TRAINING_JOB_H_

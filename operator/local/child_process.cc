@@ -1,0 +1,112 @@
+#include "operator/local/child_process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace psflow::local {
+
+std::string ExitStatus::Describe() const {
+  if (signal != 0) return absl::StrCat("killed by signal ", signal, " (", strsignal(signal), ")");
+  return absl::StrCat("exit code ", code);
+}
+
+absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(
+    const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+  if (argv.empty()) return absl::InvalidArgumentError("empty command");
+  int out[2], status_pipe[2];
+  if (pipe2(out, O_CLOEXEC) != 0) return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
+  if (pipe2(status_pipe, O_CLOEXEC) != 0) {
+    close(out[0]);
+    close(out[1]);
+    return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
+  }
+  // Everything the child needs is built before fork: after it only async-signal-safe calls.
+  std::vector<char*> c_argv, c_env;
+  for (const auto& a : argv) c_argv.push_back(const_cast<char*>(a.c_str()));
+  c_argv.push_back(nullptr);
+  for (const auto& e : env) c_env.push_back(const_cast<char*>(e.c_str()));
+  c_env.push_back(nullptr);
+  const pid_t parent = getpid();
+
+  const pid_t pid = fork();
+  if (pid < 0) {
+    for (int fd : {out[0], out[1], status_pipe[0], status_pipe[1]}) close(fd);
+    return absl::InternalError(absl::StrCat("fork: ", strerror(errno)));
+  }
+  if (pid == 0) {
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) _exit(127);  // the parent died before prctl took effect
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    signal(SIGPIPE, SIG_DFL);
+    dup2(out[1], STDOUT_FILENO);
+    dup2(out[1], STDERR_FILENO);
+    const int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0) dup2(devnull, STDIN_FILENO);
+    execvpe(c_argv[0], c_argv.data(), c_env.data());
+    const int err = errno;
+    [[maybe_unused]] ssize_t n = write(status_pipe[1], &err, sizeof(err));
+    _exit(127);
+  }
+  close(out[1]);
+  close(status_pipe[1]);
+  int err = 0;
+  ssize_t n;
+  do {
+    n = read(status_pipe[0], &err, sizeof(err));
+  } while (n < 0 && errno == EINTR);
+  close(status_pipe[0]);
+  if (n == sizeof(err)) {  // exec failed
+    waitpid(pid, nullptr, 0);
+    close(out[0]);
+    return absl::NotFoundError(
+        absl::StrCat("cannot run \"", argv[0], "\": ", strerror(err)));
+  }
+  fcntl(out[0], F_SETFL, fcntl(out[0], F_GETFL) | O_NONBLOCK);
+  return std::unique_ptr<ChildProcess>(new ChildProcess(pid, out[0]));
+}
+
+ChildProcess::~ChildProcess() {
+  if (!exit_) {
+    Signal(SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  CloseOutput();
+}
+
+void ChildProcess::CloseOutput() {
+  if (output_fd_ >= 0) close(output_fd_);
+  output_fd_ = -1;
+}
+
+void ChildProcess::Signal(int sig) {
+  if (!exit_) kill(-pid_, sig);
+}
+
+std::optional<ExitStatus> ChildProcess::Poll() {
+  if (exit_) return exit_;
+  int status = 0;
+  if (waitpid(pid_, &status, WNOHANG) != pid_) return std::nullopt;
+  ExitStatus s;
+  if (WIFSIGNALED(status)) {
+    s.signal = WTERMSIG(status);
+  } else {
+    s.code = WEXITSTATUS(status);
+  }
+  exit_ = s;
+  // Stragglers of the group (grandchildren) go with it.
+  kill(-pid_, SIGKILL);
+  return exit_;
+}
+
+}  // namespace psflow::local

@@ -1,0 +1,88 @@
+// psflow: the command-line tool. `psflow run JOB.yaml` runs a TrainingJob locally as processes;
+// `psflow validate JOB.yaml` checks a manifest without running it.
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "operator/api/training_job.h"
+#include "operator/local/runner.h"
+
+ABSL_FLAG(std::string, progress, "auto",
+          "Progress line: auto (live on a terminal, periodic otherwise), always, never");
+ABSL_FLAG(int, finish_grace_s, 30,
+          "After the chief succeeds, seconds the other workers get to finish before they are "
+          "stopped");
+ABSL_FLAG(int, stop_grace_s, 10, "Seconds between SIGTERM and SIGKILL when stopping replicas");
+
+namespace {
+
+constexpr char kUsage[] =
+    "psflow run [--progress=auto|always|never] JOB.yaml   run a TrainingJob locally\n"
+    "psflow validate JOB.yaml                              check a TrainingJob manifest";
+
+int Fail(int code, const std::string& message) {
+  std::fprintf(stderr, "psflow: %s\n", message.c_str());
+  return code;
+}
+
+// Puts the directory of this executable first in $PATH, so manifests can name the sibling
+// binaries (psflow-ps, psflow-worker) as they would in a container image.
+void PrependOwnDirToPath() {
+  char self[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return;
+  std::string dir(self, static_cast<size_t>(n));
+  dir.erase(dir.rfind('/'));
+  const char* path = std::getenv("PATH");
+  setenv("PATH", absl::StrCat(dir, ":", path ? path : "/usr/bin:/bin").c_str(), 1);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(kUsage);
+  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  if (args.size() != 3 || (std::string(args[1]) != "run" && std::string(args[1]) != "validate")) {
+    return Fail(2, absl::StrCat("usage:\n", kUsage));
+  }
+  const std::string command = args[1], path = args[2];
+  auto job = psflow::api::LoadTrainingJob(path);
+  if (!job.ok()) return Fail(2, std::string(job.status().message()));
+  if (command == "validate") {
+    std::printf("%s: valid TrainingJob \"%s\"\n", path.c_str(), job->name.c_str());
+    return 0;
+  }
+
+  psflow::local::RunOptions options;
+  const std::string progress = absl::GetFlag(FLAGS_progress);
+  if (progress == "auto") {
+    options.progress = psflow::local::RunOptions::Progress::kAuto;
+  } else if (progress == "always") {
+    options.progress = psflow::local::RunOptions::Progress::kAlways;
+  } else if (progress == "never") {
+    options.progress = psflow::local::RunOptions::Progress::kNever;
+  } else {
+    return Fail(2, absl::StrCat("--progress must be auto, always or never, got \"", progress, "\""));
+  }
+  options.finish_grace = std::chrono::seconds(absl::GetFlag(FLAGS_finish_grace_s));
+  options.stop_grace = std::chrono::seconds(absl::GetFlag(FLAGS_stop_grace_s));
+  PrependOwnDirToPath();
+  auto outcome = psflow::local::RunLocally(*job, options);
+  if (!outcome.ok()) return Fail(2, std::string(outcome.status().message()));
+  switch (*outcome) {
+    case psflow::local::JobOutcome::kSucceeded:
+      return 0;
+    case psflow::local::JobOutcome::kFailed:
+      return 1;
+    case psflow::local::JobOutcome::kInterrupted:
+      return 130;
+  }
+  return 1;
+}

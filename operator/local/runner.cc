@@ -1,0 +1,468 @@
+#include "operator/local/runner.h"
+
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fcntl.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/algorithm/container.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/http_get.h"
+#include "core/prometheus_text.h"
+#include "core/status_macros.h"
+#include "operator/api/cluster_spec_builder.h"
+#include "operator/local/child_process.h"
+
+extern char** environ;
+
+namespace psflow::local {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using api::ReplicaType;
+
+int g_signal_pipe = -1;  // write end; the handler only writes a byte
+
+void OnStopSignal(int sig) {
+  const unsigned char b = static_cast<unsigned char>(sig);
+  [[maybe_unused]] ssize_t n = write(g_signal_pipe, &b, 1);
+}
+
+// Free TCP ports on 127.0.0.1: all sockets stay bound until every port is chosen, so no port is
+// handed out twice. (Another program may still take one before the replica binds it.)
+absl::StatusOr<std::vector<int>> FreePorts(int count) {
+  std::vector<int> fds, ports;
+  absl::Status status;
+  for (int i = 0; i < count && status.ok(); ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+        getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      status = absl::UnavailableError(absl::StrCat("no free local port: ", strerror(errno)));
+    } else {
+      ports.push_back(ntohs(addr.sin_port));
+    }
+    if (fd >= 0) fds.push_back(fd);
+  }
+  for (int fd : fds) close(fd);
+  RETURN_IF_ERROR(status);
+  return ports;
+}
+
+struct Replica {
+  ReplicaType type = ReplicaType::kWorker;
+  int index = 0;
+  std::string name;  // "worker-1"
+  int port = 0;
+  int metrics_port = 0;
+  std::vector<std::string> argv;
+  std::vector<std::string> env;
+  std::unique_ptr<ChildProcess> process;
+  std::string partial_line;
+  bool reported_exit = false;
+};
+
+class Console {
+ public:
+  explicit Console(RunOptions::Progress mode)
+      : live_(mode == RunOptions::Progress::kAlways ||
+              (mode == RunOptions::Progress::kAuto && isatty(STDOUT_FILENO))),
+        periodic_(mode != RunOptions::Progress::kNever && !live_) {}
+
+  void Line(absl::string_view text) {
+    std::string out;
+    if (live_ && !progress_.empty()) out = "\r\033[K";
+    absl::StrAppend(&out, text, "\n");
+    if (live_ && !progress_.empty()) out += progress_;
+    Write(out);
+  }
+  void Progress(const std::string& text) {
+    if (live_) {
+      progress_ = text;
+      Write(absl::StrCat("\r\033[K", text));
+    } else if (periodic_ && Clock::now() >= next_periodic_) {
+      next_periodic_ = Clock::now() + std::chrono::seconds(10);
+      Write(absl::StrCat(text, "\n"));
+    }
+  }
+  void EndProgress() {
+    if (live_ && !progress_.empty()) Write("\r\033[K");
+    progress_.clear();
+  }
+
+ private:
+  static void Write(const std::string& s) {
+    size_t done = 0;
+    while (done < s.size()) {
+      const ssize_t n = write(STDOUT_FILENO, s.data() + done, s.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return;
+      done += static_cast<size_t>(n);
+    }
+  }
+  bool live_;
+  bool periodic_;
+  std::string progress_;
+  Clock::time_point next_periodic_ = Clock::now() + std::chrono::seconds(5);
+};
+
+class JobRun {
+ public:
+  JobRun(const api::TrainingJob& job, const RunOptions& options)
+      : job_(job), options_(options), console_(options.progress) {}
+
+  absl::Status Plan();
+  absl::Status Start();
+  JobOutcome Supervise();
+
+ private:
+  void DrainOutput(Replica& r, bool final);
+  void ReapAndDecide();
+  // Scrapes the replicas' /metrics at most once a second (or now, when `force`).
+  void UpdateProgress(bool force = false);
+  void StopAll(const char* why);
+  bool IsChief(const Replica& r) const {
+    return job_.Replicas(ReplicaType::kChief) > 0 ? r.type == ReplicaType::kChief
+                                                  : r.type == ReplicaType::kWorker && r.index == 0;
+  }
+  bool IsTrainer(const Replica& r) const {
+    return r.type == ReplicaType::kWorker || r.type == ReplicaType::kChief;
+  }
+  std::string Say(absl::string_view text) { return absl::StrCat("[psflow] ", text); }
+
+  const api::TrainingJob& job_;
+  const RunOptions& options_;
+  Console console_;
+  std::vector<Replica> replicas_;
+  Clock::time_point start_;
+  std::optional<JobOutcome> outcome_;
+  std::string outcome_reason_;
+  std::optional<Clock::time_point> finish_by_;  // set once the job has succeeded
+  // Progress state.
+  double last_examples_ = 0;
+  Clock::time_point last_scrape_;
+  double rate_ = 0;
+  double global_step_ = 0;
+};
+
+absl::Status JobRun::Plan() {
+  int count = 0;
+  for (const auto& [type, spec] : job_.replica_specs) {
+    const api::Container& c = spec.MainContainer();
+    if (spec.replicas > 0 && c.command.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "spec.replicaSpecs.", api::ReplicaTypeName(type), ": container \"", c.name,
+          "\" has no command; psflow run needs one (e.g. [psflow-worker])"));
+    }
+    count += spec.replicas;
+  }
+  ASSIGN_OR_RETURN(std::vector<int> ports, FreePorts(2 * count));
+  size_t next = 0;
+  for (const auto& [type, spec] : job_.replica_specs) {
+    for (int i = 0; i < spec.replicas; ++i) {
+      Replica r;
+      r.type = type;
+      r.index = i;
+      r.name = absl::StrCat(api::TaskTypeName(type), "-", i);
+      r.port = ports[next];
+      r.metrics_port = ports[next + 1];
+      next += 2;
+      const api::Container& c = spec.MainContainer();
+      r.argv = c.command;
+      r.argv.insert(r.argv.end(), c.args.begin(), c.args.end());
+      replicas_.push_back(std::move(r));
+    }
+  }
+  const ClusterSpec cluster = api::BuildClusterSpec(job_, [this](ReplicaType type, int index) {
+    for (const auto& r : replicas_) {
+      if (r.type == type && r.index == index) return absl::StrCat("127.0.0.1:", r.port);
+    }
+    return std::string();
+  });
+  for (Replica& r : replicas_) {
+    // Names set by psflow win over the container's own env and the runner's environment.
+    const std::vector<std::pair<std::string, std::string>> own = {
+        {"TF_CONFIG", ToTfConfig(api::ForTask(cluster, r.type, r.index))},
+        {"PSFLOW_JOB_NAME", job_.name},
+        {"PSFLOW_REPLICA_TYPE", std::string(api::TaskTypeName(r.type))},
+        {"PSFLOW_REPLICA_INDEX", absl::StrCat(r.index)},
+        {"PSFLOW_METRICS_PORT", absl::StrCat(r.metrics_port)}};
+    auto overridden = [&](absl::string_view entry) {
+      const absl::string_view name = entry.substr(0, entry.find('='));
+      for (const auto& [k, v] : own) {
+        if (name == k) return true;
+      }
+      for (const auto& e : job_.replica_specs.at(r.type).MainContainer().env) {
+        if (name == e.name) return true;
+      }
+      return false;
+    };
+    for (char** e = environ; *e != nullptr; ++e) {
+      if (!overridden(*e)) r.env.emplace_back(*e);
+    }
+    for (const auto& e : job_.replica_specs.at(r.type).MainContainer().env) {
+      if (!absl::c_any_of(own, [&](const auto& kv) { return kv.first == e.name; })) {
+        r.env.push_back(absl::StrCat(e.name, "=", e.value));
+      }
+    }
+    for (const auto& [k, v] : own) r.env.push_back(absl::StrCat(k, "=", v));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status JobRun::Start() {
+  start_ = Clock::now();
+  last_scrape_ = start_;
+  // replica_specs is ordered Chief, PS, Worker, Evaluator; start the ps tasks first so the
+  // workers' first connection usually succeeds.
+  std::vector<Replica*> order;
+  for (auto& r : replicas_) {
+    if (r.type == ReplicaType::kPS) order.push_back(&r);
+  }
+  for (auto& r : replicas_) {
+    if (r.type != ReplicaType::kPS) order.push_back(&r);
+  }
+  console_.Line(Say(absl::StrFormat("job %s: starting %d replicas", job_.name, replicas_.size())));
+  for (Replica* r : order) {
+    auto p = ChildProcess::Spawn(r->argv, r->env);
+    if (!p.ok()) {
+      StopAll("start failed");
+      return absl::Status(p.status().code(),
+                          absl::StrCat(r->name, ": ", p.status().message()));
+    }
+    r->process = *std::move(p);
+  }
+  return absl::OkStatus();
+}
+
+void JobRun::DrainOutput(Replica& r, bool final) {
+  if (r.process == nullptr || r.process->output_fd() < 0) return;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = read(r.process->output_fd(), buf, sizeof(buf));
+    if (n > 0) {
+      r.partial_line.append(buf, static_cast<size_t>(n));
+      size_t start = 0, nl;
+      while ((nl = r.partial_line.find('\n', start)) != std::string::npos) {
+        console_.Line(absl::StrCat("[", r.name, "] ",
+                                   absl::string_view(r.partial_line).substr(start, nl - start)));
+        start = nl + 1;
+      }
+      r.partial_line.erase(0, start);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0 || final) {  // EOF, or the process is gone: flush what is left
+      if (!r.partial_line.empty()) console_.Line(absl::StrCat("[", r.name, "] ", r.partial_line));
+      r.partial_line.clear();
+      if (n == 0) r.process->CloseOutput();
+    }
+    return;
+  }
+}
+
+void JobRun::ReapAndDecide() {
+  bool all_trainers_done = true, all_trainers_ok = true;
+  for (Replica& r : replicas_) {
+    if (r.process == nullptr) continue;
+    const auto status = r.process->Poll();
+    if (IsTrainer(r)) {
+      all_trainers_done &= status.has_value();
+      all_trainers_ok &= status.has_value() && status->ok();
+    }
+    if (!status || r.reported_exit) continue;
+    r.reported_exit = true;
+    DrainOutput(r, /*final=*/true);
+    console_.Line(Say(absl::StrCat(r.name, " exited: ", status->Describe())));
+    if (outcome_) continue;
+    if (r.type == ReplicaType::kPS) {
+      outcome_ = JobOutcome::kFailed;
+      outcome_reason_ = absl::StrCat(r.name, " exited before the job finished (",
+                                     status->Describe(), ")");
+    } else if (IsTrainer(r) && !status->ok()) {
+      outcome_ = JobOutcome::kFailed;
+      outcome_reason_ = absl::StrCat(r.name, " failed (", status->Describe(), ")");
+    } else if (IsChief(r) && job_.success_policy == api::SuccessPolicy::kChiefOrWorker0) {
+      outcome_ = JobOutcome::kSucceeded;
+      outcome_reason_ = absl::StrCat(r.name, " (the chief) completed");
+    }
+  }
+  if (!outcome_ && all_trainers_done && all_trainers_ok) {
+    outcome_ = JobOutcome::kSucceeded;
+    outcome_reason_ = "every worker completed";
+  }
+  if (outcome_ == JobOutcome::kSucceeded && !finish_by_) {
+    finish_by_ = Clock::now() + options_.finish_grace;
+  }
+}
+
+void JobRun::UpdateProgress(bool force) {
+  const auto now = Clock::now();
+  if (!force && now - last_scrape_ < std::chrono::seconds(1)) return;
+  double examples = 0, loss_sum = 0, step = global_step_;
+  int running = 0, trainers = 0, losses = 0;
+  for (const Replica& r : replicas_) {
+    const bool alive = r.process != nullptr && !r.process->exit_status();
+    if (IsTrainer(r)) {
+      ++trainers;
+      running += alive ? 1 : 0;
+    }
+    if (!alive) continue;
+    auto text = HttpGet("127.0.0.1", r.metrics_port, "/metrics", std::chrono::milliseconds(300));
+    if (!text.ok()) continue;
+    if (r.type == ReplicaType::kPS) {
+      step = std::max(step, SumSamples(*text, "psflow_ps_global_step").value_or(0));
+    } else if (IsTrainer(r)) {
+      examples += SumSamples(*text, "psflow_worker_examples_total").value_or(0);
+      if (auto loss = SumSamples(*text, "psflow_worker_loss")) {
+        loss_sum += *loss;
+        ++losses;
+      }
+    }
+  }
+  const double dt = std::chrono::duration<double>(now - last_scrape_).count();
+  // Finished workers stop being scraped; only a rise counts towards the rate.
+  if (examples >= last_examples_) rate_ = (examples - last_examples_) / dt;
+  last_examples_ = examples;
+  last_scrape_ = now;
+  global_step_ = step;
+  std::string line = absl::StrFormat("[psflow] %s | step %.0f | %.0f examples/s", job_.name,
+                                     global_step_, rate_);
+  if (losses > 0) absl::StrAppendFormat(&line, " | loss %.4f", loss_sum / losses);
+  absl::StrAppendFormat(&line, " | workers running %d/%d | %.0fs", running, trainers,
+                        std::chrono::duration<double>(now - start_).count());
+  console_.Progress(line);
+}
+
+void JobRun::StopAll(const char* why) {
+  bool any = false;
+  for (Replica& r : replicas_) {
+    if (r.process != nullptr && !r.process->Poll()) {
+      r.process->Signal(SIGTERM);
+      any = true;
+    }
+  }
+  if (!any) return;
+  console_.Line(Say(absl::StrCat("stopping the remaining replicas: ", why)));
+  const auto kill_at = Clock::now() + options_.stop_grace;
+  for (;;) {
+    bool alive = false;
+    for (Replica& r : replicas_) {
+      if (r.process == nullptr) continue;
+      DrainOutput(r, false);
+      if (!r.process->Poll()) alive = true;
+    }
+    if (!alive) break;
+    if (Clock::now() >= kill_at) {
+      for (Replica& r : replicas_) {
+        if (r.process != nullptr) r.process->Signal(SIGKILL);
+      }
+    }
+    usleep(20000);
+  }
+  for (Replica& r : replicas_) {
+    if (r.process == nullptr || r.reported_exit) continue;
+    r.reported_exit = true;
+    DrainOutput(r, /*final=*/true);
+    console_.Line(Say(absl::StrCat(r.name, " stopped: ", r.process->exit_status()->Describe())));
+  }
+}
+
+JobOutcome JobRun::Supervise() {
+  int signal_pipe[2];
+  if (pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) signal_pipe[0] = signal_pipe[1] = -1;
+  g_signal_pipe = signal_pipe[1];
+  struct sigaction sa {};
+  sa.sa_handler = OnStopSignal;
+  sigemptyset(&sa.sa_mask);
+  struct sigaction old_int {}, old_term {};
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+
+  bool interrupted = false;
+  const Clock::time_point deadline =
+      job_.run_policy.active_deadline_seconds
+          ? start_ + std::chrono::seconds(*job_.run_policy.active_deadline_seconds)
+          : Clock::time_point::max();
+  for (;;) {
+    std::vector<pollfd> fds;
+    fds.push_back({signal_pipe[0], POLLIN, 0});
+    for (const Replica& r : replicas_) {
+      if (r.process != nullptr && r.process->output_fd() >= 0) {
+        fds.push_back({r.process->output_fd(), POLLIN, 0});
+      }
+    }
+    poll(fds.data(), fds.size(), 200);
+    if (fds[0].revents & POLLIN) {
+      interrupted = true;
+      break;
+    }
+    for (Replica& r : replicas_) DrainOutput(r, false);
+    ReapAndDecide();
+    if (outcome_ == JobOutcome::kFailed) break;
+    if (outcome_ == JobOutcome::kSucceeded) {
+      const bool trainers_left = absl::c_any_of(replicas_, [this](const Replica& r) {
+        return IsTrainer(r) && !r.process->exit_status();
+      });
+      if (!trainers_left || Clock::now() >= *finish_by_) break;
+    }
+    if (Clock::now() >= deadline) {
+      outcome_ = JobOutcome::kFailed;
+      outcome_reason_ = absl::StrCat("runPolicy.activeDeadlineSeconds (",
+                                     *job_.run_policy.active_deadline_seconds, "s) passed");
+      break;
+    }
+    UpdateProgress();
+  }
+  // A last look at the ps before it stops, for the summary.
+  UpdateProgress(/*force=*/true);
+  console_.EndProgress();
+  if (interrupted) {
+    outcome_ = JobOutcome::kInterrupted;
+    outcome_reason_ = "interrupted";
+  }
+  StopAll(outcome_reason_.c_str());
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  g_signal_pipe = -1;
+  if (signal_pipe[0] >= 0) {
+    close(signal_pipe[0]);
+    close(signal_pipe[1]);
+  }
+  const char* state = *outcome_ == JobOutcome::kSucceeded ? "Succeeded"
+                      : *outcome_ == JobOutcome::kFailed  ? "Failed"
+                                                          : "Interrupted";
+  console_.Line(Say(absl::StrFormat(
+      "job %s %s after %.1fs: %s (global step %.0f)", job_.name, state,
+      std::chrono::duration<double>(Clock::now() - start_).count(), outcome_reason_,
+      global_step_)));
+  return *outcome_;
+}
+
+}  // namespace
+
+absl::StatusOr<JobOutcome> RunLocally(const api::TrainingJob& job, const RunOptions& options) {
+  if (job.run_policy.suspend) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", job.name, " is suspended (spec.runPolicy.suspend: true)"));
+  }
+  JobRun run(job, options);
+  RETURN_IF_ERROR(run.Plan());
+  RETURN_IF_ERROR(run.Start());
+  return run.Supervise();
+}
+
+}  // namespace psflow::local

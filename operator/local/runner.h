@@ -1,0 +1,39 @@
+// `psflow run`: runs a TrainingJob on this machine, each replica a local process.
+//
+// Every replica gets TF_CONFIG naming free 127.0.0.1 ports, PSFLOW_JOB_NAME,
+// PSFLOW_REPLICA_TYPE/INDEX and PSFLOW_METRICS_PORT. Output lines are prefixed with the replica
+// name; a progress line (global step, examples/s, loss) comes from scraping the replicas'
+// /metrics. The job succeeds when the chief (Chief 0, else Worker 0) exits 0 (or, with
+// successPolicy AllWorkers, every worker does); the remaining workers then get a grace period to
+// finish, and the ps tasks are stopped. Any worker or chief failing first, a ps exiting early, or
+// runPolicy.activeDeadlineSeconds passing fails the job. SIGINT/SIGTERM stop every child.
+// Restart policies are not applied locally: a failed replica fails the job.
+#ifndef PSFLOW_OPERATOR_LOCAL_RUNNER_H_
+#define PSFLOW_OPERATOR_LOCAL_RUNNER_H_
+
+#include <chrono>
+
+#include "absl/status/statusor.h"
+#include "operator/api/training_job.h"
+
+namespace psflow::local {
+
+struct RunOptions {
+  enum class Progress { kAuto, kAlways, kNever };
+  // kAuto: a live line redrawn in place when stdout is a terminal, else a line every 10 s.
+  Progress progress = Progress::kAuto;
+  // After the job succeeded: how long still-running workers get to finish before SIGTERM.
+  std::chrono::seconds finish_grace{30};
+  // Between SIGTERM and SIGKILL when stopping replicas.
+  std::chrono::seconds stop_grace{10};
+};
+
+enum class JobOutcome { kSucceeded, kFailed, kInterrupted };
+
+// Runs the job to its end. Errors only for what stops it from starting (a replica without a
+// command, a command that cannot be run, no free ports); every started process is stopped then.
+absl::StatusOr<JobOutcome> RunLocally(const api::TrainingJob& job, const RunOptions& options);
+
+}  // namespace psflow::local
+
+#endif  // PSFLOW_OPERATOR_LOCAL_RUNNER_H_
