@@ -17,6 +17,13 @@ absl::Status Bad(absl::string_view path, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
 }
 
+// node[key], or an undefined node when node is not a map (yaml-cpp throws on chained lookups
+// through missing keys).
+YAML::Node Get(const YAML::Node& node, const char* key) {
+  if (!node || !node.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
+  return node[key];
+}
+
 template <class T>
 absl::StatusOr<T> Scalar(const YAML::Node& node, absl::string_view path, const char* kind) {
   if (!node.IsScalar()) return Bad(path, absl::StrCat("must be ", kind));
@@ -70,9 +77,9 @@ absl::StatusOr<Container> ParseContainer(const YAML::Node& node, absl::string_vi
     for (size_t i = 0; i < env.size(); ++i) {
       const std::string p = absl::StrCat(path, ".env[", i, "]");
       EnvVar e;
-      ASSIGN_OR_RETURN(e.name, Scalar<std::string>(env[i]["name"], p + ".name", "a string"));
-      if (env[i]["value"]) {
-        ASSIGN_OR_RETURN(e.value, Scalar<std::string>(env[i]["value"], p + ".value", "a string"));
+      ASSIGN_OR_RETURN(e.name, Scalar<std::string>(Get(env[i], "name"), p + ".name", "a string"));
+      if (Get(env[i], "value")) {
+        ASSIGN_OR_RETURN(e.value, Scalar<std::string>(Get(env[i], "value"), p + ".value", "a string"));
       }
       c.env.push_back(std::move(e));
     }
@@ -82,11 +89,11 @@ absl::StatusOr<Container> ParseContainer(const YAML::Node& node, absl::string_vi
     for (size_t i = 0; i < ports.size(); ++i) {
       const std::string p = absl::StrCat(path, ".ports[", i, "]");
       ContainerPort port;
-      if (ports[i]["name"]) {
-        ASSIGN_OR_RETURN(port.name, Scalar<std::string>(ports[i]["name"], p + ".name", "a string"));
+      if (Get(ports[i], "name")) {
+        ASSIGN_OR_RETURN(port.name, Scalar<std::string>(Get(ports[i], "name"), p + ".name", "a string"));
       }
       ASSIGN_OR_RETURN(port.container_port,
-                       Scalar<int>(ports[i]["containerPort"], p + ".containerPort", "an integer"));
+                       Scalar<int>(Get(ports[i], "containerPort"), p + ".containerPort", "an integer"));
       if (port.container_port < 1 || port.container_port > 65535) {
         return Bad(p + ".containerPort", "must be in 1..65535");
       }
@@ -112,7 +119,7 @@ absl::StatusOr<ReplicaSpec> ParseReplicaSpec(const YAML::Node& node, absl::strin
                                              {"Always", RestartPolicy::kAlways},
                                              {"ExitCode", RestartPolicy::kExitCode}},
                                             RestartPolicy::kNever));
-  const YAML::Node containers = node["template"]["spec"]["containers"];
+  const YAML::Node containers = Get(Get(Get(node, "template"), "spec"), "containers");
   const std::string cpath = absl::StrCat(path, ".template.spec.containers");
   if (!containers || !containers.IsSequence() || containers.size() == 0) {
     return Bad(cpath, "must list at least one container");
@@ -162,11 +169,11 @@ absl::StatusOr<TrainingJob> Parse(const YAML::Node& doc) {
   ASSIGN_OR_RETURN(std::string kind, Scalar<std::string>(doc["kind"], "kind", "a string"));
   if (kind != kKind) return Bad("kind", absl::StrCat("must be ", kKind, ", got ", kind));
   TrainingJob job;
-  ASSIGN_OR_RETURN(job.name, Scalar<std::string>(doc["metadata"]["name"], "metadata.name",
+  ASSIGN_OR_RETURN(job.name, Scalar<std::string>(Get(Get(doc, "metadata"), "name"), "metadata.name",
                                                  "a string"));
   if (job.name.empty()) return Bad("metadata.name", "must not be empty");
-  if (doc["metadata"]["namespace"]) {
-    ASSIGN_OR_RETURN(job.namespace_, Scalar<std::string>(doc["metadata"]["namespace"],
+  if (Get(Get(doc, "metadata"), "namespace")) {
+    ASSIGN_OR_RETURN(job.namespace_, Scalar<std::string>(Get(Get(doc, "metadata"), "namespace"),
                                                          "metadata.namespace", "a string"));
   }
   const YAML::Node spec = doc["spec"];

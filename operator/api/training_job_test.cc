@@ -1,0 +1,122 @@
+#include "operator/api/training_job.h"
+
+#include <gtest/gtest.h>
+
+namespace psflow::api {
+namespace {
+
+constexpr char kValid[] = R"(
+apiVersion: psflow.io/v1alpha1
+kind: TrainingJob
+metadata: {name: demo, namespace: ml}
+spec:
+  successPolicy: AllWorkers
+  runPolicy: {activeDeadlineSeconds: 60, backoffLimit: 3, cleanPodPolicy: All}
+  replicaSpecs:
+    PS:
+      replicas: 2
+      template:
+        spec:
+          containers:
+            - name: sidecar
+              image: busybox
+            - name: psflow
+              image: psflow/ps:0.1.0
+              command: [psflow-ps]
+              ports: [{name: psflow-port, containerPort: 3333}]
+    Worker:
+      replicas: 3
+      restartPolicy: ExitCode
+      template:
+        spec:
+          containers:
+            - image: psflow/worker:0.1.0
+              command: [psflow-worker]
+              args: [--train_steps=5]
+              env: [{name: A, value: "1"}]
+)";
+
+TEST(TrainingJob, ParsesTheFieldsPsflowUses) {
+  auto job = ParseTrainingJob(kValid, "job.yaml");
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->name, "demo");
+  EXPECT_EQ(job->namespace_, "ml");
+  EXPECT_EQ(job->Replicas(ReplicaType::kPS), 2);
+  EXPECT_EQ(job->Replicas(ReplicaType::kWorker), 3);
+  EXPECT_EQ(job->Replicas(ReplicaType::kChief), 0);
+  EXPECT_EQ(job->success_policy, SuccessPolicy::kAllWorkers);
+  EXPECT_EQ(job->run_policy.active_deadline_seconds, 60);
+  EXPECT_EQ(job->run_policy.backoff_limit, 3);
+  EXPECT_EQ(job->run_policy.clean_pod_policy, CleanPodPolicy::kAll);
+  const ReplicaSpec& ps = job->replica_specs.at(ReplicaType::kPS);
+  EXPECT_EQ(ps.MainContainer().name, "psflow");
+  EXPECT_EQ(ps.Port(), 3333);
+  const ReplicaSpec& worker = job->replica_specs.at(ReplicaType::kWorker);
+  EXPECT_EQ(worker.restart_policy, RestartPolicy::kExitCode);
+  EXPECT_EQ(worker.Port(), kDefaultPort);
+  EXPECT_EQ(worker.MainContainer().args, std::vector<std::string>{"--train_steps=5"});
+  EXPECT_EQ(worker.MainContainer().env.at(0).value, "1");
+}
+
+TEST(TrainingJob, TheDemoManifestIsValid) {
+  auto job = LoadTrainingJob(PSFLOW_SOURCE_DIR "/deploy/examples/mnist-mlp.yaml");
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->Replicas(ReplicaType::kPS), 1);
+  EXPECT_EQ(job->Replicas(ReplicaType::kWorker), 2);
+}
+
+TEST(TrainingJob, BadManifestsGiveOneLineNamingTheField) {
+  struct Case {
+    std::string yaml, reason;
+  };
+  const std::string head = "apiVersion: psflow.io/v1alpha1\nkind: TrainingJob\nmetadata: {name: x}\n";
+  const std::string worker =
+      "    Worker: {replicas: 1, template: {spec: {containers: [{command: [w]}]}}}\n";
+  const std::vector<Case> cases = {
+      {"key: [unclosed", "not valid YAML"},
+      {"- a\n- b\n", "must be a YAML object"},
+      {"apiVersion: v1\nkind: TrainingJob\n", "apiVersion: must be psflow.io/v1alpha1"},
+      {"apiVersion: psflow.io/v1alpha1\nkind: Pod\n", "kind: must be TrainingJob"},
+      {"apiVersion: psflow.io/v1alpha1\nkind: TrainingJob\nspec: {}\n", "metadata.name"},
+      {head, "spec: is missing"},
+      {head + "spec:\n  replicaSpecs: {}\n", "spec.replicaSpecs: must map"},
+      {head + "spec:\n  replicaSpecs:\n" + worker + "    Master: {replicas: 1}\n",
+       "spec.replicaSpecs.Master: unknown replica type"},
+      {head + "spec:\n  replicaSpecs:\n    Worker: {replicas: 0, template: {spec: {containers: "
+              "[{command: [w]}]}}}\n",
+       "needs at least one Worker"},
+      {head + "spec:\n  replicaSpecs:\n    Worker: {replicas: -1, template: {spec: {containers: "
+              "[{command: [w]}]}}}\n",
+       "Worker.replicas: must be >= 0"},
+      {head + "spec:\n  replicaSpecs:\n    Worker: {replicas: two}\n", "must be an integer"},
+      {head + "spec:\n  replicaSpecs:\n    Worker: {replicas: 1}\n",
+       "Worker.template.spec.containers: must list at least one container"},
+      {head + "spec:\n  replicaSpecs:\n" + worker + "    Chief: {replicas: 2, template: {spec: "
+              "{containers: [{command: [c]}]}}}\n",
+       "Chief.replicas: must be 0 or 1"},
+      {head + "spec:\n  replicaSpecs:\n    Worker: {restartPolicy: Sometimes, template: {spec: "
+              "{containers: [{command: [w]}]}}}\n",
+       "\"Sometimes\" is not one of Never, OnFailure, Always, ExitCode"},
+      {head + "spec:\n  runPolicy: {backoffLimit: -2}\n  replicaSpecs:\n" + worker,
+       "spec.runPolicy.backoffLimit: must be >= 0"},
+      {head + "spec:\n  replicaSpecs:\n    Worker: {template: {spec: {containers: [{command: "
+              "w}]}}}\n",
+       "command: must be a list of strings"},
+  };
+  for (const Case& c : cases) {
+    auto job = ParseTrainingJob(c.yaml, "bad.yaml");
+    ASSERT_FALSE(job.ok()) << c.yaml;
+    EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
+    const std::string message(job.status().message());
+    EXPECT_NE(message.find(c.reason), std::string::npos) << message;
+    EXPECT_EQ(message.rfind("bad.yaml: ", 0), 0u) << message;
+    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  }
+}
+
+TEST(TrainingJob, MissingFileIsNotFound) {
+  EXPECT_EQ(LoadTrainingJob("/nonexistent/job.yaml").status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace psflow::api

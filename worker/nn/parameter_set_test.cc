@@ -1,0 +1,58 @@
+#include "worker/nn/parameter_set.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+
+namespace psflow::nn {
+namespace {
+
+TEST(ParameterSet, OneAlignedBufferWithStableViews) {
+  ParameterSet p;
+  const auto w = p.Declare("w", {784, 100}, Initializer::GlorotUniform());
+  const auto b = p.Declare("b", {3}, Initializer::Zeros());
+  const auto c = p.Declare("c", {5}, Initializer::Uniform(0.5f));
+  p.Finalize();
+  EXPECT_EQ(p.value(w).size(), 78400u);
+  EXPECT_EQ(p.value(b).size(), 3u);
+  // Each parameter starts on a 64-byte boundary of the same buffer.
+  for (auto h : {w, b, c}) {
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p.value(h).data()) % 64, 0u);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p.grad(h).data()) % 64, 0u);
+    EXPECT_GE(p.value(h).data(), p.values().data());
+    EXPECT_LE(p.value(h).data() + p.value(h).size(), p.values().data() + p.values().size());
+  }
+  EXPECT_EQ(p.descs()[1].offset, 78400);
+  EXPECT_EQ(p.descs()[2].offset, 78400 + 16);
+}
+
+TEST(ParameterSet, InitializersAreSeededAndBounded) {
+  auto make = [](uint64_t seed) {
+    auto p = std::make_unique<ParameterSet>();
+    p->Declare("w", {784, 100}, Initializer::GlorotUniform());
+    p->Declare("b", {100}, Initializer::Zeros());
+    p->Declare("u", {1000}, Initializer::Uniform(0.1f));
+    p->Finalize();
+    p->Initialize(seed);
+    return p;
+  };
+  auto p1 = make(1), p2 = make(1), p3 = make(2);
+  EXPECT_TRUE(std::equal(p1->values().begin(), p1->values().end(), p2->values().begin()));
+  EXPECT_FALSE(std::equal(p1->values().begin(), p1->values().end(), p3->values().begin()));
+  const float limit = std::sqrt(6.0f / (784 + 100));
+  float max_abs = 0;
+  double sum = 0;
+  for (float x : p1->value(0)) {
+    max_abs = std::max(max_abs, std::fabs(x));
+    sum += x;
+  }
+  EXPECT_LE(max_abs, limit);
+  EXPECT_GT(max_abs, 0.95f * limit);                 // the range is used
+  EXPECT_NEAR(sum / 78400, 0.0, 0.01 * limit);        // centred
+  for (float x : p1->value(1)) EXPECT_EQ(x, 0.0f);
+  for (float x : p1->value(2)) EXPECT_LE(std::fabs(x), 0.1f);
+}
+
+}  // namespace
+}  // namespace psflow::nn

@@ -1,0 +1,179 @@
+// Bad input of every kind a user can give ends in one clear line and a non-zero exit: never a
+// crash, a hang or a stack dump. Each case runs the real binary.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "tests/test_util.h"
+
+namespace psflow::testing {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr auto kTimeout = std::chrono::seconds(60);
+constexpr char kFashionMnist[] = "/usr/share/datasets/fashion-mnist";
+
+class BadInput : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           absl::StrCat("psflow_bad_input_", getpid(), "_",
+                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string Write(const std::string& name, const std::string& text) {
+    const std::string path = (dir_ / name).string();
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  // Asserts the run failed with `code`, without timing out, and that its output is exactly one
+  // line (the error), which contains every one of `parts`.
+  static void ExpectOneLineError(const CommandResult& r, int code,
+                                 const std::vector<std::string>& parts) {
+    ASSERT_FALSE(r.timed_out) << r.output;
+    EXPECT_EQ(r.status.signal, 0) << r.output;
+    EXPECT_EQ(r.status.code, code) << r.output;
+    std::vector<std::string> lines = absl::StrSplit(r.output, '\n', absl::SkipEmpty());
+    ASSERT_EQ(lines.size(), 1u) << r.output;
+    for (const auto& p : parts) EXPECT_TRUE(absl::StrContains(lines[0], p)) << lines[0];
+  }
+
+  // The last line of a run that logged before failing.
+  static std::string LastLine(const CommandResult& r) {
+    std::vector<std::string> lines = absl::StrSplit(r.output, '\n', absl::SkipEmpty());
+    return lines.empty() ? "" : lines.back();
+  }
+
+  fs::path dir_;
+};
+
+const char kHead[] = "apiVersion: psflow.io/v1alpha1\nkind: TrainingJob\nmetadata: {name: bad}\n";
+
+TEST_F(BadInput, ManifestThatIsNotYaml) {
+  const auto path = Write("job.yaml", "spec: [this is: {not yaml");
+  ExpectOneLineError(RunCommand({Binary("psflow"), "run", path}, Environment({}), kTimeout), 2,
+                     {"psflow: ", path, "not valid YAML"});
+}
+
+TEST_F(BadInput, ManifestWithUnknownReplicaType) {
+  const auto path = Write("job.yaml", absl::StrCat(kHead, R"(spec:
+  replicaSpecs:
+    Worker: {replicas: 1, template: {spec: {containers: [{command: [psflow-worker]}]}}}
+    Master: {replicas: 1, template: {spec: {containers: [{command: [psflow-ps]}]}}}
+)"));
+  ExpectOneLineError(RunCommand({Binary("psflow"), "run", path}, Environment({}), kTimeout), 2,
+                     {"spec.replicaSpecs.Master", "unknown replica type"});
+}
+
+TEST_F(BadInput, ManifestWithZeroWorkers) {
+  const auto path = Write("job.yaml", absl::StrCat(kHead, R"(spec:
+  replicaSpecs:
+    PS: {replicas: 1, template: {spec: {containers: [{command: [psflow-ps]}]}}}
+    Worker: {replicas: 0, template: {spec: {containers: [{command: [psflow-worker]}]}}}
+)"));
+  ExpectOneLineError(RunCommand({Binary("psflow"), "run", path}, Environment({}), kTimeout), 2,
+                     {"at least one Worker"});
+}
+
+TEST_F(BadInput, ManifestWithoutCommand) {
+  const auto path = Write("job.yaml", absl::StrCat(kHead, R"(spec:
+  replicaSpecs:
+    PS: {replicas: 1, template: {spec: {containers: [{name: psflow, image: psflow/ps}]}}}
+    Worker: {replicas: 1, template: {spec: {containers: [{command: [psflow-worker]}]}}}
+)"));
+  ExpectOneLineError(RunCommand({Binary("psflow"), "run", path}, Environment({}), kTimeout), 2,
+                     {"spec.replicaSpecs.PS", "has no command"});
+}
+
+TEST_F(BadInput, ManifestThatDoesNotExist) {
+  ExpectOneLineError(RunCommand({Binary("psflow"), "run", (dir_ / "none.yaml").string()},
+                         Environment({}), kTimeout),
+                     2, {"none.yaml", "cannot read"});
+}
+
+TEST_F(BadInput, WorkerWithMissingDataset) {
+  const std::string empty = (dir_ / "empty").string();
+  fs::create_directories(empty);
+  ExpectOneLineError(RunCommand({Binary("psflow-worker"), "--data_path=" + empty}, Environment({}, {"TF_CONFIG"}),
+                         kTimeout),
+                     1, {"psflow-worker: ", empty + "/train-images-idx3-ubyte.gz", "no such file"});
+}
+
+TEST_F(BadInput, WorkerWithTruncatedDataset) {
+  const fs::path data = dir_ / "fmnist";
+  fs::create_directories(data);
+  for (const auto& entry : fs::directory_iterator(kFashionMnist)) {
+    fs::copy_file(entry.path(), data / entry.path().filename());
+  }
+  const fs::path labels = data / "train-labels-idx1-ubyte.gz";
+  fs::resize_file(labels, fs::file_size(labels) / 2);
+  const auto r = RunCommand({Binary("psflow-worker"), "--data_path=" + data.string()},
+                     Environment({}, {"TF_CONFIG"}), kTimeout);
+  ExpectOneLineError(r, 1, {"psflow-worker: ", labels.string()});
+  EXPECT_TRUE(absl::StrContains(r.output, "truncated") || absl::StrContains(r.output, "corrupt"))
+      << r.output;
+}
+
+TEST_F(BadInput, TfConfigThatIsNotJson) {
+  ExpectOneLineError(RunCommand({Binary("psflow-worker")}, Environment({"TF_CONFIG={cluster:"}), kTimeout),
+                     1, {"psflow-worker: TF_CONFIG is not valid JSON"});
+  ExpectOneLineError(RunCommand({Binary("psflow-ps")}, Environment({"TF_CONFIG=[]"}), kTimeout), 1,
+                     {"psflow-ps: TF_CONFIG must be a JSON object"});
+}
+
+TEST_F(BadInput, TfConfigTaskOutOfRange) {
+  const std::string tf_config =
+      R"(TF_CONFIG={"cluster":{"ps":["127.0.0.1:1"],"worker":["127.0.0.1:2"]},)"
+      R"("task":{"type":"worker","index":3}})";
+  ExpectOneLineError(RunCommand({Binary("psflow-worker")}, Environment({tf_config}), kTimeout), 1,
+                     {"task index 3 is out of range", "\"worker\" has 1 task(s)"});
+  const std::string ps_config =
+      R"(TF_CONFIG={"cluster":{"ps":["127.0.0.1:1"],"worker":["127.0.0.1:2"]},)"
+      R"("task":{"type":"ps","index":1}})";
+  ExpectOneLineError(RunCommand({Binary("psflow-ps")}, Environment({ps_config}), kTimeout), 1,
+                     {"psflow-ps: ", "task index 1 is out of range", "\"ps\" has 1"});
+}
+
+TEST_F(BadInput, UnreachablePsFailsAfterTheDeadlineNamingTheAddress) {
+  const int port = FreePorts(1)[0];
+  const std::string ps = absl::StrCat("127.0.0.1:", port);
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = RunCommand({Binary("psflow-worker"), "--job_name=worker", "--task_index=0",
+                      "--ps_hosts=" + ps, "--worker_hosts=127.0.0.1:1", "--ps_timeout_s=2"},
+                     Environment({}, {"TF_CONFIG"}), kTimeout);
+  ASSERT_FALSE(r.timed_out);
+  EXPECT_EQ(r.status.code, 1) << r.output;
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  const std::string last = LastLine(r);
+  EXPECT_EQ(last.rfind("psflow-worker: ", 0), 0u) << r.output;
+  EXPECT_TRUE(absl::StrContains(last, "ps task 0 at " + ps + " unreachable for 2s")) << last;
+  // Retried with backoff before giving up (several attempts, no busy loop): exactly one error.
+  EXPECT_EQ(LinesWith(r.output, "psflow-worker: ").size(), 1u);
+}
+
+TEST_F(BadInput, JobWhoseWorkerFailsEndsFailedAndStopsThePs) {
+  const auto path = Write("job.yaml", absl::StrCat(kHead, R"(spec:
+  replicaSpecs:
+    PS: {replicas: 1, template: {spec: {containers: [{command: [psflow-ps]}]}}}
+    Worker:
+      replicas: 2
+      template: {spec: {containers: [{command: [psflow-worker], args: [--data_path=/nonexistent]}]}}
+)"));
+  const auto r = RunCommand({Binary("psflow"), "run", "--progress=never", path}, Environment({}), kTimeout);
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.status.code, 1) << r.output;
+  EXPECT_EQ(LinesWith(r.output, "job bad Failed").size(), 1u) << r.output;
+  EXPECT_EQ(LinesWith(r.output, "[psflow] ps-0 stopped").size(), 1u) << r.output;
+  EXPECT_FALSE(LinesWith(r.output, "/nonexistent/train-images-idx3-ubyte.gz: no such file").empty())
+      << r.output;
+}
+
+}  // namespace
+}  // namespace psflow::testing

@@ -1,0 +1,44 @@
+// End to end: `psflow run` on the demo manifest (1 ps + 2 workers, real processes, real gRPC,
+// the packaged Fashion-MNIST) trains the MLP to >= 0.80 test accuracy.
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "tests/test_util.h"
+
+namespace psflow::testing {
+namespace {
+
+TEST(LocalRun, DemoTrainsBetweenGraphToEightyPercent) {
+  const CommandResult r =
+      RunCommand({Binary("psflow"), "run", "--progress=always", SourceDir() + "/deploy/examples/mnist-mlp.yaml"},
+          Environment({}), std::chrono::seconds(240));
+  ASSERT_FALSE(r.timed_out) << r.output;
+  ASSERT_TRUE(r.status.ok()) << r.status.Describe() << "\n" << r.output;
+
+  double steps_sum = 0;
+  for (const int i : {0, 1}) {
+    const auto summary = LinesWith(r.output, "worker " + std::to_string(i) + " done:");
+    ASSERT_EQ(summary.size(), 1u) << r.output;
+    // What the terminal shows once the progress line is erased ("\r\033[K") before it.
+    const size_t erase = summary[0].rfind("\033[K");
+    const std::string shown = summary[0].substr(erase == std::string::npos ? 0 : erase + 3);
+    EXPECT_EQ(shown.rfind("[worker-" + std::to_string(i) + "] ", 0), 0u)
+        << "lines are prefixed with the replica name: " << shown;
+    const double steps = Field(summary[0], "steps");
+    EXPECT_EQ(steps, 900) << summary[0];  // 3 epochs of a 30000-example shard, batch 100
+    EXPECT_GE(Field(summary[0], "test_accuracy"), 0.80) << summary[0];
+    steps_sum += steps;
+  }
+  // Every push advanced the global step once: the ps's final step is the sum of both workers'.
+  const auto stopped = LinesWith(r.output, "ps task 0 stopped: global_step=");
+  ASSERT_EQ(stopped.size(), 1u) << r.output;
+  EXPECT_EQ(Field(stopped[0], "global_step"), steps_sum);
+  // The live progress line was drawn, with the global step and throughput.
+  EXPECT_TRUE(absl::StrContains(r.output, "\r\033[K[psflow] mnist-mlp | step ")) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, " examples/s")) << r.output;
+  const auto final_line = LinesWith(r.output, "job mnist-mlp Succeeded");
+  ASSERT_EQ(final_line.size(), 1u) << r.output;
+}
+
+}  // namespace
+}  // namespace psflow::testing

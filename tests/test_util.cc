@@ -1,0 +1,102 @@
+#include "tests/test_util.h"
+
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/match.h"
+
+extern char** environ;
+
+namespace psflow::testing {
+
+std::string BinDir() { return PSFLOW_BIN_DIR; }
+std::string SourceDir() { return PSFLOW_SOURCE_DIR; }
+std::string Binary(const std::string& name) { return BinDir() + "/" + name; }
+
+std::vector<std::string> Environment(const std::vector<std::string>& extra,
+                                     const std::vector<std::string>& remove) {
+  auto name_of = [](const std::string& e) { return e.substr(0, e.find('=')); };
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry(*e), name = name_of(entry);
+    bool drop = false;
+    for (const auto& r : remove) drop |= name == r;
+    for (const auto& x : extra) drop |= name == name_of(x);
+    if (!drop) env.push_back(entry);
+  }
+  env.insert(env.end(), extra.begin(), extra.end());
+  return env;
+}
+
+CommandResult RunCommand(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                  std::chrono::seconds timeout) {
+  CommandResult result;
+  auto p = local::ChildProcess::Spawn(argv, env);
+  if (!p.ok()) {
+    result.status.code = 127;
+    result.output = std::string(p.status().message());
+    return result;
+  }
+  local::ChildProcess& child = **p;
+  const auto give_up = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (child.output_fd() >= 0) {
+      pollfd fd{child.output_fd(), POLLIN, 0};
+      poll(&fd, 1, 100);
+      char buf[65536];
+      const ssize_t n = read(child.output_fd(), buf, sizeof(buf));
+      if (n > 0) result.output.append(buf, static_cast<size_t>(n));
+      if (n == 0) child.CloseOutput();
+    } else if (auto s = child.Poll()) {
+      result.status = *s;
+      return result;
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (std::chrono::steady_clock::now() > give_up && !result.timed_out) {
+      result.timed_out = true;
+      child.Signal(SIGKILL);
+    }
+  }
+}
+
+std::vector<std::string> LinesWith(const std::string& text, const std::string& needle) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (absl::StrContains(line, needle)) out.push_back(line);
+  }
+  return out;
+}
+
+double Field(const std::string& line, const std::string& key) {
+  const size_t at = line.find(key + "=");
+  if (at == std::string::npos) return NAN;
+  return std::strtod(line.c_str() + at + key.size() + 1, nullptr);
+}
+
+std::vector<int> FreePorts(int count) {
+  std::vector<int> fds, ports;
+  for (int i = 0; i < count; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+    ports.push_back(ntohs(addr.sin_port));
+    fds.push_back(fd);
+  }
+  for (int fd : fds) close(fd);
+  return ports;
+}
+
+}  // namespace psflow::testing

@@ -1,0 +1,45 @@
+// Helpers for tests that run psflow's binaries as real processes.
+#ifndef PSFLOW_TESTS_TEST_UTIL_H_
+#define PSFLOW_TESTS_TEST_UTIL_H_
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "operator/local/child_process.h"
+
+namespace psflow::testing {
+
+// Directory of the built binaries (psflow, psflow-ps, psflow-worker).
+std::string BinDir();
+std::string SourceDir();
+std::string Binary(const std::string& name);  // BinDir() + "/" + name
+
+struct CommandResult {
+  local::ExitStatus status;
+  std::string output;  // stdout and stderr, interleaved as written
+  bool timed_out = false;
+};
+
+// The current environment with `extra` ("NAME=value") entries replacing same-named ones and
+// `remove` names dropped.
+std::vector<std::string> Environment(const std::vector<std::string>& extra,
+                                     const std::vector<std::string>& remove = {});
+
+// Runs argv to completion; after `timeout` the process group is killed and timed_out is set.
+CommandResult RunCommand(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                  std::chrono::seconds timeout);
+
+// Lines of `text` that contain `needle`.
+std::vector<std::string> LinesWith(const std::string& text, const std::string& needle);
+
+// The value of "key=<number>" in `line`; NaN when absent.
+double Field(const std::string& line, const std::string& key);
+
+// Free 127.0.0.1 TCP ports (bound together, then released).
+std::vector<int> FreePorts(int count);
+
+}  // namespace psflow::testing
+
+#endif  // PSFLOW_TESTS_TEST_UTIL_H_
