@@ -1,11 +1,39 @@
 #include "core/metrics.h"
 
-#include <cstdlib>
-#include <exception>
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "prometheus/text_serializer.h"
 
 namespace psflow {
+namespace {
+
+void SendAll(int fd, const std::string& data) {
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // the scraper went away: nothing to do
+    done += static_cast<size_t>(n);
+  }
+}
+
+std::string Response(const char* status, const char* content_type, const std::string& body) {
+  return absl::StrCat("HTTP/1.1 ", status, "\r\nContent-Type: ", content_type,
+                      "\r\nContent-Length: ", body.size(), "\r\nConnection: close\r\n\r\n", body);
+}
+
+}  // namespace
 
 Labels StandardLabels(const std::string& replica_type, int replica_index) {
   const char* job = std::getenv("PSFLOW_JOB_NAME");
@@ -16,22 +44,94 @@ Labels StandardLabels(const std::string& replica_type, int replica_index) {
 
 absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
     const std::string& bind_address, int port) {
-  std::unique_ptr<MetricsEndpoint> m(new MetricsEndpoint());
-  m->registry_ = std::make_shared<prometheus::Registry>();
-  m->health_ = std::make_shared<prometheus::Registry>();
-  try {
-    // prometheus-cpp (civetweb) throws when it cannot listen.
-    m->exposer_ = std::make_unique<prometheus::Exposer>(absl::StrCat(bind_address, ":", port),
-                                                         /*num_threads=*/1);
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat("metrics endpoint cannot listen on ", bind_address,
-                                               ":", port, ": ", e.what()));
+  const std::string where = absl::StrCat(bind_address, ":", port);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (inet_pton(AF_INET, bind_address.c_str(), &addr.sin_addr) != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metrics endpoint: ", bind_address, " is not an IPv4 address"));
   }
-  m->exposer_->RegisterCollectable(m->registry_, "/metrics");
-  m->exposer_->RegisterCollectable(m->health_, "/healthz");
-  const auto ports = m->exposer_->GetListeningPorts();
-  m->port_ = ports.empty() ? port : ports.front();
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  socklen_t len = sizeof(addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, 64) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    const int err = errno;
+    close(fd);
+    return absl::UnavailableError(
+        absl::StrCat("metrics endpoint cannot listen on ", where, ": ", std::strerror(err)));
+  }
+  std::unique_ptr<MetricsEndpoint> m(new MetricsEndpoint(fd, ntohs(addr.sin_port)));
+  if (pipe2(m->wake_pipe_, O_CLOEXEC) != 0) {
+    return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
+  }
+  m->thread_ = std::thread([p = m.get()] { p->Serve(); });
   return m;
+}
+
+MetricsEndpoint::MetricsEndpoint(int listen_fd, int port) : listen_fd_(listen_fd), port_(port) {}
+
+MetricsEndpoint::~MetricsEndpoint() {
+  if (thread_.joinable()) {
+    const char b = 0;
+    [[maybe_unused]] ssize_t n = write(wake_pipe_[1], &b, 1);
+    thread_.join();
+  }
+  for (int fd : {listen_fd_, wake_pipe_[0], wake_pipe_[1]}) {
+    if (fd >= 0) close(fd);
+  }
+}
+
+void MetricsEndpoint::Serve() {
+  for (;;) {
+    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_pipe_[0], POLLIN, 0}};
+    if (poll(fds, 2, -1) < 0 && errno != EINTR) return;
+    if (fds[1].revents != 0) return;
+    if ((fds[0].revents & POLLIN) == 0) continue;
+    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    Answer(fd);
+    close(fd);
+  }
+}
+
+void MetricsEndpoint::Answer(int fd) {
+  // A scraper that stalls must not hold the endpoint: bounded waits on both directions.
+  timeval tv{2, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  std::string request;
+  char buf[4096];
+  while (request.find("\r\n\r\n") == std::string::npos && request.size() < 16384) {
+    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    request.append(buf, static_cast<size_t>(n));
+  }
+  const size_t line_end = request.find("\r\n");
+  const std::string line = request.substr(0, line_end);
+  // "GET /metrics HTTP/1.1", query strings ignored.
+  const size_t sp1 = line.find(' '), sp2 = line.rfind(' ');
+  if (sp1 == std::string::npos || sp2 <= sp1) {
+    SendAll(fd, Response("400 Bad Request", "text/plain", "bad request\n"));
+    return;
+  }
+  const std::string method = line.substr(0, sp1);
+  std::string path = line.substr(sp1 + 1, sp2 - sp1 - 1);
+  path = path.substr(0, path.find('?'));
+  if (method != "GET") {
+    SendAll(fd, Response("405 Method Not Allowed", "text/plain", "only GET\n"));
+  } else if (path == "/metrics") {
+    const std::string body = prometheus::TextSerializer().Serialize(registry_.Collect());
+    SendAll(fd, Response("200 OK", "text/plain; version=0.0.4; charset=utf-8", body));
+  } else if (path == "/healthz") {
+    SendAll(fd, Response("200 OK", "text/plain", "ok\n"));
+  } else {
+    SendAll(fd, Response("404 Not Found", "text/plain", "see /metrics and /healthz\n"));
+  }
 }
 
 }  // namespace psflow

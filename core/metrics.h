@@ -1,17 +1,23 @@
-// The Prometheus endpoint every psflow process serves: /metrics (text exposition of `registry()`)
-// and /healthz (200 with an empty body while the process is up).
+// The Prometheus endpoint every psflow process serves: GET /metrics (text exposition format
+// 0.0.4 of `registry()`, serialised by prometheus-cpp) and GET /healthz (200 "ok").
+//
+// Why not prometheus-cpp's Exposer: it serves from civetweb threads with a fixed ~100 KiB stack,
+// and glibc carves each thread's static TLS out of that stack. OpenBLAS alone takes 60 KiB of
+// TLS, so in the worker a scrape overflowed the stack and crashed the process. This server runs
+// one ordinary thread (default stack) and answers one short request per connection.
 //
 // Metric names follow psflow_<component>_<name>_<unit>[_total]; labels come from
 // StandardLabels() and other small fixed sets, never step numbers.
 #ifndef PSFLOW_CORE_METRICS_H_
 #define PSFLOW_CORE_METRICS_H_
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/status/statusor.h"
-#include "prometheus/exposer.h"
 #include "prometheus/registry.h"
 
 namespace psflow {
@@ -24,20 +30,28 @@ Labels StandardLabels(const std::string& replica_type, int replica_index);
 
 class MetricsEndpoint {
  public:
-  // Listens on bind_address:port (port 0 picks a free one). UNAVAILABLE when the port is taken.
+  // Listens on bind_address:port (IPv4; port 0 picks a free one) and serves from a background
+  // thread until destroyed. UNAVAILABLE when the address cannot be bound.
   static absl::StatusOr<std::unique_ptr<MetricsEndpoint>> Start(const std::string& bind_address,
                                                                 int port);
+  ~MetricsEndpoint();
+  MetricsEndpoint(const MetricsEndpoint&) = delete;
+  MetricsEndpoint& operator=(const MetricsEndpoint&) = delete;
 
   // Thread-safe, as prometheus-cpp's registry is; lives as long as the endpoint.
-  prometheus::Registry& registry() { return *registry_; }
+  prometheus::Registry& registry() { return registry_; }
   int port() const { return port_; }
 
  private:
-  MetricsEndpoint() = default;
-  std::shared_ptr<prometheus::Registry> registry_;
-  std::shared_ptr<prometheus::Registry> health_;  // empty: /healthz answers 200 with no body
-  std::unique_ptr<prometheus::Exposer> exposer_;
-  int port_ = 0;
+  MetricsEndpoint(int listen_fd, int port);
+  void Serve();
+  void Answer(int fd);
+
+  prometheus::Registry registry_;
+  int listen_fd_;
+  int port_;
+  int wake_pipe_[2] = {-1, -1};  // written by the destructor to stop Serve()
+  std::thread thread_;
 };
 
 }  // namespace psflow

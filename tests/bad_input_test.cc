@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/free_ports.h"
 #include "tests/test_util.h"
 
 namespace psflow::testing {
@@ -142,7 +143,7 @@ TEST_F(BadInput, TfConfigTaskOutOfRange) {
 }
 
 TEST_F(BadInput, UnreachablePsFailsAfterTheDeadlineNamingTheAddress) {
-  const int port = FreePorts(1)[0];
+  const int port = FreeLocalPorts(1).value()[0];
   const std::string ps = absl::StrCat("127.0.0.1:", port);
   const auto start = std::chrono::steady_clock::now();
   const auto r = RunCommand({Binary("psflow-worker"), "--job_name=worker", "--task_index=0",

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/http_get.h"
 #include "core/prometheus_text.h"
+#include "core/free_ports.h"
 #include "tests/test_util.h"
 
 namespace psflow::testing {
@@ -41,7 +42,7 @@ void ExpectPromtoolAccepts(const std::string& exposition, const std::string& wha
 }
 
 TEST(Metrics, LivePsAndWorkerExposeValidRisingCounters) {
-  const std::vector<int> ports = FreePorts(4);
+  const std::vector<int> ports = FreeLocalPorts(4).value();
   const std::string ps = absl::StrCat("127.0.0.1:", ports[0]);
   auto ps_process = local::ChildProcess::Spawn(
       {Binary("psflow-ps"), "--job_name=ps", "--task_index=0", "--ps_hosts=" + ps,

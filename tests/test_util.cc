@@ -1,9 +1,7 @@
 #include "tests/test_util.h"
 
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -80,23 +78,6 @@ double Field(const std::string& line, const std::string& key) {
   const size_t at = line.find(key + "=");
   if (at == std::string::npos) return NAN;
   return std::strtod(line.c_str() + at + key.size() + 1, nullptr);
-}
-
-std::vector<int> FreePorts(int count) {
-  std::vector<int> fds, ports;
-  for (int i = 0; i < count; ++i) {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(addr);
-    bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-    getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-    ports.push_back(ntohs(addr.sin_port));
-    fds.push_back(fd);
-  }
-  for (int fd : fds) close(fd);
-  return ports;
 }
 
 }  // namespace psflow::testing

@@ -37,9 +37,6 @@ std::vector<std::string> LinesWith(const std::string& text, const std::string& n
 // The value of "key=<number>" in `line`; NaN when absent.
 double Field(const std::string& line, const std::string& key);
 
-// Free 127.0.0.1 TCP ports (bound together, then released).
-std::vector<int> FreePorts(int count);
-
 }  // namespace psflow::testing
 
 #endif  // PSFLOW_TESTS_TEST_UTIL_H_

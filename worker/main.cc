@@ -14,6 +14,7 @@
 #include "core/metrics.h"
 #include "core/status_macros.h"
 #include "core/task_flags.h"
+#include "worker/backend/cuda/devices.h"
 #include "worker/data/mnist.h"
 #include "worker/models/model_zoo.h"
 #include "worker/ps_client.h"
@@ -69,6 +70,7 @@ absl::Status Main() {
   PSFLOW_LOG(INFO) << "loaded " << train.size() << " training and " << test.size()
                    << " test examples from " << data_path;
 
+  PSFLOW_LOG(INFO) << cuda::BuildInfo() << "; training on the CPU backend";
   std::unique_ptr<nn::Backend> backend = nn::MakeCpuBackend();
   ASSIGN_OR_RETURN(std::unique_ptr<nn::Model> model,
                    nn::Model::Create(model_spec, *backend, absl::GetFlag(FLAGS_batch_size)));

@@ -1,9 +1,7 @@
 #include "operator/local/runner.h"
 
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <fcntl.h>
@@ -17,6 +15,7 @@
 #include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/free_ports.h"
 #include "core/http_get.h"
 #include "core/prometheus_text.h"
 #include "core/status_macros.h"
@@ -36,30 +35,6 @@ int g_signal_pipe = -1;  // write end; the handler only writes a byte
 void OnStopSignal(int sig) {
   const unsigned char b = static_cast<unsigned char>(sig);
   [[maybe_unused]] ssize_t n = write(g_signal_pipe, &b, 1);
-}
-
-// Free TCP ports on 127.0.0.1: all sockets stay bound until every port is chosen, so no port is
-// handed out twice. (Another program may still take one before the replica binds it.)
-absl::StatusOr<std::vector<int>> FreePorts(int count) {
-  std::vector<int> fds, ports;
-  absl::Status status;
-  for (int i = 0; i < count && status.ok(); ++i) {
-    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(addr);
-    if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-        getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      status = absl::UnavailableError(absl::StrCat("no free local port: ", strerror(errno)));
-    } else {
-      ports.push_back(ntohs(addr.sin_port));
-    }
-    if (fd >= 0) fds.push_back(fd);
-  }
-  for (int fd : fds) close(fd);
-  RETURN_IF_ERROR(status);
-  return ports;
 }
 
 struct Replica {
@@ -169,7 +144,7 @@ absl::Status JobRun::Plan() {
     }
     count += spec.replicas;
   }
-  ASSIGN_OR_RETURN(std::vector<int> ports, FreePorts(2 * count));
+  ASSIGN_OR_RETURN(std::vector<int> ports, FreeLocalPorts(2 * count));
   size_t next = 0;
   for (const auto& [type, spec] : job_.replica_specs) {
     for (int i = 0; i < spec.replicas; ++i) {

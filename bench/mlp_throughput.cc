@@ -1,0 +1,165 @@
+// How much does training through the ps cost? Examples/s of the seed MLP (784-100-10, batch 100)
+// trained three ways on this machine:
+//   local   : in this process, no ps (Trainer + LocalSgd): the baseline
+//   1ps+1w  : psflow-ps and one psflow-worker process, async SGD over gRPC on loopback
+//   1ps+2w  : psflow-ps and two psflow-worker processes (aggregate examples/s)
+// Each configuration runs --repeats times; the median is reported with ratios to the baseline.
+//
+//   build/bin/bench_mlp_throughput [--steps=1000] [--repeats=3]
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/free_ports.h"
+#include "operator/local/child_process.h"
+#include "worker/data/mnist.h"
+#include "worker/models/model_zoo.h"
+#include "worker/trainer.h"
+
+ABSL_FLAG(int64_t, steps, 1000, "Training steps per worker in each run");
+ABSL_FLAG(int, repeats, 3, "Runs per configuration (median reported)");
+ABSL_FLAG(std::string, data_path, "/usr/share/datasets/fashion-mnist", "MNIST-format data");
+
+namespace psflow {
+namespace {
+
+constexpr float kLearningRate = 0.1f;
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+absl::StatusOr<double> RunLocal(const data::Dataset& train, const data::Dataset& test) {
+  auto backend = nn::MakeCpuBackend();
+  auto model = nn::Model::Create(models::MnistMlp(), *backend, 100);
+  if (!model.ok()) return model.status();
+  LocalSgd sync;
+  TrainerOptions o;
+  o.learning_rate = kLearningRate;
+  o.train_steps = absl::GetFlag(FLAGS_steps);
+  o.log_every_steps = 0;
+  Trainer trainer(**model, sync, train, test, o, nullptr);
+  auto r = trainer.Run();
+  if (!r.ok()) return r.status();
+  return r->examples_per_second();
+}
+
+std::string BinDir() {
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  std::string path(self, n > 0 ? static_cast<size_t>(n) : 0);
+  return path.substr(0, path.rfind('/'));
+}
+
+// Waits for the child to exit and returns its output.
+std::string Collect(local::ChildProcess& p) {
+  std::string out;
+  for (;;) {
+    if (p.output_fd() >= 0) {
+      char buf[65536];
+      const ssize_t n = read(p.output_fd(), buf, sizeof(buf));
+      if (n > 0) {
+        out.append(buf, static_cast<size_t>(n));
+      } else if (n == 0) {
+        p.CloseOutput();
+      } else {
+        usleep(2000);
+      }
+    } else if (p.Poll()) {
+      return out;
+    } else {
+      usleep(2000);
+    }
+  }
+}
+
+// Aggregate examples/s of `workers` worker processes training against one ps process.
+absl::StatusOr<double> RunThroughPs(int workers) {
+  auto ports = FreeLocalPorts(1 + workers);
+  if (!ports.ok()) return ports.status();
+  const std::string ps = absl::StrCat("127.0.0.1:", (*ports)[0]);
+  std::vector<std::string> worker_hosts;
+  for (int i = 0; i < workers; ++i) worker_hosts.push_back(absl::StrCat("127.0.0.1:", (*ports)[1 + i]));
+  const std::string hosts = absl::StrJoin(worker_hosts, ",");
+  const std::vector<std::string> env = {"PATH=/usr/bin:/bin"};
+  auto ps_process = local::ChildProcess::Spawn(
+      {BinDir() + "/psflow-ps", "--job_name=ps", "--task_index=0", "--ps_hosts=" + ps,
+       "--worker_hosts=" + hosts},
+      env);
+  if (!ps_process.ok()) return ps_process.status();
+  std::vector<std::unique_ptr<local::ChildProcess>> procs;
+  for (int i = 0; i < workers; ++i) {
+    auto w = local::ChildProcess::Spawn(
+        {BinDir() + "/psflow-worker", "--job_name=worker", absl::StrCat("--task_index=", i),
+         "--ps_hosts=" + ps, "--worker_hosts=" + hosts,
+         absl::StrCat("--train_steps=", absl::GetFlag(FLAGS_steps)),
+         absl::StrCat("--learning_rate=", kLearningRate), "--log_every_steps=0",
+         "--data_path=" + absl::GetFlag(FLAGS_data_path)},
+        env);
+    if (!w.ok()) return w.status();
+    procs.push_back(*std::move(w));
+  }
+  double total = 0;
+  for (auto& p : procs) {
+    const std::string out = Collect(*p);
+    const size_t at = out.find("examples_per_sec=");
+    if (!p->exit_status()->ok() || at == std::string::npos) {
+      return absl::InternalError(absl::StrCat("worker failed:\n", out));
+    }
+    total += std::strtod(out.c_str() + at + 17, nullptr);
+  }
+  (*ps_process)->Signal(SIGTERM);
+  Collect(**ps_process);
+  return total;
+}
+
+int Main() {
+  auto train = data::LoadMnist(absl::GetFlag(FLAGS_data_path), data::Split::kTrain);
+  auto test = data::LoadMnist(absl::GetFlag(FLAGS_data_path), data::Split::kTest);
+  if (!train.ok() || !test.ok()) {
+    std::fprintf(stderr, "bench: %s\n", std::string((train.ok() ? test.status() : train.status()).message()).c_str());
+    return 1;
+  }
+  std::vector<double> local, one, two;
+  for (int r = 0; r < absl::GetFlag(FLAGS_repeats); ++r) {
+    auto a = RunLocal(*train, *test);
+    auto b = RunThroughPs(1);
+    auto c = RunThroughPs(2);
+    for (const auto* s : {&a, &b, &c}) {
+      if (!s->ok()) {
+        std::fprintf(stderr, "bench: %s\n", std::string(s->status().message()).c_str());
+        return 1;
+      }
+    }
+    local.push_back(*a);
+    one.push_back(*b);
+    two.push_back(*c);
+  }
+  const double base = Median(local), m1 = Median(one), m2 = Median(two);
+  std::printf("mnist_mlp batch 100, %ld steps per worker, median of %d runs, %d CPU cores\n",
+              static_cast<long>(absl::GetFlag(FLAGS_steps)), absl::GetFlag(FLAGS_repeats),
+              static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
+  std::printf("%-28s %12s %10s\n", "configuration", "examples/s", "vs local");
+  std::printf("%-28s %12.0f %10.2f\n", "local (in process, no ps)", base, 1.0);
+  std::printf("%-28s %12.0f %10.2f\n", "1 ps + 1 worker", m1, m1 / base);
+  std::printf("%-28s %12.0f %10.2f\n", "1 ps + 2 workers (sum)", m2, m2 / base);
+  std::printf("2 workers / 1 worker through the ps: %.2fx\n", m2 / m1);
+  return 0;
+}
+
+}  // namespace
+}  // namespace psflow
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return psflow::Main();
+}

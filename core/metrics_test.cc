@@ -1,0 +1,44 @@
+#include "core/metrics.h"
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "core/http_get.h"
+#include "prometheus/counter.h"
+
+namespace psflow {
+namespace {
+
+using std::chrono::milliseconds;
+
+TEST(MetricsEndpoint, ServesRegistryAndHealth) {
+  auto m = MetricsEndpoint::Start("127.0.0.1", 0);
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_GT((*m)->port(), 0);
+  auto& c = prometheus::BuildCounter()
+                .Name("psflow_test_things_total")
+                .Help("Things.")
+                .Register((*m)->registry())
+                .Add(StandardLabels("worker", 3));
+  c.Increment(5);
+  auto text = HttpGet("127.0.0.1", (*m)->port(), "/metrics", milliseconds(2000));
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_TRUE(absl::StrContains(
+      *text, R"(psflow_test_things_total{job="local",replica_index="3",replica_type="worker"} 5)"))
+      << *text;
+  EXPECT_EQ(HttpGet("127.0.0.1", (*m)->port(), "/healthz", milliseconds(2000)).value(), "ok\n");
+  auto missing = HttpGet("127.0.0.1", (*m)->port(), "/nope", milliseconds(2000));
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kInternal);
+  EXPECT_TRUE(absl::StrContains(missing.status().message(), "404")) << missing.status();
+}
+
+TEST(MetricsEndpoint, PortInUseIsUnavailable) {
+  auto first = MetricsEndpoint::Start("127.0.0.1", 0);
+  ASSERT_TRUE(first.ok());
+  auto second = MetricsEndpoint::Start("127.0.0.1", (*first)->port());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_FALSE(MetricsEndpoint::Start("not-an-ip", 0).ok());
+}
+
+}  // namespace
+}  // namespace psflow
