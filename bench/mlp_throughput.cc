@@ -88,13 +88,14 @@ absl::StatusOr<double> RunThroughPs(int workers) {
   if (!ports.ok()) return ports.status();
   const std::string ps = absl::StrCat("127.0.0.1:", (*ports)[0]);
   std::vector<std::string> worker_hosts;
-  for (int i = 0; i < workers; ++i) worker_hosts.push_back(absl::StrCat("127.0.0.1:", (*ports)[1 + i]));
+  for (int i = 0; i < workers; ++i)
+    worker_hosts.push_back(absl::StrCat("127.0.0.1:", (*ports)[1 + i]));
   const std::string hosts = absl::StrJoin(worker_hosts, ",");
   const std::vector<std::string> env = {"PATH=/usr/bin:/bin"};
-  auto ps_process = local::ChildProcess::Spawn(
-      {BinDir() + "/psflow-ps", "--job_name=ps", "--task_index=0", "--ps_hosts=" + ps,
-       "--worker_hosts=" + hosts},
-      env);
+  auto ps_process =
+      local::ChildProcess::Spawn({BinDir() + "/psflow-ps", "--job_name=ps", "--task_index=0",
+                                  "--ps_hosts=" + ps, "--worker_hosts=" + hosts},
+                                 env);
   if (!ps_process.ok()) return ps_process.status();
   std::vector<std::unique_ptr<local::ChildProcess>> procs;
   for (int i = 0; i < workers; ++i) {
@@ -126,7 +127,8 @@ int Main() {
   auto train = data::LoadMnist(absl::GetFlag(FLAGS_data_path), data::Split::kTrain);
   auto test = data::LoadMnist(absl::GetFlag(FLAGS_data_path), data::Split::kTest);
   if (!train.ok() || !test.ok()) {
-    std::fprintf(stderr, "bench: %s\n", std::string((train.ok() ? test.status() : train.status()).message()).c_str());
+    std::fprintf(stderr, "bench: %s\n",
+                 std::string((train.ok() ? test.status() : train.status()).message()).c_str());
     return 1;
   }
   std::vector<double> local, one, two;

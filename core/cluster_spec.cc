@@ -18,8 +18,8 @@ absl::Status ValidateAddress(absl::string_view type, size_t index, absl::string_
   int port = 0;
   if (colon == absl::string_view::npos || colon == 0 ||
       !absl::SimpleAtoi(address.substr(colon + 1), &port) || port <= 0 || port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat("cluster spec: ", type, "[", index, "] = \"",
-                                                   address, "\" is not host:port"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cluster spec: ", type, "[", index, "] = \"", address, "\" is not host:port"));
   }
   return absl::OkStatus();
 }
@@ -60,7 +60,8 @@ absl::Status ValidateClusterSpec(const ClusterSpec& spec) {
 }
 
 absl::StatusOr<ClusterSpec> ParseTfConfig(absl::string_view text) {
-  const json doc = json::parse(text.begin(), text.end(), /*cb=*/nullptr, /*allow_exceptions=*/false);
+  const json doc =
+      json::parse(text.begin(), text.end(), /*cb=*/nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) return absl::InvalidArgumentError("TF_CONFIG is not valid JSON");
   if (!doc.is_object()) return absl::InvalidArgumentError("TF_CONFIG must be a JSON object");
   ClusterSpec spec;

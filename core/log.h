@@ -8,7 +8,6 @@
 
 #include <sstream>
 
-
 namespace psflow {
 
 enum class LogLevel { kInfo, kWarning, kError };

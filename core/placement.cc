@@ -11,7 +11,8 @@ namespace psflow {
 absl::StatusOr<Placement> PlaceVariables(const std::vector<VariableInfo>& variables,
                                          int num_tasks) {
   if (num_tasks < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("placement needs >= 1 ps task, got ", num_tasks));
+    return absl::InvalidArgumentError(
+        absl::StrCat("placement needs >= 1 ps task, got ", num_tasks));
   }
   std::set<std::string_view> names;
   for (const auto& v : variables) {
@@ -29,9 +30,9 @@ absl::StatusOr<Placement> PlaceVariables(const std::vector<VariableInfo>& variab
   p.task_of.assign(variables.size(), 0);
   p.bytes_per_task.assign(num_tasks, 0);
   for (size_t i : order) {
-    const int task = static_cast<int>(
-        std::min_element(p.bytes_per_task.begin(), p.bytes_per_task.end()) -
-        p.bytes_per_task.begin());
+    const int task =
+        static_cast<int>(std::min_element(p.bytes_per_task.begin(), p.bytes_per_task.end()) -
+                         p.bytes_per_task.begin());
     p.task_of[i] = task;
     p.bytes_per_task[task] += variables[i].bytes;
   }

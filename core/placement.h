@@ -27,8 +27,7 @@ struct Placement {
 };
 
 // INVALID_ARGUMENT when num_tasks < 1 or two variables share a name.
-absl::StatusOr<Placement> PlaceVariables(const std::vector<VariableInfo>& variables,
-                                         int num_tasks);
+absl::StatusOr<Placement> PlaceVariables(const std::vector<VariableInfo>& variables, int num_tasks);
 
 }  // namespace psflow
 

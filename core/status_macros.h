@@ -9,9 +9,9 @@
 #define PSFLOW_CONCAT_(a, b) PSFLOW_CONCAT_INNER_(a, b)
 
 // Returns from the enclosing function if `expr` (an absl::Status) is not OK.
-#define RETURN_IF_ERROR(expr)                 \
-  do {                                        \
-    ::absl::Status psflow_status_ = (expr);   \
+#define RETURN_IF_ERROR(expr)                        \
+  do {                                               \
+    ::absl::Status psflow_status_ = (expr);          \
     if (!psflow_status_.ok()) return psflow_status_; \
   } while (false)
 

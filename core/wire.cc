@@ -27,8 +27,9 @@ void EncodeFloat32(std::span<const float> values, std::span<const int64_t> shape
   if (!values.empty()) std::memcpy(data->data(), values.data(), values.size_bytes());
 }
 
-absl::Status DecodeFloat32(const proto::TensorProto& tensor, std::span<const int64_t> expected_shape,
-                           std::span<float> out, absl::string_view what) {
+absl::Status DecodeFloat32(const proto::TensorProto& tensor,
+                           std::span<const int64_t> expected_shape, std::span<float> out,
+                           absl::string_view what) {
   if (tensor.dtype() != proto::DT_FLOAT32) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": expected dtype float32, got ", proto::DType_Name(tensor.dtype())));
@@ -40,8 +41,8 @@ absl::Status DecodeFloat32(const proto::TensorProto& tensor, std::span<const int
                                                    absl::StrJoin(tensor.shape(), ","), "]"));
   }
   if (tensor.data().size() != out.size_bytes()) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": expected ", out.size_bytes(),
-                                                   " bytes, got ", tensor.data().size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": expected ", out.size_bytes(), " bytes, got ", tensor.data().size()));
   }
   if (!out.empty()) std::memcpy(out.data(), tensor.data().data(), out.size_bytes());
   return absl::OkStatus();

@@ -4,10 +4,10 @@
 
 #include <cstdint>
 #include <span>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "proto/ps.pb.h"
 
 namespace psflow {
@@ -19,8 +19,9 @@ void EncodeFloat32(std::span<const float> values, std::span<const int64_t> shape
 
 // Copies a float32 tensor's bytes into `out`. INVALID_ARGUMENT (naming `what`) when the dtype is
 // not float32, the shape does not match `expected_shape`, or the byte count is wrong.
-absl::Status DecodeFloat32(const proto::TensorProto& tensor, std::span<const int64_t> expected_shape,
-                           std::span<float> out, absl::string_view what);
+absl::Status DecodeFloat32(const proto::TensorProto& tensor,
+                           std::span<const int64_t> expected_shape, std::span<float> out,
+                           absl::string_view what);
 
 // Number of elements of a shape (1 for a scalar).
 int64_t NumElements(std::span<const int64_t> shape);

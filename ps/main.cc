@@ -43,7 +43,8 @@ absl::Status Main() {
   std::unique_ptr<PsMetrics> metrics;
   if (const int metrics_port = ResolveMetricsPort(); metrics_port >= 0) {
     ASSIGN_OR_RETURN(endpoint, MetricsEndpoint::Start("0.0.0.0", metrics_port));
-    metrics = std::make_unique<PsMetrics>(endpoint->registry(), StandardLabels("ps", spec.task.index));
+    metrics =
+        std::make_unique<PsMetrics>(endpoint->registry(), StandardLabels("ps", spec.task.index));
     PSFLOW_LOG(INFO) << "metrics on :" << endpoint->port() << "/metrics";
   }
 
@@ -57,8 +58,8 @@ absl::Status Main() {
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || bound_port == 0) {
-    return absl::UnavailableError(absl::StrCat("ps task ", spec.task.index, " cannot listen on ",
-                                               listen, " (port in use?)"));
+    return absl::UnavailableError(
+        absl::StrCat("ps task ", spec.task.index, " cannot listen on ", listen, " (port in use?)"));
   }
   PSFLOW_LOG(INFO) << "ps task " << spec.task.index << " of " << spec.Tasks("ps").size()
                    << " serving on " << listen;

@@ -115,8 +115,8 @@ grpc::ServerUnaryReactor* PsService::Initialize(grpc::CallbackServerContext* con
     return reactor;
   }
   if (*created) {
-    PSFLOW_LOG(INFO) << "initialised " << store_.num_variables() << " variables, "
-                     << store_.bytes() << " bytes";
+    PSFLOW_LOG(INFO) << "initialised " << store_.num_variables() << " variables, " << store_.bytes()
+                     << " bytes";
     if (metrics_ != nullptr) metrics_->variable_bytes.Set(static_cast<double>(store_.bytes()));
     std::lock_guard lock(mu_);
     FinishWaiters(/*all=*/false);
@@ -138,10 +138,10 @@ grpc::ServerUnaryReactor* PsService::WaitReady(grpc::CallbackServerContext* cont
     reactor->Finish(grpc::Status::OK);
     return reactor;
   }
-  waiters_.push_back({reactor, response,
-                      std::chrono::steady_clock::now() +
-                          std::chrono::milliseconds(std::min<int64_t>(request->timeout_ms(),
-                                                                      60'000))});
+  waiters_.push_back(
+      {reactor, response,
+       std::chrono::steady_clock::now() +
+           std::chrono::milliseconds(std::min<int64_t>(request->timeout_ms(), 60'000))});
   cv_.notify_all();
   return reactor;
 }

@@ -28,8 +28,8 @@ absl::StatusOr<bool> VariableStore::Initialize(const proto::InitializeRequest& r
     RETURN_IF_ERROR(DecodeFloat32(nt.tensor(), v->shape, v->value, nt.name()));
     bytes += static_cast<int64_t>(v->value.size() * sizeof(float));
     if (!vars.emplace(nt.name(), std::move(v)).second) {
-      return absl::InvalidArgumentError(absl::StrCat("initialize: duplicate variable \"",
-                                                     nt.name(), "\""));
+      return absl::InvalidArgumentError(
+          absl::StrCat("initialize: duplicate variable \"", nt.name(), "\""));
     }
   }
   variables_ = std::move(vars);
@@ -44,8 +44,8 @@ absl::Status VariableStore::Pull(const proto::PullRequest& request,
   if (!ready()) return absl::FailedPreconditionError("variables are not initialised yet");
   auto emit = [response](int i, const std::string& name, const Variable& v) {
     // Reuse the response's existing entries (and their byte buffers) where it has them.
-    proto::NamedTensor* out = i < response->variables_size() ? response->mutable_variables(i)
-                                                             : response->add_variables();
+    proto::NamedTensor* out =
+        i < response->variables_size() ? response->mutable_variables(i) : response->add_variables();
     out->set_name(name);
     std::lock_guard lock(v.mu);
     EncodeFloat32(v.value, v.shape, out->mutable_tensor());
@@ -81,9 +81,9 @@ absl::StatusOr<int64_t> VariableStore::Push(const proto::PushRequest& request) {
     if (t.dtype() != proto::DT_FLOAT32 ||
         !std::equal(t.shape().begin(), t.shape().end(), v.shape.begin(), v.shape.end()) ||
         t.data().size() != v.value.size() * sizeof(float)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("gradient for \"", g.name(), "\" does not match the variable's float32 [",
-                       absl::StrJoin(v.shape, ","), "]"));
+      return absl::InvalidArgumentError(absl::StrCat("gradient for \"", g.name(),
+                                                     "\" does not match the variable's float32 [",
+                                                     absl::StrJoin(v.shape, ","), "]"));
     }
     targets.push_back(it->second.get());
   }

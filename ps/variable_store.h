@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "ps/optimizer.h"
 #include "proto/ps.pb.h"
+#include "ps/optimizer.h"
 
 namespace psflow {
 

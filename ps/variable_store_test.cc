@@ -9,8 +9,9 @@
 namespace psflow {
 namespace {
 
-void AddTensor(google::protobuf::RepeatedPtrField<proto::NamedTensor>* list, const std::string& name,
-               const std::vector<float>& values, const std::vector<int64_t>& shape) {
+void AddTensor(google::protobuf::RepeatedPtrField<proto::NamedTensor>* list,
+               const std::string& name, const std::vector<float>& values,
+               const std::vector<int64_t>& shape) {
   auto* t = list->Add();
   t->set_name(name);
   EncodeFloat32(values, shape, t->mutable_tensor());
@@ -32,7 +33,8 @@ std::vector<float> Values(const VariableStore& store, const std::string& name) {
   EXPECT_TRUE(store.Pull(req, &resp).ok());
   const auto& t = resp.variables(0).tensor();
   std::vector<float> out(t.data().size() / 4);
-  EXPECT_TRUE(DecodeFloat32(t, std::vector<int64_t>(t.shape().begin(), t.shape().end()), out, name).ok());
+  EXPECT_TRUE(
+      DecodeFloat32(t, std::vector<int64_t>(t.shape().begin(), t.shape().end()), out, name).ok());
   return out;
 }
 

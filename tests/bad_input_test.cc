@@ -95,15 +95,15 @@ TEST_F(BadInput, ManifestWithoutCommand) {
 
 TEST_F(BadInput, ManifestThatDoesNotExist) {
   ExpectOneLineError(RunCommand({Binary("psflow"), "run", (dir_ / "none.yaml").string()},
-                         Environment({}), kTimeout),
+                                Environment({}), kTimeout),
                      2, {"none.yaml", "cannot read"});
 }
 
 TEST_F(BadInput, WorkerWithMissingDataset) {
   const std::string empty = (dir_ / "empty").string();
   fs::create_directories(empty);
-  ExpectOneLineError(RunCommand({Binary("psflow-worker"), "--data_path=" + empty}, Environment({}, {"TF_CONFIG"}),
-                         kTimeout),
+  ExpectOneLineError(RunCommand({Binary("psflow-worker"), "--data_path=" + empty},
+                                Environment({}, {"TF_CONFIG"}), kTimeout),
                      1, {"psflow-worker: ", empty + "/train-images-idx3-ubyte.gz", "no such file"});
 }
 
@@ -116,15 +116,16 @@ TEST_F(BadInput, WorkerWithTruncatedDataset) {
   const fs::path labels = data / "train-labels-idx1-ubyte.gz";
   fs::resize_file(labels, fs::file_size(labels) / 2);
   const auto r = RunCommand({Binary("psflow-worker"), "--data_path=" + data.string()},
-                     Environment({}, {"TF_CONFIG"}), kTimeout);
+                            Environment({}, {"TF_CONFIG"}), kTimeout);
   ExpectOneLineError(r, 1, {"psflow-worker: ", labels.string()});
   EXPECT_TRUE(absl::StrContains(r.output, "truncated") || absl::StrContains(r.output, "corrupt"))
       << r.output;
 }
 
 TEST_F(BadInput, TfConfigThatIsNotJson) {
-  ExpectOneLineError(RunCommand({Binary("psflow-worker")}, Environment({"TF_CONFIG={cluster:"}), kTimeout),
-                     1, {"psflow-worker: TF_CONFIG is not valid JSON"});
+  ExpectOneLineError(
+      RunCommand({Binary("psflow-worker")}, Environment({"TF_CONFIG={cluster:"}), kTimeout), 1,
+      {"psflow-worker: TF_CONFIG is not valid JSON"});
   ExpectOneLineError(RunCommand({Binary("psflow-ps")}, Environment({"TF_CONFIG=[]"}), kTimeout), 1,
                      {"psflow-ps: TF_CONFIG must be a JSON object"});
 }
@@ -147,8 +148,8 @@ TEST_F(BadInput, UnreachablePsFailsAfterTheDeadlineNamingTheAddress) {
   const std::string ps = absl::StrCat("127.0.0.1:", port);
   const auto start = std::chrono::steady_clock::now();
   const auto r = RunCommand({Binary("psflow-worker"), "--job_name=worker", "--task_index=0",
-                      "--ps_hosts=" + ps, "--worker_hosts=127.0.0.1:1", "--ps_timeout_s=2"},
-                     Environment({}, {"TF_CONFIG"}), kTimeout);
+                             "--ps_hosts=" + ps, "--worker_hosts=127.0.0.1:1", "--ps_timeout_s=2"},
+                            Environment({}, {"TF_CONFIG"}), kTimeout);
   ASSERT_FALSE(r.timed_out);
   EXPECT_EQ(r.status.code, 1) << r.output;
   EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
@@ -167,7 +168,8 @@ TEST_F(BadInput, JobWhoseWorkerFailsEndsFailedAndStopsThePs) {
       replicas: 2
       template: {spec: {containers: [{command: [psflow-worker], args: [--data_path=/nonexistent]}]}}
 )"));
-  const auto r = RunCommand({Binary("psflow"), "run", "--progress=never", path}, Environment({}), kTimeout);
+  const auto r =
+      RunCommand({Binary("psflow"), "run", "--progress=never", path}, Environment({}), kTimeout);
   ASSERT_FALSE(r.timed_out) << r.output;
   EXPECT_EQ(r.status.code, 1) << r.output;
   EXPECT_EQ(LinesWith(r.output, "job bad Failed").size(), 1u) << r.output;

@@ -1,6 +1,9 @@
 // End to end: `psflow run` on the demo manifest (1 ps + 2 workers, real processes, real gRPC,
 // the packaged Fashion-MNIST) trains the MLP to >= 0.80 test accuracy.
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include "absl/strings/match.h"
 #include "tests/test_util.h"
@@ -9,9 +12,9 @@ namespace psflow::testing {
 namespace {
 
 TEST(LocalRun, DemoTrainsBetweenGraphToEightyPercent) {
-  const CommandResult r =
-      RunCommand({Binary("psflow"), "run", "--progress=always", SourceDir() + "/deploy/examples/mnist-mlp.yaml"},
-          Environment({}), std::chrono::seconds(240));
+  const CommandResult r = RunCommand({Binary("psflow"), "run", "--progress=always",
+                                      SourceDir() + "/deploy/examples/mnist-mlp.yaml"},
+                                     Environment({}), std::chrono::seconds(240));
   ASSERT_FALSE(r.timed_out) << r.output;
   ASSERT_TRUE(r.status.ok()) << r.status.Describe() << "\n" << r.output;
 
@@ -38,6 +41,42 @@ TEST(LocalRun, DemoTrainsBetweenGraphToEightyPercent) {
   EXPECT_TRUE(absl::StrContains(r.output, " examples/s")) << r.output;
   const auto final_line = LinesWith(r.output, "job mnist-mlp Succeeded");
   ASSERT_EQ(final_line.size(), 1u) << r.output;
+}
+
+TEST(LocalRun, InterruptStopsEveryReplica) {
+  auto run = local::ChildProcess::Spawn(
+      {Binary("psflow"), "run", "--progress=never", SourceDir() + "/deploy/examples/mnist-mlp.yaml"},
+      Environment({}));
+  ASSERT_TRUE(run.ok()) << run.status();
+  // Wait (bounded) until both workers are training, then Ctrl-C the runner alone.
+  std::string output;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (LinesWith(output, "step 100/").size() < 2 && std::chrono::steady_clock::now() < give_up) {
+    pollfd fd{(*run)->output_fd(), POLLIN, 0};
+    poll(&fd, 1, 100);
+    char buf[65536];
+    const ssize_t n = read((*run)->output_fd(), buf, sizeof(buf));
+    if (n > 0) output.append(buf, static_cast<size_t>(n));
+  }
+  ASSERT_EQ(LinesWith(output, "step 100/").size(), 2u) << output;
+  kill((*run)->pid(), SIGINT);
+  for (;;) {
+    pollfd fd{(*run)->output_fd(), POLLIN, 0};
+    poll(&fd, 1, 100);
+    char buf[65536];
+    const ssize_t n = read((*run)->output_fd(), buf, sizeof(buf));
+    if (n > 0) output.append(buf, static_cast<size_t>(n));
+    if (n == 0) break;
+    ASSERT_LT(std::chrono::steady_clock::now(), give_up) << output;
+  }
+  std::optional<local::ExitStatus> status;
+  while (!(status = (*run)->Poll())) usleep(10000);
+  EXPECT_EQ(status->code, 130) << output;
+  for (const char* replica : {"ps-0", "worker-0", "worker-1"}) {
+    EXPECT_EQ(LinesWith(output, std::string("[psflow] ") + replica + " stopped:").size(), 1u)
+        << replica << "\n" << output;
+  }
+  EXPECT_EQ(LinesWith(output, "job mnist-mlp Interrupted").size(), 1u) << output;
 }
 
 }  // namespace

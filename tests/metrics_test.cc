@@ -8,9 +8,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/free_ports.h"
 #include "core/http_get.h"
 #include "core/prometheus_text.h"
-#include "core/free_ports.h"
 #include "tests/test_util.h"
 
 namespace psflow::testing {
@@ -36,7 +36,7 @@ void ExpectPromtoolAccepts(const std::string& exposition, const std::string& wha
                                .string();
   std::ofstream(path) << exposition;
   const auto r = RunCommand({"sh", "-c", "promtool check metrics < " + path}, Environment({}),
-                     std::chrono::seconds(60));
+                            std::chrono::seconds(60));
   std::filesystem::remove(path);
   EXPECT_TRUE(r.status.ok()) << what << ": promtool says:\n" << r.output;
 }
@@ -46,7 +46,8 @@ TEST(Metrics, LivePsAndWorkerExposeValidRisingCounters) {
   const std::string ps = absl::StrCat("127.0.0.1:", ports[0]);
   auto ps_process = local::ChildProcess::Spawn(
       {Binary("psflow-ps"), "--job_name=ps", "--task_index=0", "--ps_hosts=" + ps,
-       absl::StrCat("--worker_hosts=127.0.0.1:", ports[1]), absl::StrCat("--metrics_port=", ports[2])},
+       absl::StrCat("--worker_hosts=127.0.0.1:", ports[1]),
+       absl::StrCat("--metrics_port=", ports[2])},
       Environment({"PSFLOW_JOB_NAME=metrics-test"}, {"TF_CONFIG", "PSFLOW_METRICS_PORT"}));
   ASSERT_TRUE(ps_process.ok()) << ps_process.status();
   auto worker = local::ChildProcess::Spawn(
@@ -75,7 +76,8 @@ TEST(Metrics, LivePsAndWorkerExposeValidRisingCounters) {
   EXPECT_EQ(SumSamples(second, "psflow_worker_pushed_bytes_total"), steps2 * 318040);
   EXPECT_TRUE(SumSamples(second, "psflow_worker_loss").has_value());
   EXPECT_TRUE(absl::StrContains(
-      second, R"(psflow_worker_steps_total{job="metrics-test",replica_index="0",replica_type="worker"})"))
+      second,
+      R"(psflow_worker_steps_total{job="metrics-test",replica_index="0",replica_type="worker"})"))
       << second;
   EXPECT_EQ(SumSamples(ps_text, "psflow_ps_variable_bytes"), 318040);
   EXPECT_GE(SumSamples(ps_text, "psflow_ps_global_step").value_or(0), steps1);

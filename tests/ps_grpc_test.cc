@@ -67,8 +67,8 @@ TEST(PsGrpc, ChiefInitialisesOthersPullAndPushesApplySgd) {
   absl::Status waited;
   std::thread other([&] {
     auto client = PsClient::Create(Options({ps0.address(), ps1.address()}), *other_params);
-    waited = client.ok() ? (*client)->Prepare(*other_params, /*is_chief=*/false, 0.5f)
-                         : client.status();
+    waited =
+        client.ok() ? (*client)->Prepare(*other_params, /*is_chief=*/false, 0.5f) : client.status();
     if (waited.ok()) waited = (*client)->Pull(*other_params).status();
   });
   std::this_thread::sleep_for(milliseconds(200));
@@ -102,8 +102,8 @@ TEST(PsGrpc, ChiefInitialisesOthersPullAndPushesApplySgd) {
   auto chief2 = PsClient::Create(Options({ps0.address(), ps1.address()}), *again);
   ASSERT_TRUE((*chief2)->Prepare(*again, true, 0.5f).ok());
   ASSERT_TRUE((*chief2)->Pull(*again).ok());
-  EXPECT_TRUE(std::equal(again->values().begin(), again->values().end(),
-                         chief_params->values().begin()));
+  EXPECT_TRUE(
+      std::equal(again->values().begin(), again->values().end(), chief_params->values().begin()));
 }
 
 TEST(PsGrpc, NonChiefGivesUpWhenNoChiefComes) {

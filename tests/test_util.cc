@@ -34,7 +34,7 @@ std::vector<std::string> Environment(const std::vector<std::string>& extra,
 }
 
 CommandResult RunCommand(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-                  std::chrono::seconds timeout) {
+                         std::chrono::seconds timeout) {
   CommandResult result;
   auto p = local::ChildProcess::Spawn(argv, env);
   if (!p.ok()) {

@@ -29,7 +29,7 @@ std::vector<std::string> Environment(const std::vector<std::string>& extra,
 
 // Runs argv to completion; after `timeout` the process group is killed and timed_out is set.
 CommandResult RunCommand(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-                  std::chrono::seconds timeout);
+                         std::chrono::seconds timeout);
 
 // Lines of `text` that contain `needle`.
 std::vector<std::string> LinesWith(const std::string& text, const std::string& needle);

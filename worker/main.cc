@@ -37,8 +37,8 @@ namespace {
 
 absl::Status Main() {
   const char* tf_config = std::getenv("TF_CONFIG");
-  const bool standalone = (tf_config == nullptr || *tf_config == '\0') &&
-                          absl::GetFlag(FLAGS_job_name).empty();
+  const bool standalone =
+      (tf_config == nullptr || *tf_config == '\0') && absl::GetFlag(FLAGS_job_name).empty();
   ClusterSpec spec;
   if (standalone) {
     spec.cluster["worker"] = {"localhost:0"};
@@ -93,7 +93,8 @@ absl::Status Main() {
     options.ps_addresses = ps_hosts;
     options.connect_timeout = std::chrono::seconds(absl::GetFlag(FLAGS_ps_timeout_s));
     ASSIGN_OR_RETURN(auto client, PsClient::Create(options, model->params()));
-    PSFLOW_LOG(INFO) << "variable bytes per ps task: " << absl::StrJoin(client->bytes_per_task(), ",");
+    PSFLOW_LOG(INFO) << "variable bytes per ps task: "
+                     << absl::StrJoin(client->bytes_per_task(), ",");
     sync = std::move(client);
   }
 

@@ -89,12 +89,10 @@ std::vector<int64_t> PsClient::bytes_per_task() const {
   return out;
 }
 
-absl::Status PsClient::Prepare(const nn::ParameterSet& params, bool is_chief,
-                               float learning_rate) {
+absl::Status PsClient::Prepare(const nn::ParameterSet& params, bool is_chief, float learning_rate) {
   for (auto& task : tasks_) {
     if (task->handles.empty()) continue;
-    RETURN_IF_ERROR(is_chief ? InitializeTask(*task, params, learning_rate)
-                             : WaitReadyTask(*task));
+    RETURN_IF_ERROR(is_chief ? InitializeTask(*task, params, learning_rate) : WaitReadyTask(*task));
   }
   return absl::OkStatus();
 }
@@ -141,7 +139,8 @@ absl::Status PsClient::WaitReadyTask(Task& task) {
   grpc::Status last;
   bool reached = false;
   while (Clock::now() < deadline) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + left + std::chrono::seconds(1));
     proto::WaitReadyRequest request;
@@ -162,9 +161,9 @@ absl::Status PsClient::WaitReadyTask(Task& task) {
                                                " unreachable for ", secs,
                                                "s: ", last.error_message()));
   }
-  return absl::DeadlineExceededError(
-      absl::StrCat("variables not initialised on ps task ", task.index, " at ", task.address,
-                   " after ", secs, "s: is the chief (worker 0) running?"));
+  return absl::DeadlineExceededError(absl::StrCat("variables not initialised on ps task ",
+                                                  task.index, " at ", task.address, " after ", secs,
+                                                  "s: is the chief (worker 0) running?"));
 }
 
 template <class Start>
@@ -214,8 +213,8 @@ absl::StatusOr<SyncResult> PsClient::Pull(nn::ParameterSet& params) {
                                                 vars[static_cast<int>(i)].name(),
                                                 "\" in place of \"", d.name, "\""));
       }
-      RETURN_IF_ERROR(DecodeFloat32(vars[static_cast<int>(i)].tensor(), d.shape, params.value(h),
-                                    d.name));
+      RETURN_IF_ERROR(
+          DecodeFloat32(vars[static_cast<int>(i)].tensor(), d.shape, params.value(h), d.name));
       result.bytes += d.size * static_cast<int64_t>(sizeof(float));
     }
     result.global_step = std::max(result.global_step, task->pull_response.global_step());

@@ -33,8 +33,7 @@ class PsClient final : public ParameterSync {
                                                           const nn::ParameterSet& params);
   ~PsClient() override;
 
-  absl::Status Prepare(const nn::ParameterSet& params, bool is_chief,
-                       float learning_rate) override;
+  absl::Status Prepare(const nn::ParameterSet& params, bool is_chief, float learning_rate) override;
   absl::StatusOr<SyncResult> Pull(nn::ParameterSet& params) override;
   absl::StatusOr<SyncResult> Push(nn::ParameterSet& params, int64_t step,
                                   int64_t examples) override;

@@ -14,11 +14,9 @@ TEST(ClusterSpecBuilder, EveryReplicaTypeInTensorFlowNames) {
   job.replica_specs[ReplicaType::kWorker].replicas = 3;
   job.replica_specs[ReplicaType::kChief].replicas = 1;
   job.replica_specs[ReplicaType::kEvaluator].replicas = 0;
-  const ClusterSpec cluster = BuildClusterSpec(job, [&](ReplicaType t, int i) {
-    return absl::StrCat(ReplicaName(job, t, i), ":2222");
-  });
-  EXPECT_EQ(cluster.Tasks("ps"),
-            (std::vector<std::string>{"mnist-ps-0:2222", "mnist-ps-1:2222"}));
+  const ClusterSpec cluster = BuildClusterSpec(
+      job, [&](ReplicaType t, int i) { return absl::StrCat(ReplicaName(job, t, i), ":2222"); });
+  EXPECT_EQ(cluster.Tasks("ps"), (std::vector<std::string>{"mnist-ps-0:2222", "mnist-ps-1:2222"}));
   EXPECT_EQ(cluster.Tasks("worker").size(), 3u);
   EXPECT_EQ(cluster.Tasks("chief"), std::vector<std::string>{"mnist-chief-0:2222"});
   EXPECT_EQ(cluster.cluster.count("evaluator"), 0u);

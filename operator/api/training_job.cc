@@ -65,10 +65,12 @@ absl::StatusOr<Container> ParseContainer(const YAML::Node& node, absl::string_vi
   if (!node.IsMap()) return Bad(path, "must be a container object");
   Container c;
   if (node["name"]) {
-    ASSIGN_OR_RETURN(c.name, Scalar<std::string>(node["name"], absl::StrCat(path, ".name"), "a string"));
+    ASSIGN_OR_RETURN(c.name,
+                     Scalar<std::string>(node["name"], absl::StrCat(path, ".name"), "a string"));
   }
   if (node["image"]) {
-    ASSIGN_OR_RETURN(c.image, Scalar<std::string>(node["image"], absl::StrCat(path, ".image"), "a string"));
+    ASSIGN_OR_RETURN(c.image,
+                     Scalar<std::string>(node["image"], absl::StrCat(path, ".image"), "a string"));
   }
   ASSIGN_OR_RETURN(c.command, StringList(node["command"], absl::StrCat(path, ".command")));
   ASSIGN_OR_RETURN(c.args, StringList(node["args"], absl::StrCat(path, ".args")));
@@ -79,7 +81,8 @@ absl::StatusOr<Container> ParseContainer(const YAML::Node& node, absl::string_vi
       EnvVar e;
       ASSIGN_OR_RETURN(e.name, Scalar<std::string>(Get(env[i], "name"), p + ".name", "a string"));
       if (Get(env[i], "value")) {
-        ASSIGN_OR_RETURN(e.value, Scalar<std::string>(Get(env[i], "value"), p + ".value", "a string"));
+        ASSIGN_OR_RETURN(e.value,
+                         Scalar<std::string>(Get(env[i], "value"), p + ".value", "a string"));
       }
       c.env.push_back(std::move(e));
     }
@@ -90,10 +93,11 @@ absl::StatusOr<Container> ParseContainer(const YAML::Node& node, absl::string_vi
       const std::string p = absl::StrCat(path, ".ports[", i, "]");
       ContainerPort port;
       if (Get(ports[i], "name")) {
-        ASSIGN_OR_RETURN(port.name, Scalar<std::string>(Get(ports[i], "name"), p + ".name", "a string"));
+        ASSIGN_OR_RETURN(port.name,
+                         Scalar<std::string>(Get(ports[i], "name"), p + ".name", "a string"));
       }
-      ASSIGN_OR_RETURN(port.container_port,
-                       Scalar<int>(Get(ports[i], "containerPort"), p + ".containerPort", "an integer"));
+      ASSIGN_OR_RETURN(port.container_port, Scalar<int>(Get(ports[i], "containerPort"),
+                                                        p + ".containerPort", "an integer"));
       if (port.container_port < 1 || port.container_port > 65535) {
         return Bad(p + ".containerPort", "must be in 1..65535");
       }
@@ -107,18 +111,18 @@ absl::StatusOr<ReplicaSpec> ParseReplicaSpec(const YAML::Node& node, absl::strin
   if (!node.IsMap()) return Bad(path, "must be an object");
   ReplicaSpec r;
   if (node["replicas"]) {
-    ASSIGN_OR_RETURN(r.replicas, Scalar<int>(node["replicas"], absl::StrCat(path, ".replicas"),
-                                             "an integer"));
+    ASSIGN_OR_RETURN(r.replicas,
+                     Scalar<int>(node["replicas"], absl::StrCat(path, ".replicas"), "an integer"));
     if (r.replicas < 0) return Bad(absl::StrCat(path, ".replicas"), "must be >= 0");
   }
-  ASSIGN_OR_RETURN(r.restart_policy,
-                   EnumValue<RestartPolicy>(node["restartPolicy"],
-                                            absl::StrCat(path, ".restartPolicy"),
-                                            {{"Never", RestartPolicy::kNever},
-                                             {"OnFailure", RestartPolicy::kOnFailure},
-                                             {"Always", RestartPolicy::kAlways},
-                                             {"ExitCode", RestartPolicy::kExitCode}},
-                                            RestartPolicy::kNever));
+  ASSIGN_OR_RETURN(
+      r.restart_policy,
+      EnumValue<RestartPolicy>(node["restartPolicy"], absl::StrCat(path, ".restartPolicy"),
+                               {{"Never", RestartPolicy::kNever},
+                                {"OnFailure", RestartPolicy::kOnFailure},
+                                {"Always", RestartPolicy::kAlways},
+                                {"ExitCode", RestartPolicy::kExitCode}},
+                               RestartPolicy::kNever));
   const YAML::Node containers = Get(Get(Get(node, "template"), "spec"), "containers");
   const std::string cpath = absl::StrCat(path, ".template.spec.containers");
   if (!containers || !containers.IsSequence() || containers.size() == 0) {
@@ -135,12 +139,12 @@ absl::StatusOr<RunPolicy> ParseRunPolicy(const YAML::Node& node) {
   RunPolicy p;
   if (!node) return p;
   if (!node.IsMap()) return Bad("spec.runPolicy", "must be an object");
-  ASSIGN_OR_RETURN(p.clean_pod_policy,
-                   EnumValue<CleanPodPolicy>(node["cleanPodPolicy"], "spec.runPolicy.cleanPodPolicy",
-                                             {{"Running", CleanPodPolicy::kRunning},
-                                              {"All", CleanPodPolicy::kAll},
-                                              {"None", CleanPodPolicy::kNone}},
-                                             CleanPodPolicy::kRunning));
+  ASSIGN_OR_RETURN(p.clean_pod_policy, EnumValue<CleanPodPolicy>(
+                                           node["cleanPodPolicy"], "spec.runPolicy.cleanPodPolicy",
+                                           {{"Running", CleanPodPolicy::kRunning},
+                                            {"All", CleanPodPolicy::kAll},
+                                            {"None", CleanPodPolicy::kNone}},
+                                           CleanPodPolicy::kRunning));
   auto non_negative = [&](const char* field, auto& out) -> absl::Status {
     if (!node[field]) return absl::OkStatus();
     const std::string path = absl::StrCat("spec.runPolicy.", field);
@@ -154,7 +158,8 @@ absl::StatusOr<RunPolicy> ParseRunPolicy(const YAML::Node& node) {
   RETURN_IF_ERROR(non_negative("activeDeadlineSeconds", p.active_deadline_seconds));
   RETURN_IF_ERROR(non_negative("backoffLimit", p.backoff_limit));
   if (node["suspend"]) {
-    ASSIGN_OR_RETURN(p.suspend, Scalar<bool>(node["suspend"], "spec.runPolicy.suspend", "a boolean"));
+    ASSIGN_OR_RETURN(p.suspend,
+                     Scalar<bool>(node["suspend"], "spec.runPolicy.suspend", "a boolean"));
   }
   return p;
 }
@@ -185,8 +190,8 @@ absl::StatusOr<TrainingJob> Parse(const YAML::Node& doc) {
   for (const auto& entry : replicas) {
     const std::string type_name = entry.first.as<std::string>();
     std::optional<ReplicaType> type;
-    for (ReplicaType t : {ReplicaType::kChief, ReplicaType::kPS, ReplicaType::kWorker,
-                          ReplicaType::kEvaluator}) {
+    for (ReplicaType t :
+         {ReplicaType::kChief, ReplicaType::kPS, ReplicaType::kWorker, ReplicaType::kEvaluator}) {
       if (type_name == ReplicaTypeName(t)) type = t;
     }
     if (!type) {

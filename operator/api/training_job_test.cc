@@ -69,7 +69,8 @@ TEST(TrainingJob, BadManifestsGiveOneLineNamingTheField) {
   struct Case {
     std::string yaml, reason;
   };
-  const std::string head = "apiVersion: psflow.io/v1alpha1\nkind: TrainingJob\nmetadata: {name: x}\n";
+  const std::string head =
+      "apiVersion: psflow.io/v1alpha1\nkind: TrainingJob\nmetadata: {name: x}\n";
   const std::string worker =
       "    Worker: {replicas: 1, template: {spec: {containers: [{command: [w]}]}}}\n";
   const std::vector<Case> cases = {
@@ -91,8 +92,9 @@ TEST(TrainingJob, BadManifestsGiveOneLineNamingTheField) {
       {head + "spec:\n  replicaSpecs:\n    Worker: {replicas: two}\n", "must be an integer"},
       {head + "spec:\n  replicaSpecs:\n    Worker: {replicas: 1}\n",
        "Worker.template.spec.containers: must list at least one container"},
-      {head + "spec:\n  replicaSpecs:\n" + worker + "    Chief: {replicas: 2, template: {spec: "
-              "{containers: [{command: [c]}]}}}\n",
+      {head + "spec:\n  replicaSpecs:\n" + worker +
+           "    Chief: {replicas: 2, template: {spec: "
+           "{containers: [{command: [c]}]}}}\n",
        "Chief.replicas: must be 0 or 1"},
       {head + "spec:\n  replicaSpecs:\n    Worker: {restartPolicy: Sometimes, template: {spec: "
               "{containers: [{command: [w]}]}}}\n",

@@ -22,7 +22,8 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(
     const std::vector<std::string>& argv, const std::vector<std::string>& env) {
   if (argv.empty()) return absl::InvalidArgumentError("empty command");
   int out[2], status_pipe[2];
-  if (pipe2(out, O_CLOEXEC) != 0) return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
+  if (pipe2(out, O_CLOEXEC) != 0)
+    return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
   if (pipe2(status_pipe, O_CLOEXEC) != 0) {
     close(out[0]);
     close(out[1]);
@@ -69,8 +70,7 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(
   if (n == sizeof(err)) {  // exec failed
     waitpid(pid, nullptr, 0);
     close(out[0]);
-    return absl::NotFoundError(
-        absl::StrCat("cannot run \"", argv[0], "\": ", strerror(err)));
+    return absl::NotFoundError(absl::StrCat("cannot run \"", argv[0], "\": ", strerror(err)));
   }
   fcntl(out[0], F_SETFL, fcntl(out[0], F_GETFL) | O_NONBLOCK);
   return std::unique_ptr<ChildProcess>(new ChildProcess(pid, out[0]));

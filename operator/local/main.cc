@@ -69,7 +69,8 @@ int main(int argc, char** argv) {
   } else if (progress == "never") {
     options.progress = psflow::local::RunOptions::Progress::kNever;
   } else {
-    return Fail(2, absl::StrCat("--progress must be auto, always or never, got \"", progress, "\""));
+    return Fail(2,
+                absl::StrCat("--progress must be auto, always or never, got \"", progress, "\""));
   }
   options.finish_grace = std::chrono::seconds(absl::GetFlag(FLAGS_finish_grace_s));
   options.stop_grace = std::chrono::seconds(absl::GetFlag(FLAGS_stop_grace_s));

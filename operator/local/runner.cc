@@ -1,10 +1,9 @@
 #include "operator/local/runner.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <unistd.h>
-
-#include <fcntl.h>
 
 #include <cerrno>
 #include <cstring>
@@ -138,9 +137,9 @@ absl::Status JobRun::Plan() {
   for (const auto& [type, spec] : job_.replica_specs) {
     const api::Container& c = spec.MainContainer();
     if (spec.replicas > 0 && c.command.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "spec.replicaSpecs.", api::ReplicaTypeName(type), ": container \"", c.name,
-          "\" has no command; psflow run needs one (e.g. [psflow-worker])"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("spec.replicaSpecs.", api::ReplicaTypeName(type), ": container \"", c.name,
+                       "\" has no command; psflow run needs one (e.g. [psflow-worker])"));
     }
     count += spec.replicas;
   }
@@ -215,8 +214,7 @@ absl::Status JobRun::Start() {
     auto p = ChildProcess::Spawn(r->argv, r->env);
     if (!p.ok()) {
       StopAll("start failed");
-      return absl::Status(p.status().code(),
-                          absl::StrCat(r->name, ": ", p.status().message()));
+      return absl::Status(p.status().code(), absl::StrCat(r->name, ": ", p.status().message()));
     }
     r->process = *std::move(p);
   }
@@ -265,8 +263,8 @@ void JobRun::ReapAndDecide() {
     if (outcome_) continue;
     if (r.type == ReplicaType::kPS) {
       outcome_ = JobOutcome::kFailed;
-      outcome_reason_ = absl::StrCat(r.name, " exited before the job finished (",
-                                     status->Describe(), ")");
+      outcome_reason_ =
+          absl::StrCat(r.name, " exited before the job finished (", status->Describe(), ")");
     } else if (IsTrainer(r) && !status->ok()) {
       outcome_ = JobOutcome::kFailed;
       outcome_reason_ = absl::StrCat(r.name, " failed (", status->Describe(), ")");
@@ -314,8 +312,8 @@ void JobRun::UpdateProgress(bool force) {
   last_examples_ = examples;
   last_scrape_ = now;
   global_step_ = step;
-  std::string line = absl::StrFormat("[psflow] %s | step %.0f | %.0f examples/s", job_.name,
-                                     global_step_, rate_);
+  std::string line =
+      absl::StrFormat("[psflow] %s | step %.0f | %.0f examples/s", job_.name, global_step_, rate_);
   if (losses > 0) absl::StrAppendFormat(&line, " | loss %.4f", loss_sum / losses);
   absl::StrAppendFormat(&line, " | workers running %d/%d | %.0fs", running, trainers,
                         std::chrono::duration<double>(now - start_).count());
@@ -363,7 +361,8 @@ JobOutcome JobRun::Supervise() {
   struct sigaction sa {};
   sa.sa_handler = OnStopSignal;
   sigemptyset(&sa.sa_mask);
-  struct sigaction old_int {}, old_term {};
+  struct sigaction old_int {
+  }, old_term{};
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
 
@@ -420,10 +419,10 @@ JobOutcome JobRun::Supervise() {
   const char* state = *outcome_ == JobOutcome::kSucceeded ? "Succeeded"
                       : *outcome_ == JobOutcome::kFailed  ? "Failed"
                                                           : "Interrupted";
-  console_.Line(Say(absl::StrFormat(
-      "job %s %s after %.1fs: %s (global step %.0f)", job_.name, state,
-      std::chrono::duration<double>(Clock::now() - start_).count(), outcome_reason_,
-      global_step_)));
+  console_.Line(
+      Say(absl::StrFormat("job %s %s after %.1fs: %s (global step %.0f)", job_.name, state,
+                          std::chrono::duration<double>(Clock::now() - start_).count(),
+                          outcome_reason_, global_step_)));
   return *outcome_;
 }
 

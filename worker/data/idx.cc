@@ -60,7 +60,8 @@ absl::StatusOr<IdxArray> ReadIdx(const std::string& path) {
   for (int i = 0; i < ndims; ++i) {
     unsigned char be[4];
     if (ReadFully(f.get(), be, 4) != 4) return corrupt("truncated idx header");
-    const int64_t d = (int64_t{be[0]} << 24) | (int64_t{be[1]} << 16) | (int64_t{be[2]} << 8) | be[3];
+    const int64_t d =
+        (int64_t{be[0]} << 24) | (int64_t{be[1]} << 16) | (int64_t{be[2]} << 8) | be[3];
     if (d == 0) return corrupt("idx dimension of size 0");
     a.dims.push_back(d);
     total *= d;

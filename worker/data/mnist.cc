@@ -30,8 +30,8 @@ absl::StatusOr<Dataset> LoadMnist(const std::string& dir, Split split) {
     return absl::DataLossError(absl::StrCat(images_path, ": expected [N,28,28] images"));
   }
   if (labels.dims.size() != 1 || labels.dims[0] != images.dims[0]) {
-    return absl::DataLossError(absl::StrCat(labels_path, ": expected ", images.dims[0],
-                                            " labels to match ", images_path));
+    return absl::DataLossError(
+        absl::StrCat(labels_path, ": expected ", images.dims[0], " labels to match ", images_path));
   }
   Dataset d;
   d.example_shape = {784};

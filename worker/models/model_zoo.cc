@@ -19,8 +19,8 @@ std::vector<std::string> ModelNames() { return {"mnist_mlp"}; }
 
 absl::StatusOr<nn::ModelSpec> ModelByName(absl::string_view name) {
   if (name == "mnist_mlp") return MnistMlp();
-  return absl::NotFoundError(absl::StrCat("unknown model \"", name,
-                                          "\"; known: ", absl::StrJoin(ModelNames(), ", ")));
+  return absl::NotFoundError(
+      absl::StrCat("unknown model \"", name, "\"; known: ", absl::StrJoin(ModelNames(), ", ")));
 }
 
 }  // namespace psflow::models

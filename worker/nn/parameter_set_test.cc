@@ -48,8 +48,8 @@ TEST(ParameterSet, InitializersAreSeededAndBounded) {
     sum += x;
   }
   EXPECT_LE(max_abs, limit);
-  EXPECT_GT(max_abs, 0.95f * limit);                 // the range is used
-  EXPECT_NEAR(sum / 78400, 0.0, 0.01 * limit);        // centred
+  EXPECT_GT(max_abs, 0.95f * limit);            // the range is used
+  EXPECT_NEAR(sum / 78400, 0.0, 0.01 * limit);  // centred
   for (float x : p1->value(1)) EXPECT_EQ(x, 0.0f);
   for (float x : p1->value(2)) EXPECT_LE(std::fabs(x), 0.1f);
 }

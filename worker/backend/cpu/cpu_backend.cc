@@ -23,16 +23,15 @@ class CpuBackend final : public Backend {
 
   absl::StatusOr<std::unique_ptr<Layer>> MakeLayer(const LayerSpec& spec,
                                                    std::string name) override {
-    return std::visit(
-        Overloaded{
-            [&](const DenseSpec& s) -> std::unique_ptr<Layer> {
-              return std::make_unique<cpu::Dense>(s, std::move(name));
-            },
-            [&](const ActivationSpec& s) -> std::unique_ptr<Layer> {
-              return std::make_unique<cpu::Activation>(s, std::move(name));
-            },
-        },
-        spec);
+    return std::visit(Overloaded{
+                          [&](const DenseSpec& s) -> std::unique_ptr<Layer> {
+                            return std::make_unique<cpu::Dense>(s, std::move(name));
+                          },
+                          [&](const ActivationSpec& s) -> std::unique_ptr<Layer> {
+                            return std::make_unique<cpu::Activation>(s, std::move(name));
+                          },
+                      },
+                      spec);
   }
 
   std::unique_ptr<SoftmaxCrossEntropy> MakeSoftmaxCrossEntropy() override {
