@@ -42,6 +42,16 @@ Labels StandardLabels(const std::string& replica_type, int replica_index) {
           {"replica_index", std::to_string(replica_index)}};
 }
 
+prometheus::Counter& AddCounter(prometheus::Registry& registry, const std::string& name,
+                                const std::string& help, const Labels& labels) {
+  return prometheus::BuildCounter().Name(name).Help(help).Register(registry).Add(labels);
+}
+
+prometheus::Gauge& AddGauge(prometheus::Registry& registry, const std::string& name,
+                            const std::string& help, const Labels& labels) {
+  return prometheus::BuildGauge().Name(name).Help(help).Register(registry).Add(labels);
+}
+
 absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
     const std::string& bind_address, int port) {
   const std::string where = absl::StrCat(bind_address, ":", port);

@@ -18,6 +18,8 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "prometheus/counter.h"
+#include "prometheus/gauge.h"
 #include "prometheus/registry.h"
 
 namespace psflow {
@@ -27,6 +29,12 @@ using Labels = std::map<std::string, std::string>;
 // {job, replica_type, replica_index} for this process: job from $PSFLOW_JOB_NAME ("local" when
 // unset), the others from the task.
 Labels StandardLabels(const std::string& replica_type, int replica_index);
+
+// Registers one series of a new counter/gauge family in `registry` (which must outlive it).
+prometheus::Counter& AddCounter(prometheus::Registry& registry, const std::string& name,
+                                const std::string& help, const Labels& labels);
+prometheus::Gauge& AddGauge(prometheus::Registry& registry, const std::string& name,
+                            const std::string& help, const Labels& labels);
 
 class MetricsEndpoint {
  public:

@@ -18,43 +18,6 @@ int64_t TensorBytes(const google::protobuf::RepeatedPtrField<proto::NamedTensor>
 
 }  // namespace
 
-PsMetrics::PsMetrics(prometheus::Registry& r, const Labels& labels)
-    : updates(prometheus::BuildCounter()
-                  .Name("psflow_ps_updates_applied_total")
-                  .Help("Gradient pushes applied to the variables.")
-                  .Register(r)
-                  .Add(labels)),
-      examples(prometheus::BuildCounter()
-                   .Name("psflow_ps_examples_total")
-                   .Help("Training examples behind the applied pushes.")
-                   .Register(r)
-                   .Add(labels)),
-      pulls(prometheus::BuildCounter()
-                .Name("psflow_ps_pulls_total")
-                .Help("Parameter pulls served.")
-                .Register(r)
-                .Add(labels)),
-      received_bytes(prometheus::BuildCounter()
-                         .Name("psflow_ps_received_bytes_total")
-                         .Help("Gradient tensor bytes received.")
-                         .Register(r)
-                         .Add(labels)),
-      sent_bytes(prometheus::BuildCounter()
-                     .Name("psflow_ps_sent_bytes_total")
-                     .Help("Parameter tensor bytes sent.")
-                     .Register(r)
-                     .Add(labels)),
-      global_step(prometheus::BuildGauge()
-                      .Name("psflow_ps_global_step")
-                      .Help("Global step: pushes applied since initialisation.")
-                      .Register(r)
-                      .Add(labels)),
-      variable_bytes(prometheus::BuildGauge()
-                         .Name("psflow_ps_variable_bytes")
-                         .Help("Bytes of variables this ps task holds.")
-                         .Register(r)
-                         .Add(labels)) {}
-
 PsService::PsService(PsMetrics* metrics)
     : metrics_(metrics), waiter_thread_([this] { WaiterLoop(); }) {}
 

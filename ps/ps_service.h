@@ -11,25 +11,11 @@
 #include <mutex>
 #include <thread>
 
-#include "core/metrics.h"
-#include "prometheus/counter.h"
-#include "prometheus/gauge.h"
 #include "proto/ps.grpc.pb.h"
+#include "ps/ps_metrics.h"
 #include "ps/variable_store.h"
 
 namespace psflow {
-
-// psflow_ps_* metrics, labelled {job, replica_type, replica_index}.
-struct PsMetrics {
-  PsMetrics(prometheus::Registry& registry, const Labels& labels);
-  prometheus::Counter& updates;         // psflow_ps_updates_applied_total
-  prometheus::Counter& examples;        // psflow_ps_examples_total (behind applied updates)
-  prometheus::Counter& pulls;           // psflow_ps_pulls_total
-  prometheus::Counter& received_bytes;  // psflow_ps_received_bytes_total (gradient bytes in)
-  prometheus::Counter& sent_bytes;      // psflow_ps_sent_bytes_total (parameter bytes out)
-  prometheus::Gauge& global_step;       // psflow_ps_global_step
-  prometheus::Gauge& variable_bytes;    // psflow_ps_variable_bytes (placement: bytes held)
-};
 
 class PsService final : public proto::ParameterServer::CallbackService {
  public:

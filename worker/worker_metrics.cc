@@ -1,23 +1,10 @@
 #include "worker/worker_metrics.h"
 
 namespace psflow {
-namespace {
-
-prometheus::Counter& Counter(prometheus::Registry& r, const char* name, const char* help,
-                             const Labels& labels) {
-  return prometheus::BuildCounter().Name(name).Help(help).Register(r).Add(labels);
-}
-
-prometheus::Gauge& Gauge(prometheus::Registry& r, const char* name, const char* help,
-                         const Labels& labels) {
-  return prometheus::BuildGauge().Name(name).Help(help).Register(r).Add(labels);
-}
-
-}  // namespace
-
 WorkerMetrics::WorkerMetrics(prometheus::Registry& r, const Labels& labels)
-    : examples(Counter(r, "psflow_worker_examples_total", "Training examples processed.", labels)),
-      steps(Counter(r, "psflow_worker_steps_total", "Training steps completed.", labels)),
+    : examples(
+          AddCounter(r, "psflow_worker_examples_total", "Training examples processed.", labels)),
+      steps(AddCounter(r, "psflow_worker_steps_total", "Training steps completed.", labels)),
       step_time(
           prometheus::BuildHistogram()
               .Name("psflow_worker_step_duration_seconds")
@@ -26,14 +13,14 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r, const Labels& labels)
               .Add(labels, prometheus::Histogram::BucketBoundaries{0.0005, 0.001, 0.0025, 0.005,
                                                                    0.01, 0.025, 0.05, 0.1, 0.25,
                                                                    0.5, 1, 2.5, 5, 10})),
-      loss(Gauge(r, "psflow_worker_loss", "Mean training loss of the last step.", labels)),
-      pushed_bytes(Counter(r, "psflow_worker_pushed_bytes_total",
-                           "Gradient tensor bytes pushed to the ps tasks.", labels)),
-      pulled_bytes(Counter(r, "psflow_worker_pulled_bytes_total",
-                           "Parameter tensor bytes pulled from the ps tasks.", labels)),
-      global_step(
-          Gauge(r, "psflow_worker_global_step", "Global step as last reported by the ps.", labels)),
-      test_accuracy(Gauge(r, "psflow_worker_test_accuracy_ratio",
-                          "Accuracy on the test set after training (0..1).", labels)) {}
+      loss(AddGauge(r, "psflow_worker_loss", "Mean training loss of the last step.", labels)),
+      pushed_bytes(AddCounter(r, "psflow_worker_pushed_bytes_total",
+                              "Gradient tensor bytes pushed to the ps tasks.", labels)),
+      pulled_bytes(AddCounter(r, "psflow_worker_pulled_bytes_total",
+                              "Parameter tensor bytes pulled from the ps tasks.", labels)),
+      global_step(AddGauge(r, "psflow_worker_global_step",
+                           "Global step as last reported by the ps.", labels)),
+      test_accuracy(AddGauge(r, "psflow_worker_test_accuracy_ratio",
+                             "Accuracy on the test set after training (0..1).", labels)) {}
 
 }  // namespace psflow
