@@ -1,5 +1,6 @@
 #include "core/free_ports.h"
 
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -31,6 +32,26 @@ absl::StatusOr<std::vector<int>> FreeLocalPorts(int count) {
   for (int fd : fds) close(fd);
   if (!status.ok()) return status;
   return ports;
+}
+
+absl::Status CheckCanListen(const std::string& ipv4_address, int port) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (inet_pton(AF_INET, ipv4_address.c_str(), &addr.sin_addr) != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(ipv4_address, " is not an IPv4 address"));
+  }
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  absl::Status status;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    status = absl::UnavailableError(absl::StrCat("cannot listen on ", ipv4_address, ":", port,
+                                                 ": ", std::strerror(errno)));
+  }
+  close(fd);
+  return status;
 }
 
 }  // namespace psflow

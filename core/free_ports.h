@@ -2,6 +2,7 @@
 #ifndef PSFLOW_CORE_FREE_PORTS_H_
 #define PSFLOW_CORE_FREE_PORTS_H_
 
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -12,6 +13,11 @@ namespace psflow {
 // twice. Another program may still take one before its user binds it. UNAVAILABLE when the
 // kernel has none to give.
 absl::StatusOr<std::vector<int>> FreeLocalPorts(int count);
+
+// OK when a TCP listener could bind ipv4_address:port right now (the caller binds it next), else
+// UNAVAILABLE with the reason ("Address already in use"). Lets a server fail with one clean line
+// before a library prints its own multi-line error.
+absl::Status CheckCanListen(const std::string& ipv4_address, int port);
 
 }  // namespace psflow
 

@@ -9,7 +9,9 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "core/free_ports.h"
 #include "core/log.h"
 #include "core/metrics.h"
 #include "core/status_macros.h"
@@ -48,11 +50,22 @@ absl::Status Main() {
     PSFLOW_LOG(INFO) << "metrics on :" << endpoint->port() << "/metrics";
   }
 
+  // gRPC would bind with SO_REUSEPORT (two ps tasks could then share a port unnoticed) and
+  // report a taken port in a multi-line dump; check first and refuse port sharing.
+  int port_number = 0;
+  if (!absl::SimpleAtoi(port, &port_number)) {
+    return absl::InvalidArgumentError(absl::StrCat("bad port in ", self));
+  }
+  if (absl::Status s = CheckCanListen(absl::GetFlag(FLAGS_bind_address), port_number); !s.ok()) {
+    return absl::UnavailableError(absl::StrCat("ps task ", spec.task.index, " ", s.message()));
+  }
+
   PsService service(metrics.get());
   grpc::ServerBuilder builder;
   const std::string listen = absl::StrCat(absl::GetFlag(FLAGS_bind_address), ":", port);
   int bound_port = 0;
   builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &bound_port);
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(-1);
   builder.SetMaxSendMessageSize(-1);
   builder.RegisterService(&service);

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build pkg-config git ca-certificates curl
+  build-essential cmake ninja-build pkg-config git ca-certificates
   protobuf-compiler libprotobuf-dev protobuf-compiler-grpc libgrpc++-dev libgrpc-dev
   libabsl-dev nlohmann-json3-dev libyaml-cpp-dev prometheus-cpp-dev libcpprest-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev libopenblas-dev zlib1g-dev

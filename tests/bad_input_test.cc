@@ -1,6 +1,9 @@
 // Bad input of every kind a user can give ends in one clear line and a non-zero exit: never a
 // crash, a hang or a stack dump. Each case runs the real binary.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -158,6 +161,23 @@ TEST_F(BadInput, UnreachablePsFailsAfterTheDeadlineNamingTheAddress) {
   EXPECT_TRUE(absl::StrContains(last, "ps task 0 at " + ps + " unreachable for 2s")) << last;
   // Retried with backoff before giving up (several attempts, no busy loop): exactly one error.
   EXPECT_EQ(LinesWith(r.output, "psflow-worker: ").size(), 1u);
+}
+
+TEST_F(BadInput, PsPortAlreadyTaken) {
+  const int port = FreeLocalPorts(1).value()[0];
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(fd, 1), 0);
+  const std::string ps = absl::StrCat("127.0.0.1:", port);
+  ExpectOneLineError(RunCommand({Binary("psflow-ps"), "--job_name=ps", "--task_index=0",
+                                 "--ps_hosts=" + ps, "--worker_hosts=127.0.0.1:1"},
+                                Environment({}, {"TF_CONFIG"}), kTimeout),
+                     1, {"psflow-ps: ps task 0 cannot listen on 0.0.0.0:" + std::to_string(port),
+                         "Address already in use"});
+  close(fd);
 }
 
 TEST_F(BadInput, JobWhoseWorkerFailsEndsFailedAndStopsThePs) {
