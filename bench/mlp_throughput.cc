@@ -5,7 +5,7 @@
 //   1ps+2w  : psflow-ps and two psflow-worker processes (aggregate examples/s)
 // Each configuration runs --repeats times; the median is reported with ratios to the baseline.
 //
-//   build/bin/bench_mlp_throughput [--steps=1000] [--repeats=3]
+//   build/bin/bench_mlp_throughput [--steps=1000] [--repeats=3] [--compute_threads=1]
 #include <signal.h>
 #include <unistd.h>
 
@@ -25,6 +25,7 @@
 #include "worker/trainer.h"
 
 ABSL_FLAG(int64_t, steps, 1000, "Training steps per worker in each run");
+ABSL_FLAG(int, compute_threads, 1, "OpenBLAS threads per worker (0: one per core)");
 ABSL_FLAG(int, repeats, 3, "Runs per configuration (median reported)");
 ABSL_FLAG(std::string, data_path, "/usr/share/datasets/fashion-mnist", "MNIST-format data");
 
@@ -33,13 +34,31 @@ namespace {
 
 constexpr float kLearningRate = 0.1f;
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
+// Throughput and the mean time per step in each phase (averaged over the workers).
+struct Figures {
+  double examples_per_sec = 0;
+  double pull_ms = 0, compute_ms = 0, push_ms = 0;
+};
+
+// Element-wise median over runs.
+Figures Median(std::vector<Figures> runs) {
+  auto median = [&](double Figures::*field) {
+    std::vector<double> v;
+    for (const auto& r : runs) v.push_back(r.*field);
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  return {median(&Figures::examples_per_sec), median(&Figures::pull_ms),
+          median(&Figures::compute_ms), median(&Figures::push_ms)};
 }
 
-absl::StatusOr<double> RunLocal(const data::Dataset& train, const data::Dataset& test) {
-  auto backend = nn::MakeCpuBackend();
+double Field(const std::string& text, const std::string& key) {
+  const size_t at = text.find(key + "=");
+  return at == std::string::npos ? -1 : std::strtod(text.c_str() + at + key.size() + 1, nullptr);
+}
+
+absl::StatusOr<Figures> RunLocal(const data::Dataset& train, const data::Dataset& test) {
+  auto backend = nn::MakeCpuBackend(absl::GetFlag(FLAGS_compute_threads));
   auto model = nn::Model::Create(models::MnistMlp(), *backend, 100);
   if (!model.ok()) return model.status();
   LocalSgd sync;
@@ -50,7 +69,9 @@ absl::StatusOr<double> RunLocal(const data::Dataset& train, const data::Dataset&
   Trainer trainer(**model, sync, train, test, o, nullptr);
   auto r = trainer.Run();
   if (!r.ok()) return r.status();
-  return r->examples_per_second();
+  const double per_step = 1e3 / static_cast<double>(r->steps);
+  return Figures{r->examples_per_second(), r->pull_seconds * per_step,
+                 r->compute_seconds * per_step, r->push_seconds * per_step};
 }
 
 std::string BinDir() {
@@ -83,7 +104,7 @@ std::string Collect(local::ChildProcess& p) {
 }
 
 // Aggregate examples/s of `workers` worker processes training against one ps process.
-absl::StatusOr<double> RunThroughPs(int workers) {
+absl::StatusOr<Figures> RunThroughPs(int workers) {
   auto ports = FreeLocalPorts(1 + workers);
   if (!ports.ok()) return ports.status();
   const std::string ps = absl::StrCat("127.0.0.1:", (*ports)[0]);
@@ -104,19 +125,23 @@ absl::StatusOr<double> RunThroughPs(int workers) {
          "--ps_hosts=" + ps, "--worker_hosts=" + hosts,
          absl::StrCat("--train_steps=", absl::GetFlag(FLAGS_steps)),
          absl::StrCat("--learning_rate=", kLearningRate), "--log_every_steps=0",
+         absl::StrCat("--compute_threads=", absl::GetFlag(FLAGS_compute_threads)),
          "--data_path=" + absl::GetFlag(FLAGS_data_path)},
         env);
     if (!w.ok()) return w.status();
     procs.push_back(*std::move(w));
   }
-  double total = 0;
+  Figures total;
   for (auto& p : procs) {
     const std::string out = Collect(*p);
-    const size_t at = out.find("examples_per_sec=");
-    if (!p->exit_status()->ok() || at == std::string::npos) {
+    const double rate = Field(out, "examples_per_sec");
+    if (!p->exit_status()->ok() || rate < 0) {
       return absl::InternalError(absl::StrCat("worker failed:\n", out));
     }
-    total += std::strtod(out.c_str() + at + 17, nullptr);
+    total.examples_per_sec += rate;
+    total.pull_ms += Field(out, "pull_ms") / workers;
+    total.compute_ms += Field(out, "compute_ms") / workers;
+    total.push_ms += Field(out, "push_ms") / workers;
   }
   (*ps_process)->Signal(SIGTERM);
   Collect(**ps_process);
@@ -131,7 +156,7 @@ int Main() {
                  std::string((train.ok() ? test.status() : train.status()).message()).c_str());
     return 1;
   }
-  std::vector<double> local, one, two;
+  std::vector<Figures> local, one, two;
   for (int r = 0; r < absl::GetFlag(FLAGS_repeats); ++r) {
     auto a = RunLocal(*train, *test);
     auto b = RunThroughPs(1);
@@ -146,15 +171,23 @@ int Main() {
     one.push_back(*b);
     two.push_back(*c);
   }
-  const double base = Median(local), m1 = Median(one), m2 = Median(two);
-  std::printf("mnist_mlp batch 100, %ld steps per worker, median of %d runs, %d CPU cores\n",
-              static_cast<long>(absl::GetFlag(FLAGS_steps)), absl::GetFlag(FLAGS_repeats),
-              static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
-  std::printf("%-28s %12s %10s\n", "configuration", "examples/s", "vs local");
-  std::printf("%-28s %12.0f %10.2f\n", "local (in process, no ps)", base, 1.0);
-  std::printf("%-28s %12.0f %10.2f\n", "1 ps + 1 worker", m1, m1 / base);
-  std::printf("%-28s %12.0f %10.2f\n", "1 ps + 2 workers (sum)", m2, m2 / base);
-  std::printf("2 workers / 1 worker through the ps: %.2fx\n", m2 / m1);
+  const Figures base = Median(local), m1 = Median(one), m2 = Median(two);
+  std::printf(
+      "mnist_mlp batch 100, %ld steps per worker, median of %d runs, %d CPU cores, "
+      "--compute_threads=%d\n",
+      static_cast<long>(absl::GetFlag(FLAGS_steps)), absl::GetFlag(FLAGS_repeats),
+      static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)), absl::GetFlag(FLAGS_compute_threads));
+  std::printf("%-28s %11s %9s %8s %10s %8s\n", "configuration", "examples/s", "vs local", "pull ms",
+              "compute ms", "push ms");
+  auto row = [&](const char* name, const Figures& f) {
+    std::printf("%-28s %11.0f %9.2f %8.3f %10.3f %8.3f\n", name, f.examples_per_sec,
+                f.examples_per_sec / base.examples_per_sec, f.pull_ms, f.compute_ms, f.push_ms);
+  };
+  row("local (in process, no ps)", base);
+  row("1 ps + 1 worker", m1);
+  row("1 ps + 2 workers (sum)", m2);
+  std::printf("2 workers / 1 worker through the ps: %.2fx\n",
+              m2.examples_per_sec / m1.examples_per_sec);
   return 0;
 }
 

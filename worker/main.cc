@@ -29,6 +29,9 @@ ABSL_FLAG(std::string, data_path, "/usr/share/datasets/fashion-mnist",
           "Directory with the MNIST-format idx files");
 ABSL_FLAG(uint64_t, seed, 1, "Seed of the initial parameters and the batch order");
 ABSL_FLAG(int64_t, log_every_steps, 100, "Progress line every N steps (0: none)");
+ABSL_FLAG(int, compute_threads, 0,
+          "Threads for the CPU backend's matrix products (0: one per core). Use 1 when several "
+          "workers share a machine");
 ABSL_FLAG(int, ps_timeout_s, 60,
           "Seconds to keep retrying an unreachable ps, or waiting for the chief to initialise");
 
@@ -71,7 +74,10 @@ absl::Status Main() {
                    << " test examples from " << data_path;
 
   PSFLOW_LOG(INFO) << cuda::BuildInfo() << "; training on the CPU backend";
-  std::unique_ptr<nn::Backend> backend = nn::MakeCpuBackend();
+  if (absl::GetFlag(FLAGS_compute_threads) < 0) {
+    return absl::InvalidArgumentError("--compute_threads must be >= 0");
+  }
+  std::unique_ptr<nn::Backend> backend = nn::MakeCpuBackend(absl::GetFlag(FLAGS_compute_threads));
   ASSIGN_OR_RETURN(std::unique_ptr<nn::Model> model,
                    nn::Model::Create(model_spec, *backend, absl::GetFlag(FLAGS_batch_size)));
 
@@ -112,9 +118,10 @@ absl::Status Main() {
   ASSIGN_OR_RETURN(TrainResult r, trainer.Run());
   PSFLOW_LOG(INFO) << absl::StrFormat(
       "%s %d done: steps=%d examples=%d seconds=%.3f examples_per_sec=%.1f global_step=%d "
-      "loss=%.4f test_loss=%.4f test_accuracy=%.4f",
+      "loss=%.4f test_loss=%.4f test_accuracy=%.4f pull_ms=%.3f compute_ms=%.3f push_ms=%.3f",
       spec.task.type, spec.task.index, r.steps, r.examples, r.seconds, r.examples_per_second(),
-      r.global_step, r.last_loss, r.test_loss, r.test_accuracy);
+      r.global_step, r.last_loss, r.test_loss, r.test_accuracy, 1e3 * r.pull_seconds / r.steps,
+      1e3 * r.compute_seconds / r.steps, 1e3 * r.push_seconds / r.steps);
   return absl::OkStatus();
 }
 

@@ -53,9 +53,14 @@ absl::StatusOr<TrainResult> Trainer::Run() {
   for (int64_t step = 0; step < total_steps; ++step) {
     const auto step_start = Clock::now();
     ASSIGN_OR_RETURN(SyncResult pulled, sync_.Pull(params));
+    const auto pulled_at = Clock::now();
     const nn::Batch batch = sampler.Next();
     result.last_loss = model_.ComputeGradients(batch);
+    const auto computed_at = Clock::now();
     ASSIGN_OR_RETURN(SyncResult pushed, sync_.Push(params, pulled.global_step, batch.size));
+    result.pull_seconds += Seconds(pulled_at - step_start);
+    result.compute_seconds += Seconds(computed_at - pulled_at);
+    result.push_seconds += Seconds(Clock::now() - computed_at);
     result.global_step = pushed.global_step;
     result.examples += batch.size;
     window_examples += batch.size;

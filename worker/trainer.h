@@ -30,6 +30,11 @@ struct TrainResult {
   int64_t steps = 0;
   int64_t examples = 0;
   double seconds = 0;  // training loop only (not initialisation or evaluation)
+  // Where the loop's time went: pulling parameters, computing gradients (batch included),
+  // pushing gradients.
+  double pull_seconds = 0;
+  double compute_seconds = 0;
+  double push_seconds = 0;
   float last_loss = 0;
   int64_t global_step = 0;  // last seen from the ps
   double test_accuracy = 0;

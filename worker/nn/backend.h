@@ -38,8 +38,10 @@ class Backend {
   virtual void Free(float* p) const = 0;
 };
 
-// The OpenBLAS backend.
-std::unique_ptr<Backend> MakeCpuBackend();
+// The OpenBLAS backend. `threads` > 0 sets how many threads OpenBLAS uses (process-wide);
+// 0 keeps OpenBLAS's default (one per core). Several workers sharing a machine want 1 each:
+// OpenBLAS threads spin while they wait, and compete with the ps and each other.
+std::unique_ptr<Backend> MakeCpuBackend(int threads = 0);
 
 }  // namespace psflow::nn
 

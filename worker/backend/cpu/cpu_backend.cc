@@ -1,4 +1,6 @@
 // The CPU backend: OpenBLAS for matrix products, plain loops elsewhere.
+#include <cblas.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -55,6 +57,9 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> MakeCpuBackend() { return std::make_unique<CpuBackend>(); }
+std::unique_ptr<Backend> MakeCpuBackend(int threads) {
+  if (threads > 0) openblas_set_num_threads(threads);
+  return std::make_unique<CpuBackend>();
+}
 
 }  // namespace psflow::nn
