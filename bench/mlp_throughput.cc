@@ -6,6 +6,7 @@
 // Each configuration runs --repeats times; the median is reported with ratios to the baseline.
 //
 //   build/bin/bench_mlp_throughput [--steps=1000] [--repeats=3] [--compute_threads=1]
+#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -84,23 +85,16 @@ std::string BinDir() {
 // Waits for the child to exit and returns its output.
 std::string Collect(local::ChildProcess& p) {
   std::string out;
-  for (;;) {
-    if (p.output_fd() >= 0) {
-      char buf[65536];
-      const ssize_t n = read(p.output_fd(), buf, sizeof(buf));
-      if (n > 0) {
-        out.append(buf, static_cast<size_t>(n));
-      } else if (n == 0) {
-        p.CloseOutput();
-      } else {
-        usleep(2000);
-      }
-    } else if (p.Poll()) {
-      return out;
-    } else {
-      usleep(2000);
-    }
+  while (p.output_fd() >= 0) {
+    pollfd fd{p.output_fd(), POLLIN, 0};
+    poll(&fd, 1, 1000);
+    char buf[65536];
+    const ssize_t n = read(p.output_fd(), buf, sizeof(buf));
+    if (n > 0) out.append(buf, static_cast<size_t>(n));
+    if (n == 0) p.CloseOutput();
   }
+  while (!p.Poll()) usleep(5000);
+  return out;
 }
 
 // Aggregate examples/s of `workers` worker processes training against one ps process.

@@ -13,7 +13,7 @@ bool Backoff::Wait() {
   const auto now = Clock::now();
   if (now >= deadline_) return false;
   ++attempts_;
-  // Full jitter in [next/2, next] keeps workers that failed together from retrying together.
+  // Jitter in [next/2, next] keeps workers that failed together from retrying together.
   std::uniform_int_distribution<int64_t> dist(next_.count() / 2, next_.count());
   auto delay = std::chrono::milliseconds(dist(rng_));
   delay = std::min(delay, std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - now));

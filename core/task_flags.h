@@ -19,11 +19,13 @@ namespace psflow {
 
 // $TF_CONFIG when set, with any of --job_name/--task_index/--ps_hosts/--worker_hosts given on the
 // command line overriding its fields; the flags alone when TF_CONFIG is unset. INVALID_ARGUMENT
-// naming the problem when neither gives a valid spec.
+// naming the problem when neither gives a valid spec. (TF_CONFIG must be valid on its own: the
+// flags override a valid spec, they do not repair an invalid one.)
 absl::StatusOr<ClusterSpec> ResolveClusterSpec();
 
 // --metrics_port when >= 0, else $PSFLOW_METRICS_PORT, else -1 (no endpoint).
-int ResolveMetricsPort();
+// INVALID_ARGUMENT when the port is above 65535 or the variable is not a port number.
+absl::StatusOr<int> ResolveMetricsPort();
 
 }  // namespace psflow
 

@@ -1,6 +1,7 @@
 #include "core/wire.h"
 
 #include <bit>
+#include <cassert>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -18,8 +19,23 @@ int64_t NumElements(std::span<const int64_t> shape) {
   return n;
 }
 
+absl::StatusOr<int64_t> CheckShape(std::span<const int64_t> shape, absl::string_view what) {
+  constexpr int64_t kMaxElements = int64_t{1} << 40;
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) return absl::InvalidArgumentError(absl::StrCat(what, ": negative dimension ", d));
+    if (d != 0 && n > kMaxElements / d) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": shape [", absl::StrJoin(shape, ","), "] is too large"));
+    }
+    n *= d;
+  }
+  return n;
+}
+
 void EncodeFloat32(std::span<const float> values, std::span<const int64_t> shape,
                    proto::TensorProto* out) {
+  assert(static_cast<int64_t>(values.size()) == NumElements(shape));
   out->set_dtype(proto::DT_FLOAT32);
   out->mutable_shape()->Assign(shape.begin(), shape.end());
   std::string* data = out->mutable_data();

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "proto/ps.pb.h"
 
@@ -23,8 +24,12 @@ absl::Status DecodeFloat32(const proto::TensorProto& tensor,
                            std::span<const int64_t> expected_shape, std::span<float> out,
                            absl::string_view what);
 
-// Number of elements of a shape (1 for a scalar).
+// Number of elements of a shape (1 for a scalar). The shape must be valid (see CheckShape).
 int64_t NumElements(std::span<const int64_t> shape);
+
+// INVALID_ARGUMENT (naming `what`) for a negative dimension or more than 2^40 elements (which
+// would overflow byte counts); else the number of elements.
+absl::StatusOr<int64_t> CheckShape(std::span<const int64_t> shape, absl::string_view what);
 
 }  // namespace psflow
 

@@ -43,7 +43,8 @@ absl::Status Main() {
 
   std::unique_ptr<MetricsEndpoint> endpoint;
   std::unique_ptr<PsMetrics> metrics;
-  if (const int metrics_port = ResolveMetricsPort(); metrics_port >= 0) {
+  ASSIGN_OR_RETURN(const int metrics_port, ResolveMetricsPort());
+  if (metrics_port >= 0) {
     ASSIGN_OR_RETURN(endpoint, MetricsEndpoint::Start("0.0.0.0", metrics_port));
     metrics =
         std::make_unique<PsMetrics>(endpoint->registry(), StandardLabels("ps", spec.task.index));

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "absl/algorithm/container.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/status_macros.h"
@@ -21,10 +23,15 @@ absl::StatusOr<bool> VariableStore::Initialize(const proto::InitializeRequest& r
   for (const auto& nt : request.variables()) {
     auto v = std::make_unique<Variable>();
     v->shape.assign(nt.tensor().shape().begin(), nt.tensor().shape().end());
-    for (int64_t d : v->shape) {
-      if (d < 0) return absl::InvalidArgumentError(absl::StrCat(nt.name(), ": negative dim"));
+    ASSIGN_OR_RETURN(const int64_t elements, CheckShape(v->shape, nt.name()));
+    // Compare with the bytes actually sent before allocating: a bogus shape must not make the
+    // ps allocate (and die of) what the request never carried.
+    if (static_cast<uint64_t>(elements) * sizeof(float) != nt.tensor().data().size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(nt.name(), ": shape [", absl::StrJoin(v->shape, ","), "] needs ",
+                       elements * 4, " bytes, got ", nt.tensor().data().size()));
     }
-    v->value.resize(static_cast<size_t>(NumElements(v->shape)));
+    v->value.resize(static_cast<size_t>(elements));
     RETURN_IF_ERROR(DecodeFloat32(nt.tensor(), v->shape, v->value, nt.name()));
     bytes += static_cast<int64_t>(v->value.size() * sizeof(float));
     if (!vars.emplace(nt.name(), std::move(v)).second) {
@@ -69,8 +76,8 @@ absl::Status VariableStore::Pull(const proto::PullRequest& request,
 
 absl::StatusOr<int64_t> VariableStore::Push(const proto::PushRequest& request) {
   if (!ready()) return absl::FailedPreconditionError("variables are not initialised yet");
-  std::vector<Variable*> targets;
-  targets.reserve(static_cast<size_t>(request.gradients_size()));
+  if (request.gradients().empty()) return absl::InvalidArgumentError("push with no gradients");
+  absl::InlinedVector<Variable*, 16> targets;
   for (const auto& g : request.gradients()) {
     auto it = variables_.find(g.name());
     if (it == variables_.end()) {
@@ -84,6 +91,9 @@ absl::StatusOr<int64_t> VariableStore::Push(const proto::PushRequest& request) {
       return absl::InvalidArgumentError(absl::StrCat("gradient for \"", g.name(),
                                                      "\" does not match the variable's float32 [",
                                                      absl::StrJoin(v.shape, ","), "]"));
+    }
+    if (absl::c_linear_search(targets, it->second.get())) {
+      return absl::InvalidArgumentError(absl::StrCat("push names \"", g.name(), "\" twice"));
     }
     targets.push_back(it->second.get());
   }

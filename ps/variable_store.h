@@ -35,8 +35,9 @@ class VariableStore {
   absl::Status Pull(const proto::PullRequest& request, proto::PullResponse* response) const;
 
   // Applies every gradient, then advances the global step by one and returns it. All gradients
-  // are validated before any is applied: a bad push changes nothing (INVALID_ARGUMENT /
-  // NOT_FOUND / FAILED_PRECONDITION).
+  // are validated before any is applied: a bad push (no gradient, a name twice, wrong dtype or
+  // shape, unknown name, before Initialize) changes nothing (INVALID_ARGUMENT / NOT_FOUND /
+  // FAILED_PRECONDITION).
   absl::StatusOr<int64_t> Push(const proto::PushRequest& request);
 
   // Total bytes of variable values held.

@@ -89,9 +89,32 @@ TEST(VariableStore, BadRequestsChangeNothing) {
   EXPECT_EQ(Values(store, "b"), (std::vector<float>{0.5f}));
   EXPECT_EQ(store.global_step(), 0);
 
+  proto::PushRequest twice;
+  AddTensor(twice.mutable_gradients(), "b", {1.0f}, {1});
+  AddTensor(twice.mutable_gradients(), "b", {1.0f}, {1});
+  EXPECT_EQ(store.Push(twice).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store.Push(proto::PushRequest()).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Values(store, "b"), (std::vector<float>{0.5f}));
+  EXPECT_EQ(store.global_step(), 0);
+
   proto::PullRequest missing;
   missing.add_names("nope");
   EXPECT_EQ(store.Pull(missing, &resp).code(), absl::StatusCode::kNotFound);
+}
+
+TEST(VariableStore, HugeOrNegativeShapesAreRefusedWithoutAllocating) {
+  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{int64_t{1} << 40},
+                                            {int64_t{1} << 35, int64_t{1} << 35},
+                                            {-1, 4},
+                                            {3}}) {
+    VariableStore store;
+    proto::InitializeRequest r = InitRequest(0.1f);
+    auto* t = r.mutable_variables(0)->mutable_tensor();
+    t->mutable_shape()->Assign(shape.begin(), shape.end());  // data stays 16 bytes
+    auto s = store.Initialize(r);
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument) << shape[0];
+    EXPECT_FALSE(store.ready());
+  }
 }
 
 TEST(VariableStore, PullAllReturnsEveryVariableInNameOrder) {

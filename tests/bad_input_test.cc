@@ -175,8 +175,9 @@ TEST_F(BadInput, PsPortAlreadyTaken) {
   ExpectOneLineError(RunCommand({Binary("psflow-ps"), "--job_name=ps", "--task_index=0",
                                  "--ps_hosts=" + ps, "--worker_hosts=127.0.0.1:1"},
                                 Environment({}, {"TF_CONFIG"}), kTimeout),
-                     1, {"psflow-ps: ps task 0 cannot listen on 0.0.0.0:" + std::to_string(port),
-                         "Address already in use"});
+                     1,
+                     {"psflow-ps: ps task 0 cannot listen on 0.0.0.0:" + std::to_string(port),
+                      "Address already in use"});
   close(fd);
 }
 

@@ -5,6 +5,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <fstream>
+
 #include "absl/strings/match.h"
 #include "tests/test_util.h"
 
@@ -43,10 +46,38 @@ TEST(LocalRun, DemoTrainsBetweenGraphToEightyPercent) {
   ASSERT_EQ(final_line.size(), 1u) << r.output;
 }
 
+TEST(LocalRun, ActiveDeadlineFailsTheJobAndStopsEveryReplica) {
+  const std::string path = ::testing::TempDir() + "psflow_deadline_job.yaml";
+  std::ofstream(path) << R"(apiVersion: psflow.io/v1alpha1
+kind: TrainingJob
+metadata: {name: slow}
+spec:
+  runPolicy: {activeDeadlineSeconds: 3}
+  replicaSpecs:
+    PS: {replicas: 1, template: {spec: {containers: [{command: [psflow-ps]}]}}}
+    Worker:
+      replicas: 1
+      template:
+        spec:
+          containers: [{command: [psflow-worker], args: [--train_steps=100000000, --log_every_steps=0]}]
+)";
+  const CommandResult r = RunCommand({Binary("psflow"), "run", "--progress=never", path},
+                                     Environment({}), std::chrono::seconds(120));
+  std::remove(path.c_str());
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.status.code, 1) << r.output;
+  const auto failed = LinesWith(r.output, "job slow Failed after");
+  ASSERT_EQ(failed.size(), 1u) << r.output;
+  EXPECT_NE(failed[0].find("runPolicy.activeDeadlineSeconds (3s) passed"), std::string::npos);
+  EXPECT_EQ(LinesWith(r.output, "[psflow] worker-0 stopped: killed by signal 15").size(), 1u)
+      << r.output;
+  EXPECT_EQ(LinesWith(r.output, "[psflow] ps-0 stopped: exit code 0").size(), 1u) << r.output;
+}
+
 TEST(LocalRun, InterruptStopsEveryReplica) {
-  auto run = local::ChildProcess::Spawn(
-      {Binary("psflow"), "run", "--progress=never", SourceDir() + "/deploy/examples/mnist-mlp.yaml"},
-      Environment({}));
+  auto run = local::ChildProcess::Spawn({Binary("psflow"), "run", "--progress=never",
+                                         SourceDir() + "/deploy/examples/mnist-mlp.yaml"},
+                                        Environment({}));
   ASSERT_TRUE(run.ok()) << run.status();
   // Wait (bounded) until both workers are training, then Ctrl-C the runner alone.
   std::string output;
@@ -74,7 +105,8 @@ TEST(LocalRun, InterruptStopsEveryReplica) {
   EXPECT_EQ(status->code, 130) << output;
   for (const char* replica : {"ps-0", "worker-0", "worker-1"}) {
     EXPECT_EQ(LinesWith(output, std::string("[psflow] ") + replica + " stopped:").size(), 1u)
-        << replica << "\n" << output;
+        << replica << "\n"
+        << output;
   }
   EXPECT_EQ(LinesWith(output, "job mnist-mlp Interrupted").size(), 1u) << output;
 }

@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -27,6 +28,8 @@ class PsTask {
     service_.Stop();
     server_->Shutdown();
   }
+  bool started() const { return server_ != nullptr && port_ > 0; }
+  void Stop() { service_.Stop(); }
   std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
   const VariableStore& store() const { return service_.store(); }
 
@@ -55,6 +58,7 @@ PsClient::Options Options(std::vector<std::string> addresses, int timeout_ms = 5
 
 TEST(PsGrpc, ChiefInitialisesOthersPullAndPushesApplySgd) {
   PsTask ps0, ps1;
+  ASSERT_TRUE(ps0.started() && ps1.started());
   auto chief_params = MakeParams();
   chief_params->Initialize(3);
   auto chief = PsClient::Create(Options({ps0.address(), ps1.address()}), *chief_params);
@@ -104,6 +108,55 @@ TEST(PsGrpc, ChiefInitialisesOthersPullAndPushesApplySgd) {
   ASSERT_TRUE((*chief2)->Pull(*again).ok());
   EXPECT_TRUE(
       std::equal(again->values().begin(), again->values().end(), chief_params->values().begin()));
+}
+
+// Calls WaitReady with a 20 s timeout on another thread; `done` flips when it answers.
+struct ParkedWait {
+  explicit ParkedWait(const std::string& address) {
+    thread = std::thread([this, address] {
+      auto stub = proto::ParameterServer::NewStub(
+          grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+      grpc::ClientContext ctx;
+      proto::WaitReadyRequest req;
+      req.set_timeout_ms(20000);
+      status = stub->WaitReady(&ctx, req, &response);
+      done = true;
+    });
+  }
+  ~ParkedWait() { thread.join(); }
+  std::thread thread;
+  std::atomic<bool> done{false};
+  grpc::Status status;
+  proto::WaitReadyResponse response;
+};
+
+TEST(PsGrpc, WaitReadyIsParkedUntilInitialiseThenAnswered) {
+  PsTask ps;
+  ASSERT_TRUE(ps.started());
+  const auto start = std::chrono::steady_clock::now();
+  {
+    ParkedWait wait(ps.address());
+    std::this_thread::sleep_for(milliseconds(300));
+    EXPECT_FALSE(wait.done) << "answered before the variables existed";
+    auto params = MakeParams();
+    auto chief = PsClient::Create(Options({ps.address()}), *params);
+    ASSERT_TRUE((*chief)->Prepare(*params, true, 0.1f).ok());
+  }  // joins the waiter
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(15))
+      << "the waiter sat out its timeout instead of being released by Initialize";
+}
+
+TEST(PsGrpc, StopReleasesParkedWaitersNotReady) {
+  PsTask ps;
+  ASSERT_TRUE(ps.started());
+  ParkedWait wait(ps.address());
+  std::this_thread::sleep_for(milliseconds(300));
+  EXPECT_FALSE(wait.done);
+  ps.Stop();
+  wait.thread.join();
+  wait.thread = std::thread([] {});  // the destructor joins again
+  EXPECT_TRUE(wait.status.ok()) << wait.status.error_message();
+  EXPECT_FALSE(wait.response.ready());
 }
 
 TEST(PsGrpc, NonChiefGivesUpWhenNoChiefComes) {

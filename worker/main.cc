@@ -40,8 +40,11 @@ namespace {
 
 absl::Status Main() {
   const char* tf_config = std::getenv("TF_CONFIG");
+  // Alone only when nothing names a cluster: a half-given one is an error, not a solo run.
   const bool standalone =
-      (tf_config == nullptr || *tf_config == '\0') && absl::GetFlag(FLAGS_job_name).empty();
+      (tf_config == nullptr || *tf_config == '\0') && absl::GetFlag(FLAGS_job_name).empty() &&
+      absl::GetFlag(FLAGS_task_index) < 0 && absl::GetFlag(FLAGS_ps_hosts).empty() &&
+      absl::GetFlag(FLAGS_worker_hosts).empty();
   ClusterSpec spec;
   if (standalone) {
     spec.cluster["worker"] = {"localhost:0"};
@@ -54,9 +57,12 @@ absl::Status Main() {
         "psflow-worker runs worker or chief tasks, but the cluster spec says task type \"%s\"",
         spec.task.type));
   }
-  const int num_workers = static_cast<int>(spec.Tasks("worker").size());
+  // A chief trains too (TensorFlow's convention): it takes shard 0 and the workers the rest.
+  const bool has_chief = !spec.Tasks("chief").empty();
+  const int num_trainers = static_cast<int>(spec.Tasks("worker").size()) + (has_chief ? 1 : 0);
+  const int shard_index = spec.task.type == "chief" ? 0 : spec.task.index + (has_chief ? 1 : 0);
   const auto& ps_hosts = spec.Tasks("ps");
-  if (ps_hosts.empty() && num_workers > 1) {
+  if (ps_hosts.empty() && num_trainers > 1) {
     return absl::InvalidArgumentError("several workers need at least one ps task to share with");
   }
   if (absl::GetFlag(FLAGS_batch_size) < 1) {
@@ -65,6 +71,14 @@ absl::Status Main() {
   if (!(absl::GetFlag(FLAGS_learning_rate) > 0)) {
     return absl::InvalidArgumentError("--learning_rate must be > 0");
   }
+  if (absl::GetFlag(FLAGS_train_steps) < 0 ||
+      (absl::GetFlag(FLAGS_train_steps) == 0 && absl::GetFlag(FLAGS_train_epochs) < 1)) {
+    return absl::InvalidArgumentError("--train_epochs must be >= 1 (or --train_steps >= 1)");
+  }
+  if (absl::GetFlag(FLAGS_ps_timeout_s) < 1) {
+    return absl::InvalidArgumentError("--ps_timeout_s must be >= 1");
+  }
+  ASSIGN_OR_RETURN(const int metrics_port, ResolveMetricsPort());
 
   ASSIGN_OR_RETURN(nn::ModelSpec model_spec, models::ModelByName(absl::GetFlag(FLAGS_model)));
   const std::string data_path = absl::GetFlag(FLAGS_data_path);
@@ -72,6 +86,12 @@ absl::Status Main() {
   ASSIGN_OR_RETURN(data::Dataset test, data::LoadMnist(data_path, data::Split::kTest));
   PSFLOW_LOG(INFO) << "loaded " << train.size() << " training and " << test.size()
                    << " test examples from " << data_path;
+  const int64_t shard_size = data::ShardRange(train.size(), shard_index, num_trainers).size();
+  if (absl::GetFlag(FLAGS_batch_size) > shard_size) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--batch_size=%d is larger than this worker's shard (%d examples)",
+                        absl::GetFlag(FLAGS_batch_size), shard_size));
+  }
 
   PSFLOW_LOG(INFO) << cuda::BuildInfo() << "; training on the CPU backend";
   if (absl::GetFlag(FLAGS_compute_threads) < 0) {
@@ -83,8 +103,8 @@ absl::Status Main() {
 
   std::unique_ptr<MetricsEndpoint> endpoint;
   std::unique_ptr<WorkerMetrics> metrics;
-  if (const int port = ResolveMetricsPort(); port >= 0) {
-    ASSIGN_OR_RETURN(endpoint, MetricsEndpoint::Start("0.0.0.0", port));
+  if (metrics_port >= 0) {
+    ASSIGN_OR_RETURN(endpoint, MetricsEndpoint::Start("0.0.0.0", metrics_port));
     metrics = std::make_unique<WorkerMetrics>(endpoint->registry(),
                                               StandardLabels(spec.task.type, spec.task.index));
     PSFLOW_LOG(INFO) << "metrics on :" << endpoint->port() << "/metrics";
@@ -109,8 +129,8 @@ absl::Status Main() {
   options.learning_rate = absl::GetFlag(FLAGS_learning_rate);
   options.train_steps = absl::GetFlag(FLAGS_train_steps);
   options.train_epochs = absl::GetFlag(FLAGS_train_epochs);
-  options.task_index = spec.task.type == "chief" ? 0 : spec.task.index;
-  options.num_workers = std::max(num_workers, 1);
+  options.task_index = shard_index;
+  options.num_workers = std::max(num_trainers, 1);
   options.is_chief = standalone || spec.IsChief();
   options.seed = absl::GetFlag(FLAGS_seed);
   options.log_every_steps = absl::GetFlag(FLAGS_log_every_steps);

@@ -152,7 +152,12 @@ absl::Status PsClient::WaitReadyTask(Task& task) {
       if (response.ready()) return absl::OkStatus();
       continue;  // the ps held the call for timeout_ms: ask again, no backoff needed
     }
-    if (!Retryable(last)) return FromGrpc(last);
+    if (!Retryable(last)) {
+      return absl::Status(FromGrpc(last).code(),
+                          absl::StrCat("ps task ", task.index, " at ", task.address,
+                                       " refused WaitReady: ", last.error_message(), " (",
+                                       absl::StatusCodeToString(FromGrpc(last).code()), ")"));
+    }
     if (!backoff.Wait()) break;
   }
   const int64_t secs = options_.connect_timeout.count() / 1000;

@@ -12,6 +12,9 @@
 namespace psflow::api {
 namespace {
 
+constexpr int kMaxReplicas = 10000;
+constexpr int64_t kMaxPolicyValue = 315'360'000;  // ten years of seconds
+
 // Parsing errors carry their YAML path; the caller prefixes the source.
 absl::Status Bad(absl::string_view path, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
@@ -113,7 +116,9 @@ absl::StatusOr<ReplicaSpec> ParseReplicaSpec(const YAML::Node& node, absl::strin
   if (node["replicas"]) {
     ASSIGN_OR_RETURN(r.replicas,
                      Scalar<int>(node["replicas"], absl::StrCat(path, ".replicas"), "an integer"));
-    if (r.replicas < 0) return Bad(absl::StrCat(path, ".replicas"), "must be >= 0");
+    if (r.replicas < 0 || r.replicas > kMaxReplicas) {
+      return Bad(absl::StrCat(path, ".replicas"), absl::StrCat("must be in 0..", kMaxReplicas));
+    }
   }
   ASSIGN_OR_RETURN(
       r.restart_policy,
@@ -151,6 +156,7 @@ absl::StatusOr<RunPolicy> ParseRunPolicy(const YAML::Node& node) {
     using T = typename std::decay_t<decltype(out)>::value_type;
     ASSIGN_OR_RETURN(T v, Scalar<T>(node[field], path, "an integer"));
     if (v < 0) return Bad(path, "must be >= 0");
+    if (v > kMaxPolicyValue) return Bad(path, absl::StrCat("must be <= ", kMaxPolicyValue));
     out = v;
     return absl::OkStatus();
   };

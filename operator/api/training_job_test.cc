@@ -88,7 +88,7 @@ TEST(TrainingJob, BadManifestsGiveOneLineNamingTheField) {
        "needs at least one Worker"},
       {head + "spec:\n  replicaSpecs:\n    Worker: {replicas: -1, template: {spec: {containers: "
               "[{command: [w]}]}}}\n",
-       "Worker.replicas: must be >= 0"},
+       "Worker.replicas: must be in 0..10000"},
       {head + "spec:\n  replicaSpecs:\n    Worker: {replicas: two}\n", "must be an integer"},
       {head + "spec:\n  replicaSpecs:\n    Worker: {replicas: 1}\n",
        "Worker.template.spec.containers: must list at least one container"},

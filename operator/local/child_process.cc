@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,6 +11,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "core/status_macros.h"
 
 namespace psflow::local {
 
@@ -18,9 +21,42 @@ std::string ExitStatus::Describe() const {
   return absl::StrCat("exit code ", code);
 }
 
+namespace {
+
+// argv0 itself when it contains a '/', else the first executable file named argv0 in the PATH
+// of `env` (default "/usr/local/bin:/usr/bin:/bin").
+absl::StatusOr<std::string> FindProgram(const std::string& argv0,
+                                        const std::vector<std::string>& env) {
+  if (argv0.find('/') != std::string::npos) {
+    if (access(argv0.c_str(), X_OK) != 0) {
+      return absl::NotFoundError(absl::StrCat("cannot run \"", argv0, "\": ", strerror(errno)));
+    }
+    return argv0;
+  }
+  std::string path = "/usr/local/bin:/usr/bin:/bin";
+  for (const auto& e : env) {
+    if (e.rfind("PATH=", 0) == 0) path = e.substr(5);
+  }
+  for (absl::string_view dir : absl::StrSplit(path, ':', absl::SkipEmpty())) {
+    const std::string candidate = absl::StrCat(dir, "/", argv0);
+    struct stat st {};
+    if (stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+        access(candidate.c_str(), X_OK) == 0) {
+      return candidate;
+    }
+  }
+  return absl::NotFoundError(
+      absl::StrCat("cannot run \"", argv0, "\": not found in PATH (", path, ")"));
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(
     const std::vector<std::string>& argv, const std::vector<std::string>& env) {
   if (argv.empty()) return absl::InvalidArgumentError("empty command");
+  // Resolve the program here: after fork only async-signal-safe calls are allowed, and the
+  // search must use the child's PATH, not ours.
+  ASSIGN_OR_RETURN(const std::string program, FindProgram(argv[0], env));
   int out[2], status_pipe[2];
   if (pipe2(out, O_CLOEXEC) != 0)
     return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
@@ -52,9 +88,9 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(
     signal(SIGPIPE, SIG_DFL);
     dup2(out[1], STDOUT_FILENO);
     dup2(out[1], STDERR_FILENO);
-    const int devnull = open("/dev/null", O_RDONLY);
+    const int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (devnull >= 0) dup2(devnull, STDIN_FILENO);
-    execvpe(c_argv[0], c_argv.data(), c_env.data());
+    execve(program.c_str(), c_argv.data(), c_env.data());
     const int err = errno;
     [[maybe_unused]] ssize_t n = write(status_pipe[1], &err, sizeof(err));
     _exit(127);

@@ -1,7 +1,8 @@
 // A child process whose stdout and stderr arrive on one pipe, for the local runner (and tests).
 //
 // The child runs in its own process group (so the runner, not the terminal, decides when it
-// stops) and is sent SIGTERM if the parent dies. Not thread-safe.
+// stops) and is sent SIGTERM when the thread that spawned it exits (PR_SET_PDEATHSIG: spawn from
+// a thread that outlives the child, e.g. the main thread). Not thread-safe.
 #ifndef PSFLOW_OPERATOR_LOCAL_CHILD_PROCESS_H_
 #define PSFLOW_OPERATOR_LOCAL_CHILD_PROCESS_H_
 
@@ -25,8 +26,8 @@ struct ExitStatus {
 
 class ChildProcess {
  public:
-  // Runs argv (argv[0] looked up in $PATH) with exactly `env` ("NAME=value" entries).
-  // NOT_FOUND when argv[0] cannot be executed; nothing is left running then.
+  // Runs argv with exactly `env` ("NAME=value" entries); argv[0] without a '/' is looked up in
+  // env's PATH. NOT_FOUND when argv[0] cannot be executed; nothing is left running then.
   static absl::StatusOr<std::unique_ptr<ChildProcess>> Spawn(const std::vector<std::string>& argv,
                                                              const std::vector<std::string>& env);
   // SIGKILLs the process group if the child is still running, and reaps it.

@@ -29,12 +29,66 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using api::ReplicaType;
 
+constexpr int64_t kMaxLocalReplicas = 64;
+
 int g_signal_pipe = -1;  // write end; the handler only writes a byte
 
 void OnStopSignal(int sig) {
+  const int saved = errno;
   const unsigned char b = static_cast<unsigned char>(sig);
   [[maybe_unused]] ssize_t n = write(g_signal_pipe, &b, 1);
+  errno = saved;
 }
+
+// For the whole run: SIGINT/SIGTERM become bytes on a pipe the supervisor polls; SIGPIPE is
+// ignored (`psflow run job.yaml | head` must not kill the runner mid-job); SIGCHLD is default
+// (if it were inherited as ignored, children would be reaped by the kernel and never seen to
+// exit). Everything is restored on destruction.
+class StopSignals {
+ public:
+  static absl::StatusOr<std::unique_ptr<StopSignals>> Install() {
+    std::unique_ptr<StopSignals> s(new StopSignals());
+    if (pipe2(s->pipe_, O_CLOEXEC | O_NONBLOCK) != 0) {
+      return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
+    }
+    g_signal_pipe = s->pipe_[1];
+    struct sigaction sa {};
+    sa.sa_handler = OnStopSignal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &s->old_int_);
+    sigaction(SIGTERM, &sa, &s->old_term_);
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &ignore, &s->old_pipe_);
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigaction(SIGCHLD, &dfl, &s->old_chld_);
+    return s;
+  }
+  ~StopSignals() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+    sigaction(SIGPIPE, &old_pipe_, nullptr);
+    sigaction(SIGCHLD, &old_chld_, nullptr);
+    g_signal_pipe = -1;
+    close(pipe_[0]);
+    close(pipe_[1]);
+  }
+  int fd() const { return pipe_[0]; }
+  // True (and the signal consumed) when a stop signal arrived since the last call.
+  bool Received() {
+    unsigned char b;
+    bool any = false;
+    while (read(pipe_[0], &b, 1) == 1) any = true;
+    return any;
+  }
+
+ private:
+  StopSignals() = default;
+  int pipe_[2] = {-1, -1};
+  struct sigaction old_int_ {
+  }, old_term_{}, old_pipe_{}, old_chld_{};
+};
 
 struct Replica {
   ReplicaType type = ReplicaType::kWorker;
@@ -95,8 +149,8 @@ class Console {
 
 class JobRun {
  public:
-  JobRun(const api::TrainingJob& job, const RunOptions& options)
-      : job_(job), options_(options), console_(options.progress) {}
+  JobRun(const api::TrainingJob& job, const RunOptions& options, StopSignals& signals)
+      : job_(job), options_(options), signals_(signals), console_(options.progress) {}
 
   absl::Status Plan();
   absl::Status Start();
@@ -119,6 +173,7 @@ class JobRun {
 
   const api::TrainingJob& job_;
   const RunOptions& options_;
+  StopSignals& signals_;
   Console console_;
   std::vector<Replica> replicas_;
   Clock::time_point start_;
@@ -133,7 +188,7 @@ class JobRun {
 };
 
 absl::Status JobRun::Plan() {
-  int count = 0;
+  int64_t count = 0;
   for (const auto& [type, spec] : job_.replica_specs) {
     const api::Container& c = spec.MainContainer();
     if (spec.replicas > 0 && c.command.empty()) {
@@ -143,7 +198,12 @@ absl::Status JobRun::Plan() {
     }
     count += spec.replicas;
   }
-  ASSIGN_OR_RETURN(std::vector<int> ports, FreeLocalPorts(2 * count));
+  if (count > kMaxLocalReplicas) {
+    return absl::InvalidArgumentError(absl::StrCat("the job has ", count,
+                                                   " replicas; psflow run starts at most ",
+                                                   kMaxLocalReplicas, " local processes"));
+  }
+  ASSIGN_OR_RETURN(std::vector<int> ports, FreeLocalPorts(static_cast<int>(2 * count)));
   size_t next = 0;
   for (const auto& [type, spec] : job_.replica_specs) {
     for (int i = 0; i < spec.replicas; ++i) {
@@ -339,7 +399,7 @@ void JobRun::StopAll(const char* why) {
       if (!r.process->Poll()) alive = true;
     }
     if (!alive) break;
-    if (Clock::now() >= kill_at) {
+    if (Clock::now() >= kill_at || signals_.Received()) {  // a second Ctrl-C: no more waiting
       for (Replica& r : replicas_) {
         if (r.process != nullptr) r.process->Signal(SIGKILL);
       }
@@ -355,17 +415,6 @@ void JobRun::StopAll(const char* why) {
 }
 
 JobOutcome JobRun::Supervise() {
-  int signal_pipe[2];
-  if (pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) signal_pipe[0] = signal_pipe[1] = -1;
-  g_signal_pipe = signal_pipe[1];
-  struct sigaction sa {};
-  sa.sa_handler = OnStopSignal;
-  sigemptyset(&sa.sa_mask);
-  struct sigaction old_int {
-  }, old_term{};
-  sigaction(SIGINT, &sa, &old_int);
-  sigaction(SIGTERM, &sa, &old_term);
-
   bool interrupted = false;
   const Clock::time_point deadline =
       job_.run_policy.active_deadline_seconds
@@ -373,14 +422,14 @@ JobOutcome JobRun::Supervise() {
           : Clock::time_point::max();
   for (;;) {
     std::vector<pollfd> fds;
-    fds.push_back({signal_pipe[0], POLLIN, 0});
+    fds.push_back({signals_.fd(), POLLIN, 0});
     for (const Replica& r : replicas_) {
       if (r.process != nullptr && r.process->output_fd() >= 0) {
         fds.push_back({r.process->output_fd(), POLLIN, 0});
       }
     }
     poll(fds.data(), fds.size(), 200);
-    if (fds[0].revents & POLLIN) {
+    if ((fds[0].revents & POLLIN) && signals_.Received()) {
       interrupted = true;
       break;
     }
@@ -409,13 +458,6 @@ JobOutcome JobRun::Supervise() {
     outcome_reason_ = "interrupted";
   }
   StopAll(outcome_reason_.c_str());
-  sigaction(SIGINT, &old_int, nullptr);
-  sigaction(SIGTERM, &old_term, nullptr);
-  g_signal_pipe = -1;
-  if (signal_pipe[0] >= 0) {
-    close(signal_pipe[0]);
-    close(signal_pipe[1]);
-  }
   const char* state = *outcome_ == JobOutcome::kSucceeded ? "Succeeded"
                       : *outcome_ == JobOutcome::kFailed  ? "Failed"
                                                           : "Interrupted";
@@ -433,7 +475,8 @@ absl::StatusOr<JobOutcome> RunLocally(const api::TrainingJob& job, const RunOpti
     return absl::FailedPreconditionError(
         absl::StrCat("job ", job.name, " is suspended (spec.runPolicy.suspend: true)"));
   }
-  JobRun run(job, options);
+  ASSIGN_OR_RETURN(std::unique_ptr<StopSignals> signals, StopSignals::Install());
+  JobRun run(job, options, *signals);
   RETURN_IF_ERROR(run.Plan());
   RETURN_IF_ERROR(run.Start());
   return run.Supervise();

@@ -6,8 +6,9 @@
 // /metrics. The job succeeds when the chief (Chief 0, else Worker 0) exits 0 (or, with
 // successPolicy AllWorkers, every worker does); the remaining workers then get a grace period to
 // finish, and the ps tasks are stopped. Any worker or chief failing first, a ps exiting early, or
-// runPolicy.activeDeadlineSeconds passing fails the job. SIGINT/SIGTERM stop every child.
-// Restart policies are not applied locally: a failed replica fails the job.
+// runPolicy.activeDeadlineSeconds passing fails the job. From the start of RunLocally, SIGINT or
+// SIGTERM stops every child (SIGTERM, then SIGKILL after stop_grace or at a second signal).
+// Restart policies are not applied locally: a failed replica fails the job. At most 64 replicas.
 #ifndef PSFLOW_OPERATOR_LOCAL_RUNNER_H_
 #define PSFLOW_OPERATOR_LOCAL_RUNNER_H_
 

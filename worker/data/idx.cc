@@ -3,6 +3,7 @@
 #include <zlib.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <memory>
 
@@ -67,9 +68,17 @@ absl::StatusOr<IdxArray> ReadIdx(const std::string& path) {
     total *= d;
     if (total > kMaxElements) return corrupt("idx dimensions too large");
   }
-  a.values.resize(static_cast<size_t>(total));
-  const int64_t got = ReadFully(f.get(), a.values.data(), total);
-  if (got < 0) return corrupt("read error (corrupt gzip stream?)");
+  // Grow with the data actually read, so a corrupt header claiming gigabytes costs nothing.
+  constexpr int64_t kChunk = int64_t{16} << 20;
+  int64_t got = 0;
+  while (got < total) {
+    const int64_t want = std::min(kChunk, total - got);
+    a.values.resize(static_cast<size_t>(got + want));
+    const int64_t n = ReadFully(f.get(), a.values.data() + got, want);
+    if (n < 0) return corrupt("read error (corrupt gzip stream?)");
+    got += n;
+    if (n < want) break;
+  }
   if (got != total) {
     return corrupt(absl::StrCat("truncated: dims [", absl::StrJoin(a.dims, ","), "] need ", total,
                                 " data bytes, file has ", got));

@@ -68,6 +68,8 @@ TEST_F(IdxTest, RejectsCorruptFilesNamingThem) {
       {"float_type", Header(0x0D, {1}) + std::string(4, '\0'), "not supported"},
       {"trailing", full + "x", "after the idx data"},
       {"zero_dim", Header(0x08, {0}), "size 0"},
+      // Claims 4 GiB of images: refused after reading what is there, without allocating it.
+      {"huge_claim", Header(0x08, {65536, 256, 256}) + std::string(10, '\1'), "truncated"},
       {"empty", "", "truncated idx header"},
   };
   for (const Case& c : cases) {
