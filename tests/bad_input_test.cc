@@ -163,6 +163,31 @@ TEST_F(BadInput, UnreachablePsFailsAfterTheDeadlineNamingTheAddress) {
   EXPECT_EQ(LinesWith(r.output, "psflow-worker: ").size(), 1u);
 }
 
+TEST_F(BadInput, WorkerFlagsAndEnvironmentOutOfRange) {
+  const auto no_cluster = Environment({}, {"TF_CONFIG", "PSFLOW_METRICS_PORT"});
+  // Known only once the data is loaded (after one log line): the error is the last line.
+  const auto big_batch =
+      RunCommand({Binary("psflow-worker"), "--batch_size=100000"}, no_cluster, kTimeout);
+  EXPECT_EQ(big_batch.status.code, 1) << big_batch.output;
+  EXPECT_EQ(LastLine(big_batch),
+            "psflow-worker: --batch_size=100000 is larger than this worker's shard (60000 "
+            "examples)");
+  ExpectOneLineError(
+      RunCommand({Binary("psflow-worker"), "--train_epochs=0"}, no_cluster, kTimeout), 1,
+      {"--train_epochs must be >= 1"});
+  ExpectOneLineError(
+      RunCommand({Binary("psflow-worker"), "--metrics_port=70000"}, no_cluster, kTimeout), 1,
+      {"metrics port 70000 is above 65535"});
+  ExpectOneLineError(
+      RunCommand({Binary("psflow-ps"), "--job_name=ps", "--task_index=0", "--ps_hosts=127.0.0.1:1"},
+                 Environment({"PSFLOW_METRICS_PORT=abc"}, {"TF_CONFIG"}), kTimeout),
+      1, {"PSFLOW_METRICS_PORT=\"abc\" is not a port number"});
+  // A cluster named only in part is an error, not a silent solo run.
+  ExpectOneLineError(
+      RunCommand({Binary("psflow-worker"), "--ps_hosts=127.0.0.1:1"}, no_cluster, kTimeout), 1,
+      {"no cluster spec: set TF_CONFIG or pass --job_name"});
+}
+
 TEST_F(BadInput, PsPortAlreadyTaken) {
   const int port = FreeLocalPorts(1).value()[0];
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
