@@ -6,7 +6,6 @@
 // Each configuration runs --repeats times; the median is reported with ratios to the baseline.
 //
 //   build/bin/bench_mlp_throughput [--steps=1000] [--repeats=3] [--compute_threads=1]
-#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -82,18 +81,10 @@ std::string BinDir() {
   return path.substr(0, path.rfind('/'));
 }
 
-// Waits for the child to exit and returns its output.
+// Waits (at most 10 minutes) for the child to exit and returns its output.
 std::string Collect(local::ChildProcess& p) {
   std::string out;
-  while (p.output_fd() >= 0) {
-    pollfd fd{p.output_fd(), POLLIN, 0};
-    poll(&fd, 1, 1000);
-    char buf[65536];
-    const ssize_t n = read(p.output_fd(), buf, sizeof(buf));
-    if (n > 0) out.append(buf, static_cast<size_t>(n));
-    if (n == 0) p.CloseOutput();
-  }
-  while (!p.Poll()) usleep(5000);
+  if (!p.WaitWithOutput(std::chrono::minutes(10), &out)) p.Signal(SIGKILL);
   return out;
 }
 
@@ -129,7 +120,7 @@ absl::StatusOr<Figures> RunThroughPs(int workers) {
   for (auto& p : procs) {
     const std::string out = Collect(*p);
     const double rate = Field(out, "examples_per_sec");
-    if (!p->exit_status()->ok() || rate < 0) {
+    if (!p->exit_status() || !p->exit_status()->ok() || rate < 0) {
       return absl::InternalError(absl::StrCat("worker failed:\n", out));
     }
     total.examples_per_sec += rate;

@@ -1,12 +1,10 @@
 #include "tests/test_util.h"
 
-#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <sstream>
-#include <thread>
 
 #include "absl/strings/match.h"
 
@@ -42,27 +40,15 @@ CommandResult RunCommand(const std::vector<std::string>& argv, const std::vector
     result.output = std::string(p.status().message());
     return result;
   }
-  local::ChildProcess& child = **p;
-  const auto give_up = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    if (child.output_fd() >= 0) {
-      pollfd fd{child.output_fd(), POLLIN, 0};
-      poll(&fd, 1, 100);
-      char buf[65536];
-      const ssize_t n = read(child.output_fd(), buf, sizeof(buf));
-      if (n > 0) result.output.append(buf, static_cast<size_t>(n));
-      if (n == 0) child.CloseOutput();
-    } else if (auto s = child.Poll()) {
-      result.status = *s;
-      return result;
-    } else {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    if (std::chrono::steady_clock::now() > give_up && !result.timed_out) {
-      result.timed_out = true;
-      child.Signal(SIGKILL);
-    }
+  if (auto status = (*p)->WaitWithOutput(timeout, &result.output)) {
+    result.status = *status;
+  } else {
+    result.timed_out = true;
+    (*p)->Signal(SIGKILL);
+    result.status =
+        (*p)->WaitWithOutput(std::chrono::seconds(10), &result.output).value_or(result.status);
   }
+  return result;
 }
 
 std::vector<std::string> LinesWith(const std::string& text, const std::string& needle) {

@@ -1,6 +1,7 @@
 #include "operator/local/child_process.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -142,6 +143,31 @@ std::optional<ExitStatus> ChildProcess::Poll() {
   exit_ = s;
   // Stragglers of the group (grandchildren) go with it.
   kill(-pid_, SIGKILL);
+  return exit_;
+}
+
+std::optional<ExitStatus> ChildProcess::WaitWithOutput(std::chrono::milliseconds timeout,
+                                                       std::string* output) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto left_ms = [&] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
+                                                                 std::chrono::steady_clock::now())
+        .count();
+  };
+  while (output_fd_ >= 0) {
+    if (left_ms() <= 0) return std::nullopt;
+    pollfd fd{output_fd_, POLLIN, 0};
+    poll(&fd, 1, static_cast<int>(std::min<int64_t>(left_ms(), 100)));
+    char buf[65536];
+    const ssize_t n = read(output_fd_, buf, sizeof(buf));
+    if (n > 0) output->append(buf, static_cast<size_t>(n));
+    if (n == 0) CloseOutput();
+  }
+  // Output closed: the child is exiting (or handed its output to someone else).
+  while (!Poll()) {
+    if (left_ms() <= 0) return std::nullopt;
+    usleep(5000);
+  }
   return exit_;
 }
 

@@ -8,6 +8,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -45,6 +46,10 @@ class ChildProcess {
   // Reaps the child if it has exited; never blocks. The status once reaped, else nullopt.
   std::optional<ExitStatus> Poll();
   const std::optional<ExitStatus>& exit_status() const { return exit_; }
+
+  // Appends everything the child writes to *output until it exits, then reaps it. nullopt when
+  // `timeout` passes first (the child keeps running; the caller decides what to do).
+  std::optional<ExitStatus> WaitWithOutput(std::chrono::milliseconds timeout, std::string* output);
 
  private:
   ChildProcess(pid_t pid, int output_fd) : pid_(pid), output_fd_(output_fd) {}

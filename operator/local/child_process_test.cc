@@ -1,36 +1,30 @@
 #include "operator/local/child_process.h"
 
 #include <gtest/gtest.h>
-#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <thread>
 
 namespace psflow::local {
 namespace {
 
-// Reads everything the child writes, then waits for it to exit (bounded: 10 s).
+// Reads everything the child writes and waits for it to exit (bounded: 10 s).
 std::pair<std::string, ExitStatus> Finish(ChildProcess& p) {
   std::string out;
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (std::chrono::steady_clock::now() < give_up) {
-    if (p.output_fd() >= 0) {
-      pollfd fd{p.output_fd(), POLLIN, 0};
-      poll(&fd, 1, 50);
-      char buf[256];
-      const ssize_t n = read(p.output_fd(), buf, sizeof(buf));
-      if (n > 0) out.append(buf, static_cast<size_t>(n));
-      if (n == 0) p.CloseOutput();
-    } else if (auto s = p.Poll()) {
-      return {out, *s};
-    } else {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-  }
-  ADD_FAILURE() << "child did not finish";
-  return {out, ExitStatus{-1, 0}};
+  auto status = p.WaitWithOutput(std::chrono::seconds(10), &out);
+  EXPECT_TRUE(status.has_value()) << "child did not finish";
+  return {out, status.value_or(ExitStatus{-1, 0})};
+}
+
+TEST(ChildProcess, WaitWithOutputTimesOutOnARunningChild) {
+  auto p = ChildProcess::Spawn({"sh", "-c", "echo started; sleep 30"}, {"PATH=/usr/bin:/bin"});
+  ASSERT_TRUE(p.ok());
+  std::string out;
+  EXPECT_FALSE((*p)->WaitWithOutput(std::chrono::milliseconds(300), &out).has_value());
+  EXPECT_EQ(out, "started\n");
+  (*p)->Signal(SIGKILL);
+  EXPECT_EQ((*p)->WaitWithOutput(std::chrono::seconds(10), &out).value().signal, SIGKILL);
 }
 
 TEST(ChildProcess, MergesOutputAndReportsExitCodeWithExactEnvironment) {
