@@ -1,9 +1,6 @@
 // Whether this worker binary carries the CUDA backend. Compiled with nvcc when the build found
-// CUDA (PSFLOW_HAVE_CUDA); otherwise a CPU-only stand-in.
-//
-// Nothing here touches the CUDA driver: on a machine with only the toolkit's libcuda stub,
-// initialising the runtime fails and was seen to corrupt the process (a later crash in the
-// metrics server), so device discovery waits for the GPU backend, which needs a real driver.
+// CUDA (PSFLOW_HAVE_CUDA); otherwise a CPU-only stand-in. Device discovery and the GPU kernels
+// come with the GPU backend; nothing here touches the CUDA driver.
 #ifndef PSFLOW_WORKER_BACKEND_CUDA_DEVICES_H_
 #define PSFLOW_WORKER_BACKEND_CUDA_DEVICES_H_
 
