@@ -1,6 +1,6 @@
 // The worker's side of the ps protocol: variables placed on ps tasks by PlaceVariables (so every
-// worker agrees on the placement), every Pull/Push sent to all tasks in parallel, request and response
-// messages reused across steps so the steady-state step allocates (almost) nothing.
+// worker agrees on the placement), every Pull/Push sent to all tasks in parallel, request and
+// response messages reused across steps so the steady-state step allocates (almost) nothing.
 //
 // Not thread-safe: one trainer thread uses it.
 #ifndef PSFLOW_WORKER_PS_CLIENT_H_
