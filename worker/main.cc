@@ -75,6 +75,9 @@ absl::Status Main() {
       (absl::GetFlag(FLAGS_train_steps) == 0 && absl::GetFlag(FLAGS_train_epochs) < 1)) {
     return absl::InvalidArgumentError("--train_epochs must be >= 1 (or --train_steps >= 1)");
   }
+  if (absl::GetFlag(FLAGS_compute_threads) < 0) {
+    return absl::InvalidArgumentError("--compute_threads must be >= 0");
+  }
   if (absl::GetFlag(FLAGS_ps_timeout_s) < 1) {
     return absl::InvalidArgumentError("--ps_timeout_s must be >= 1");
   }
@@ -94,9 +97,6 @@ absl::Status Main() {
   }
 
   PSFLOW_LOG(INFO) << cuda::BuildInfo() << "; training on the CPU backend";
-  if (absl::GetFlag(FLAGS_compute_threads) < 0) {
-    return absl::InvalidArgumentError("--compute_threads must be >= 0");
-  }
   std::unique_ptr<nn::Backend> backend = nn::MakeCpuBackend(absl::GetFlag(FLAGS_compute_threads));
   ASSIGN_OR_RETURN(std::unique_ptr<nn::Model> model,
                    nn::Model::Create(model_spec, *backend, absl::GetFlag(FLAGS_batch_size)));
@@ -129,8 +129,8 @@ absl::Status Main() {
   options.learning_rate = absl::GetFlag(FLAGS_learning_rate);
   options.train_steps = absl::GetFlag(FLAGS_train_steps);
   options.train_epochs = absl::GetFlag(FLAGS_train_epochs);
-  options.task_index = shard_index;
-  options.num_workers = std::max(num_trainers, 1);
+  options.shard_index = shard_index;
+  options.num_shards = std::max(num_trainers, 1);
   options.is_chief = standalone || spec.IsChief();
   options.seed = absl::GetFlag(FLAGS_seed);
   options.log_every_steps = absl::GetFlag(FLAGS_log_every_steps);

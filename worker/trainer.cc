@@ -27,18 +27,18 @@ Trainer::Trainer(nn::Model& model, ParameterSync& sync, const data::Dataset& tra
 
 absl::StatusOr<TrainResult> Trainer::Run() {
   const data::Range shard =
-      data::ShardRange(train_.size(), options_.task_index, options_.num_workers);
+      data::ShardRange(train_.size(), options_.shard_index, options_.num_shards);
   if (shard.size() < options_.batch_size) {
     return absl::InvalidArgumentError(
-        absl::StrCat("worker ", options_.task_index, "'s shard has ", shard.size(),
+        absl::StrCat("shard ", options_.shard_index, " has ", shard.size(),
                      " examples, fewer than one batch of ", options_.batch_size));
   }
   data::BatchSampler sampler(train_, shard, options_.batch_size,
-                             options_.seed * 7919 + static_cast<uint64_t>(options_.task_index));
+                             options_.seed * 7919 + static_cast<uint64_t>(options_.shard_index));
   const int64_t total_steps = options_.train_steps > 0
                                   ? options_.train_steps
                                   : options_.train_epochs * sampler.batches_per_epoch();
-  PSFLOW_LOG(INFO) << "worker " << options_.task_index << "/" << options_.num_workers << ": shard ["
+  PSFLOW_LOG(INFO) << "shard " << options_.shard_index << " of " << options_.num_shards << ": ["
                    << shard.begin << ", " << shard.end << "), " << total_steps << " steps of batch "
                    << options_.batch_size;
 

@@ -19,8 +19,8 @@ struct TrainerOptions {
   float learning_rate = 0.001f;
   int64_t train_steps = 0;  // when > 0, overrides train_epochs
   int train_epochs = 1;     // passes over this worker's shard
-  int task_index = 0;
-  int num_workers = 1;
+  int shard_index = 0;      // this worker trains on shard shard_index of num_shards
+  int num_shards = 1;
   bool is_chief = true;
   uint64_t seed = 1;
   int64_t log_every_steps = 100;  // 0: no progress lines

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -227,32 +228,22 @@ absl::Status JobRun::Plan() {
     return std::string();
   });
   for (Replica& r : replicas_) {
-    // Names set by psflow win over the container's own env and the runner's environment.
-    const std::vector<std::pair<std::string, std::string>> own = {
-        {"TF_CONFIG", ToTfConfig(api::ForTask(cluster, r.type, r.index))},
-        {"PSFLOW_JOB_NAME", job_.name},
-        {"PSFLOW_REPLICA_TYPE", std::string(api::TaskTypeName(r.type))},
-        {"PSFLOW_REPLICA_INDEX", absl::StrCat(r.index)},
-        {"PSFLOW_METRICS_PORT", absl::StrCat(r.metrics_port)}};
-    auto overridden = [&](absl::string_view entry) {
-      const absl::string_view name = entry.substr(0, entry.find('='));
-      for (const auto& [k, v] : own) {
-        if (name == k) return true;
-      }
-      for (const auto& e : job_.replica_specs.at(r.type).MainContainer().env) {
-        if (name == e.name) return true;
-      }
-      return false;
-    };
+    // Later layers win: the runner's environment, the container's env, then psflow's own names.
+    std::map<std::string, std::string> env;
     for (char** e = environ; *e != nullptr; ++e) {
-      if (!overridden(*e)) r.env.emplace_back(*e);
-    }
-    for (const auto& e : job_.replica_specs.at(r.type).MainContainer().env) {
-      if (!absl::c_any_of(own, [&](const auto& kv) { return kv.first == e.name; })) {
-        r.env.push_back(absl::StrCat(e.name, "=", e.value));
+      const absl::string_view entry(*e);
+      const size_t eq = entry.find('=');
+      if (eq != absl::string_view::npos) {
+        env[std::string(entry.substr(0, eq))] = std::string(entry.substr(eq + 1));
       }
     }
-    for (const auto& [k, v] : own) r.env.push_back(absl::StrCat(k, "=", v));
+    for (const auto& e : job_.replica_specs.at(r.type).MainContainer().env) env[e.name] = e.value;
+    env["TF_CONFIG"] = ToTfConfig(api::ForTask(cluster, r.type, r.index));
+    env["PSFLOW_JOB_NAME"] = job_.name;
+    env["PSFLOW_REPLICA_TYPE"] = std::string(api::TaskTypeName(r.type));
+    env["PSFLOW_REPLICA_INDEX"] = absl::StrCat(r.index);
+    env["PSFLOW_METRICS_PORT"] = absl::StrCat(r.metrics_port);
+    for (const auto& [name, value] : env) r.env.push_back(absl::StrCat(name, "=", value));
   }
   return absl::OkStatus();
 }
