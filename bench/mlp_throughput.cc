@@ -1,6 +1,6 @@
 // How much does training through the ps cost? Examples/s of the seed MLP (784-100-10, batch 100)
 // trained three ways on this machine:
-//   local   : in this process, no ps (Trainer + LocalSgd): the baseline
+//   local   : in this process, no ps (Trainer + LocalUpdate): the baseline
 //   1ps+1w  : psflow-ps and one psflow-worker process, async SGD over gRPC on loopback
 //   1ps+2w  : psflow-ps and two psflow-worker processes (aggregate examples/s)
 // Each configuration runs --repeats times; the median is reported with ratios to the baseline.
@@ -61,12 +61,15 @@ absl::StatusOr<Figures> RunLocal(const data::Dataset& train, const data::Dataset
   auto backend = nn::MakeCpuBackend(absl::GetFlag(FLAGS_compute_threads));
   auto model = nn::Model::Create(models::MnistMlp(), *backend, 100);
   if (!model.ok()) return model.status();
-  LocalSgd sync;
+  TrainingConfig config;
+  config.optimizer.set_name("sgd");
+  config.optimizer.set_learning_rate(kLearningRate);
+  auto sync = LocalUpdate::Create(config);
+  if (!sync.ok()) return sync.status();
   TrainerOptions o;
-  o.learning_rate = kLearningRate;
   o.train_steps = absl::GetFlag(FLAGS_steps);
   o.log_every_steps = 0;
-  Trainer trainer(**model, sync, train, test, o, nullptr);
+  Trainer trainer(**model, **sync, train, test, o, nullptr);
   auto r = trainer.Run();
   if (!r.ok()) return r.status();
   const double per_step = 1e3 / static_cast<double>(r->steps);

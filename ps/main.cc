@@ -3,7 +3,9 @@
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 
+#include <condition_variable>
 #include <cstdio>
+#include <mutex>
 #include <thread>
 
 #include "absl/flags/flag.h"
@@ -12,15 +14,23 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/free_ports.h"
+#include "core/grpc_tuning.h"
 #include "core/log.h"
 #include "core/metrics.h"
 #include "core/status_macros.h"
 #include "core/task_flags.h"
 #include "ps/ps_service.h"
+#include "ps/ps_state.h"
 
 ABSL_FLAG(std::string, bind_address, "0.0.0.0",
           "Address to listen on; the port comes from this task's address in the cluster spec");
 ABSL_FLAG(int, shutdown_grace_s, 5, "Seconds in-flight calls get to finish on SIGTERM");
+ABSL_FLAG(std::string, checkpoint_dir, "",
+          "Folder for this task's checkpoints (<dir>/ps-<task>/); empty: no checkpoints. On "
+          "start the newest valid checkpoint there is restored");
+ABSL_FLAG(double, checkpoint_every_s, 60, "Seconds between checkpoints (0: not by time)");
+ABSL_FLAG(int64_t, checkpoint_every_steps, 0, "Global steps between checkpoints (0: not by steps)");
+ABSL_FLAG(int, keep_checkpoints, 3, "Checkpoints kept per task");
 
 namespace psflow {
 namespace {
@@ -61,14 +71,27 @@ absl::Status Main() {
     return absl::UnavailableError(absl::StrCat("ps task ", spec.task.index, " ", s.message()));
   }
 
-  PsService service(metrics.get());
+  const int keep = absl::GetFlag(FLAGS_keep_checkpoints);
+  const double every_s = absl::GetFlag(FLAGS_checkpoint_every_s);
+  const int64_t every_steps = absl::GetFlag(FLAGS_checkpoint_every_steps);
+  if (keep < 1 || every_s < 0 || every_steps < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--keep_checkpoints must be >= 1 (got ", keep,
+                                                   "), --checkpoint_every_s and "
+                                                   "--checkpoint_every_steps >= 0 (got ",
+                                                   every_s, ", ", every_steps, ")"));
+  }
+  PsState state({.task = spec.task.index,
+                 .checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir),
+                 .keep_checkpoints = keep},
+                metrics.get());
+  RETURN_IF_ERROR(state.RestoreFromCheckpoint().status());
+  PsService service(state, metrics.get());
   grpc::ServerBuilder builder;
   const std::string listen = absl::StrCat(absl::GetFlag(FLAGS_bind_address), ":", port);
   int bound_port = 0;
   builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &bound_port);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.SetMaxReceiveMessageSize(-1);
-  builder.SetMaxSendMessageSize(-1);
+  ApplyBulkTuning(builder);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || bound_port == 0) {
@@ -78,6 +101,42 @@ absl::Status Main() {
   PSFLOW_LOG(INFO) << "ps task " << spec.task.index << " of " << spec.Tasks("ps").size()
                    << " serving on " << listen;
 
+  // Checkpoints every checkpoint_every_s seconds or checkpoint_every_steps steps, whichever
+  // comes first, and once more on the way out.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stopping = false;
+  auto checkpoint = [&state] {
+    auto written = state.Checkpoint();
+    if (!written.ok()) {
+      PSFLOW_LOG(ERROR) << "checkpoint failed: " << written.status().message();
+    } else if (written->has_value()) {
+      PSFLOW_LOG(INFO) << "checkpoint at global step " << **written;
+    }
+    return written.ok() && written->has_value() ? **written : int64_t{-1};
+  };
+  std::thread checkpointer([&] {
+    if (absl::GetFlag(FLAGS_checkpoint_dir).empty()) return;
+    int64_t last_step = state.global_step();
+    auto last_time = std::chrono::steady_clock::now();
+    std::unique_lock lock(mu);
+    while (!stopping) {
+      cv.wait_for(lock, std::chrono::milliseconds(100));
+      if (stopping) break;
+      const int64_t step = state.global_step();
+      const double since =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - last_time).count();
+      if (step < 0 || step == last_step) continue;
+      if ((every_s > 0 && since >= every_s) ||
+          (every_steps > 0 && step - last_step >= every_steps)) {
+        lock.unlock();
+        const int64_t written = checkpoint();
+        lock.lock();
+        if (written >= 0) last_step = written;
+        last_time = std::chrono::steady_clock::now();
+      }
+    }
+  });
   std::thread stopper([&] {
     int sig = 0;
     sigwait(&stop_signals, &sig);
@@ -88,8 +147,15 @@ absl::Status Main() {
   });
   server->Wait();
   stopper.join();
+  {
+    std::lock_guard lock(mu);
+    stopping = true;
+  }
+  cv.notify_all();
+  checkpointer.join();
+  if (!absl::GetFlag(FLAGS_checkpoint_dir).empty()) checkpoint();
   PSFLOW_LOG(INFO) << "ps task " << spec.task.index
-                   << " stopped: global_step=" << service.store().global_step();
+                   << " stopped: global_step=" << std::max<int64_t>(0, state.global_step());
   return absl::OkStatus();
 }
 

@@ -1,10 +1,29 @@
-// Update rules the ps applies to a variable given a gradient. Only SGD exists so far; momentum,
-// Adagrad, Adam and RMSProp (with slots) implement the same interface.
+// Update rules the ps applies to a partition given a gradient, as TensorFlow 1's optimizers
+// (the seeds' framework) define them:
+//
+//   sgd       var -= lr * g
+//   momentum  accum = momentum * accum + g;  var -= lr * accum
+//             (Nesterov: var -= lr * g + lr * momentum * accum, with the updated accum)
+//   adagrad   accum += g^2;  var -= lr * g / (sqrt(accum) + epsilon)   (accum starts at
+//             initial_accumulator_value, default 0.1)
+//   adam      m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
+//             var -= lr * sqrt(1-b2^t) / (1-b1^t) * m / (sqrt(v) + epsilon)
+//             (t = the 1-based number of this update; defaults b1 0.9, b2 0.999, eps 1e-8)
+//   rmsprop   ms = rho ms + (1-rho) g^2;  [centered: mg = rho mg + (1-rho) g; d = ms - mg^2]
+//             mom = momentum * mom + lr * g / sqrt(d + epsilon);  var -= mom
+//             (ms starts at 1 as in TF1; defaults rho 0.9, momentum 0, epsilon 1e-10)
+//
+// Slots (accum, m, v, ms, mom, mg) have the partition's size and are kept beside it, so they are
+// partitioned exactly like the variables. An Optimizer is immutable: the learning rate and step
+// are arguments, so the chief can change the rate at run time, and one instance serves every
+// partition from any thread (the caller serialises updates of the same elements).
 #ifndef PSFLOW_PS_OPTIMIZER_H_
 #define PSFLOW_PS_OPTIMIZER_H_
 
+#include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "proto/ps.pb.h"
@@ -14,12 +33,29 @@ namespace psflow {
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
-  // var -= update(grad). Thread-safe for distinct variables; the caller serialises calls on the
-  // same variable.
-  virtual void Apply(std::span<float> var, std::span<const float> grad) = 0;
+
+  // The config with defaults filled in (what MakeOptimizer was given, fields left 0 replaced by
+  // the defaults above), e.g. for a checkpoint.
+  virtual const proto::OptimizerConfig& config() const = 0;
+
+  // Slot tensors per partition element, their names (for checkpoints and logs) and the value
+  // each starts at.
+  virtual int num_slots() const = 0;
+  virtual const char* slot_name(int slot) const = 0;
+  virtual float slot_initial_value(int slot) const = 0;
+
+  // One update of var[i] by grad[i], i in [0, var.size()); slots[k][i] is slot k of the same
+  // element (slots.size() == num_slots(), every span var.size() long). `step` >= 1 is the number
+  // of this update (Adam's bias correction). grad may be any run of a partition: a whole
+  // partition, a chunk of it, or one row of a sparse update.
+  virtual void Apply(float learning_rate, int64_t step, std::span<float> var,
+                     std::span<const float> grad,
+                     std::span<const std::span<float>> slots) const = 0;
 };
 
-// INVALID_ARGUMENT for an unknown name or a learning rate that is not > 0.
+// INVALID_ARGUMENT, naming the field, for an unknown name, a learning rate that is not > 0 and
+// finite, or a hyper-parameter out of range (momentum, beta1, beta2 or rho outside [0, 1),
+// a negative epsilon, adagrad with initial_accumulator_value <= 0 and epsilon == 0).
 absl::StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(const proto::OptimizerConfig& config);
 
 }  // namespace psflow

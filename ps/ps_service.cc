@@ -1,6 +1,11 @@
 #include "ps/ps_service.h"
 
-#include "core/log.h"
+#include <algorithm>
+#include <chrono>
+#include <mutex>
+#include <vector>
+
+#include "core/transfer.h"
 
 namespace psflow {
 namespace {
@@ -10,135 +15,176 @@ grpc::Status ToGrpc(const absl::Status& s) {
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
 }
 
-int64_t TensorBytes(const google::protobuf::RepeatedPtrField<proto::NamedTensor>& tensors) {
-  int64_t n = 0;
-  for (const auto& t : tensors) n += static_cast<int64_t>(t.tensor().data().size());
-  return n;
+// How long a parked call may wait at most, whatever the caller asks.
+constexpr std::chrono::milliseconds kMaxPark = std::chrono::minutes(10);
+
+std::chrono::steady_clock::time_point ParkDeadline(int64_t timeout_ms) {
+  return std::chrono::steady_clock::now() +
+         std::min<std::chrono::milliseconds>(
+             std::chrono::milliseconds(std::max<int64_t>(0, timeout_ms)), kMaxPark);
+}
+
+grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, const absl::Status& s) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpc(s));
+  return reactor;
 }
 
 }  // namespace
 
-PsService::PsService(PsMetrics* metrics)
-    : metrics_(metrics), waiter_thread_([this] { WaiterLoop(); }) {}
+// Chunk-sized buffers for pull replies, reused: a freshly malloc'ed multi-MiB buffer costs page
+// faults on every call.
+class PsService::BufferPool : public std::enable_shared_from_this<BufferPool> {
+ public:
+  static constexpr size_t kBufferBytes = kChunkBytes;
+  static constexpr size_t kMaxIdle = 16;
 
-PsService::~PsService() {
-  Stop();
-  {
-    std::lock_guard lock(mu_);
-    stopping_ = true;
+  // A slice of `bytes` (<= kBufferBytes) bytes whose storage returns to the pool when gRPC
+  // releases it; *data points at it.
+  grpc::Slice Take(size_t bytes, std::byte** data) {
+    std::unique_ptr<std::byte[]> buffer;
+    {
+      std::lock_guard lock(mu_);
+      if (!idle_.empty()) {
+        buffer = std::move(idle_.back());
+        idle_.pop_back();
+      }
+    }
+    if (buffer == nullptr) buffer.reset(new std::byte[kBufferBytes]);
+    *data = buffer.get();
+    auto* lease = new Lease{shared_from_this(), std::move(buffer)};
+    return grpc::Slice(lease->buffer.get(), bytes, &BufferPool::Release, lease);
   }
-  cv_.notify_all();
-  waiter_thread_.join();
-}
 
-void PsService::Stop() {
-  std::lock_guard lock(mu_);
-  stopping_ = true;
-  FinishWaiters(/*all=*/true);
-  cv_.notify_all();
-}
-
-void PsService::FinishWaiters(bool all) {
-  const auto now = std::chrono::steady_clock::now();
-  const bool ready = store_.ready();
-  for (auto it = waiters_.begin(); it != waiters_.end();) {
-    if (all || ready || it->deadline <= now) {
-      it->response->set_ready(ready);
-      it->response->set_global_step(store_.global_step());
-      it->reactor->Finish(grpc::Status::OK);
-      it = waiters_.erase(it);
-    } else {
-      ++it;
+ private:
+  struct Lease {
+    std::shared_ptr<BufferPool> pool;
+    std::unique_ptr<std::byte[]> buffer;
+  };
+  static void Release(void* p) {
+    std::unique_ptr<Lease> lease(static_cast<Lease*>(p));
+    std::lock_guard lock(lease->pool->mu_);
+    if (lease->pool->idle_.size() < kMaxIdle) {
+      lease->pool->idle_.push_back(std::move(lease->buffer));
     }
   }
-}
+  std::mutex mu_;
+  std::vector<std::unique_ptr<std::byte[]>> idle_;
+};
 
-void PsService::WaiterLoop() {
-  std::unique_lock lock(mu_);
-  while (!stopping_) {
-    if (waiters_.empty()) {
-      cv_.wait(lock);
-    } else {
-      auto next = waiters_.front().deadline;
-      for (const auto& w : waiters_) next = std::min(next, w.deadline);
-      cv_.wait_until(lock, next);
-    }
-    FinishWaiters(/*all=*/false);
-  }
-}
+PsService::PsService(PsState& state, PsMetrics* metrics)
+    : state_(state), metrics_(metrics), pool_(std::make_shared<BufferPool>()) {}
+
+PsService::~PsService() { Stop(); }
+
+void PsService::Stop() { state_.coordinator().Stop(); }
 
 grpc::ServerUnaryReactor* PsService::Initialize(grpc::CallbackServerContext* context,
                                                 const proto::InitializeRequest* request,
                                                 proto::InitializeResponse* response) {
-  auto* reactor = context->DefaultReactor();
-  auto created = store_.Initialize(*request);
-  if (!created.ok()) {
-    PSFLOW_LOG(WARNING) << "initialize refused: " << created.status().message();
-    reactor->Finish(ToGrpc(created.status()));
-    return reactor;
-  }
-  if (*created) {
-    PSFLOW_LOG(INFO) << "initialised " << store_.num_variables() << " variables, " << store_.bytes()
-                     << " bytes";
-    if (metrics_ != nullptr) metrics_->variable_bytes.Set(static_cast<double>(store_.bytes()));
-    std::lock_guard lock(mu_);
-    FinishWaiters(/*all=*/false);
-  }
-  response->set_initialized_now(*created);
-  response->set_global_step(store_.global_step());
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  auto r = state_.Initialize(*request);
+  if (r.ok()) *response = *r;
+  return Answer(context, r.status());
 }
 
 grpc::ServerUnaryReactor* PsService::WaitReady(grpc::CallbackServerContext* context,
                                                const proto::WaitReadyRequest* request,
                                                proto::WaitReadyResponse* response) {
-  auto* reactor = context->DefaultReactor();
-  std::lock_guard lock(mu_);
-  if (store_.ready() || stopping_ || request->timeout_ms() <= 0) {
-    response->set_ready(store_.ready());
-    response->set_global_step(store_.global_step());
-    reactor->Finish(grpc::Status::OK);
-    return reactor;
-  }
-  waiters_.push_back(
-      {reactor, response,
-       std::chrono::steady_clock::now() +
-           std::chrono::milliseconds(std::min<int64_t>(request->timeout_ms(), 60'000))});
-  cv_.notify_all();
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  state_.coordinator().Park(0, ParkDeadline(request->timeout_ms()),
+                            [this, reactor, response](bool) {
+                              *response = state_.ReadyResponse();
+                              reactor->Finish(grpc::Status::OK);
+                            });
   return reactor;
+}
+
+grpc::ServerUnaryReactor* PsService::SetLearningRate(grpc::CallbackServerContext* context,
+                                                     const proto::SetLearningRateRequest* request,
+                                                     proto::SetLearningRateResponse* response) {
+  auto r = state_.SetLearningRate(request->learning_rate());
+  if (r.ok()) response->set_learning_rate(*r);
+  return Answer(context, r.status());
+}
+
+grpc::ServerUnaryReactor* PsService::Leave(grpc::CallbackServerContext* context,
+                                           const proto::LeaveRequest* request,
+                                           proto::LeaveResponse* response) {
+  auto r = state_.Leave(request->worker());
+  if (r.ok()) response->set_global_step(*r);
+  return Answer(context, r.status());
+}
+
+namespace {
+
+// The received message's slices as byte spans (no copy); `slices` keeps them alive.
+absl::StatusOr<ByteSource> SourceOf(const grpc::ByteBuffer& buffer,
+                                    std::vector<grpc::Slice>* slices) {
+  if (!buffer.Dump(slices).ok()) return absl::InvalidArgumentError("unreadable request");
+  std::vector<std::span<const std::byte>> pieces;
+  pieces.reserve(slices->size());
+  for (const grpc::Slice& s : *slices) {
+    pieces.emplace_back(reinterpret_cast<const std::byte*>(s.begin()), s.size());
+  }
+  return ByteSource(std::move(pieces));
+}
+
+void SetReply(const proto::TransferReply& reply, grpc::ByteBuffer* response) {
+  grpc::Slice header(EncodeFrameHeader(reply));
+  *response = grpc::ByteBuffer(&header, 1);
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* PsService::Push(grpc::CallbackServerContext* context,
+                                          const grpc::ByteBuffer* request,
+                                          grpc::ByteBuffer* response) {
+  std::vector<grpc::Slice> slices;
+  auto source = SourceOf(*request, &slices);
+  if (!source.ok()) return Answer(context, source.status());
+  auto reply = state_.Push(*source);
+  if (reply.ok()) SetReply(*reply, response);
+  return Answer(context, reply.status());
 }
 
 grpc::ServerUnaryReactor* PsService::Pull(grpc::CallbackServerContext* context,
-                                          const proto::PullRequest* request,
-                                          proto::PullResponse* response) {
-  auto* reactor = context->DefaultReactor();
-  const absl::Status s = store_.Pull(*request, response);
-  if (s.ok() && metrics_ != nullptr) {
-    metrics_->pulls.Increment();
-    metrics_->sent_bytes.Increment(static_cast<double>(TensorBytes(response->variables())));
-  }
-  reactor->Finish(ToGrpc(s));
-  return reactor;
-}
-
-grpc::ServerUnaryReactor* PsService::Push(grpc::CallbackServerContext* context,
-                                          const proto::PushRequest* request,
-                                          proto::PushResponse* response) {
-  auto* reactor = context->DefaultReactor();
-  auto step = store_.Push(*request);
-  if (!step.ok()) {
-    reactor->Finish(ToGrpc(step.status()));
-    return reactor;
-  }
-  response->set_global_step(*step);
-  if (metrics_ != nullptr) {
-    metrics_->updates.Increment();
-    metrics_->examples.Increment(static_cast<double>(request->examples()));
-    metrics_->received_bytes.Increment(static_cast<double>(TensorBytes(request->gradients())));
-    metrics_->global_step.Set(static_cast<double>(store_.global_step()));
-  }
-  reactor->Finish(grpc::Status::OK);
+                                          const grpc::ByteBuffer* request,
+                                          grpc::ByteBuffer* response) {
+  std::vector<grpc::Slice> slices;
+  auto source = SourceOf(*request, &slices);
+  if (!source.ok()) return Answer(context, source.status());
+  auto header = std::make_shared<proto::TransferHeader>();
+  auto bytes = state_.CheckPull(*source, header.get());
+  if (!bytes.ok()) return Answer(context, bytes.status());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const auto parked_at = std::chrono::steady_clock::now();
+  const int64_t payload = *bytes;
+  state_.coordinator().Park(
+      header->step(), ParkDeadline(header->timeout_ms()),
+      [this, reactor, response, header, payload, parked_at](bool reached) {
+        if (metrics_ != nullptr) {
+          metrics_->wait_seconds.Increment(
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - parked_at).count());
+        }
+        if (!reached) {
+          proto::TransferReply reply;
+          reply.set_timed_out(true);
+          reply.set_global_step(std::max<int64_t>(0, state_.global_step()));
+          SetReply(reply, response);
+          reactor->Finish(grpc::Status::OK);
+          return;
+        }
+        std::byte* data = nullptr;
+        grpc::Slice body = pool_->Take(static_cast<size_t>(payload), &data);
+        const proto::TransferReply reply = state_.FillPull(*header, data);
+        grpc::Slice parts[2] = {grpc::Slice(EncodeFrameHeader(reply)), std::move(body)};
+        *response = grpc::ByteBuffer(parts, 2);
+        if (metrics_ != nullptr) {
+          metrics_->pulls.Increment();
+          metrics_->sent_bytes.Increment(static_cast<double>(payload));
+        }
+        reactor->Finish(grpc::Status::OK);
+      });
   return reactor;
 }
 

@@ -1,33 +1,38 @@
-// The gRPC ParameterServer service of one ps task (callback API), over a VariableStore.
+// The gRPC ParameterServer service of one ps task (callback API) over a PsState.
 //
-// WaitReady calls are parked, not answered by polling: they finish when Initialize succeeds, when
-// their timeout passes, or when the service shuts down. Thread-safe.
+// Pull and Push are raw methods: the request and reply are frames (core/transfer.h) handled as
+// grpc::ByteBuffer. A push is applied straight from the received slices; a pull's elements are
+// copied once, under each partition's lock, into a pooled buffer that gRPC sends as a slice and
+// hands back to the pool when it is done with it.
+//
+// WaitReady and sync-mode pulls are parked on the StepCoordinator, not answered by polling.
+// Thread-safe.
 #ifndef PSFLOW_PS_PS_SERVICE_H_
 #define PSFLOW_PS_PS_SERVICE_H_
 
-#include <chrono>
-#include <condition_variable>
-#include <list>
-#include <mutex>
-#include <thread>
+#include <memory>
 
 #include "proto/ps.grpc.pb.h"
 #include "ps/ps_metrics.h"
-#include "ps/variable_store.h"
+#include "ps/ps_state.h"
 
 namespace psflow {
 
-class PsService final : public proto::ParameterServer::CallbackService {
+using PsServiceBase = proto::ParameterServer::WithRawCallbackMethod_Pull<
+    proto::ParameterServer::WithRawCallbackMethod_Push<proto::ParameterServer::CallbackService>>;
+
+class PsService final : public PsServiceBase {
  public:
-  // metrics may be null.
-  explicit PsService(PsMetrics* metrics);
+  // state and metrics (may be null) outlive the service.
+  PsService(PsState& state, PsMetrics* metrics);
   ~PsService() override;
 
-  // Answers every parked WaitReady (ready = false) and stops parking new ones. Call before
-  // grpc::Server::Shutdown so shutdown does not wait out their timeouts.
+  // Answers every parked call (WaitReady: ready = false; pulls: timed out) and every later one at
+  // once. Call before grpc::Server::Shutdown so shutdown does not wait out their timeouts.
   void Stop();
 
-  const VariableStore& store() const { return store_; }
+  using PsServiceBase::Pull;
+  using PsServiceBase::Push;
 
   grpc::ServerUnaryReactor* Initialize(grpc::CallbackServerContext* context,
                                        const proto::InitializeRequest* request,
@@ -35,30 +40,24 @@ class PsService final : public proto::ParameterServer::CallbackService {
   grpc::ServerUnaryReactor* WaitReady(grpc::CallbackServerContext* context,
                                       const proto::WaitReadyRequest* request,
                                       proto::WaitReadyResponse* response) override;
+  grpc::ServerUnaryReactor* SetLearningRate(grpc::CallbackServerContext* context,
+                                            const proto::SetLearningRateRequest* request,
+                                            proto::SetLearningRateResponse* response) override;
+  grpc::ServerUnaryReactor* Leave(grpc::CallbackServerContext* context,
+                                  const proto::LeaveRequest* request,
+                                  proto::LeaveResponse* response) override;
   grpc::ServerUnaryReactor* Pull(grpc::CallbackServerContext* context,
-                                 const proto::PullRequest* request,
-                                 proto::PullResponse* response) override;
+                                 const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Push(grpc::CallbackServerContext* context,
-                                 const proto::PushRequest* request,
-                                 proto::PushResponse* response) override;
+                                 const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* response) override;
 
  private:
-  struct Waiter {
-    grpc::ServerUnaryReactor* reactor;
-    proto::WaitReadyResponse* response;
-    std::chrono::steady_clock::time_point deadline;
-  };
-  void WaiterLoop();
-  // Finishes waiters that are due (all of them when `all`); caller holds mu_.
-  void FinishWaiters(bool all);
-
-  VariableStore store_;
+  class BufferPool;
+  PsState& state_;
   PsMetrics* metrics_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::list<Waiter> waiters_;  // guarded by mu_
-  bool stopping_ = false;      // guarded by mu_
-  std::thread waiter_thread_;
+  std::shared_ptr<BufferPool> pool_;
 };
 
 }  // namespace psflow

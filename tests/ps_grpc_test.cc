@@ -1,5 +1,7 @@
-// The ps service and the worker's PsClient over real gRPC on loopback, in one process: values
-// pulled and pushed exactly, placement across two ps tasks, chief/non-chief start-up, errors.
+// The ps service and the worker's PsClient over real gRPC on loopback, in one process: exact
+// values through placement on several ps tasks, chunked transfer of a variable bigger than the
+// gRPC message limit, sync aggregation with parked pulls and backup workers, the run-time
+// learning rate, chief/non-chief start-up and refused mismatches.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
@@ -8,7 +10,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/grpc_tuning.h"
+#include "core/transfer.h"
 #include "ps/ps_service.h"
+#include "ps/ps_state.h"
 #include "worker/ps_client.h"
 
 namespace psflow {
@@ -18,9 +23,10 @@ using std::chrono::milliseconds;
 
 class PsTask {
  public:
-  PsTask() : service_(nullptr) {
+  PsTask() : state_({}, nullptr), service_(state_, nullptr) {
     grpc::ServerBuilder builder;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    ApplyBulkTuning(builder);
     builder.RegisterService(&service_);
     server_ = builder.BuildAndStart();
   }
@@ -31,83 +37,203 @@ class PsTask {
   bool started() const { return server_ != nullptr && port_ > 0; }
   void Stop() { service_.Stop(); }
   std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
-  const VariableStore& store() const { return service_.store(); }
+  const PsState& state() const { return state_; }
 
  private:
+  PsState state_;
   PsService service_;
   int port_ = 0;
   std::unique_ptr<grpc::Server> server_;
 };
 
-std::unique_ptr<nn::ParameterSet> MakeParams() {
+std::unique_ptr<nn::ParameterSet> MakeParams(int64_t big_rows = 100) {
   auto p = std::make_unique<nn::ParameterSet>();
-  p->Declare("big", {100, 10}, nn::Initializer::Uniform(1.0f));
+  p->Declare("big", {big_rows, 10}, nn::Initializer::Uniform(1.0f));
   p->Declare("mid", {500}, nn::Initializer::Uniform(1.0f));
   p->Declare("small", {3}, nn::Initializer::Zeros());
   p->Finalize();
   return p;
 }
 
-PsClient::Options Options(std::vector<std::string> addresses, int timeout_ms = 5000) {
+PsClient::Options Options(std::vector<std::string> addresses, int timeout_ms = 5000, int worker = 0,
+                          int workers = 1, bool sync = false, int aggregate = 0, float lr = 0.5f) {
   PsClient::Options o;
   o.ps_addresses = std::move(addresses);
   o.connect_timeout = milliseconds(timeout_ms);
   o.rpc_timeout = milliseconds(timeout_ms);
+  o.training.optimizer.set_name("sgd");
+  o.training.optimizer.set_learning_rate(lr);
+  o.training.sync.set_total_workers(workers);
+  o.training.sync.set_sync_replicas(sync);
+  o.training.sync.set_replicas_to_aggregate(aggregate);
+  o.training.worker_index = worker;
   return o;
 }
 
-TEST(PsGrpc, ChiefInitialisesOthersPullAndPushesApplySgd) {
+// Every parameter's values, back to back (without the alignment padding between them).
+std::vector<float> Values(const nn::ParameterSet& params) {
+  std::vector<float> out;
+  for (size_t h = 0; h < params.descs().size(); ++h) {
+    const auto v = params.value(static_cast<nn::ParameterSet::Handle>(h));
+    out.insert(out.end(), v.begin(), v.end());
+  }
+  return out;
+}
+
+// Sets gradient element i (counted as Values() counts) to fn(i).
+template <class Fn>
+void SetGrads(nn::ParameterSet& params, Fn fn) {
+  size_t i = 0;
+  for (size_t h = 0; h < params.descs().size(); ++h) {
+    for (float& g : params.grad(static_cast<nn::ParameterSet::Handle>(h))) g = fn(i++);
+  }
+}
+
+TEST(PsGrpc, ChiefInitialisesOthersPullAndPushesApplySgdOnEveryTask) {
   PsTask ps0, ps1;
   ASSERT_TRUE(ps0.started() && ps1.started());
   auto chief_params = MakeParams();
   chief_params->Initialize(3);
-  auto chief = PsClient::Create(Options({ps0.address(), ps1.address()}), *chief_params);
+  auto chief = PsClient::Create(Options({ps0.address(), ps1.address()}, 5000, 0, 2), *chief_params);
   ASSERT_TRUE(chief.ok()) << chief.status();
-  // Balanced by bytes: "big" (4000 B) on task 0, "mid" (2000 B) and "small" (12 B) on task 1.
-  EXPECT_EQ((*chief)->bytes_per_task(), (std::vector<int64_t>{4000, 2012}));
+  // 6012 bytes, all variables under the 4 KiB minimum partition: "big" (4000 B) on task 0,
+  // "mid" (2000 B) and "small" (12 B) on task 1.
+  EXPECT_EQ((*chief)->placement().bytes_per_task, (std::vector<int64_t>{4000, 2012}));
 
   // The other worker starts first and waits for the chief without failing.
   auto other_params = MakeParams();
   absl::Status waited;
   std::thread other([&] {
-    auto client = PsClient::Create(Options({ps0.address(), ps1.address()}), *other_params);
-    waited =
-        client.ok() ? (*client)->Prepare(*other_params, /*is_chief=*/false, 0.5f) : client.status();
+    auto client =
+        PsClient::Create(Options({ps0.address(), ps1.address()}, 5000, 1, 2), *other_params);
+    waited = client.ok() ? (*client)->Prepare(*other_params, /*is_chief=*/false) : client.status();
     if (waited.ok()) waited = (*client)->Pull(*other_params).status();
   });
   std::this_thread::sleep_for(milliseconds(200));
-  ASSERT_TRUE((*chief)->Prepare(*chief_params, /*is_chief=*/true, 0.5f).ok());
+  ASSERT_TRUE((*chief)->Prepare(*chief_params, /*is_chief=*/true).ok());
   other.join();
   ASSERT_TRUE(waited.ok()) << waited;
-  EXPECT_TRUE(std::equal(chief_params->values().begin(), chief_params->values().end(),
-                         other_params->values().begin()));
+  EXPECT_EQ(Values(*chief_params), Values(*other_params));
 
   // Push gradients of 2.0 everywhere: every value drops by lr * 2 = 1.0, on both tasks.
-  const std::vector<float> before(chief_params->values().begin(), chief_params->values().end());
-  for (float& g : chief_params->grads()) g = 2.0f;
-  auto pushed = (*chief)->Push(*chief_params, 0, 10);
+  const std::vector<float> before = Values(*chief_params);
+  SetGrads(*chief_params, [](size_t) { return 2.0f; });
+  ASSERT_TRUE((*chief)->Pull(*chief_params).ok());
+  auto pushed = (*chief)->Push(*chief_params, 10);
   ASSERT_TRUE(pushed.ok()) << pushed.status();
   EXPECT_EQ(pushed->global_step, 1);
+  EXPECT_FALSE(pushed->dropped);
   EXPECT_EQ(pushed->bytes, (1000 + 500 + 3) * 4);
   auto pulled = (*chief)->Pull(*chief_params);
   ASSERT_TRUE(pulled.ok()) << pulled.status();
   EXPECT_EQ(pulled->global_step, 1);
-  for (const auto& d : chief_params->descs()) {
-    for (int64_t i = 0; i < d.size; ++i) {
-      ASSERT_EQ(chief_params->values()[d.offset + i], before[d.offset + i] - 1.0f) << d.name;
-    }
-  }
-  EXPECT_EQ(ps0.store().global_step(), 1);
-  EXPECT_EQ(ps1.store().global_step(), 1);
+  EXPECT_EQ(pulled->bytes, (1000 + 500 + 3) * 4);
+  const std::vector<float> after = Values(*chief_params);
+  for (size_t i = 0; i < before.size(); ++i) ASSERT_EQ(after[i], before[i] - 1.0f) << i;
+  EXPECT_EQ(ps0.state().global_step(), 1);
+  EXPECT_EQ(ps1.state().global_step(), 1);
+  EXPECT_EQ(ps0.state().bytes() + ps1.state().bytes(), 6012);
 
   // A restarted chief finds the variables and leaves them alone.
   auto again = MakeParams();
   again->Initialize(99);
-  auto chief2 = PsClient::Create(Options({ps0.address(), ps1.address()}), *again);
-  ASSERT_TRUE((*chief2)->Prepare(*again, true, 0.5f).ok());
+  auto chief2 = PsClient::Create(Options({ps0.address(), ps1.address()}, 5000, 0, 2), *again);
+  ASSERT_TRUE((*chief2)->Prepare(*again, true).ok());
   ASSERT_TRUE((*chief2)->Pull(*again).ok());
-  EXPECT_TRUE(
-      std::equal(again->values().begin(), again->values().end(), chief_params->values().begin()));
+  EXPECT_EQ(Values(*again), Values(*chief_params));
+}
+
+TEST(PsGrpc, VariableLargerThanTheMessageLimitMovesInChunks) {
+  // 3M floats = 12 MiB in one variable: more than kMaxBulkMessageBytes, so at least 3 chunks.
+  PsTask ps;
+  ASSERT_TRUE(ps.started());
+  auto params = MakeParams(300000);
+  params->Initialize(5);
+  ASSERT_GT(params->total_size() * 4, kMaxBulkMessageBytes);
+  auto chief = PsClient::Create(Options({ps.address()}, 20000), *params);
+  ASSERT_TRUE(chief.ok());
+  ASSERT_TRUE((*chief)->Prepare(*params, true).ok());
+  auto reader_params = MakeParams(300000);
+  auto reader = PsClient::Create(Options({ps.address()}, 20000), *reader_params);
+  ASSERT_TRUE((*reader)->Prepare(*reader_params, false).ok());
+  ASSERT_TRUE((*reader)->Pull(*reader_params).ok());
+  EXPECT_EQ(Values(*params), Values(*reader_params));
+  // A gradient of i % 7 for element i comes back applied element by element.
+  SetGrads(*params, [](size_t i) { return static_cast<float>(i % 7); });
+  const std::vector<float> before = Values(*params);
+  ASSERT_TRUE((*chief)->Push(*params, 1).ok());
+  ASSERT_TRUE((*reader)->Pull(*reader_params).ok());
+  const std::vector<float> after = Values(*reader_params);
+  for (size_t i = 0; i < before.size(); ++i) {
+    ASSERT_EQ(after[i], before[i] - 0.5f * static_cast<float>(i % 7)) << i;
+  }
+}
+
+TEST(PsGrpc, SyncStepWaitsForTheAggregateAndIgnoresTheBackupWorker) {
+  // 3 workers, 2 gradients per step: the third to push is a backup and is dropped.
+  PsTask ps0, ps1;
+  const std::vector<std::string> addresses = {ps0.address(), ps1.address()};
+  std::vector<std::unique_ptr<nn::ParameterSet>> params;
+  std::vector<std::unique_ptr<PsClient>> clients;
+  for (int w = 0; w < 3; ++w) {
+    params.push_back(MakeParams());
+    if (w == 0) params[0]->Initialize(7);
+    auto c = PsClient::Create(Options(addresses, 5000, w, 3, true, 2, 1.0f), *params.back());
+    ASSERT_TRUE(c.ok());
+    clients.push_back(std::move(*c));
+  }
+  ASSERT_TRUE(clients[0]->Prepare(*params[0], true).ok());
+  for (int w = 1; w < 3; ++w) ASSERT_TRUE(clients[w]->Prepare(*params[w], false).ok());
+  for (int w = 0; w < 3; ++w) ASSERT_TRUE(clients[w]->Pull(*params[w]).ok());
+  const std::vector<float> init = Values(*params[0]);
+
+  SetGrads(*params[0], [](size_t) { return 1.0f; });
+  SetGrads(*params[1], [](size_t) { return 3.0f; });
+  SetGrads(*params[2], [](size_t) { return 100.0f; });
+  auto p0 = clients[0]->Push(*params[0], 1);
+  ASSERT_TRUE(p0.ok() && !p0->dropped);
+  // Worker 0's next pull is parked until a second gradient arrives.
+  std::atomic<bool> pulled{false};
+  std::thread waiter([&] {
+    ASSERT_TRUE(clients[0]->Pull(*params[0]).ok());
+    pulled = true;
+  });
+  std::this_thread::sleep_for(milliseconds(300));
+  EXPECT_FALSE(pulled) << "the pull did not wait for the step to be aggregated";
+  auto p1 = clients[1]->Push(*params[1], 1);
+  ASSERT_TRUE(p1.ok() && !p1->dropped);
+  waiter.join();
+  EXPECT_TRUE(pulled);
+  // The backup's gradients for the same step are dropped.
+  auto p2 = clients[2]->Push(*params[2], 1);
+  ASSERT_TRUE(p2.ok());
+  EXPECT_TRUE(p2->dropped);
+  ASSERT_TRUE(clients[2]->Pull(*params[2]).ok());
+  // lr 1 * mean(1, 3) = 2 off every value, on both ps tasks.
+  const std::vector<float> v0 = Values(*params[0]), v2 = Values(*params[2]);
+  for (size_t i = 0; i < init.size(); ++i) {
+    ASSERT_EQ(v0[i], init[i] - 2.0f) << i;
+    ASSERT_EQ(v2[i], init[i] - 2.0f) << i;
+  }
+  EXPECT_EQ(ps0.state().global_step(), 1);
+  EXPECT_EQ(ps1.state().global_step(), 1);
+}
+
+TEST(PsGrpc, ChiefChangesTheLearningRateAtRunTime) {
+  PsTask ps;
+  auto params = MakeParams();
+  params->Initialize(1);
+  auto chief = PsClient::Create(Options({ps.address()}), *params);
+  ASSERT_TRUE((*chief)->Prepare(*params, true).ok());
+  ASSERT_TRUE((*chief)->Pull(*params).ok());
+  const std::vector<float> before = Values(*params);
+  ASSERT_TRUE((*chief)->SetLearningRate(0.25f).ok());
+  SetGrads(*params, [](size_t) { return 4.0f; });
+  ASSERT_TRUE((*chief)->Push(*params, 1).ok());
+  ASSERT_TRUE((*chief)->Pull(*params).ok());
+  const std::vector<float> after = Values(*params);
+  for (size_t i = 0; i < before.size(); ++i) ASSERT_EQ(after[i], before[i] - 1.0f);
+  EXPECT_EQ((*chief)->SetLearningRate(-1.0f).code(), absl::StatusCode::kInvalidArgument);
 }
 
 // Calls WaitReady with a 20 s timeout on another thread; `done` flips when it answers.
@@ -140,7 +266,7 @@ TEST(PsGrpc, WaitReadyIsParkedUntilInitialiseThenAnswered) {
     EXPECT_FALSE(wait.done) << "answered before the variables existed";
     auto params = MakeParams();
     auto chief = PsClient::Create(Options({ps.address()}), *params);
-    ASSERT_TRUE((*chief)->Prepare(*params, true, 0.1f).ok());
+    ASSERT_TRUE((*chief)->Prepare(*params, true).ok());
   }  // joins the waiter
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(15))
       << "the waiter sat out its timeout instead of being released by Initialize";
@@ -163,30 +289,35 @@ TEST(PsGrpc, NonChiefGivesUpWhenNoChiefComes) {
   PsTask ps;
   auto params = MakeParams();
   auto client = PsClient::Create(Options({ps.address()}, 500), *params);
-  const absl::Status s = (*client)->Prepare(*params, false, 0.1f);
+  const absl::Status s = (*client)->Prepare(*params, false);
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_TRUE(absl::StrContains(s.message(), "is the chief (worker 0) running?")) << s;
   EXPECT_TRUE(absl::StrContains(s.message(), ps.address())) << s;
 }
 
-TEST(PsGrpc, MismatchedModelIsRefusedByPull) {
+TEST(PsGrpc, MismatchedModelIsRefused) {
   PsTask ps;
   auto params = MakeParams();
   auto chief = PsClient::Create(Options({ps.address()}), *params);
-  ASSERT_TRUE((*chief)->Prepare(*params, true, 0.1f).ok());
+  ASSERT_TRUE((*chief)->Prepare(*params, true).ok());
   nn::ParameterSet other;
   other.Declare("big", {10, 100}, nn::Initializer::Zeros());  // same name and size, other shape
   other.Declare("mid", {500}, nn::Initializer::Zeros());
   other.Declare("small", {3}, nn::Initializer::Zeros());
   other.Finalize();
   auto client = PsClient::Create(Options({ps.address()}), other);
+  const absl::Status waited = (*client)->Prepare(other, false);
+  EXPECT_EQ(waited.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(waited.message(), "different model")) << waited;
+  // Its pulls and pushes are refused and change nothing on the ps.
   auto pulled = (*client)->Pull(other);
   EXPECT_EQ(pulled.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(absl::StrContains(pulled.status().message(), "big")) << pulled.status();
-  // And its push changes nothing on the ps.
-  auto pushed = (*client)->Push(other, 0, 1);
+  auto pushed = (*client)->Push(other, 1);
   EXPECT_EQ(pushed.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ps.store().global_step(), 0);
+  EXPECT_EQ(ps.state().global_step(), 0);
+  // A chief with the other model is refused too.
+  auto other_chief = PsClient::Create(Options({ps.address()}), other);
+  EXPECT_EQ((*other_chief)->Prepare(other, true).code(), absl::StatusCode::kFailedPrecondition);
 }
 
 }  // namespace

@@ -22,7 +22,18 @@
 
 ABSL_FLAG(std::string, model, "mnist_mlp", "Model to train: mnist_mlp");
 ABSL_FLAG(int64_t, batch_size, 100, "Examples per step");
-ABSL_FLAG(float, learning_rate, 0.001f, "SGD learning rate");
+ABSL_FLAG(float, learning_rate, 0.001f, "The optimizer's learning rate");
+ABSL_FLAG(std::string, optimizer, "sgd",
+          "Update rule the ps applies: sgd, momentum, adagrad, adam or rmsprop (TensorFlow 1's "
+          "definitions and defaults)");
+ABSL_FLAG(float, momentum, 0, "momentum (default 0.9) and rmsprop (default 0): the momentum");
+ABSL_FLAG(bool, use_nesterov, false, "momentum: Nesterov's variant");
+ABSL_FLAG(bool, sync_replicas, false,
+          "Synchronous training: each step averages the gradients of --replicas_to_aggregate "
+          "workers (TensorFlow's SyncReplicasOptimizer); otherwise every push is applied at once");
+ABSL_FLAG(int, replicas_to_aggregate, 0,
+          "Sync mode: gradients per step (0: every worker). Fewer than the workers leaves the "
+          "rest as backup workers");
 ABSL_FLAG(int, train_epochs, 1, "Passes over this worker's shard (ignored if --train_steps > 0)");
 ABSL_FLAG(int64_t, train_steps, 0, "Steps this worker runs; 0 means use --train_epochs");
 ABSL_FLAG(std::string, data_path, "/usr/share/datasets/fashion-mnist",
@@ -71,6 +82,23 @@ absl::Status Main() {
   if (!(absl::GetFlag(FLAGS_learning_rate) > 0)) {
     return absl::InvalidArgumentError("--learning_rate must be > 0");
   }
+  if (absl::GetFlag(FLAGS_replicas_to_aggregate) < 0 ||
+      absl::GetFlag(FLAGS_replicas_to_aggregate) > std::max(num_trainers, 1)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--replicas_to_aggregate must be in [0, %d] (the number of workers), got %d",
+        std::max(num_trainers, 1), absl::GetFlag(FLAGS_replicas_to_aggregate)));
+  }
+  TrainingConfig training;
+  training.optimizer.set_name(absl::GetFlag(FLAGS_optimizer));
+  training.optimizer.set_learning_rate(absl::GetFlag(FLAGS_learning_rate));
+  training.optimizer.set_momentum(absl::GetFlag(FLAGS_momentum));
+  training.optimizer.set_use_nesterov(absl::GetFlag(FLAGS_use_nesterov));
+  training.sync.set_sync_replicas(absl::GetFlag(FLAGS_sync_replicas));
+  training.sync.set_replicas_to_aggregate(absl::GetFlag(FLAGS_replicas_to_aggregate));
+  training.sync.set_total_workers(std::max(num_trainers, 1));
+  training.worker_index = shard_index;
+  // Check the optimizer here, in one line, rather than on the ps.
+  RETURN_IF_ERROR(LocalUpdate::Create(training).status());
   if (absl::GetFlag(FLAGS_train_steps) < 0 ||
       (absl::GetFlag(FLAGS_train_steps) == 0 && absl::GetFlag(FLAGS_train_epochs) < 1)) {
     return absl::InvalidArgumentError("--train_epochs must be >= 1 (or --train_steps >= 1)");
@@ -113,20 +141,18 @@ absl::Status Main() {
   std::unique_ptr<ParameterSync> sync;
   if (ps_hosts.empty()) {
     PSFLOW_LOG(INFO) << "no ps task: training in process";
-    sync = std::make_unique<LocalSgd>();
+    ASSIGN_OR_RETURN(sync, LocalUpdate::Create(training));
   } else {
     PsClient::Options options;
     options.ps_addresses = ps_hosts;
+    options.training = training;
     options.connect_timeout = std::chrono::seconds(absl::GetFlag(FLAGS_ps_timeout_s));
     ASSIGN_OR_RETURN(auto client, PsClient::Create(options, model->params()));
-    PSFLOW_LOG(INFO) << "variable bytes per ps task: "
-                     << absl::StrJoin(client->bytes_per_task(), ",");
     sync = std::move(client);
   }
 
   TrainerOptions options;
   options.batch_size = absl::GetFlag(FLAGS_batch_size);
-  options.learning_rate = absl::GetFlag(FLAGS_learning_rate);
   options.train_steps = absl::GetFlag(FLAGS_train_steps);
   options.train_epochs = absl::GetFlag(FLAGS_train_epochs);
   options.shard_index = shard_index;
@@ -138,10 +164,11 @@ absl::Status Main() {
   ASSIGN_OR_RETURN(TrainResult r, trainer.Run());
   PSFLOW_LOG(INFO) << absl::StrFormat(
       "%s %d done: steps=%d examples=%d seconds=%.3f examples_per_sec=%.1f global_step=%d "
-      "loss=%.4f test_loss=%.4f test_accuracy=%.4f pull_ms=%.3f compute_ms=%.3f push_ms=%.3f",
+      "loss=%.4f test_loss=%.4f test_accuracy=%.4f pull_ms=%.3f compute_ms=%.3f push_ms=%.3f "
+      "dropped_pushes=%d",
       spec.task.type, spec.task.index, r.steps, r.examples, r.seconds, r.examples_per_second(),
       r.global_step, r.last_loss, r.test_loss, r.test_accuracy, 1e3 * r.pull_seconds / r.steps,
-      1e3 * r.compute_seconds / r.steps, 1e3 * r.push_seconds / r.steps);
+      1e3 * r.compute_seconds / r.steps, 1e3 * r.push_seconds / r.steps, r.dropped_pushes);
   return absl::OkStatus();
 }
 

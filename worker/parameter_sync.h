@@ -1,18 +1,30 @@
 // How a worker exchanges parameters and gradients: with ps tasks over gRPC (PsClient) or, for a
-// single process with no ps, in place (LocalSgd). The trainer sees only this interface.
+// single process with no ps, in place (LocalUpdate). The trainer sees only this interface.
 #ifndef PSFLOW_WORKER_PARAMETER_SYNC_H_
 #define PSFLOW_WORKER_PARAMETER_SYNC_H_
 
 #include <cstdint>
+#include <memory>
 
 #include "absl/status/statusor.h"
+#include "proto/ps.pb.h"
 #include "worker/nn/parameter_set.h"
 
 namespace psflow {
 
+class Optimizer;
+
 struct SyncResult {
-  int64_t global_step = 0;  // after the pull or push
+  int64_t global_step = 0;  // after the pull or push (ps task 0's)
   int64_t bytes = 0;        // tensor bytes moved by this call
+  bool dropped = false;     // push: not applied (stale, a backup worker's, or the ps restarted)
+};
+
+// What the chief tells the ps tasks when it creates the variables.
+struct TrainingConfig {
+  proto::OptimizerConfig optimizer;  // name "sgd" etc. and the initial learning rate
+  proto::SyncConfig sync;            // total_workers, sync_replicas, replicas_to_aggregate
+  int worker_index = 0;
 };
 
 class ParameterSync {
@@ -20,31 +32,44 @@ class ParameterSync {
   virtual ~ParameterSync() = default;
 
   // Makes the variables exist. The chief creates them from params' current values (a restarted
-  // chief finds them and leaves them be); other workers wait until the chief has done so.
-  // UNAVAILABLE / DEADLINE_EXCEEDED naming the ps task when it cannot be reached in time.
-  virtual absl::Status Prepare(const nn::ParameterSet& params, bool is_chief,
-                               float learning_rate) = 0;
+  // chief, or ps tasks restored from a checkpoint, keep what is there); other workers wait until
+  // the chief has done so. UNAVAILABLE / DEADLINE_EXCEEDED naming the ps task when it cannot be
+  // reached in time; FAILED_PRECONDITION when the ps holds a different model.
+  virtual absl::Status Prepare(const nn::ParameterSet& params, bool is_chief) = 0;
 
-  // Overwrites params' values with the current ones.
+  // Overwrites params' values with the current ones. In sync mode, waits (on the ps, without
+  // polling) until the step after this worker's last push has been aggregated.
   virtual absl::StatusOr<SyncResult> Pull(nn::ParameterSet& params) = 0;
 
-  // Sends params' gradients, computed from parameters at `step`, over `examples` examples.
-  // Remote implementations only read params; LocalSgd applies the update to its values.
-  virtual absl::StatusOr<SyncResult> Push(nn::ParameterSet& params, int64_t step,
-                                          int64_t examples) = 0;
+  // Sends params' gradients, computed from the parameters of the last Pull, over `examples`.
+  // Remote implementations only read params; LocalUpdate applies the update to its values.
+  virtual absl::StatusOr<SyncResult> Push(nn::ParameterSet& params, int64_t examples) = 0;
+
+  // The chief changes the learning rate on every ps task (e.g. a per-epoch decay).
+  virtual absl::Status SetLearningRate(float learning_rate) = 0;
+
+  // This worker is done: sync mode stops counting on it.
+  virtual absl::Status Leave() = 0;
 };
 
-// In-process SGD with no ps: Pull is a no-op, Push applies the update to params' values. The
-// baseline the ps path is measured against.
-class LocalSgd final : public ParameterSync {
+// In-process training with no ps: Pull is a no-op, Push applies the configured optimizer to
+// params' values. The baseline the ps path is measured against.
+class LocalUpdate final : public ParameterSync {
  public:
-  absl::Status Prepare(const nn::ParameterSet&, bool, float learning_rate) override;
+  static absl::StatusOr<std::unique_ptr<LocalUpdate>> Create(const TrainingConfig& config);
+  ~LocalUpdate() override;
+
+  absl::Status Prepare(const nn::ParameterSet& params, bool is_chief) override;
   absl::StatusOr<SyncResult> Pull(nn::ParameterSet& params) override;
-  absl::StatusOr<SyncResult> Push(nn::ParameterSet& params, int64_t step,
-                                  int64_t examples) override;
+  absl::StatusOr<SyncResult> Push(nn::ParameterSet& params, int64_t examples) override;
+  absl::Status SetLearningRate(float learning_rate) override;
+  absl::Status Leave() override { return absl::OkStatus(); }
 
  private:
-  float learning_rate_ = 0.0f;
+  explicit LocalUpdate(std::unique_ptr<Optimizer> optimizer);
+  std::unique_ptr<Optimizer> optimizer_;
+  float learning_rate_;
+  std::vector<std::vector<float>> slots_;
   int64_t global_step_ = 0;
 };
 

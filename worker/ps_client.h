@@ -1,6 +1,18 @@
-// The worker's side of the ps protocol: variables placed on ps tasks by PlaceVariables (so every
-// worker agrees on the placement), every Pull/Push sent to all tasks in parallel, request and
-// response messages reused across steps so the steady-state step allocates (almost) nothing.
+// The worker's side of the ps protocol.
+//
+// Placement: PlaceVariables (core/placement.h) over the model's variables and the ps list, so
+// every worker agrees on which task holds which rows without talking. Transfer: each task's
+// partitions are cut into chunks of at most kChunkBytes (core/transfer.h); a Pull or Push sends
+// every chunk of every task at once as its own raw gRPC call (several HTTP/2 streams in flight per
+// task, all tasks in parallel) and waits for all. A push hands gRPC the gradient buffer itself
+// as slices (no copy); a pull copies each reply straight from the received slices into the
+// parameter buffer (one copy).
+//
+// Sync mode: a pull after a push asks the ps for the next step and is parked there until that
+// step has been aggregated. Recovery: when a ps task becomes unreachable mid-training (killed and
+// restarted), the push in flight is dropped and the next Pull waits for the task to be ready
+// again (restored from its checkpoint) and starts from its parameters, for up to
+// connect_timeout.
 //
 // Not thread-safe: one trainer thread uses it.
 #ifndef PSFLOW_WORKER_PS_CLIENT_H_
@@ -12,7 +24,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "proto/ps.grpc.pb.h"
+#include "core/placement.h"
 #include "worker/parameter_sync.h"
 
 namespace psflow {
@@ -21,9 +33,10 @@ class PsClient final : public ParameterSync {
  public:
   struct Options {
     std::vector<std::string> ps_addresses;  // "host:port", in task order
-    // How long Prepare keeps retrying an unreachable ps or waiting for the chief.
+    TrainingConfig training;
+    // How long Prepare (and recovery) keeps retrying an unreachable ps or waiting for the chief.
     std::chrono::milliseconds connect_timeout{std::chrono::seconds(60)};
-    // Deadline of each Pull/Push call.
+    // Deadline of each call; also how long a sync pull may wait for its step.
     std::chrono::milliseconds rpc_timeout{std::chrono::seconds(60)};
   };
 
@@ -33,26 +46,30 @@ class PsClient final : public ParameterSync {
                                                           const nn::ParameterSet& params);
   ~PsClient() override;
 
-  absl::Status Prepare(const nn::ParameterSet& params, bool is_chief, float learning_rate) override;
+  absl::Status Prepare(const nn::ParameterSet& params, bool is_chief) override;
   absl::StatusOr<SyncResult> Pull(nn::ParameterSet& params) override;
-  absl::StatusOr<SyncResult> Push(nn::ParameterSet& params, int64_t step,
-                                  int64_t examples) override;
+  absl::StatusOr<SyncResult> Push(nn::ParameterSet& params, int64_t examples) override;
+  absl::Status SetLearningRate(float learning_rate) override;
+  absl::Status Leave() override;
 
-  // Bytes of variables on each ps task (the placement), for logging and metrics.
-  std::vector<int64_t> bytes_per_task() const;
+  const Placement& placement() const { return placement_; }
 
  private:
   struct Task;
+  struct Call;
   explicit PsClient(Options options);
-  absl::Status InitializeTask(Task& task, const nn::ParameterSet& params, float learning_rate);
+  absl::Status InitializeTask(Task& task, const nn::ParameterSet& params);
   absl::Status WaitReadyTask(Task& task);
-  // Runs `start(task, context, done)` on every task at once and waits for all; the first error,
-  // prefixed with the task's address.
-  template <class Start>
-  absl::Status OnAllTasks(const char* what, Start start);
+  absl::Status Recover();
+  // Sends every chunk of every task (or only `only`) and waits for all replies: gradients
+  // (TK_GRADIENT), initial values (TK_ASSIGN, from params' values) or a pull into params' values.
+  absl::Status Transfer(nn::ParameterSet& params, proto::TransferKind kind, int64_t examples,
+                        SyncResult* result, Task* only);
 
   Options options_;
+  Placement placement_;
   std::vector<std::unique_ptr<Task>> tasks_;
+  bool need_recovery_ = false;
 };
 
 }  // namespace psflow

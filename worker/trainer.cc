@@ -44,7 +44,7 @@ absl::StatusOr<TrainResult> Trainer::Run() {
 
   nn::ParameterSet& params = model_.params();
   if (options_.is_chief) params.Initialize(options_.seed);
-  RETURN_IF_ERROR(sync_.Prepare(params, options_.is_chief, options_.learning_rate));
+  RETURN_IF_ERROR(sync_.Prepare(params, options_.is_chief));
 
   TrainResult result;
   const auto start = Clock::now();
@@ -57,7 +57,8 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     const nn::Batch batch = sampler.Next();
     result.last_loss = model_.ComputeGradients(batch);
     const auto computed_at = Clock::now();
-    ASSIGN_OR_RETURN(SyncResult pushed, sync_.Push(params, pulled.global_step, batch.size));
+    ASSIGN_OR_RETURN(SyncResult pushed, sync_.Push(params, batch.size));
+    if (pushed.dropped) ++result.dropped_pushes;
     result.pull_seconds += Seconds(pulled_at - step_start);
     result.compute_seconds += Seconds(computed_at - pulled_at);
     result.push_seconds += Seconds(Clock::now() - computed_at);
@@ -85,6 +86,8 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     }
   }
   result.seconds = Seconds(Clock::now() - start);
+  // Sync mode stops waiting for this worker; its last push still counts.
+  RETURN_IF_ERROR(sync_.Leave());
   RETURN_IF_ERROR(Evaluate(result));
   return result;
 }

@@ -16,7 +16,6 @@ namespace psflow {
 
 struct TrainerOptions {
   int64_t batch_size = 100;
-  float learning_rate = 0.001f;
   int64_t train_steps = 0;  // when > 0, overrides train_epochs
   int train_epochs = 1;     // passes over this worker's shard
   int shard_index = 0;      // this worker trains on shard shard_index of num_shards
@@ -36,7 +35,8 @@ struct TrainResult {
   double compute_seconds = 0;
   double push_seconds = 0;
   float last_loss = 0;
-  int64_t global_step = 0;  // last seen from the ps
+  int64_t global_step = 0;     // last seen from the ps
+  int64_t dropped_pushes = 0;  // pushes the ps did not apply (sync: stale or backup)
   double test_accuracy = 0;
   double test_loss = 0;
 

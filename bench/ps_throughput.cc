@@ -1,0 +1,237 @@
+// bench_ps_throughput: how fast psflow's ps moves parameters and gradients, against the physical
+// limit (a raw TCP pump) and a plain gRPC `bytes` service moving the same bytes in the same
+// pattern, all in this process on loopback.
+//
+// W workers (threads, one PsClient each) push and pull a model of M MiB (8 equal variables) to P
+// ps tasks (PsState + PsService each, real gRPC servers on 127.0.0.1). One round = every worker
+// pushes its gradients, then pulls the parameters. The ps applies plain SGD to every push (async)
+// or averages the workers' gradients (--sync), so psflow's figures include the update work the
+// baselines do not do. Prints GB/s of payload (2 * M * W per round), the ratios against the TCP
+// pump and plain gRPC, and process CPU-seconds per GB moved.
+#include <grpcpp/grpcpp.h>
+#include <sys/resource.h>
+
+#include <cstdio>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "bench/baselines.h"
+#include "core/grpc_tuning.h"
+#include "core/transfer.h"
+#include "ps/ps_service.h"
+#include "ps/ps_state.h"
+#include "worker/ps_client.h"
+
+ABSL_FLAG(std::string, model_mib, "1,16,64,256", "Model sizes in MiB");
+ABSL_FLAG(std::string, ps_tasks, "1,2,4", "Numbers of ps tasks");
+ABSL_FLAG(std::string, workers, "1,2", "Numbers of workers");
+ABSL_FLAG(int, rounds, 0, "Timed rounds per configuration (0: about 2 GB of traffic, 3..50)");
+ABSL_FLAG(bool, baselines, true, "Also run the TCP pump and plain gRPC baselines");
+ABSL_FLAG(bool, sync_overhead, true,
+          "Also measure the sync-mode step (2 workers, aggregate 2) against async");
+
+namespace psflow::bench {
+namespace {
+
+double CpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+std::vector<int> IntList(const std::string& flag) {
+  std::vector<int> out;
+  for (absl::string_view s : absl::StrSplit(flag, ',', absl::SkipEmpty())) {
+    int v = 0;
+    if (absl::SimpleAtoi(s, &v) && v > 0) out.push_back(v);
+  }
+  return out;
+}
+
+class PsTask {
+ public:
+  PsTask() : state_({}, nullptr), service_(state_, nullptr) {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    ApplyBulkTuning(builder);
+    builder.RegisterService(&service_);
+    server_ = builder.BuildAndStart();
+  }
+  ~PsTask() {
+    service_.Stop();
+    server_->Shutdown();
+  }
+  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+
+ private:
+  PsState state_;
+  PsService service_;
+  int port_ = 0;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+std::unique_ptr<nn::ParameterSet> MakeModel(int64_t bytes) {
+  auto p = std::make_unique<nn::ParameterSet>();
+  const int64_t per_variable = std::max<int64_t>(1, bytes / 4 / 8);
+  const int64_t cols = 256;
+  for (int i = 0; i < 8; ++i) {
+    p->Declare(absl::StrCat("v", i), {std::max<int64_t>(1, per_variable / cols), cols},
+               nn::Initializer::Uniform(0.1f));
+  }
+  p->Finalize();
+  return p;
+}
+
+struct Figures {
+  TransferResult transfer;
+  double step_ms = 0;
+};
+
+absl::StatusOr<Figures> RunPsflow(const TransferPattern& pattern, bool sync) {
+  std::vector<std::unique_ptr<PsTask>> tasks;
+  std::vector<std::string> addresses;
+  for (int t = 0; t < pattern.ps_tasks; ++t) {
+    tasks.push_back(std::make_unique<PsTask>());
+    addresses.push_back(tasks.back()->address());
+  }
+  std::vector<std::unique_ptr<nn::ParameterSet>> models;
+  std::vector<std::unique_ptr<PsClient>> clients;
+  for (int w = 0; w < pattern.workers; ++w) {
+    models.push_back(MakeModel(pattern.model_bytes));
+    PsClient::Options o;
+    o.ps_addresses = addresses;
+    o.training.optimizer.set_name("sgd");
+    o.training.optimizer.set_learning_rate(1e-6f);
+    o.training.sync.set_total_workers(pattern.workers);
+    o.training.sync.set_sync_replicas(sync);
+    o.training.worker_index = w;
+    auto c = PsClient::Create(o, *models.back());
+    if (!c.ok()) return c.status();
+    clients.push_back(std::move(*c));
+  }
+  models[0]->Initialize(1);
+  if (absl::Status s = clients[0]->Prepare(*models[0], true); !s.ok()) return s;
+  for (int w = 1; w < pattern.workers; ++w) {
+    if (absl::Status s = clients[w]->Prepare(*models[w], false); !s.ok()) return s;
+  }
+  int64_t model_bytes = 0;
+  for (const auto& d : models[0]->descs()) model_bytes += d.size * 4;
+
+  auto run_rounds = [&](int rounds) -> absl::Status {
+    std::vector<absl::Status> status(static_cast<size_t>(pattern.workers));
+    std::vector<std::thread> threads;
+    for (int w = 0; w < pattern.workers; ++w) {
+      threads.emplace_back([&, w] {
+        for (int r = 0; r < rounds && status[w].ok(); ++r) {
+          auto pushed = clients[w]->Push(*models[w], 1);
+          if (!pushed.ok()) status[w] = pushed.status();
+          auto pulled = clients[w]->Pull(*models[w]);
+          if (!pulled.ok()) status[w] = pulled.status();
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (const auto& s : status) {
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
+  };
+  // The first pull makes every worker's step current.
+  for (int w = 0; w < pattern.workers; ++w) {
+    if (auto p = clients[w]->Pull(*models[w]); !p.ok()) return p.status();
+  }
+  if (absl::Status s = run_rounds(static_cast<int>(pattern.warmup_rounds)); !s.ok()) return s;
+  const double cpu0 = CpuSeconds();
+  const auto t0 = std::chrono::steady_clock::now();
+  if (absl::Status s = run_rounds(pattern.rounds); !s.ok()) return s;
+  Figures f;
+  f.transfer.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  f.transfer.cpu_seconds = CpuSeconds() - cpu0;
+  f.transfer.bytes_moved = 2 * model_bytes * pattern.workers * pattern.rounds;
+  f.step_ms = 1e3 * f.transfer.seconds / pattern.rounds;
+  return f;
+}
+
+double CpuPerGb(const TransferResult& r) { return r.cpu_seconds / (r.bytes_moved / 1e9); }
+
+int Main() {
+  std::printf(
+      "ps transport on loopback, in one process; GB/s of payload (push + pull), CPU s per GB\n");
+  std::printf("%8s %3s %3s %6s | %8s %6s | %8s %6s | %8s %6s | %7s %7s\n", "model", "W", "P",
+              "rounds", "tcp GB/s", "cpu/GB", "grpc GB/s", "cpu/GB", "psflow", "cpu/GB", "vs tcp",
+              "vs grpc");
+  for (int mib : IntList(absl::GetFlag(FLAGS_model_mib))) {
+    for (int w : IntList(absl::GetFlag(FLAGS_workers))) {
+      for (int p : IntList(absl::GetFlag(FLAGS_ps_tasks))) {
+        TransferPattern pattern;
+        pattern.workers = w;
+        pattern.ps_tasks = p;
+        pattern.model_bytes = int64_t{mib} << 20;
+        pattern.rounds = absl::GetFlag(FLAGS_rounds);
+        if (pattern.rounds == 0) {
+          pattern.rounds = static_cast<int>(
+              std::clamp<int64_t>((int64_t{2} << 30) / (2 * pattern.model_bytes * w), 3, 50));
+        }
+        TransferResult tcp, grpc_bytes;
+        if (absl::GetFlag(FLAGS_baselines)) {
+          auto t = RunTcpPump(pattern);
+          auto g = RunGrpcBytes(pattern);
+          if (!t.ok() || !g.ok()) {
+            std::fprintf(stderr, "baseline failed: %s\n",
+                         std::string((!t.ok() ? t.status() : g.status()).message()).c_str());
+            return 1;
+          }
+          tcp = *t;
+          grpc_bytes = *g;
+        }
+        auto ps = RunPsflow(pattern, /*sync=*/false);
+        if (!ps.ok()) {
+          std::fprintf(stderr, "psflow failed: %s\n", std::string(ps.status().message()).c_str());
+          return 1;
+        }
+        const double base_tcp = tcp.seconds > 0 ? tcp.gb_per_s() : 0;
+        const double base_grpc = grpc_bytes.seconds > 0 ? grpc_bytes.gb_per_s() : 0;
+        std::printf("%5d MiB %3d %3d %6d | %8.2f %6.2f | %8.2f %6.2f | %8.2f %6.2f | %7.2f %7.2f\n",
+                    mib, w, p, pattern.rounds, base_tcp, base_tcp > 0 ? CpuPerGb(tcp) : 0,
+                    base_grpc, base_grpc > 0 ? CpuPerGb(grpc_bytes) : 0, ps->transfer.gb_per_s(),
+                    CpuPerGb(ps->transfer), base_tcp > 0 ? ps->transfer.gb_per_s() / base_tcp : 0,
+                    base_grpc > 0 ? ps->transfer.gb_per_s() / base_grpc : 0);
+        std::fflush(stdout);
+      }
+    }
+  }
+  if (absl::GetFlag(FLAGS_sync_overhead)) {
+    std::printf("\nsync-mode step (2 workers, aggregate 2, 1 ps) vs async, push + pull per step\n");
+    std::printf("%8s %10s %10s %8s\n", "model", "async ms", "sync ms", "ratio");
+    for (int mib : {1, 16}) {
+      TransferPattern pattern;
+      pattern.workers = 2;
+      pattern.ps_tasks = 1;
+      pattern.model_bytes = int64_t{mib} << 20;
+      pattern.rounds = mib == 1 ? 200 : 20;
+      auto a = RunPsflow(pattern, false);
+      auto s = RunPsflow(pattern, true);
+      if (!a.ok() || !s.ok()) {
+        std::fprintf(stderr, "sync overhead run failed: %s\n",
+                     std::string((!a.ok() ? a.status() : s.status()).message()).c_str());
+        return 1;
+      }
+      std::printf("%5d MiB %10.3f %10.3f %8.2f\n", mib, a->step_ms, s->step_ms,
+                  s->step_ms / a->step_ms);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace psflow::bench
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return psflow::bench::Main();
+}

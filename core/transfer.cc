@@ -1,0 +1,113 @@
+#include "core/transfer.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace psflow {
+
+int64_t NumElements(std::span<const int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+absl::StatusOr<int64_t> CheckShape(std::span<const int64_t> shape, absl::string_view what) {
+  constexpr int64_t kMaxElements = int64_t{1} << 40;
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": negative dimension in shape [", absl::StrJoin(shape, ","), "]"));
+    }
+    if (d != 0 && n > kMaxElements / d) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": shape [", absl::StrJoin(shape, ","),
+                                                     "] has more than 2^40 elements"));
+    }
+    n *= d;
+  }
+  return n;
+}
+
+ByteSource::ByteSource(std::vector<std::span<const std::byte>> pieces)
+    : pieces_(std::move(pieces)) {
+  for (const auto& p : pieces_) remaining_ += p.size();
+  // Skip leading empty pieces so pieces_[index_] always has bytes left while remaining_ > 0.
+  while (index_ < pieces_.size() && pieces_[index_].empty()) ++index_;
+}
+
+void ByteSource::Advance(size_t n) {
+  offset_ += n;
+  remaining_ -= n;
+  while (index_ < pieces_.size() && offset_ == pieces_[index_].size()) {
+    ++index_;
+    offset_ = 0;
+  }
+}
+
+bool ByteSource::Read(void* out, size_t n) {
+  auto* dst = static_cast<std::byte*>(out);
+  return ForEachRun(n, [&dst](std::span<const std::byte> run) {
+    std::memcpy(dst, run.data(), run.size());
+    dst += run.size();
+  });
+}
+
+std::string EncodeFrameHeader(const google::protobuf::MessageLite& header) {
+  const size_t n = header.ByteSizeLong();
+  std::string out(4 + n, '\0');
+  const uint32_t len = static_cast<uint32_t>(n);
+  for (int i = 0; i < 4; ++i)
+    out[static_cast<size_t>(i)] = static_cast<char>((len >> (8 * i)) & 0xff);
+  header.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(out.data() + 4));
+  return out;
+}
+
+absl::Status DecodeFrameHeader(ByteSource& source, google::protobuf::MessageLite* header) {
+  unsigned char prefix[4];
+  if (!source.Read(prefix, 4)) {
+    return absl::InvalidArgumentError("frame shorter than its 4-byte length prefix");
+  }
+  const uint32_t len = prefix[0] | (uint32_t{prefix[1]} << 8) | (uint32_t{prefix[2]} << 16) |
+                       (uint32_t{prefix[3]} << 24);
+  if (len > kMaxFrameHeaderBytes || len > source.remaining()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("frame header of ", len, " bytes; the frame has ", source.remaining(),
+                     " after the prefix (limit ", kMaxFrameHeaderBytes, ")"));
+  }
+  std::string bytes(len, '\0');
+  source.Read(bytes.data(), len);
+  if (!header->ParseFromString(bytes)) {
+    return absl::InvalidArgumentError("frame header does not parse");
+  }
+  return absl::OkStatus();
+}
+
+bool ReadFloats(ByteSource& source, std::span<float> dst) {
+  return source.Read(dst.data(), dst.size_bytes());
+}
+
+std::vector<std::vector<SegmentRange>> PlanChunks(std::span<const int64_t> partition_elements,
+                                                  int64_t chunk_bytes) {
+  const int64_t per_chunk = std::max<int64_t>(1, chunk_bytes / 4);
+  std::vector<std::vector<SegmentRange>> chunks;
+  int64_t room = 0;
+  for (size_t p = 0; p < partition_elements.size(); ++p) {
+    int64_t offset = 0;
+    const int64_t n = partition_elements[p];
+    do {
+      if (room == 0) {
+        chunks.emplace_back();
+        room = per_chunk;
+      }
+      const int64_t take = std::min(room, n - offset);
+      chunks.back().push_back({static_cast<uint32_t>(p), offset, take});
+      offset += take;
+      room -= take;
+    } while (offset < n);
+  }
+  return chunks;
+}
+
+}  // namespace psflow

@@ -1,0 +1,114 @@
+#include "core/transfer.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "proto/ps.pb.h"
+
+namespace psflow {
+namespace {
+
+std::vector<std::span<const std::byte>> Split(const std::string& bytes,
+                                              const std::vector<size_t>& cuts) {
+  std::vector<std::span<const std::byte>> pieces;
+  size_t begin = 0;
+  for (size_t cut : cuts) {
+    pieces.emplace_back(reinterpret_cast<const std::byte*>(bytes.data()) + begin, cut - begin);
+    begin = cut;
+  }
+  pieces.emplace_back(reinterpret_cast<const std::byte*>(bytes.data()) + begin,
+                      bytes.size() - begin);
+  return pieces;
+}
+
+TEST(Transfer, FrameRoundTripsAcrossOddlySplitPieces) {
+  proto::TransferHeader h;
+  h.set_kind(proto::TK_GRADIENT);
+  h.set_step(41);
+  h.set_fingerprint(0x0123456789abcdefULL);
+  auto* s = h.add_segments();
+  s->set_partition(2);
+  s->set_offset(5);
+  s->set_count(3);
+  std::string frame = EncodeFrameHeader(h);
+  const size_t header_end = frame.size();
+  const float values[3] = {1.5f, -2.25f, 1e-30f};
+  frame.append(reinterpret_cast<const char*>(values), sizeof values);
+  // Cuts inside the prefix, inside the header and inside a float.
+  ByteSource source(Split(frame, {1, 3, 7, header_end + 2, header_end + 2, header_end + 9}));
+  proto::TransferHeader got;
+  ASSERT_TRUE(DecodeFrameHeader(source, &got).ok());
+  EXPECT_EQ(got.step(), 41);
+  EXPECT_EQ(got.fingerprint(), 0x0123456789abcdefULL);
+  ASSERT_EQ(got.segments_size(), 1);
+  EXPECT_EQ(got.segments(0).count(), 3);
+  EXPECT_EQ(source.remaining(), sizeof values);
+  std::vector<float> out;
+  ASSERT_TRUE(ForEachFloatBlock(source, 3, [&](std::span<const float> block) {
+    out.insert(out.end(), block.begin(), block.end());
+  }));
+  EXPECT_EQ(out, (std::vector<float>{1.5f, -2.25f, 1e-30f}));
+  EXPECT_EQ(source.remaining(), 0u);
+  float extra;
+  EXPECT_FALSE(ReadFloats(source, {&extra, 1}));
+}
+
+TEST(Transfer, FloatBlocksCoverLongRuns) {
+  std::vector<float> values(10000);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i);
+  std::string bytes(reinterpret_cast<const char*>(values.data()), values.size() * 4);
+  ByteSource source(Split(bytes, {3, 4097, 30001}));
+  std::vector<float> out;
+  int blocks = 0;
+  ASSERT_TRUE(ForEachFloatBlock(source, 10000, [&](std::span<const float> block) {
+    ++blocks;
+    out.insert(out.end(), block.begin(), block.end());
+  }));
+  EXPECT_EQ(blocks, 3);  // 4096 + 4096 + 1808
+  EXPECT_EQ(out, values);
+  ByteSource short_source(Split(bytes, {}));
+  EXPECT_FALSE(ForEachFloatBlock(short_source, 10001, [](std::span<const float>) {}));
+  EXPECT_EQ(short_source.remaining(), bytes.size());
+}
+
+TEST(Transfer, MalformedFramesAreRejected) {
+  proto::TransferHeader h;
+  const std::string cases[] = {
+      std::string("\x01\x00", 2),                 // shorter than the prefix
+      std::string("\x10\x00\x00\x00\x08", 5),     // header longer than the frame
+      std::string("\x00\x00\x00\x7f", 4),         // over the header limit
+      std::string("\x02\x00\x00\x00\xff\xff", 6)  // bytes that do not parse
+  };
+  for (const std::string& frame : cases) {
+    ByteSource source(Split(frame, {}));
+    EXPECT_EQ(DecodeFrameHeader(source, &h).code(), absl::StatusCode::kInvalidArgument)
+        << frame.size();
+  }
+}
+
+TEST(Transfer, PlanChunksPacksSmallAndSplitsLargePartitions) {
+  // 16-byte chunks = 4 elements.
+  const std::vector<int64_t> elements = {1, 2, 9, 0, 3};
+  const auto chunks = PlanChunks(elements, 16);
+  const std::vector<std::vector<SegmentRange>> expected = {
+      {{0, 0, 1}, {1, 0, 2}, {2, 0, 1}},
+      {{2, 1, 4}},
+      {{2, 5, 4}},
+      {{3, 0, 0}, {4, 0, 3}},
+  };
+  EXPECT_EQ(chunks, expected);
+}
+
+TEST(Transfer, CheckShape) {
+  EXPECT_EQ(CheckShape(std::vector<int64_t>{}, "s").value(), 1);
+  EXPECT_EQ(CheckShape(std::vector<int64_t>{3, 0}, "s").value(), 0);
+  EXPECT_EQ(CheckShape(std::vector<int64_t>{2, -1}, "s").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CheckShape(std::vector<int64_t>{1 << 20, 1 << 20, 2}, "s").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(NumElements(std::vector<int64_t>{2, 3, 4}), 24);
+}
+
+}  // namespace
+}  // namespace psflow

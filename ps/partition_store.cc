@@ -1,0 +1,235 @@
+#include "ps/partition_store.h"
+
+#include <cstring>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/status_macros.h"
+
+namespace psflow {
+
+absl::InlinedVector<std::span<float>, 3> PartitionStore::Partition::SlotSpans(int64_t offset,
+                                                                              int64_t count) {
+  absl::InlinedVector<std::span<float>, 3> spans;
+  for (auto& s : slots) {
+    spans.emplace_back(s.data() + offset, static_cast<size_t>(count));
+  }
+  return spans;
+}
+
+absl::StatusOr<std::unique_ptr<PartitionStore>> PartitionStore::Create(
+    const proto::InitializeRequest& request, const Optimizer& optimizer, bool accumulate) {
+  if (request.partitions().empty()) return absl::InvalidArgumentError("initialize: no partitions");
+  std::unique_ptr<PartitionStore> store(new PartitionStore);
+  std::set<std::string> names;
+  for (const proto::PartitionSpec& spec : request.partitions()) {
+    auto p = std::make_unique<Partition>();
+    const std::vector<int64_t> shape(spec.variable_shape().begin(), spec.variable_shape().end());
+    ASSIGN_OR_RETURN(const int64_t elements, CheckShape(shape, spec.variable()));
+    const int64_t rows = shape.empty() ? 1 : shape[0];
+    if (spec.variable().empty() || spec.row_begin() < 0 || spec.row_end() > rows ||
+        spec.row_begin() > spec.row_end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("initialize: partition \"", spec.variable(), "\" rows [", spec.row_begin(),
+                       ", ", spec.row_end(), ") of shape [", absl::StrJoin(shape, ","), "]"));
+    }
+    p->name = spec.row_begin() == 0 && spec.row_end() == rows
+                  ? spec.variable()
+                  : absl::StrCat(spec.variable(), "[", spec.row_begin(), ":", spec.row_end(), "]");
+    if (!names.insert(p->name).second) {
+      return absl::InvalidArgumentError(absl::StrCat("initialize: duplicate partition ", p->name));
+    }
+    p->row_elements = rows == 0 ? 0 : elements / rows;
+    p->rows = spec.row_end() - spec.row_begin();
+    p->elements = p->rows * p->row_elements;
+    p->shape = shape;
+    if (!p->shape.empty()) p->shape[0] = p->rows;
+    store->bytes_ += p->elements * 4;
+    store->partitions_.push_back(std::move(p));
+  }
+  // Allocate only after every partition checked out: a bogus request allocates nothing.
+  for (auto& p : store->partitions_) {
+    const auto n = static_cast<size_t>(p->elements);
+    p->value.assign(n, 0.0f);
+    for (int s = 0; s < optimizer.num_slots(); ++s) {
+      p->slots.emplace_back(n, optimizer.slot_initial_value(s));
+    }
+    if (accumulate) p->accumulator.assign(n, 0.0f);
+  }
+  return store;
+}
+
+absl::StatusOr<std::unique_ptr<PartitionStore>> PartitionStore::Restore(
+    const proto::InitializeRequest& request, const Optimizer& optimizer, bool accumulate,
+    const Checkpoint& checkpoint) {
+  ASSIGN_OR_RETURN(auto store, Create(request, optimizer, accumulate));
+  const size_t per_partition = 1 + static_cast<size_t>(optimizer.num_slots());
+  if (checkpoint.tensors.size() != store->partitions_.size() * per_partition) {
+    return absl::DataLossError(absl::StrCat("checkpoint has ", checkpoint.tensors.size(),
+                                            " tensors; its partitions need ",
+                                            store->partitions_.size() * per_partition));
+  }
+  size_t t = 0;
+  for (auto& p : store->partitions_) {
+    for (size_t k = 0; k < per_partition; ++k, ++t) {
+      const CheckpointTensor& tensor = checkpoint.tensors[t];
+      const std::string expected =
+          k == 0 ? p->name
+                 : absl::StrCat(p->name, "/", optimizer.slot_name(static_cast<int>(k - 1)));
+      std::vector<float>& dst = k == 0 ? p->value : p->slots[k - 1];
+      if (tensor.name != expected || tensor.values.size() != dst.size()) {
+        return absl::DataLossError(absl::StrCat(
+            "checkpoint tensor ", t, " is \"", tensor.name, "\" with ", tensor.values.size(),
+            " elements; expected \"", expected, "\" with ", dst.size()));
+      }
+      dst = tensor.values;
+    }
+  }
+  return store;
+}
+
+std::vector<int64_t> PartitionStore::partition_elements() const {
+  std::vector<int64_t> out;
+  out.reserve(partitions_.size());
+  for (const auto& p : partitions_) out.push_back(p->elements);
+  return out;
+}
+
+absl::StatusOr<int64_t> PartitionStore::CheckSegments(const proto::TransferHeader& header,
+                                                      bool allow_sparse) const {
+  if (header.segments().empty()) return absl::InvalidArgumentError("bulk call with no segments");
+  uint64_t total = 0;
+  for (const proto::Segment& s : header.segments()) {
+    if (s.partition() >= partitions_.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("segment names partition ", s.partition(),
+                                                     "; this ps task holds ", partitions_.size()));
+    }
+    const Partition& p = *partitions_[s.partition()];
+    if (s.rows_size() > 0) {
+      if (!allow_sparse) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(p.name, ": sparse rows are only accepted in gradient pushes"));
+      }
+      for (int64_t r : s.rows()) {
+        if (r < 0 || r >= p.rows) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(p.name, ": row ", r, " outside [0, ", p.rows, ")"));
+        }
+      }
+      if (s.count() != s.rows_size() * p.row_elements) {
+        return absl::InvalidArgumentError(absl::StrCat(p.name, ": ", s.rows_size(), " rows of ",
+                                                       p.row_elements, " elements, but count ",
+                                                       s.count()));
+      }
+    } else if (s.offset() < 0 || s.count() < 0 || s.offset() > p.elements ||
+               s.count() > p.elements - s.offset()) {
+      return absl::InvalidArgumentError(absl::StrCat(p.name, ": elements [", s.offset(), ", +",
+                                                     s.count(), ") outside its ", p.elements));
+    }
+    total += static_cast<uint64_t>(s.count());
+  }
+  return static_cast<int64_t>(total);
+}
+
+void PartitionStore::Assign(const proto::TransferHeader& header, ByteSource& payload) {
+  for (const proto::Segment& s : header.segments()) {
+    Partition& p = *partitions_[s.partition()];
+    std::lock_guard lock(p.mu);
+    ReadFloats(payload, {p.value.data() + s.offset(), static_cast<size_t>(s.count())});
+  }
+}
+
+void PartitionStore::ApplyGradients(const proto::TransferHeader& header, ByteSource& payload,
+                                    const Optimizer& optimizer, float learning_rate, int64_t step) {
+  for (const proto::Segment& s : header.segments()) {
+    Partition& p = *partitions_[s.partition()];
+    std::lock_guard lock(p.mu);
+    if (s.rows_size() > 0) {
+      // Sparse: each row is its own run of the partition (lazy update of only the rows sent).
+      for (int64_t r : s.rows()) {
+        int64_t at = r * p.row_elements;
+        ForEachFloatBlock(payload, p.row_elements, [&](std::span<const float> g) {
+          optimizer.Apply(learning_rate, step, {p.value.data() + at, g.size()}, g,
+                          p.SlotSpans(at, static_cast<int64_t>(g.size())));
+          at += static_cast<int64_t>(g.size());
+        });
+      }
+      continue;
+    }
+    int64_t at = s.offset();
+    ForEachFloatBlock(payload, s.count(), [&](std::span<const float> g) {
+      optimizer.Apply(learning_rate, step, {p.value.data() + at, g.size()}, g,
+                      p.SlotSpans(at, static_cast<int64_t>(g.size())));
+      at += static_cast<int64_t>(g.size());
+    });
+  }
+}
+
+void PartitionStore::Accumulate(const proto::TransferHeader& header, ByteSource& payload) {
+  auto add = [](float* acc, std::span<const float> g) {
+    for (size_t i = 0; i < g.size(); ++i) acc[i] += g[i];
+  };
+  for (const proto::Segment& s : header.segments()) {
+    Partition& p = *partitions_[s.partition()];
+    std::lock_guard lock(p.mu);
+    if (s.rows_size() > 0) {
+      for (int64_t r : s.rows()) {
+        float* acc = p.accumulator.data() + r * p.row_elements;
+        ForEachFloatBlock(payload, p.row_elements, [&](std::span<const float> g) {
+          add(acc, g);
+          acc += g.size();
+        });
+      }
+      continue;
+    }
+    float* acc = p.accumulator.data() + s.offset();
+    ForEachFloatBlock(payload, s.count(), [&](std::span<const float> g) {
+      add(acc, g);
+      acc += g.size();
+    });
+  }
+}
+
+void PartitionStore::ApplyAccumulated(float scale, const Optimizer& optimizer, float learning_rate,
+                                      int64_t step) {
+  constexpr int64_t kBlock = 4096;
+  for (auto& pp : partitions_) {
+    Partition& p = *pp;
+    std::lock_guard lock(p.mu);
+    for (int64_t at = 0; at < p.elements; at += kBlock) {
+      const int64_t n = std::min(kBlock, p.elements - at);
+      float* acc = p.accumulator.data() + at;
+      for (int64_t i = 0; i < n; ++i) acc[i] *= scale;
+      optimizer.Apply(learning_rate, step, {p.value.data() + at, static_cast<size_t>(n)},
+                      {acc, static_cast<size_t>(n)}, p.SlotSpans(at, n));
+      std::memset(acc, 0, static_cast<size_t>(n) * 4);
+    }
+  }
+}
+
+void PartitionStore::CopyOut(const proto::TransferHeader& header, std::byte* out) const {
+  for (const proto::Segment& s : header.segments()) {
+    const Partition& p = *partitions_[s.partition()];
+    const size_t n = static_cast<size_t>(s.count()) * 4;
+    std::lock_guard lock(p.mu);
+    std::memcpy(out, p.value.data() + s.offset(), n);
+    out += n;
+  }
+}
+
+std::vector<CheckpointTensor> PartitionStore::Snapshot(const Optimizer& optimizer) const {
+  std::vector<CheckpointTensor> out;
+  for (const auto& pp : partitions_) {
+    const Partition& p = *pp;
+    std::lock_guard lock(p.mu);
+    out.push_back({p.name, p.shape, p.value});
+    for (size_t k = 0; k < p.slots.size(); ++k) {
+      out.push_back({absl::StrCat(p.name, "/", optimizer.slot_name(static_cast<int>(k))), p.shape,
+                     p.slots[k]});
+    }
+  }
+  return out;
+}
+
+}  // namespace psflow

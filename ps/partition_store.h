@@ -1,0 +1,100 @@
+// The partitions one ps task holds: values, optimizer slots and (sync mode) the gradient
+// accumulator of each, each partition behind its own mutex so pushes to different partitions
+// proceed in parallel (no global lock).
+//
+// Bulk calls are validated first (CheckSegments: every index, offset, count and row against the
+// partitions, the payload size against the segments) and only then applied, so a bad call
+// changes nothing. Applying reads the payload straight out of the received slices.
+//
+// The partition list is fixed by Create (or Restore) before the store is shared; afterwards only
+// element values change. Thread-safe after that.
+#ifndef PSFLOW_PS_PARTITION_STORE_H_
+#define PSFLOW_PS_PARTITION_STORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/transfer.h"
+#include "proto/ps.pb.h"
+#include "ps/checkpoint.h"
+#include "ps/optimizer.h"
+
+namespace psflow {
+
+class PartitionStore {
+ public:
+  // Creates zeroed partitions (slots at their initial values) from the chief's request.
+  // INVALID_ARGUMENT naming the partition for an empty list, a bad shape or row range, or a
+  // duplicate. `accumulate` allocates the sync-mode gradient accumulators.
+  static absl::StatusOr<std::unique_ptr<PartitionStore>> Create(
+      const proto::InitializeRequest& request, const Optimizer& optimizer, bool accumulate);
+
+  // Rebuilds the store from a checkpoint written by Snapshot (same request). DATA_LOSS when the
+  // checkpoint's tensors do not match the partitions it describes.
+  static absl::StatusOr<std::unique_ptr<PartitionStore>> Restore(
+      const proto::InitializeRequest& request, const Optimizer& optimizer, bool accumulate,
+      const Checkpoint& checkpoint);
+
+  int size() const { return static_cast<int>(partitions_.size()); }
+  int64_t bytes() const { return bytes_; }
+  // Bytes of partition i's values.
+  int64_t partition_bytes(int i) const { return partitions_[static_cast<size_t>(i)]->elements * 4; }
+  const std::string& partition_name(int i) const {
+    return partitions_[static_cast<size_t>(i)]->name;
+  }
+  // Element counts in partition order (for PlanChunks).
+  std::vector<int64_t> partition_elements() const;
+
+  // The segments' total number of elements; INVALID_ARGUMENT naming the partition unless there
+  // is a segment and every segment lies inside its partition (dense: offset + count <= elements;
+  // sparse: allowed only when `allow_sparse`, rows in range, count = rows * row width).
+  absl::StatusOr<int64_t> CheckSegments(const proto::TransferHeader& header,
+                                        bool allow_sparse) const;
+
+  // The next calls consume the payload of a header that passed CheckSegments.
+  // Copies values in (the chief's initial values).
+  void Assign(const proto::TransferHeader& header, ByteSource& payload);
+  // Async: applies each segment's gradient with the optimizer under the partition's lock.
+  void ApplyGradients(const proto::TransferHeader& header, ByteSource& payload,
+                      const Optimizer& optimizer, float learning_rate, int64_t step);
+  // Sync: adds the gradients into the accumulators.
+  void Accumulate(const proto::TransferHeader& header, ByteSource& payload);
+  // Sync: applies accumulator * scale to every partition and zeroes the accumulators.
+  void ApplyAccumulated(float scale, const Optimizer& optimizer, float learning_rate, int64_t step);
+
+  // Copies the (dense) segments' current values to out, back to back; each partition's part is
+  // read under its lock, so it is never torn by a concurrent update.
+  void CopyOut(const proto::TransferHeader& header, std::byte* out) const;
+
+  // Values and slots, for a checkpoint (tensor names "<partition>" and "<partition>/<slot>").
+  std::vector<CheckpointTensor> Snapshot(const Optimizer& optimizer) const;
+
+ private:
+  struct Partition {
+    std::string name;  // "<variable>/part_<i>_of_<n>" or the variable's name when whole
+    int64_t rows = 0;
+    int64_t row_elements = 0;
+    int64_t elements = 0;
+    std::vector<int64_t> shape;  // the partition's own shape
+    std::vector<float> value;
+    std::vector<std::vector<float>> slots;
+    std::vector<float> accumulator;  // sync mode only
+    mutable std::mutex mu;
+    absl::InlinedVector<std::span<float>, 3> SlotSpans(int64_t offset, int64_t count);
+  };
+  PartitionStore() = default;
+
+  std::vector<std::unique_ptr<Partition>> partitions_;
+  int64_t bytes_ = 0;
+};
+
+}  // namespace psflow
+
+#endif  // PSFLOW_PS_PARTITION_STORE_H_

@@ -1,0 +1,318 @@
+#include "ps/ps_state.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "core/log.h"
+#include "core/status_macros.h"
+
+namespace psflow {
+
+PsState::PsState(Options options, PsMetrics* metrics)
+    : options_(std::move(options)), metrics_(metrics) {
+  if (!options_.checkpoint_dir.empty()) {
+    checkpoints_.emplace(options_.checkpoint_dir, options_.task, options_.keep_checkpoints);
+  }
+}
+
+absl::Status PsState::Activate(const proto::InitializeRequest& request,
+                               std::unique_ptr<PartitionStore> store,
+                               std::unique_ptr<Optimizer> optimizer, int64_t step) {
+  request_ = request;
+  fingerprint_ = request.fingerprint();
+  sync_ = request.sync().sync_replicas();
+  learning_rate_.store(request.optimizer().learning_rate());
+  store_ = std::move(store);
+  optimizer_ = std::move(optimizer);
+  if (metrics_ != nullptr) {
+    metrics_->variable_bytes.Set(static_cast<double>(store_->bytes()));
+    metrics_->learning_rate.Set(request.optimizer().learning_rate());
+    metrics_->global_step.Set(static_cast<double>(step));
+    for (int i = 0; i < store_->size(); ++i) {
+      metrics_->SetPartitionBytes(store_->partition_name(i),
+                                  static_cast<double>(store_->partition_bytes(i)));
+    }
+  }
+  return coordinator_.Start(request.sync(), step);
+}
+
+absl::StatusOr<bool> PsState::RestoreFromCheckpoint() {
+  if (!checkpoints_) return false;
+  ASSIGN_OR_RETURN(std::optional<psflow::Checkpoint> ckpt, checkpoints_->RestoreNewest());
+  if (!ckpt) return false;
+  proto::InitializeRequest request;
+  if (!request.ParseFromString(ckpt->metadata)) {
+    return absl::DataLossError(
+        absl::StrCat("checkpoint in ", checkpoints_->path(), ": metadata does not parse"));
+  }
+  ASSIGN_OR_RETURN(auto optimizer, MakeOptimizer(request.optimizer()));
+  ASSIGN_OR_RETURN(auto store, PartitionStore::Restore(request, *optimizer,
+                                                       request.sync().sync_replicas(), *ckpt));
+  std::lock_guard lock(init_mu_);
+  RETURN_IF_ERROR(Activate(request, std::move(store), std::move(optimizer), ckpt->global_step));
+  PSFLOW_LOG(INFO) << "restored " << request.partitions_size() << " partition(s), "
+                   << store_->bytes() << " bytes, at global step " << ckpt->global_step << " from "
+                   << checkpoints_->path();
+  return true;
+}
+
+absl::StatusOr<proto::InitializeResponse> PsState::Initialize(
+    const proto::InitializeRequest& request) {
+  std::lock_guard lock(init_mu_);
+  proto::InitializeResponse response;
+  if (coordinator_.ready() || (store_ != nullptr && !request.commit())) {
+    if (request.fingerprint() != fingerprint_) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("this ps task holds a different model or placement (fingerprint ",
+                       fingerprint_, ", the chief's is ", request.fingerprint(), ")"));
+    }
+    if (coordinator_.ready()) {
+      response.set_initialized_now(false);
+      response.set_global_step(coordinator_.step());
+      return response;
+    }
+  }
+  if (!request.commit()) {
+    if (store_ == nullptr) {
+      ASSIGN_OR_RETURN(auto optimizer, MakeOptimizer(request.optimizer()));
+      proto::SyncConfig sync = request.sync();
+      if (sync.total_workers() < 1 || sync.replicas_to_aggregate() < 0 ||
+          sync.replicas_to_aggregate() > sync.total_workers()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("sync config: total_workers ", sync.total_workers(),
+                         ", replicas_to_aggregate ", sync.replicas_to_aggregate()));
+      }
+      ASSIGN_OR_RETURN(store_, PartitionStore::Create(request, *optimizer, sync.sync_replicas()));
+      optimizer_ = std::move(optimizer);
+      request_ = request;
+      fingerprint_ = request.fingerprint();
+    }
+    // A restarted chief re-assigns into the partitions already created.
+    response.set_initialized_now(true);
+    return response;
+  }
+  if (store_ == nullptr) {
+    return absl::FailedPreconditionError("initialize commit before the partitions were created");
+  }
+  if (request.fingerprint() != fingerprint_) {
+    return absl::FailedPreconditionError("initialize commit for a different model");
+  }
+  auto store = std::move(store_);
+  auto optimizer = std::move(optimizer_);
+  const proto::InitializeRequest created = request_;
+  RETURN_IF_ERROR(Activate(created, std::move(store), std::move(optimizer), 0));
+  PSFLOW_LOG(INFO) << "initialised " << created.partitions_size() << " partition(s), "
+                   << store_->bytes() << " bytes; "
+                   << (sync_ ? absl::StrCat("sync, aggregating ",
+                                            created.sync().replicas_to_aggregate() == 0
+                                                ? created.sync().total_workers()
+                                                : created.sync().replicas_to_aggregate(),
+                                            " of ", created.sync().total_workers(), " workers")
+                             : std::string("async"))
+                   << ", optimizer " << optimizer_->config().name();
+  response.set_initialized_now(true);
+  response.set_global_step(0);
+  return response;
+}
+
+proto::WaitReadyResponse PsState::ReadyResponse() const {
+  proto::WaitReadyResponse r;
+  const int64_t step = coordinator_.step();
+  r.set_ready(step >= 0);
+  r.set_global_step(std::max<int64_t>(step, 0));
+  if (step >= 0) {
+    r.set_fingerprint(fingerprint_);
+    *r.mutable_sync() = coordinator_.sync();
+    r.set_learning_rate(learning_rate_.load());
+  }
+  return r;
+}
+
+absl::StatusOr<float> PsState::SetLearningRate(float learning_rate) {
+  if (!coordinator_.ready())
+    return absl::FailedPreconditionError("variables are not initialised yet");
+  if (!(learning_rate > 0) || !std::isfinite(learning_rate)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("learning rate must be > 0 and finite, got ", learning_rate));
+  }
+  const float old = learning_rate_.exchange(learning_rate);
+  if (old != learning_rate) {
+    PSFLOW_LOG(INFO) << "learning rate " << old << " -> " << learning_rate;
+  }
+  if (metrics_ != nullptr) metrics_->learning_rate.Set(learning_rate);
+  return learning_rate;
+}
+
+absl::StatusOr<int64_t> PsState::Leave(int worker) {
+  if (!coordinator_.ready())
+    return absl::FailedPreconditionError("variables are not initialised yet");
+  const int total = coordinator_.sync().total_workers();
+  if (worker < 0 || worker >= total) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("leave from worker ", worker, "; the job has ", total));
+  }
+  if (coordinator_.Leave(worker)) {
+    {
+      std::shared_lock lock(update_mu_);
+      const int n = coordinator_.workers_in_step();
+      store_->ApplyAccumulated(1.0f / static_cast<float>(n), *optimizer_, learning_rate_.load(),
+                               coordinator_.step() + 1);
+    }
+    coordinator_.FinishStep();
+    if (metrics_ != nullptr) metrics_->updates.Increment();
+  }
+  return coordinator_.step();
+}
+
+absl::Status PsState::CheckFrame(const proto::TransferHeader& header) const {
+  if (header.fingerprint() != fingerprint_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("frame for model fingerprint ", header.fingerprint(), "; this ps task holds ",
+                     fingerprint_, " (a different model or placement)"));
+  }
+  if (header.wire_dtype() != proto::DT_FLOAT32) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "wire dtype ", proto::DType_Name(header.wire_dtype()), " (this ps takes DT_FLOAT32)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<proto::TransferReply> PsState::Push(ByteSource& frame) {
+  proto::TransferHeader h;
+  RETURN_IF_ERROR(DecodeFrameHeader(frame, &h));
+  proto::TransferReply reply;
+  if (h.kind() == proto::TK_ASSIGN) {
+    std::lock_guard lock(init_mu_);
+    if (coordinator_.ready()) {
+      return absl::FailedPreconditionError("initial values after the variables were committed");
+    }
+    if (store_ == nullptr) return absl::FailedPreconditionError("initial values before initialize");
+    RETURN_IF_ERROR(CheckFrame(h));
+    ASSIGN_OR_RETURN(const int64_t n, store_->CheckSegments(h, /*allow_sparse=*/false));
+    if (static_cast<uint64_t>(n) * 4 != frame.remaining()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("segments describe ", n * 4, " bytes; the payload has ", frame.remaining()));
+    }
+    if (metrics_ != nullptr) metrics_->received_bytes.Increment(static_cast<double>(n) * 4);
+    store_->Assign(h, frame);
+    return reply;
+  }
+  if (h.kind() != proto::TK_GRADIENT) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("push of kind ", proto::TransferKind_Name(h.kind())));
+  }
+  if (!coordinator_.ready())
+    return absl::FailedPreconditionError("variables are not initialised yet");
+  RETURN_IF_ERROR(CheckFrame(h));
+  ASSIGN_OR_RETURN(const int64_t n, store_->CheckSegments(h, /*allow_sparse=*/true));
+  if (static_cast<uint64_t>(n) * 4 != frame.remaining()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("segments describe ", n * 4, " bytes; the payload has ", frame.remaining()));
+  }
+  ASSIGN_OR_RETURN(const StepCoordinator::Admission admission, coordinator_.Admit(h));
+  if (metrics_ != nullptr) {
+    metrics_->pushes.Increment();
+    metrics_->received_bytes.Increment(static_cast<double>(n) * 4);
+  }
+  const float lr = learning_rate_.load();
+  bool completed = false;
+  switch (admission.verdict) {
+    case StepCoordinator::Verdict::kApply: {
+      std::shared_lock lock(update_mu_);
+      store_->ApplyGradients(h, frame, *optimizer_, lr, admission.step + 1);
+      if (h.chunk() == 0 && metrics_ != nullptr) {
+        metrics_->updates.Increment();
+        metrics_->examples.Increment(static_cast<double>(h.examples()));
+        metrics_->staleness.Observe(static_cast<double>(admission.staleness));
+      }
+      break;
+    }
+    case StepCoordinator::Verdict::kAccumulate: {
+      std::shared_lock lock(update_mu_);
+      store_->Accumulate(h, frame);
+      if (h.chunk() == 0 && metrics_ != nullptr) {
+        metrics_->examples.Increment(static_cast<double>(h.examples()));
+      }
+      if (coordinator_.ChunkAccumulated(h)) {
+        const int workers = coordinator_.workers_in_step();
+        store_->ApplyAccumulated(1.0f / static_cast<float>(workers), *optimizer_, lr,
+                                 admission.step + 1);
+        completed = true;
+      }
+      break;
+    }
+    case StepCoordinator::Verdict::kDropStale:
+      reply.set_dropped(true);
+      if (metrics_ != nullptr) metrics_->dropped_stale.Increment();
+      break;
+    case StepCoordinator::Verdict::kDropBackup:
+      reply.set_dropped(true);
+      if (metrics_ != nullptr) metrics_->dropped_backup.Increment();
+      break;
+  }
+  if (completed) {
+    coordinator_.FinishStep();
+    if (metrics_ != nullptr) metrics_->updates.Increment();
+  }
+  const int64_t step = coordinator_.step();
+  if (metrics_ != nullptr) metrics_->global_step.Set(static_cast<double>(step));
+  reply.set_global_step(step);
+  return reply;
+}
+
+absl::StatusOr<int64_t> PsState::CheckPull(ByteSource& frame, proto::TransferHeader* header) const {
+  RETURN_IF_ERROR(DecodeFrameHeader(frame, header));
+  if (header->kind() != proto::TK_PULL) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pull of kind ", proto::TransferKind_Name(header->kind())));
+  }
+  if (!coordinator_.ready())
+    return absl::FailedPreconditionError("variables are not initialised yet");
+  RETURN_IF_ERROR(CheckFrame(*header));
+  if (frame.remaining() != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pull request with ", frame.remaining(), " payload bytes"));
+  }
+  ASSIGN_OR_RETURN(const int64_t n, store_->CheckSegments(*header, /*allow_sparse=*/false));
+  if (n * 4 > kChunkBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pull of ", n * 4, " bytes in one call (limit ", kChunkBytes, ")"));
+  }
+  return n * 4;
+}
+
+proto::TransferReply PsState::FillPull(const proto::TransferHeader& header,
+                                       std::byte* payload) const {
+  proto::TransferReply reply;
+  {
+    std::shared_lock lock(update_mu_);
+    store_->CopyOut(header, payload);
+  }
+  reply.set_global_step(coordinator_.step());
+  return reply;
+}
+
+int64_t PsState::bytes() const {
+  if (!coordinator_.ready()) return 0;
+  return store_->bytes();
+}
+
+absl::StatusOr<std::optional<int64_t>> PsState::Checkpoint() {
+  if (!checkpoints_ || !coordinator_.ready()) return std::optional<int64_t>();
+  psflow::Checkpoint ckpt;
+  proto::InitializeRequest metadata = request_;
+  metadata.mutable_optimizer()->set_learning_rate(learning_rate_.load());
+  metadata.set_commit(true);
+  ckpt.metadata = metadata.SerializeAsString();
+  ckpt.fingerprint = fingerprint_;
+  {
+    std::unique_lock lock(update_mu_);
+    ckpt.global_step = coordinator_.step();
+    ckpt.tensors = store_->Snapshot(*optimizer_);
+  }
+  RETURN_IF_ERROR(checkpoints_->Write(ckpt));
+  if (metrics_ != nullptr) metrics_->checkpoints.Increment();
+  return std::optional<int64_t>(ckpt.global_step);
+}
+
+}  // namespace psflow

@@ -1,0 +1,106 @@
+// Everything one ps task knows and does, apart from gRPC: the partitions (PartitionStore), the
+// optimizer and its run-time learning rate, the step rules (StepCoordinator) and checkpoints.
+// PsService puts it on the wire; the frame fuzzer drives it directly.
+//
+// Life cycle: Initialize(commit = false) creates the partitions; the chief's TK_ASSIGN pushes fill
+// them; Initialize(commit = true) makes the task ready. Or RestoreFromCheckpoint makes it ready at
+// the checkpoint's step and a chief's Initialize then finds the variables there.
+//
+// Every bulk frame is validated completely (kind, fingerprint, dtype, segments against the
+// partitions, payload size, step) before it touches a partition, so a bad call changes nothing.
+// Checkpoints are consistent: Checkpoint() waits for the pushes being applied and holds new ones
+// off while it copies the partitions (a memcpy of the model), then writes without any lock.
+// Thread-safe.
+#ifndef PSFLOW_PS_PS_STATE_H_
+#define PSFLOW_PS_PS_STATE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "core/transfer.h"
+#include "proto/ps.pb.h"
+#include "ps/checkpoint.h"
+#include "ps/optimizer.h"
+#include "ps/partition_store.h"
+#include "ps/ps_metrics.h"
+#include "ps/step_coordinator.h"
+
+namespace psflow {
+
+class PsState {
+ public:
+  struct Options {
+    int task = 0;
+    std::string checkpoint_dir;  // empty: no checkpoints
+    int keep_checkpoints = 3;
+  };
+  // metrics may be null.
+  PsState(Options options, PsMetrics* metrics);
+
+  // Loads the newest valid checkpoint of this task, if there is one, and becomes ready at its
+  // step. True when one was restored.
+  absl::StatusOr<bool> RestoreFromCheckpoint();
+
+  // See the life cycle above. FAILED_PRECONDITION when the task holds a different model
+  // (fingerprint) or the commit comes before the partitions; INVALID_ARGUMENT for a bad
+  // partition list, optimizer or sync config.
+  absl::StatusOr<proto::InitializeResponse> Initialize(const proto::InitializeRequest& request);
+
+  proto::WaitReadyResponse ReadyResponse() const;
+  // FAILED_PRECONDITION before ready; INVALID_ARGUMENT for a rate that is not > 0 and finite.
+  absl::StatusOr<float> SetLearningRate(float learning_rate);
+  // INVALID_ARGUMENT for a worker outside the job.
+  absl::StatusOr<int64_t> Leave(int worker);
+
+  // One bulk push frame (TK_ASSIGN or TK_GRADIENT): validated, then applied, accumulated or
+  // dropped. Errors: INVALID_ARGUMENT (naming the variable partition where there is one) for a
+  // malformed frame, unknown partition, wrong size, dtype or fingerprint, a step from the future;
+  // FAILED_PRECONDITION for gradients before ready or assignments after.
+  absl::StatusOr<proto::TransferReply> Push(ByteSource& frame);
+
+  // A bulk pull frame, validated (as Push); the payload bytes its reply will carry.
+  absl::StatusOr<int64_t> CheckPull(ByteSource& frame, proto::TransferHeader* header) const;
+  // Fills a checked pull's reply payload (payload bytes long) and returns its reply header.
+  proto::TransferReply FillPull(const proto::TransferHeader& header, std::byte* payload) const;
+
+  StepCoordinator& coordinator() { return coordinator_; }
+  int64_t global_step() const { return coordinator_.step(); }
+  int64_t bytes() const;
+
+  // Writes a checkpoint now (no-op without a checkpoint dir or before ready). Returns the step
+  // written, if any.
+  absl::StatusOr<std::optional<int64_t>> Checkpoint();
+
+ private:
+  absl::Status CheckFrame(const proto::TransferHeader& header) const;
+  absl::Status Activate(const proto::InitializeRequest& request,
+                        std::unique_ptr<PartitionStore> store, std::unique_ptr<Optimizer> optimizer,
+                        int64_t step);
+
+  Options options_;
+  PsMetrics* metrics_;
+  StepCoordinator coordinator_;
+  std::optional<CheckpointDir> checkpoints_;
+
+  std::mutex init_mu_;  // serialises Initialize, assignments and activation
+  // Set under init_mu_ before ready; read-only once coordinator_.ready() (which orders them).
+  proto::InitializeRequest request_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<PartitionStore> store_;
+  uint64_t fingerprint_ = 0;
+  bool sync_ = false;
+
+  std::atomic<float> learning_rate_{0.0f};
+  // Shared by every push while it touches partitions; exclusive while a checkpoint copies them.
+  mutable std::shared_mutex update_mu_;
+};
+
+}  // namespace psflow
+
+#endif  // PSFLOW_PS_PS_STATE_H_

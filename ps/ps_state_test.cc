@@ -1,0 +1,1212 @@
+#include "ps/ps_state.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <limits>
+#include <memory>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "prometheus/registry.h"
+
+namespace psflow {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::ElementsAreArray;
+using ::testing::HasSubstr;
+
+constexpr uint64_t kFingerprint = 0x5EED0F5EED0F0001ull;
+
+// The task's partitions: 0 = w rows [0, 2) and 1 = w rows [2, 4) of a {4, 2} variable ("w[0:2]",
+// "w[2:4]", 4 elements each), 2 = b, a whole {3} variable. 11 elements in all, in this order.
+constexpr int kNumElements = 11;
+const std::vector<float> kInit = {1, 2, 3, 4, 5, 6, 7, 8, 10, 20, 30};
+
+// --- Requests ------------------------------------------------------------------------------------
+
+proto::OptimizerConfig Sgd(float lr) {
+  proto::OptimizerConfig c;
+  c.set_name("sgd");
+  c.set_learning_rate(lr);
+  return c;
+}
+
+proto::OptimizerConfig Momentum(float lr, float momentum, bool nesterov = false) {
+  proto::OptimizerConfig c;
+  c.set_name("momentum");
+  c.set_learning_rate(lr);
+  c.set_momentum(momentum);
+  c.set_use_nesterov(nesterov);
+  return c;
+}
+
+proto::OptimizerConfig Adam(float lr) {
+  proto::OptimizerConfig c;
+  c.set_name("adam");
+  c.set_learning_rate(lr);
+  return c;
+}
+
+proto::SyncConfig Async(int workers = 1) {
+  proto::SyncConfig s;
+  s.set_total_workers(workers);
+  return s;
+}
+
+proto::SyncConfig Sync(int workers, int aggregate) {
+  proto::SyncConfig s;
+  s.set_sync_replicas(true);
+  s.set_total_workers(workers);
+  s.set_replicas_to_aggregate(aggregate);
+  return s;
+}
+
+proto::InitializeRequest Request(const proto::OptimizerConfig& optimizer,
+                                 const proto::SyncConfig& sync, bool commit = false,
+                                 uint64_t fingerprint = kFingerprint) {
+  proto::InitializeRequest r;
+  for (int64_t begin : {0, 2}) {
+    proto::PartitionSpec* p = r.add_partitions();
+    p->set_variable("w");
+    p->add_variable_shape(4);
+    p->add_variable_shape(2);
+    p->set_row_begin(begin);
+    p->set_row_end(begin + 2);
+  }
+  proto::PartitionSpec* b = r.add_partitions();
+  b->set_variable("b");
+  b->add_variable_shape(3);
+  b->set_row_begin(0);
+  b->set_row_end(3);
+  *r.mutable_optimizer() = optimizer;
+  *r.mutable_sync() = sync;
+  r.set_fingerprint(fingerprint);
+  r.set_commit(commit);
+  return r;
+}
+
+// --- Frames --------------------------------------------------------------------------------------
+
+struct Seg {
+  uint32_t partition = 0;
+  int64_t offset = 0;
+  int64_t count = 0;
+  std::vector<int64_t> rows = {};
+};
+
+// Every element of the task: the three partitions whole.
+const std::vector<Seg> kAll = {{0, 0, 4}, {1, 0, 4}, {2, 0, 3}};
+// Chunk 0 and chunk 1 of a two-chunk push: w's partitions, then b.
+const std::vector<Seg> kChunk0 = {{0, 0, 4}, {1, 0, 4}};
+const std::vector<Seg> kChunk1 = {{2, 0, 3}};
+
+proto::TransferHeader Header(proto::TransferKind kind, const std::vector<Seg>& segments,
+                             int64_t step = 0, int worker = 0, uint32_t chunk = 0,
+                             uint32_t num_chunks = 1) {
+  proto::TransferHeader h;
+  h.set_kind(kind);
+  h.set_fingerprint(kFingerprint);
+  h.set_wire_dtype(proto::DT_FLOAT32);
+  h.set_step(step);
+  h.set_worker(worker);
+  h.set_chunk(chunk);
+  h.set_num_chunks(num_chunks);
+  h.set_examples(32);
+  for (const Seg& s : segments) {
+    proto::Segment* seg = h.add_segments();
+    seg->set_partition(s.partition);
+    seg->set_offset(s.offset);
+    seg->set_count(s.count);
+    for (int64_t r : s.rows) seg->add_rows(r);
+  }
+  return h;
+}
+
+proto::TransferHeader Gradient(const std::vector<Seg>& segments, int64_t step = 0, int worker = 0,
+                               uint32_t chunk = 0, uint32_t num_chunks = 1) {
+  return Header(proto::TK_GRADIENT, segments, step, worker, chunk, num_chunks);
+}
+
+std::string Frame(const proto::TransferHeader& header, std::span<const float> payload) {
+  std::string frame = EncodeFrameHeader(header);
+  frame.append(reinterpret_cast<const char*>(payload.data()), payload.size_bytes());
+  return frame;
+}
+
+// `frame` as pieces of `piece` bytes (the last shorter), as gRPC may slice a message; 0: whole.
+std::vector<std::span<const std::byte>> Pieces(const std::string& frame, size_t piece) {
+  const auto* data = reinterpret_cast<const std::byte*>(frame.data());
+  if (piece == 0) return {std::span<const std::byte>(data, frame.size())};
+  std::vector<std::span<const std::byte>> pieces;
+  for (size_t at = 0; at < frame.size(); at += piece) {
+    pieces.emplace_back(data + at, std::min(piece, frame.size() - at));
+  }
+  return pieces;
+}
+
+absl::StatusOr<proto::TransferReply> PushFrame(PsState& state, const std::string& frame,
+                                               size_t piece = 0) {
+  ByteSource source(Pieces(frame, piece));
+  return state.Push(source);
+}
+
+absl::StatusOr<proto::TransferReply> Push(PsState& state, const proto::TransferHeader& header,
+                                          std::span<const float> payload, size_t piece = 0) {
+  return PushFrame(state, Frame(header, payload), piece);
+}
+
+absl::StatusOr<int64_t> CheckPullFrame(const PsState& state, const std::string& frame,
+                                       proto::TransferHeader* header) {
+  ByteSource source(Pieces(frame, 3));
+  return state.CheckPull(source, header);
+}
+
+// Pulls the segments (CheckPull + FillPull); empty on error (reported as a failure).
+std::vector<float> PullSegments(const PsState& state, const std::vector<Seg>& segments,
+                                int64_t* step = nullptr) {
+  proto::TransferHeader header;
+  auto bytes = CheckPullFrame(state, EncodeFrameHeader(Header(proto::TK_PULL, segments)), &header);
+  if (!bytes.ok()) {
+    ADD_FAILURE() << bytes.status();
+    return {};
+  }
+  EXPECT_EQ(*bytes % 4, 0);
+  std::vector<float> values(static_cast<size_t>(*bytes / 4), -12345.0f);
+  const proto::TransferReply reply =
+      state.FillPull(header, reinterpret_cast<std::byte*>(values.data()));
+  EXPECT_FALSE(reply.timed_out());
+  EXPECT_FALSE(reply.dropped());
+  if (step != nullptr) *step = reply.global_step();
+  return values;
+}
+
+// The push went through and was not dropped.
+::testing::AssertionResult Accepted(const absl::StatusOr<proto::TransferReply>& reply) {
+  if (!reply.ok()) return ::testing::AssertionFailure() << reply.status();
+  if (reply->dropped()) return ::testing::AssertionFailure() << "dropped";
+  return ::testing::AssertionSuccess();
+}
+
+// The push went through and was dropped.
+::testing::AssertionResult Dropped(const absl::StatusOr<proto::TransferReply>& reply) {
+  if (!reply.ok()) return ::testing::AssertionFailure() << reply.status();
+  if (!reply->dropped()) return ::testing::AssertionFailure() << "not dropped";
+  return ::testing::AssertionSuccess();
+}
+
+std::vector<float> PullAll(const PsState& state) { return PullSegments(state, kAll); }
+
+// Floats of small integers and halves: compared exactly.
+void ExpectValues(const std::vector<float>& actual, const std::vector<float>& expected) {
+  ASSERT_EQ(actual.size(), expected.size());
+  for (size_t i = 0; i < actual.size(); ++i) {
+    EXPECT_FLOAT_EQ(actual[i], expected[i]) << "element " << i;
+  }
+}
+
+std::vector<float> Fill(float v) { return std::vector<float>(kNumElements, v); }
+
+std::span<const float> Part(const std::vector<float>& v, size_t begin, size_t end) {
+  return std::span<const float>(v).subspan(begin, end - begin);
+}
+
+// The chief's flow: create the partitions, assign `init` (in two frames, sliced), commit.
+void InitializeAsChief(PsState& state, const proto::InitializeRequest& request,
+                       const std::vector<float>& init = kInit) {
+  proto::InitializeRequest create = request;
+  create.set_commit(false);
+  auto created = state.Initialize(create);
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_TRUE(created->initialized_now());
+  EXPECT_FALSE(state.ReadyResponse().ready());
+
+  auto r = Push(state, Header(proto::TK_ASSIGN, kChunk0), Part(init, 0, 8), 5);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->dropped());
+  r = Push(state, Header(proto::TK_ASSIGN, kChunk1), Part(init, 8, 11), 1);
+  ASSERT_TRUE(r.ok()) << r.status();
+
+  proto::InitializeRequest commit = request;
+  commit.set_commit(true);
+  auto committed = state.Initialize(commit);
+  ASSERT_TRUE(committed.ok()) << committed.status();
+  EXPECT_TRUE(committed->initialized_now());
+  EXPECT_EQ(committed->global_step(), 0);
+  EXPECT_TRUE(state.ReadyResponse().ready());
+}
+
+std::unique_ptr<PsState> ReadyState(const proto::InitializeRequest& request,
+                                    PsState::Options options = {}, PsMetrics* metrics = nullptr) {
+  auto state = std::make_unique<PsState>(std::move(options), metrics);
+  InitializeAsChief(*state, request);
+  return state;
+}
+
+// A fresh, empty folder for the running test.
+std::string TestDir() {
+  const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::string dir = absl::StrCat(::testing::TempDir(), "psflow_ps_state_",
+                                       info->test_suite_name(), "_", info->name(), "_", ::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+PsState::Options CheckpointOptions(const std::string& dir) {
+  PsState::Options options;
+  options.task = 0;
+  options.checkpoint_dir = dir;
+  options.keep_checkpoints = 3;
+  return options;
+}
+
+struct Metrics {
+  prometheus::Registry registry;
+  PsMetrics ps{registry, Labels{{"job", "test"}}};
+};
+
+// --- Initialize
+// ------------------------------------------------------------------------------------
+
+TEST(PsStateTest, ChiefFlowMakesTheTaskReadyWithTheAssignedValues) {
+  PsState state({}, nullptr);
+  EXPECT_FALSE(state.ReadyResponse().ready());
+  EXPECT_EQ(state.global_step(), -1);
+  EXPECT_EQ(state.bytes(), 0);
+  ASSERT_NO_FATAL_FAILURE(InitializeAsChief(state, Request(Sgd(0.5f), Sync(3, 2))));
+
+  const proto::WaitReadyResponse ready = state.ReadyResponse();
+  EXPECT_TRUE(ready.ready());
+  EXPECT_EQ(ready.global_step(), 0);
+  EXPECT_EQ(ready.fingerprint(), kFingerprint);
+  EXPECT_TRUE(ready.sync().sync_replicas());
+  EXPECT_EQ(ready.sync().total_workers(), 3);
+  EXPECT_EQ(ready.sync().replicas_to_aggregate(), 2);
+  EXPECT_FLOAT_EQ(ready.learning_rate(), 0.5f);
+  EXPECT_EQ(state.global_step(), 0);
+  EXPECT_EQ(state.bytes(), kNumElements * 4);
+  int64_t step = -1;
+  EXPECT_EQ(PullSegments(state, kAll, &step), kInit);
+  EXPECT_EQ(step, 0);
+}
+
+TEST(PsStateTest, PartitionsStartZeroedAndPartialAssignmentsLandAtTheirOffsets) {
+  PsState state({}, nullptr);
+  ASSERT_TRUE(state.Initialize(Request(Sgd(1), Async())).ok());
+  const std::vector<float> values = {7, 9};
+  ASSERT_TRUE(Push(state, Header(proto::TK_ASSIGN, {{1, 2, 2}}), values).ok());
+  ASSERT_TRUE(state.Initialize(Request(Sgd(1), Async(), /*commit=*/true)).ok());
+  ExpectValues(PullAll(state), {0, 0, 0, 0, 0, 0, 7, 9, 0, 0, 0});
+}
+
+TEST(PsStateTest, RestartedChiefReassignsBeforeCommit) {
+  PsState state({}, nullptr);
+  ASSERT_TRUE(state.Initialize(Request(Sgd(1), Async())).ok());
+  const std::vector<float> first = Fill(99);
+  ASSERT_TRUE(Push(state, Header(proto::TK_ASSIGN, kAll), first).ok());
+  // The chief restarts: creates again (same model) and assigns its values.
+  ASSERT_NO_FATAL_FAILURE(InitializeAsChief(state, Request(Sgd(1), Async())));
+  EXPECT_EQ(PullAll(state), kInit);
+}
+
+TEST(PsStateTest, InitializeAfterCommitLeavesTheVariables) {
+  auto state = ReadyState(Request(Sgd(1), Async()));
+  const std::vector<float> g = Fill(1);
+  ASSERT_TRUE(Push(*state, Gradient(kAll), g).ok());
+  for (bool commit : {false, true}) {
+    auto r = state->Initialize(Request(Sgd(1), Async(), commit));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_FALSE(r->initialized_now());
+    EXPECT_EQ(r->global_step(), 1);
+  }
+  auto other = state->Initialize(Request(Sgd(1), Async(), false, kFingerprint + 1));
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(other.status().message()), HasSubstr("fingerprint"));
+  ExpectValues(PullAll(*state), {0, 1, 2, 3, 4, 5, 6, 7, 9, 19, 29});
+  EXPECT_EQ(state->global_step(), 1);
+}
+
+TEST(PsStateTest, InitializeRejectsBadRequestsAndCreatesNothing) {
+  PsState state({}, nullptr);
+  auto bad_sync = state.Initialize(Request(Sgd(1), Sync(2, 3)));
+  EXPECT_EQ(bad_sync.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(state.Initialize(Request(Sgd(1), Async(0))).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(state.Initialize(Request(Sgd(1), Sync(2, -1))).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  proto::OptimizerConfig unknown = Sgd(1);
+  unknown.set_name("lion");
+  EXPECT_EQ(state.Initialize(Request(unknown, Async())).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(state.Initialize(Request(Sgd(0), Async())).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  proto::InitializeRequest empty = Request(Sgd(1), Async());
+  empty.clear_partitions();
+  EXPECT_EQ(state.Initialize(empty).status().code(), absl::StatusCode::kInvalidArgument);
+  proto::InitializeRequest duplicate = Request(Sgd(1), Async());
+  *duplicate.add_partitions() = duplicate.partitions(2);
+  auto dup = state.Initialize(duplicate);
+  EXPECT_EQ(dup.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(dup.status().message()), HasSubstr("b"));
+  proto::InitializeRequest bad_rows = Request(Sgd(1), Async());
+  bad_rows.mutable_partitions(1)->set_row_end(5);
+  auto rows = state.Initialize(bad_rows);
+  EXPECT_EQ(rows.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(rows.status().message()), HasSubstr("\"w\""));
+
+  // Nothing was created: assignments and a commit are still too early.
+  EXPECT_EQ(Push(state, Header(proto::TK_ASSIGN, kAll), kInit).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(state.Initialize(Request(Sgd(1), Async(), /*commit=*/true)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_FALSE(state.ReadyResponse().ready());
+  // And a good request still works.
+  ASSERT_NO_FATAL_FAILURE(InitializeAsChief(state, Request(Sgd(1), Async())));
+}
+
+TEST(PsStateTest, InitializeForAnotherModelBeforeCommitIsFailedPrecondition) {
+  PsState state({}, nullptr);
+  ASSERT_TRUE(state.Initialize(Request(Sgd(1), Async())).ok());
+  EXPECT_EQ(state.Initialize(Request(Sgd(1), Async(), false, kFingerprint + 1)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(state.Initialize(Request(Sgd(1), Async(), true, kFingerprint + 1)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_FALSE(state.ReadyResponse().ready());
+}
+
+// --- Async ---------------------------------------------------------------------------------------
+
+TEST(PsStateTest, AsyncSgdAppliesEveryPush) {
+  auto state = ReadyState(Request(Sgd(0.5f), Async(2)));
+  const std::vector<float> g1 = {1, 2, 3, 4, -1, -2, -3, -4, 2, 4, 6};
+  auto r = Push(*state, Gradient(kAll, 0, 0), g1, 7);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->dropped());
+  EXPECT_EQ(r->global_step(), 1);
+  int64_t step = -1;
+  ExpectValues(PullSegments(*state, kAll, &step), {0.5, 1, 1.5, 2, 5.5, 7, 8.5, 10, 9, 18, 27});
+  EXPECT_EQ(step, 1);
+
+  // Worker 1's push, computed at step 0, in two chunks: chunk 0 counts the step.
+  const std::vector<float> g2 = Fill(2);
+  r = Push(*state, Gradient(kChunk0, 0, 1, 0, 2), Part(g2, 0, 8), 3);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->global_step(), 2);
+  ExpectValues(PullAll(*state), {-0.5, 0, 0.5, 1, 4.5, 6, 7.5, 9, 9, 18, 27});
+  r = Push(*state, Gradient(kChunk1, 0, 1, 1, 2), Part(g2, 8, 11));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->dropped());
+  EXPECT_EQ(r->global_step(), 2);
+
+  ExpectValues(PullSegments(*state, kAll, &step), {-0.5, 0, 0.5, 1, 4.5, 6, 7.5, 9, 8, 17, 26});
+  EXPECT_EQ(step, 2);
+  EXPECT_EQ(state->global_step(), 2);
+  EXPECT_EQ(state->ReadyResponse().global_step(), 2);
+
+  // Pulls of parts of partitions, in any order.
+  ExpectValues(PullSegments(*state, {{2, 1, 2}, {1, 1, 2}, {0, 3, 1}}), {17, 26, 6, 7.5, 1});
+  ExpectValues(PullSegments(*state, {{1, 4, 0}, {2, 2, 1}}), {26});
+}
+
+TEST(PsStateTest, AsyncSparsePushUpdatesOnlyItsRows) {
+  auto state = ReadyState(Request(Sgd(1), Async()));
+  // w[0:2] row 1 (elements 2, 3); w[2:4] row 1 twice (the gradients add up); b rows 2 and 0; and
+  // a dense run of w[2:4] in the same frame.
+  const std::vector<float> g = {10, 20, 1, 1, 2, 2, 1, 2, 0.5};
+  auto r = Push(*state, Gradient({{0, 0, 2, {1}}, {1, 0, 4, {1, 1}}, {2, 0, 2, {2, 0}}, {1, 0, 1}}),
+                g, 5);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->global_step(), 1);
+  ExpectValues(PullAll(*state), {1, 2, -7, -16, 4.5, 6, 4, 5, 8, 20, 29});
+}
+
+TEST(PsStateTest, MomentumCarriesItsSlotAcrossPushes) {
+  auto state = ReadyState(Request(Momentum(0.1f, 0.9f), Async()));
+  const std::vector<float> one = Fill(1);
+  const std::vector<float> two = Fill(2);
+  ASSERT_TRUE(Push(*state, Gradient(kAll), one).ok());
+  // accum = 1; var -= 0.1
+  std::vector<float> values = PullAll(*state);
+  ASSERT_EQ(values.size(), kInit.size());
+  for (size_t i = 0; i < kInit.size(); ++i) EXPECT_FLOAT_EQ(values[i], kInit[i] - 0.1f) << i;
+  ASSERT_TRUE(Push(*state, Gradient(kAll, 1), two).ok());
+  // accum = 0.9 * 1 + 2 = 2.9; var -= 0.29: 0.39 in all.
+  values = PullAll(*state);
+  ASSERT_EQ(values.size(), kInit.size());
+  const std::vector<float> expected = {0.61f, 1.61f, 2.61f, 3.61f,  4.61f, 5.61f,
+                                       6.61f, 7.61f, 9.61f, 19.61f, 29.61f};
+  for (size_t i = 0; i < kInit.size(); ++i) EXPECT_FLOAT_EQ(values[i], expected[i]) << i;
+  EXPECT_EQ(state->global_step(), 2);
+}
+
+TEST(PsStateTest, NesterovMomentum) {
+  auto state = ReadyState(Request(Momentum(0.1f, 0.9f, /*nesterov=*/true), Async()));
+  const std::vector<float> one = Fill(1);
+  const std::vector<float> two = Fill(2);
+  ASSERT_TRUE(Push(*state, Gradient(kAll), one).ok());
+  ASSERT_TRUE(Push(*state, Gradient(kAll, 1), two).ok());
+  // Step 1: accum 1, var -= 0.1 * 1 + 0.09 * 1 = 0.19. Step 2: accum 2.9,
+  // var -= 0.1 * 2 + 0.09 * 2.9 = 0.461. 0.651 in all.
+  const std::vector<float> values = PullAll(*state);
+  ASSERT_EQ(values.size(), kInit.size());
+  for (size_t i = 0; i < kInit.size(); ++i) EXPECT_FLOAT_EQ(values[i], kInit[i] - 0.651f) << i;
+}
+
+TEST(PsStateTest, AdamCountsItsStepsFromTheGlobalStep) {
+  auto state = ReadyState(Request(Adam(0.1f), Async()));
+  // A constant gradient g moves every element by exactly lr * sign(g) per step once the bias is
+  // corrected with the right t (t = 1, then 2): m_t / sqrt(v_t) = g (1 - b1^t) / (|g|
+  // sqrt(1 - b2^t)). A wrong t at step 2 would move w by 0.134 instead of 0.1.
+  const std::vector<float> g = {1, 1, 1, 1, 3, 3, 3, 3, -2, -2, -2};
+  ASSERT_TRUE(Push(*state, Gradient(kAll), g).ok());
+  ASSERT_TRUE(Push(*state, Gradient(kAll, 1), g).ok());
+  const std::vector<float> values = PullAll(*state);
+  ASSERT_EQ(values.size(), kInit.size());
+  const std::vector<float> expected = {0.8f, 1.8f, 2.8f,  3.8f,  4.8f, 5.8f,
+                                       6.8f, 7.8f, 10.2f, 20.2f, 30.2f};
+  for (size_t i = 0; i < kInit.size(); ++i) EXPECT_FLOAT_EQ(values[i], expected[i]) << i;
+}
+
+TEST(PsStateTest, SetLearningRateChangesTheNextUpdate) {
+  auto state = ReadyState(Request(Sgd(1), Async()));
+  const std::vector<float> g = {4, 4, 4, 4, 8, 8, 8, 8, -4, -4, -4};
+  ASSERT_TRUE(Push(*state, Gradient(kAll), g).ok());
+  ExpectValues(PullAll(*state), {-3, -2, -1, 0, -3, -2, -1, 0, 14, 24, 34});
+
+  auto lr = state->SetLearningRate(0.25f);
+  ASSERT_TRUE(lr.ok()) << lr.status();
+  EXPECT_FLOAT_EQ(*lr, 0.25f);
+  EXPECT_FLOAT_EQ(state->ReadyResponse().learning_rate(), 0.25f);
+  ASSERT_TRUE(Push(*state, Gradient(kAll, 1), g).ok());
+  ExpectValues(PullAll(*state), {-4, -3, -2, -1, -5, -4, -3, -2, 15, 25, 35});
+
+  for (float bad : {0.0f, -1.0f, std::numeric_limits<float>::quiet_NaN(),
+                    std::numeric_limits<float>::infinity()}) {
+    SCOPED_TRACE(bad);
+    EXPECT_EQ(state->SetLearningRate(bad).status().code(), absl::StatusCode::kInvalidArgument);
+  }
+  EXPECT_FLOAT_EQ(state->ReadyResponse().learning_rate(), 0.25f);
+  ASSERT_TRUE(Push(*state, Gradient(kAll, 2), g).ok());
+  ExpectValues(PullAll(*state), {-5, -4, -3, -2, -7, -6, -5, -4, 16, 26, 36});
+}
+
+TEST(PsStateTest, ControlCallsBeforeReadyAreFailedPrecondition) {
+  PsState state({}, nullptr);
+  EXPECT_EQ(state.SetLearningRate(0.5f).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(state.Leave(0).status().code(), absl::StatusCode::kFailedPrecondition);
+  auto ckpt = state.Checkpoint();
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  EXPECT_FALSE(ckpt->has_value());
+}
+
+// --- Sync ----------------------------------------------------------------------------------------
+
+TEST(PsStateTest, SyncAveragesTheWorkersGradientsOncePerStep) {
+  Metrics metrics;
+  auto state = ReadyState(Request(Sgd(0.5f), Sync(2, 2)), {}, &metrics.ps);
+  auto step1 = std::make_shared<std::promise<bool>>();
+  auto step1_answer = step1->get_future();
+  state->coordinator().Park(1, std::chrono::steady_clock::now() + std::chrono::hours(1),
+                            [step1](bool reached) { step1->set_value(reached); });
+
+  const std::vector<float> g0 = {2, 4, 6, 8, 2, 4, 6, 8, 2, 4, 6};
+  const std::vector<float> g1 = {4, 4, 4, 4, 0, 0, 0, 0, -2, -4, -6};
+  auto r = Push(*state, Gradient(kAll, 0, 0), g0, 6);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->dropped());
+  EXPECT_EQ(r->global_step(), 0);
+  EXPECT_EQ(PullAll(*state), kInit);  // accumulated, not applied
+  EXPECT_EQ(step1_answer.wait_for(std::chrono::milliseconds(10)), std::future_status::timeout);
+
+  r = Push(*state, Gradient(kAll, 0, 1), g1, 6);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->dropped());
+  EXPECT_EQ(r->global_step(), 1);
+  ASSERT_EQ(step1_answer.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_TRUE(step1_answer.get());
+  // mean = {3, 4, 5, 6, 1, 2, 3, 4, 0, 0, 0}; var -= 0.5 * mean.
+  const std::vector<float> after_step0 = {-0.5, 0, 0.5, 1, 4.5, 5, 5.5, 6, 10, 20, 30};
+  int64_t step = -1;
+  ExpectValues(PullSegments(*state, kAll, &step), after_step0);
+  EXPECT_EQ(step, 1);
+  EXPECT_EQ(state->global_step(), 1);
+  EXPECT_DOUBLE_EQ(metrics.ps.updates.Value(), 1);
+
+  // Worker 0 again for step 0: stale, dropped, nothing changes.
+  r = Push(*state, Gradient(kAll, 0, 0), g0);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->dropped());
+  EXPECT_EQ(r->global_step(), 1);
+  ExpectValues(PullAll(*state), after_step0);
+  EXPECT_EQ(state->global_step(), 1);
+  EXPECT_DOUBLE_EQ(metrics.ps.dropped_stale.Value(), 1);
+  EXPECT_DOUBLE_EQ(metrics.ps.dropped_backup.Value(), 0);
+
+  // Step 1 from both workers (worker 1 first this time); the accumulators started from zero.
+  ASSERT_TRUE(Push(*state, Gradient(kAll, 1, 1), g0).ok());
+  EXPECT_EQ(state->global_step(), 1);
+  r = Push(*state, Gradient(kAll, 1, 0), g0);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->global_step(), 2);
+  ExpectValues(PullAll(*state), {-1.5, -2, -2.5, -3, 3.5, 3, 2.5, 2, 9, 18, 27});
+  EXPECT_DOUBLE_EQ(metrics.ps.updates.Value(), 2);
+}
+
+TEST(PsStateTest, SyncBackupWorkerIsDroppedAndChunksWaitForEachOther) {
+  Metrics metrics;
+  auto state = ReadyState(Request(Sgd(0.5f), Sync(3, 2)), {}, &metrics.ps);
+  const std::vector<float> g0 = {2, 4, 6, 8, 2, 4, 6, 8, 2, 4, 6};
+  const std::vector<float> g1 = {4, 4, 4, 4, 0, 0, 0, 0, -2, -4, -6};
+  const std::vector<float> g2 = Fill(1000);
+
+  // Chunk 0 from workers 0 and 1: admitted. Worker 2 is the third: a backup.
+  ASSERT_TRUE(Accepted(Push(*state, Gradient(kChunk0, 0, 0, 0, 2), Part(g0, 0, 8))));
+  ASSERT_TRUE(Accepted(Push(*state, Gradient(kChunk0, 0, 1, 0, 2), Part(g1, 0, 8))));
+  auto r = Push(*state, Gradient(kChunk0, 0, 2, 0, 2), Part(g2, 0, 8));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->dropped());
+  EXPECT_EQ(r->global_step(), 0);
+  r = Push(*state, Gradient(kChunk1, 0, 2, 1, 2), Part(g2, 8, 11));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->dropped());
+  EXPECT_DOUBLE_EQ(metrics.ps.dropped_backup.Value(), 2);
+  // Worker 0 complete, worker 1 not yet: nothing applied.
+  ASSERT_TRUE(Accepted(Push(*state, Gradient(kChunk1, 0, 0, 1, 2), Part(g0, 8, 11))));
+  EXPECT_EQ(PullAll(*state), kInit);
+  EXPECT_EQ(state->global_step(), 0);
+
+  r = Push(*state, Gradient(kChunk1, 0, 1, 1, 2), Part(g1, 8, 11));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->dropped());
+  EXPECT_EQ(r->global_step(), 1);
+  // Only workers 0 and 1: var -= 0.5 * (g0 + g1) / 2.
+  const std::vector<float> after_step0 = {-0.5, 0, 0.5, 1, 4.5, 5, 5.5, 6, 10, 20, 30};
+  ExpectValues(PullAll(*state), after_step0);
+
+  // The backup's push for step 0, now stale.
+  r = Push(*state, Gradient(kChunk0, 0, 2, 0, 2), Part(g2, 0, 8));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->dropped());
+  EXPECT_DOUBLE_EQ(metrics.ps.dropped_stale.Value(), 1);
+  ExpectValues(PullAll(*state), after_step0);
+  EXPECT_EQ(state->global_step(), 1);
+}
+
+TEST(PsStateTest, SyncChunkedGradientIsAppliedAfterItsLastChunk) {
+  auto state = ReadyState(Request(Sgd(0.5f), Sync(1, 1)));
+  const std::vector<float> g = {2, 4, 6, 8, 2, 4, 6, 8, 2, 4, 6};
+  // Chunk 1 arrives first.
+  auto r = Push(*state, Gradient(kChunk1, 0, 0, 1, 2), Part(g, 8, 11), 2);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->dropped());
+  EXPECT_EQ(r->global_step(), 0);
+  EXPECT_EQ(PullAll(*state), kInit);
+  r = Push(*state, Gradient(kChunk0, 0, 0, 0, 2), Part(g, 0, 8), 2);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->global_step(), 1);
+  ExpectValues(PullAll(*state), {0, 0, 0, 0, 4, 4, 4, 4, 9, 18, 27});
+}
+
+TEST(PsStateTest, SyncSparsePushIsAccumulated) {
+  auto state = ReadyState(Request(Sgd(1), Sync(2, 2)));
+  const std::vector<float> sparse = {2, 4, 6};
+  ASSERT_TRUE(Push(*state, Gradient({{0, 0, 2, {0}}, {2, 0, 1, {1}}}, 0, 0), sparse).ok());
+  const std::vector<float> dense = Fill(2);
+  ASSERT_TRUE(Push(*state, Gradient(kAll, 0, 1), dense).ok());
+  EXPECT_EQ(state->global_step(), 1);
+  // (sparse + dense) / 2.
+  ExpectValues(PullAll(*state), {-1, -1, 2, 3, 4, 5, 6, 7, 9, 16, 29});
+}
+
+TEST(PsStateTest, SyncLeaveCompletesTheStepWithTheWorkersThatPushed) {
+  auto state = ReadyState(Request(Sgd(0.5f), Sync(2, 2)));
+  const std::vector<float> g0 = {2, 4, 6, 8, 2, 4, 6, 8, 2, 4, 6};
+  ASSERT_TRUE(Accepted(Push(*state, Gradient(kAll, 0, 0), g0)));
+  EXPECT_EQ(state->global_step(), 0);
+  EXPECT_EQ(state->Leave(2).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(state->Leave(-1).status().code(), absl::StatusCode::kInvalidArgument);
+  auto step = state->Leave(1);
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(*step, 1);
+  // Averaged over the one worker that pushed: var -= 0.5 * g0.
+  ExpectValues(PullAll(*state), {0, 0, 0, 0, 4, 4, 4, 4, 9, 18, 27});
+  // Worker 0 alone makes the next steps.
+  ASSERT_TRUE(Push(*state, Gradient(kAll, 1, 0), g0).ok());
+  EXPECT_EQ(state->global_step(), 2);
+  ExpectValues(PullAll(*state), {-1, -2, -3, -4, 3, 2, 1, 0, 8, 16, 24});
+  step = state->Leave(1);  // again: nothing happens
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(*step, 2);
+}
+
+// --- Bad input -----------------------------------------------------------------------------------
+
+struct BadFrame {
+  std::string what;
+  std::string frame;
+  absl::StatusCode code;
+  std::string message;  // a part of the error message
+};
+
+std::string Truncate(std::string s, size_t n) {
+  s.resize(n);
+  return s;
+}
+
+std::vector<BadFrame> BadGradientFrames() {
+  using absl::StatusCode::kInvalidArgument;
+  const std::vector<float> f1 = {1};
+  const std::vector<float> f2 = {1, 1};
+  const std::vector<float> f3 = {1, 1, 1};
+  const std::vector<float> f4 = {1, 1, 1, 1};
+  const std::vector<float> f6 = {1, 1, 1, 1, 1, 1};
+  const std::vector<float> all = Fill(1);
+  const std::string good = Frame(Gradient(kAll, 1), all);
+  const size_t header_bytes = EncodeFrameHeader(Gradient(kAll, 1)).size();
+  proto::TransferHeader other_model = Gradient(kAll, 1);
+  other_model.set_fingerprint(kFingerprint + 1);
+  proto::TransferHeader bf16 = Gradient(kAll, 1);
+  bf16.set_wire_dtype(proto::DT_BFLOAT16);
+  proto::TransferHeader no_dtype = Gradient(kAll, 1);
+  no_dtype.clear_wire_dtype();
+  proto::TransferHeader pull = Gradient(kAll, 1);
+  pull.set_kind(proto::TK_PULL);
+  std::string odd = Frame(Gradient({{2, 0, 3}}, 1), f3);
+  odd.pop_back();
+
+  return {
+      {"unknown partition", Frame(Gradient({{3, 0, 1}}, 1), f1), kInvalidArgument, "partition 3"},
+      {"huge partition index", Frame(Gradient({{0xFFFFFFFFu, 0, 1}}, 1), f1), kInvalidArgument,
+       "partition 4294967295"},
+      {"offset + count past the end", Frame(Gradient({{1, 3, 2}}, 1), f2), kInvalidArgument,
+       "w[2:4]"},
+      {"count past the end", Frame(Gradient({{2, 0, 4}}, 1), f4), kInvalidArgument, "b: elements"},
+      {"negative offset", Frame(Gradient({{0, -1, 2}}, 1), f2), kInvalidArgument, "w[0:2]"},
+      {"negative count", Frame(Gradient({{2, 0, -1}}, 1), {}), kInvalidArgument, "b: elements"},
+      {"offset overflow", Frame(Gradient({{0, std::numeric_limits<int64_t>::max(), 1}}, 1), f1),
+       kInvalidArgument, "w[0:2]"},
+      {"second segment out of range", Frame(Gradient({{1, 0, 4}, {2, 2, 2}}, 1), f6),
+       kInvalidArgument, "b: elements"},
+      {"payload too short", Frame(Gradient({{0, 0, 4}}, 1), f3), kInvalidArgument, "payload"},
+      {"payload too long", Frame(Gradient({{2, 0, 3}}, 1), f4), kInvalidArgument, "payload"},
+      {"payload not whole floats", odd, kInvalidArgument, "payload"},
+      {"wire dtype bfloat16", Frame(bf16, all), kInvalidArgument, "DT_BFLOAT16"},
+      {"wire dtype unset", Frame(no_dtype, all), kInvalidArgument, "DT_INVALID"},
+      {"other fingerprint", Frame(other_model, all), kInvalidArgument, "fingerprint"},
+      {"step from the future", Frame(Gradient(kAll, 2), all), kInvalidArgument, "future"},
+      {"sparse row past the end", Frame(Gradient({{0, 0, 2, {2}}}, 1), f2), kInvalidArgument,
+       "w[0:2]: row 2"},
+      {"negative sparse row", Frame(Gradient({{2, 0, 1, {-1}}}, 1), f1), kInvalidArgument,
+       "b: row -1"},
+      {"sparse count mismatch", Frame(Gradient({{1, 0, 3, {0}}}, 1), f3), kInvalidArgument,
+       "w[2:4]"},
+      {"worker outside the job", Frame(Gradient(kAll, 1, 2), all), kInvalidArgument, "worker 2"},
+      {"negative worker", Frame(Gradient(kAll, 1, -1), all), kInvalidArgument, "worker -1"},
+      {"chunk past num_chunks", Frame(Gradient(kAll, 1, 0, 1, 1), all), kInvalidArgument, "chunk"},
+      {"no chunks", Frame(Gradient(kAll, 1, 0, 0, 0), all), kInvalidArgument, "chunk"},
+      {"no segments", Frame(Gradient({}, 1), {}), kInvalidArgument, "no segments"},
+      {"pull kind", Frame(pull, all), kInvalidArgument, "TK_PULL"},
+      {"empty header", EncodeFrameHeader(proto::TransferHeader()), kInvalidArgument, "TK_INVALID"},
+      {"garbage", "\xff\xff\xff\xffgarbage", kInvalidArgument, "frame header"},
+      {"header does not parse", std::string("\x03\x00\x00\x00\xff\xff\xff", 7), kInvalidArgument,
+       "does not parse"},
+      {"empty frame", "", kInvalidArgument, "prefix"},
+      {"truncated prefix", Truncate(good, 3), kInvalidArgument, "prefix"},
+      {"truncated header", Truncate(good, header_bytes - 1), kInvalidArgument, "frame header"},
+      {"truncated payload", Truncate(good, good.size() - 1), kInvalidArgument, "payload"},
+      {"payload missing", Truncate(good, header_bytes), kInvalidArgument, "payload"},
+  };
+}
+
+TEST(PsStateTest, BadGradientPushesChangeNothing) {
+  Metrics metrics;
+  auto state = ReadyState(Request(Sgd(1), Async(2)), {}, &metrics.ps);
+  const std::vector<float> g = Fill(1);
+  ASSERT_TRUE(Push(*state, Gradient(kAll), g).ok());
+  const std::vector<float> before = PullAll(*state);
+  ASSERT_EQ(before, std::vector<float>({0, 1, 2, 3, 4, 5, 6, 7, 9, 19, 29}));
+  const double pushes = metrics.ps.pushes.Value();
+
+  for (const BadFrame& bad : BadGradientFrames()) {
+    for (size_t piece : {size_t{0}, size_t{3}}) {
+      SCOPED_TRACE(absl::StrCat(bad.what, ", pieces of ", piece));
+      auto r = PushFrame(*state, bad.frame, piece);
+      EXPECT_EQ(r.status().code(), bad.code) << r.status();
+      EXPECT_THAT(std::string(r.status().message()), HasSubstr(bad.message));
+      EXPECT_EQ(PullAll(*state), before);
+      EXPECT_EQ(state->global_step(), 1);
+    }
+  }
+  EXPECT_DOUBLE_EQ(metrics.ps.pushes.Value(), pushes);
+  // A good push still works afterwards.
+  ASSERT_TRUE(Push(*state, Gradient(kAll, 1), g).ok());
+  ExpectValues(PullAll(*state), {-1, 0, 1, 2, 3, 4, 5, 6, 8, 18, 28});
+  EXPECT_EQ(state->global_step(), 2);
+}
+
+TEST(PsStateTest, BadSyncPushesChangeNothing) {
+  auto state = ReadyState(Request(Sgd(1), Sync(2, 2)));
+  const std::vector<float> g = Fill(2);
+  // Worker 0: chunk 0 of 2 is in.
+  ASSERT_TRUE(Push(*state, Gradient(kChunk0, 0, 0, 0, 2), Part(g, 0, 8)).ok());
+  // The same push now claims 3 chunks; then a chunk beyond those announced; a future step.
+  for (const std::string& frame : {Frame(Gradient(kChunk1, 0, 0, 1, 3), Part(g, 8, 11)),
+                                   Frame(Gradient(kChunk1, 0, 0, 2, 2), Part(g, 8, 11)),
+                                   Frame(Gradient(kChunk1, 1, 1, 0, 1), Part(g, 8, 11))}) {
+    auto r = PushFrame(*state, frame);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+  }
+  EXPECT_EQ(PullAll(*state), kInit);
+  EXPECT_EQ(state->global_step(), 0);
+  // The step completes with exactly the two good pushes.
+  ASSERT_TRUE(Push(*state, Gradient(kChunk1, 0, 0, 1, 2), Part(g, 8, 11)).ok());
+  ASSERT_TRUE(Push(*state, Gradient(kAll, 0, 1), g).ok());
+  EXPECT_EQ(state->global_step(), 1);
+  ExpectValues(PullAll(*state), {-1, 0, 1, 2, 3, 4, 5, 6, 8, 18, 28});
+}
+
+TEST(PsStateTest, BadPullsAreRejected) {
+  auto state = ReadyState(Request(Sgd(1), Async()));
+  proto::TransferHeader other_model = Header(proto::TK_PULL, kAll);
+  other_model.set_fingerprint(kFingerprint + 1);
+  proto::TransferHeader f16 = Header(proto::TK_PULL, kAll);
+  f16.set_wire_dtype(proto::DT_FLOAT16);
+  const std::vector<float> payload = {1};
+  const struct {
+    std::string what;
+    std::string frame;
+    std::string message;
+  } cases[] = {
+      {"unknown partition", EncodeFrameHeader(Header(proto::TK_PULL, {{3, 0, 1}})), "partition 3"},
+      {"out of range", EncodeFrameHeader(Header(proto::TK_PULL, {{0, 2, 3}})), "w[0:2]"},
+      {"sparse rows", EncodeFrameHeader(Header(proto::TK_PULL, {{1, 0, 2, {0}}})), "w[2:4]"},
+      {"no segments", EncodeFrameHeader(Header(proto::TK_PULL, {})), "no segments"},
+      {"payload in a pull", Frame(Header(proto::TK_PULL, kAll), payload), "payload"},
+      {"gradient kind", EncodeFrameHeader(Header(proto::TK_GRADIENT, kAll)), "TK_GRADIENT"},
+      {"other fingerprint", EncodeFrameHeader(other_model), "fingerprint"},
+      {"float16", EncodeFrameHeader(f16), "DT_FLOAT16"},
+      {"garbage", "\xff\xff\xff\xffgarbage", "frame header"},
+      {"truncated", "\x01\x00", "prefix"},
+  };
+  for (const auto& bad : cases) {
+    SCOPED_TRACE(bad.what);
+    proto::TransferHeader header;
+    auto r = CheckPullFrame(*state, bad.frame, &header);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+    EXPECT_THAT(std::string(r.status().message()), HasSubstr(bad.message));
+  }
+  EXPECT_EQ(PullAll(*state), kInit);
+}
+
+TEST(PsStateTest, GradientsAndPullsBeforeReadyAreFailedPrecondition) {
+  PsState state({}, nullptr);
+  const std::vector<float> g = Fill(1);
+  proto::TransferHeader header;
+  EXPECT_EQ(Push(state, Gradient(kAll), g).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(CheckPullFrame(state, EncodeFrameHeader(Header(proto::TK_PULL, kAll)), &header)
+                .status()
+                .code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Push(state, Header(proto::TK_ASSIGN, kAll), kInit).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+
+  ASSERT_TRUE(state.Initialize(Request(Sgd(1), Async())).ok());
+  ASSERT_TRUE(Push(state, Header(proto::TK_ASSIGN, kAll), kInit).ok());
+  EXPECT_EQ(Push(state, Gradient(kAll), g).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(CheckPullFrame(state, EncodeFrameHeader(Header(proto::TK_PULL, kAll)), &header)
+                .status()
+                .code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(state.Initialize(Request(Sgd(1), Async(), /*commit=*/true)).ok());
+  EXPECT_EQ(PullAll(state), kInit);
+  EXPECT_EQ(state.global_step(), 0);
+}
+
+TEST(PsStateTest, BadAssignmentsChangeNothing) {
+  PsState state({}, nullptr);
+  ASSERT_TRUE(state.Initialize(Request(Sgd(1), Async())).ok());
+  ASSERT_TRUE(Push(state, Header(proto::TK_ASSIGN, kAll), kInit).ok());
+  proto::TransferHeader other_model = Header(proto::TK_ASSIGN, kAll);
+  other_model.set_fingerprint(kFingerprint + 1);
+  const std::vector<float> junk = Fill(-1);
+  const std::vector<float> two = {-1, -1};
+  for (const std::string& frame : {
+           Frame(other_model, junk),
+           Frame(Header(proto::TK_ASSIGN, {{0, 0, 2, {1}}}), two),         // sparse
+           Frame(Header(proto::TK_ASSIGN, {{1, 3, 2}}), two),              // out of range
+           Frame(Header(proto::TK_ASSIGN, {{0, 0, 4}}), two),              // payload too short
+           Frame(Header(proto::TK_ASSIGN, {{5, 0, 2}}), two),              // unknown partition
+           Frame(Header(proto::TK_ASSIGN, {{0, 0, 2}, {2, 0, 4}}), junk),  // 2nd out of range
+       }) {
+    auto r = PushFrame(state, frame, 4);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+  }
+  ASSERT_TRUE(state.Initialize(Request(Sgd(1), Async(), /*commit=*/true)).ok());
+  EXPECT_EQ(PullAll(state), kInit);
+}
+
+TEST(PsStateTest, AssignmentAfterCommitIsFailedPrecondition) {
+  auto state = ReadyState(Request(Sgd(1), Async()));
+  const std::vector<float> junk = Fill(-1);
+  auto r = Push(*state, Header(proto::TK_ASSIGN, kAll), junk);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  EXPECT_EQ(PullAll(*state), kInit);
+  EXPECT_EQ(state->global_step(), 0);
+}
+
+// --- Concurrency ---------------------------------------------------------------------------------
+
+TEST(PsStateTest, ConcurrentAsyncPushesAreAllApplied) {
+  constexpr int kThreads = 4;
+  constexpr int kPushes = 200;
+  auto state = ReadyState(Request(Sgd(1), Async(kThreads)));
+  const std::vector<float> ones = Fill(1);
+  std::atomic<bool> done{false};
+  std::atomic<int> failures{0};
+
+  // A reader pulls all along: within a partition every element has moved by the same amount
+  // (never a torn copy), and values only go down.
+  std::thread reader([&] {
+    std::vector<float> last = kInit;
+    while (!done.load()) {
+      const std::vector<float> v = PullAll(*state);
+      if (v.size() != kInit.size()) {
+        ++failures;
+        return;
+      }
+      const float d0 = kInit[0] - v[0];
+      const float d1 = kInit[4] - v[4];
+      const float d2 = kInit[8] - v[8];
+      for (size_t i = 0; i < v.size(); ++i) {
+        const float d = i < 4 ? d0 : i < 8 ? d1 : d2;
+        if (kInit[i] - v[i] != d || v[i] > last[i]) ++failures;
+      }
+      last = v;
+    }
+  });
+
+  std::vector<std::thread> pushers;
+  for (int t = 0; t < kThreads; ++t) {
+    pushers.emplace_back([&, t] {
+      const std::string frame = Frame(Gradient(kAll, 0, t), ones);
+      for (int i = 0; i < kPushes; ++i) {
+        auto r = PushFrame(*state, frame, 1 + static_cast<size_t>((t + i) % 9));
+        if (!r.ok() || r->dropped() || r->global_step() < 1 ||
+            r->global_step() > kThreads * kPushes) {
+          ++failures;
+        }
+      }
+    });
+  }
+  for (auto& t : pushers) t.join();
+  done.store(true);
+  reader.join();
+
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(state->global_step(), kThreads * kPushes);
+  std::vector<float> expected = kInit;
+  for (float& v : expected) v -= kThreads * kPushes;
+  ExpectValues(PullAll(*state), expected);
+}
+
+TEST(PsStateTest, ConcurrentSyncWorkersApplyEveryStepOnce) {
+  constexpr int kWorkers = 3;
+  constexpr int kSteps = 40;
+  auto state = ReadyState(Request(Sgd(1), Sync(kWorkers, 2)));
+  const std::vector<float> ones = Fill(1);
+  std::atomic<int> failures{0};
+  std::atomic<int> dropped{0};
+  std::vector<std::thread> workers;
+  for (int w = 0; w < kWorkers; ++w) {
+    workers.emplace_back([&, w] {
+      for (int64_t s = 0; s < kSteps; ++s) {
+        // Wait for step s as a pull would.
+        auto reached = std::make_shared<std::promise<bool>>();
+        auto answer = reached->get_future();
+        state->coordinator().Park(s, std::chrono::steady_clock::now() + std::chrono::seconds(60),
+                                  [reached](bool r) { reached->set_value(r); });
+        if (!answer.get()) {
+          ++failures;
+          return;
+        }
+        auto r0 = Push(*state, Gradient(kChunk0, s, w, 0, 2), Part(ones, 0, 8), 5);
+        if (!r0.ok()) {
+          ++failures;
+          continue;
+        }
+        if (r0->dropped()) {
+          ++dropped;
+          continue;
+        }
+        auto r1 = Push(*state, Gradient(kChunk1, s, w, 1, 2), Part(ones, 8, 11), 5);
+        if (!r1.ok() || r1->dropped()) ++failures;
+      }
+    });
+  }
+  for (auto& t : workers) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(dropped.load(), kSteps * (kWorkers - 2));
+  EXPECT_EQ(state->global_step(), kSteps);
+  std::vector<float> expected = kInit;
+  for (float& v : expected) v -= kSteps;  // the mean of ones, once per step
+  ExpectValues(PullAll(*state), expected);
+}
+
+// --- Checkpoints ---------------------------------------------------------------------------------
+
+std::string NewestCheckpoint(const std::string& dir) {
+  const std::vector<std::string> files = CheckpointDir(dir, 0, 3).List();
+  return files.empty() ? std::string() : files.back();
+}
+
+TEST(PsStateTest, NoCheckpointDirMeansNoCheckpoints) {
+  auto state = ReadyState(Request(Sgd(1), Async()));
+  auto ckpt = state->Checkpoint();
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  EXPECT_FALSE(ckpt->has_value());
+  PsState other({}, nullptr);
+  auto restored = other.RestoreFromCheckpoint();
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_FALSE(*restored);
+  EXPECT_FALSE(other.ReadyResponse().ready());
+}
+
+TEST(PsStateTest, RestoreFromAnEmptyDirFindsNothing) {
+  const std::string dir = TestDir();
+  PsState state(CheckpointOptions(dir), nullptr);
+  auto ckpt = state.Checkpoint();  // not ready: nothing written
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  EXPECT_FALSE(ckpt->has_value());
+  auto restored = state.RestoreFromCheckpoint();
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_FALSE(*restored);
+  EXPECT_FALSE(state.ReadyResponse().ready());
+  EXPECT_TRUE(CheckpointDir(dir, 0, 3).List().empty());
+}
+
+TEST(PsStateTest, RestoreContinuesWhereTheCheckpointWasTaken) {
+  const std::string dir = TestDir();
+  const proto::InitializeRequest request = Request(Momentum(0.1f, 0.9f), Async(2));
+  Metrics metrics;
+  auto state = ReadyState(request, CheckpointOptions(dir), &metrics.ps);
+  const std::vector<float> one = Fill(1);
+  const std::vector<float> two = Fill(2);
+  ASSERT_TRUE(Push(*state, Gradient(kAll, 0, 0), one).ok());
+  ASSERT_TRUE(Push(*state, Gradient(kAll, 1, 1), one).ok());
+  auto written = state->Checkpoint();
+  ASSERT_TRUE(written.ok()) << written.status();
+  ASSERT_TRUE(written->has_value());
+  EXPECT_EQ(**written, 2);
+  EXPECT_DOUBLE_EQ(metrics.ps.checkpoints.Value(), 1);
+  EXPECT_THAT(NewestCheckpoint(dir), HasSubstr("ckpt-000000000002"));
+
+  PsState restored(CheckpointOptions(dir), nullptr);
+  auto found = restored.RestoreFromCheckpoint();
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_TRUE(*found);
+  const proto::WaitReadyResponse ready = restored.ReadyResponse();
+  EXPECT_TRUE(ready.ready());
+  EXPECT_EQ(ready.global_step(), 2);
+  EXPECT_EQ(ready.fingerprint(), kFingerprint);
+  EXPECT_FALSE(ready.sync().sync_replicas());
+  EXPECT_EQ(ready.sync().total_workers(), 2);
+  EXPECT_FLOAT_EQ(ready.learning_rate(), 0.1f);
+  EXPECT_EQ(restored.global_step(), 2);
+  EXPECT_EQ(restored.bytes(), kNumElements * 4);
+  EXPECT_EQ(PullAll(restored), PullAll(*state));
+
+  // A chief finds the variables there; another model is refused; assignments are too late.
+  for (bool commit : {false, true}) {
+    auto r = restored.Initialize(Request(Momentum(0.1f, 0.9f), Async(2), commit));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_FALSE(r->initialized_now());
+    EXPECT_EQ(r->global_step(), 2);
+  }
+  EXPECT_EQ(restored.Initialize(Request(Momentum(0.1f, 0.9f), Async(2), false, kFingerprint + 1))
+                .status()
+                .code(),
+            absl::StatusCode::kFailedPrecondition);
+  const std::vector<float> junk = Fill(-1);
+  EXPECT_EQ(Push(restored, Header(proto::TK_ASSIGN, kAll), junk).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+
+  // The momentum slot came back: the next update equals the un-restarted task's.
+  auto r = Push(restored, Gradient(kAll, 2, 0), two);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->global_step(), 3);
+  ASSERT_TRUE(Push(*state, Gradient(kAll, 2, 0), two).ok());
+  const std::vector<float> values = PullAll(restored);
+  EXPECT_EQ(values, PullAll(*state));
+  // accum 1 -> 1.9 -> 3.71; var -= 0.1 + 0.19 + 0.371 (a lost slot would give 0.49).
+  ASSERT_EQ(values.size(), kInit.size());
+  for (size_t i = 0; i < kInit.size(); ++i) EXPECT_FLOAT_EQ(values[i], kInit[i] - 0.661f) << i;
+}
+
+TEST(PsStateTest, RestoreKeepsTheSyncConfigAndTheLearningRate) {
+  const std::string dir = TestDir();
+  auto state = ReadyState(Request(Sgd(1), Sync(2, 2)), CheckpointOptions(dir));
+  const std::vector<float> g = Fill(2);
+  ASSERT_TRUE(Push(*state, Gradient(kAll, 0, 0), g).ok());
+  ASSERT_TRUE(Push(*state, Gradient(kAll, 0, 1), g).ok());
+  ASSERT_TRUE(state->SetLearningRate(0.5f).ok());
+  auto written = state->Checkpoint();
+  ASSERT_TRUE(written.ok() && written->has_value()) << written.status();
+  EXPECT_EQ(**written, 1);
+
+  PsState restored(CheckpointOptions(dir), nullptr);
+  ASSERT_TRUE(restored.RestoreFromCheckpoint().value_or(false));
+  const proto::WaitReadyResponse ready = restored.ReadyResponse();
+  EXPECT_EQ(ready.global_step(), 1);
+  EXPECT_TRUE(ready.sync().sync_replicas());
+  EXPECT_EQ(ready.sync().total_workers(), 2);
+  EXPECT_EQ(ready.sync().replicas_to_aggregate(), 2);
+  EXPECT_FLOAT_EQ(ready.learning_rate(), 0.5f);
+  ExpectValues(PullAll(restored), {-1, 0, 1, 2, 3, 4, 5, 6, 8, 18, 28});
+
+  // Step 1 on the restored task, at the new rate; step 0 is stale.
+  EXPECT_TRUE(Dropped(Push(restored, Gradient(kAll, 0, 0), g)));
+  ASSERT_TRUE(Accepted(Push(restored, Gradient(kAll, 1, 0), g)));
+  ASSERT_TRUE(Accepted(Push(restored, Gradient(kAll, 1, 1), g)));
+  EXPECT_EQ(restored.global_step(), 2);
+  ExpectValues(PullAll(restored), {-2, -1, 0, 1, 2, 3, 4, 5, 7, 17, 27});
+}
+
+// Checkpoints taken while pushes go on: each file's values must be exactly those of the step it
+// records (SGD, lr 1, all-ones gradients: value = init - step), else a restore would lose an
+// update (values behind the step) or apply one twice (values ahead of it).
+//
+// DISABLED: both fail today (see the report that came with this file). PsState::Push advances
+// the step outside update_mu_ (async: StepCoordinator::Admit counts the push before the shared
+// lock is taken and the gradient applied; sync: FinishStep runs after the shared lock is
+// released), so Checkpoint(), which reads the step and copies the partitions under the exclusive
+// lock, can record a step whose update is not in the values (async) or values holding an update
+// whose step is not counted yet (sync). Enable once Push advances the step under the lock.
+void CheckpointsWhilePushing(const proto::InitializeRequest& request, int pushers) {
+  constexpr int kCheckpoints = 40;
+  const std::string dir = TestDir();
+  auto state = ReadyState(request, CheckpointOptions(dir));
+  const bool sync = request.sync().sync_replicas();
+  const std::vector<float> ones = Fill(1);
+  std::atomic<bool> done{false};
+  std::atomic<int> push_failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < pushers; ++t) {
+    threads.emplace_back([&, t] {
+      // Sync: one worker, so each push completes the step it was computed at.
+      for (int64_t step = 0; !done.load(); ++step) {
+        auto r = Push(*state, Gradient(kAll, sync ? step : 0, t), ones);
+        if (!r.ok() || r->dropped()) ++push_failures;
+      }
+    });
+  }
+  int inconsistent = 0;
+  for (int c = 0; c < kCheckpoints && inconsistent < 3; ++c) {
+    auto written = state->Checkpoint();
+    ASSERT_TRUE(written.ok() && written->has_value()) << written.status();
+    const int64_t step = **written;
+    auto ckpt = ReadCheckpointFile(
+        absl::StrCat(dir, "/ps-0/ckpt-", absl::Dec(step, absl::kZeroPad12), ".psck"));
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+    EXPECT_EQ(ckpt->global_step, step);
+    ASSERT_EQ(ckpt->tensors.size(), 3u);
+    std::vector<float> values;
+    for (const CheckpointTensor& t : ckpt->tensors) {
+      values.insert(values.end(), t.values.begin(), t.values.end());
+    }
+    ASSERT_EQ(values.size(), kInit.size());
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (values[i] != kInit[i] - static_cast<float>(step)) {
+        ADD_FAILURE() << "checkpoint at step " << step << ": element " << i << " is " << values[i]
+                      << ", expected " << kInit[i] - static_cast<float>(step);
+        ++inconsistent;
+        break;
+      }
+    }
+  }
+  done.store(true);
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(push_failures.load(), 0);
+  EXPECT_EQ(inconsistent, 0);
+}
+
+TEST(PsStateTest, DISABLED_AsyncCheckpointIsConsistentWithItsStep) {
+  CheckpointsWhilePushing(Request(Sgd(1), Async(2)), 2);
+}
+
+TEST(PsStateTest, DISABLED_SyncCheckpointIsConsistentWithItsStep) {
+  CheckpointsWhilePushing(Request(Sgd(1), Sync(1, 1)), 1);
+}
+
+TEST(PsStateTest, CorruptNewestCheckpointFallsBackToThePreviousOne) {
+  const std::string dir = TestDir();
+  auto state = ReadyState(Request(Sgd(1), Async()), CheckpointOptions(dir));
+  const std::vector<float> g = Fill(1);
+  ASSERT_TRUE(Push(*state, Gradient(kAll, 0), g).ok());
+  auto first = state->Checkpoint();
+  ASSERT_TRUE(first.ok() && first->has_value()) << first.status();
+  EXPECT_EQ(**first, 1);
+  const std::vector<float> at_step1 = PullAll(*state);
+  ASSERT_TRUE(Push(*state, Gradient(kAll, 1), g).ok());
+  auto second = state->Checkpoint();
+  ASSERT_TRUE(second.ok() && second->has_value()) << second.status();
+  EXPECT_EQ(**second, 2);
+  ASSERT_EQ(CheckpointDir(dir, 0, 3).List().size(), 2u);
+
+  // Flip one byte in the middle of the newest file.
+  const std::string newest = NewestCheckpoint(dir);
+  ASSERT_THAT(newest, HasSubstr("ckpt-000000000002"));
+  {
+    std::fstream f(newest, std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(f.good()) << newest;
+    const auto at = static_cast<std::streamoff>(fs::file_size(newest) / 2);
+    f.seekg(at);
+    char byte = 0;
+    f.read(&byte, 1);
+    byte = static_cast<char>(byte ^ 0x40);
+    f.seekp(at);
+    f.write(&byte, 1);
+    ASSERT_TRUE(f.good());
+  }
+
+  PsState restored(CheckpointOptions(dir), nullptr);
+  auto found = restored.RestoreFromCheckpoint();
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_TRUE(*found);
+  EXPECT_EQ(restored.global_step(), 1);
+  EXPECT_EQ(PullAll(restored), at_step1);
+  ExpectValues(at_step1, {0, 1, 2, 3, 4, 5, 6, 7, 9, 19, 29});
+}
+
+TEST(PsStateTest, OnlyTheNewestCheckpointsAreKept) {
+  const std::string dir = TestDir();
+  PsState::Options options = CheckpointOptions(dir);
+  options.keep_checkpoints = 2;
+  auto state = ReadyState(Request(Sgd(1), Async()), options);
+  const std::vector<float> g = Fill(1);
+  for (int64_t s = 0; s < 4; ++s) {
+    ASSERT_TRUE(Push(*state, Gradient(kAll, s), g).ok());
+    auto written = state->Checkpoint();
+    ASSERT_TRUE(written.ok() && written->has_value()) << written.status();
+    EXPECT_EQ(**written, s + 1);
+  }
+  const std::vector<std::string> files = CheckpointDir(dir, 0, 2).List();
+  ASSERT_EQ(files.size(), 2u);
+  EXPECT_THAT(files[0], HasSubstr("ckpt-000000000003"));
+  EXPECT_THAT(files[1], HasSubstr("ckpt-000000000004"));
+}
+
+}  // namespace
+}  // namespace psflow

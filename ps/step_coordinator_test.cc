@@ -1,0 +1,588 @@
+#include "ps/step_coordinator.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <thread>
+#include <vector>
+
+namespace psflow {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Verdict = StepCoordinator::Verdict;
+using std::chrono::milliseconds;
+
+// A deadline no test reaches: a call parked with it is answered by a step, Stop or nothing.
+constexpr auto kLongWait = std::chrono::hours(1);
+// How long an answer that is due may take to arrive (generous, for sanitizer builds).
+constexpr auto kPrompt = std::chrono::seconds(10);
+// Long enough to see a call stay parked.
+constexpr auto kShortWait = milliseconds(50);
+
+// A parked call's answer: the future is set once, by whichever thread answers.
+struct ParkedCall {
+  std::shared_ptr<std::atomic<int>> calls = std::make_shared<std::atomic<int>>(0);
+  std::future<bool> answer;
+};
+
+ParkedCall Park(StepCoordinator& c, int64_t min_step, Clock::time_point deadline) {
+  auto promise = std::make_shared<std::promise<bool>>();
+  ParkedCall call;
+  call.answer = promise->get_future();
+  c.Park(min_step, deadline, [promise, calls = call.calls](bool reached) {
+    if (calls->fetch_add(1) == 0) promise->set_value(reached);
+  });
+  return call;
+}
+
+bool Answered(const ParkedCall& call, Clock::duration wait = kShortWait) {
+  return call.answer.wait_for(wait) == std::future_status::ready;
+}
+
+proto::SyncConfig Async(int workers) {
+  proto::SyncConfig s;
+  s.set_sync_replicas(false);
+  s.set_total_workers(workers);
+  return s;
+}
+
+proto::SyncConfig Sync(int workers, int aggregate) {
+  proto::SyncConfig s;
+  s.set_sync_replicas(true);
+  s.set_total_workers(workers);
+  s.set_replicas_to_aggregate(aggregate);
+  return s;
+}
+
+proto::TransferHeader Push(int worker, int64_t step, uint32_t chunk = 0, uint32_t num_chunks = 1) {
+  proto::TransferHeader h;
+  h.set_kind(proto::TK_GRADIENT);
+  h.set_worker(worker);
+  h.set_step(step);
+  h.set_chunk(chunk);
+  h.set_num_chunks(num_chunks);
+  return h;
+}
+
+// --- Parking ---------------------------------------------------------------------------------
+
+TEST(StepCoordinatorTest, NotReadyBeforeStart) {
+  StepCoordinator c;
+  EXPECT_FALSE(c.ready());
+  EXPECT_EQ(c.step(), -1);
+}
+
+TEST(StepCoordinatorTest, ParkBeforeStartWaitsUntilStart) {
+  StepCoordinator c;
+  ParkedCall ready = Park(c, 0, Clock::now() + kLongWait);
+  ParkedCall later = Park(c, 3, Clock::now() + kLongWait);
+  EXPECT_FALSE(Answered(ready));
+  EXPECT_EQ(ready.calls->load(), 0);
+
+  ASSERT_TRUE(c.Start(Async(1), 0).ok());
+  EXPECT_TRUE(c.ready());
+  EXPECT_EQ(c.step(), 0);
+  ASSERT_TRUE(Answered(ready, kPrompt));
+  EXPECT_TRUE(ready.answer.get());
+  EXPECT_EQ(ready.calls->load(), 1);
+  // Step 3 is not reached yet.
+  EXPECT_FALSE(Answered(later));
+  c.Stop();
+  ASSERT_TRUE(Answered(later, kPrompt));
+  EXPECT_FALSE(later.answer.get());
+}
+
+TEST(StepCoordinatorTest, StartAtRestoredStepWakesCallsUpToIt) {
+  StepCoordinator c;
+  ParkedCall five = Park(c, 5, Clock::now() + kLongWait);
+  ParkedCall six = Park(c, 6, Clock::now() + kLongWait);
+  ASSERT_TRUE(c.Start(Async(1), 5).ok());
+  EXPECT_EQ(c.step(), 5);
+  ASSERT_TRUE(Answered(five, kPrompt));
+  EXPECT_TRUE(five.answer.get());
+  EXPECT_FALSE(Answered(six));
+  ASSERT_TRUE(c.Admit(Push(0, 5)).ok());
+  EXPECT_EQ(c.step(), 6);
+  ASSERT_TRUE(Answered(six, kPrompt));
+  EXPECT_TRUE(six.answer.get());
+}
+
+TEST(StepCoordinatorTest, ParkAnswersAtOnceWhenTheStepIsReached) {
+  StepCoordinator c;
+  ASSERT_TRUE(c.Start(Async(1), 2).ok());
+  int calls = 0;
+  bool reached = false;
+  // Answered on this thread, before Park returns.
+  c.Park(2, Clock::now() + kLongWait, [&](bool r) {
+    ++calls;
+    reached = r;
+  });
+  EXPECT_EQ(calls, 1);
+  EXPECT_TRUE(reached);
+  c.Park(0, Clock::now() - std::chrono::seconds(1), [&](bool r) {
+    ++calls;
+    reached = r;
+  });
+  EXPECT_EQ(calls, 2);
+  EXPECT_TRUE(reached);  // reached wins over an expired deadline
+}
+
+TEST(StepCoordinatorTest, ParkWithPastDeadlineAnswersFalse) {
+  StepCoordinator c;
+  ASSERT_TRUE(c.Start(Async(1), 0).ok());
+  ParkedCall call = Park(c, 1, Clock::now() - milliseconds(1));
+  ASSERT_TRUE(Answered(call, kPrompt));
+  EXPECT_FALSE(call.answer.get());
+  EXPECT_EQ(c.step(), 0);
+}
+
+TEST(StepCoordinatorTest, ParkBeforeStartWithPastDeadlineAnswersFalse) {
+  StepCoordinator c;
+  ParkedCall call = Park(c, 0, Clock::now() - milliseconds(1));
+  ASSERT_TRUE(Answered(call, kPrompt));
+  EXPECT_FALSE(call.answer.get());
+}
+
+TEST(StepCoordinatorTest, ParkWithNearDeadlineAnswersFalseAfterIt) {
+  StepCoordinator c;
+  ASSERT_TRUE(c.Start(Async(1), 0).ok());
+  const auto start = Clock::now();
+  const auto deadline = start + milliseconds(100);
+  ParkedCall call = Park(c, 1, deadline);
+  ASSERT_TRUE(Answered(call, kPrompt));
+  EXPECT_GE(Clock::now(), deadline);
+  EXPECT_FALSE(call.answer.get());
+  EXPECT_EQ(call.calls->load(), 1);
+}
+
+TEST(StepCoordinatorTest, DeadlinesAreAnsweredInTheirOwnOrder) {
+  StepCoordinator c;
+  ASSERT_TRUE(c.Start(Async(1), 0).ok());
+  // Parked first with the later deadline: the timer must still wake for the earlier one.
+  ParkedCall late = Park(c, 1, Clock::now() + kLongWait);
+  ParkedCall early = Park(c, 1, Clock::now() + milliseconds(20));
+  ASSERT_TRUE(Answered(early, kPrompt));
+  EXPECT_FALSE(early.answer.get());
+  EXPECT_FALSE(Answered(late, milliseconds(1)));
+  ASSERT_TRUE(c.Admit(Push(0, 0)).ok());
+  ASSERT_TRUE(Answered(late, kPrompt));
+  EXPECT_TRUE(late.answer.get());
+}
+
+TEST(StepCoordinatorTest, ReachedBeforeTheDeadlineIsAnsweredOnce) {
+  StepCoordinator c;
+  ASSERT_TRUE(c.Start(Async(1), 0).ok());
+  ParkedCall call = Park(c, 1, Clock::now() + milliseconds(30));
+  ASSERT_TRUE(c.Admit(Push(0, 0)).ok());
+  ASSERT_TRUE(Answered(call, kPrompt));
+  EXPECT_TRUE(call.answer.get());
+  std::this_thread::sleep_for(milliseconds(80));  // past the deadline: no second answer
+  EXPECT_EQ(call.calls->load(), 1);
+}
+
+TEST(StepCoordinatorTest, StopAnswersParkedCallsAndLaterParksWithFalse) {
+  StepCoordinator c;
+  ParkedCall before_start = Park(c, 0, Clock::now() + kLongWait);
+  ParkedCall pending = Park(c, 7, Clock::now() + kLongWait);
+  c.Stop();
+  ASSERT_TRUE(Answered(before_start, kPrompt));
+  ASSERT_TRUE(Answered(pending, kPrompt));
+  EXPECT_FALSE(before_start.answer.get());
+  EXPECT_FALSE(pending.answer.get());
+
+  int calls = 0;
+  bool reached = true;
+  c.Park(0, Clock::now() + kLongWait, [&](bool r) {
+    ++calls;
+    reached = r;
+  });
+  EXPECT_EQ(calls, 1);  // at once, on this thread
+  EXPECT_FALSE(reached);
+}
+
+TEST(StepCoordinatorTest, StopAfterStartAnswersEvenReachableStepsWithFalse) {
+  StepCoordinator c;
+  ASSERT_TRUE(c.Start(Async(1), 4).ok());
+  c.Stop();
+  int calls = 0;
+  bool reached = true;
+  c.Park(1, Clock::now() + kLongWait, [&](bool r) {
+    ++calls;
+    reached = r;
+  });
+  EXPECT_EQ(calls, 1);
+  EXPECT_FALSE(reached);
+}
+
+TEST(StepCoordinatorTest, DestructorAnswersParkedCalls) {
+  ParkedCall call;
+  {
+    StepCoordinator c;
+    call = Park(c, 0, Clock::now() + kLongWait);
+  }
+  ASSERT_TRUE(Answered(call, milliseconds(0)));
+  EXPECT_FALSE(call.answer.get());
+}
+
+TEST(StepCoordinatorTest, ManyThreadsParkWhileTheStepAdvances) {
+  StepCoordinator c;
+  ASSERT_TRUE(c.Start(Async(1), 0).ok());
+  constexpr int kCalls = 64;
+  std::vector<ParkedCall> calls(kCalls);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = t; i < kCalls; i += 4) calls[i] = Park(c, i % 16 + 1, Clock::now() + kLongWait);
+    });
+  }
+  std::thread pusher([&] {
+    for (int s = 0; s < 16; ++s) ASSERT_TRUE(c.Admit(Push(0, s)).ok());
+  });
+  for (auto& t : threads) t.join();
+  pusher.join();
+  EXPECT_EQ(c.step(), 16);
+  for (int i = 0; i < kCalls; ++i) {
+    ASSERT_TRUE(Answered(calls[i], kPrompt)) << i;
+    EXPECT_TRUE(calls[i].answer.get()) << i;
+    EXPECT_EQ(calls[i].calls->load(), 1) << i;
+  }
+}
+
+// --- Start ------------------------------------------------------------------------------------
+
+TEST(StepCoordinatorTest, StartRejectsBadSyncConfigs) {
+  StepCoordinator c;
+  EXPECT_EQ(c.Start(Async(0), 0).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.Start(Sync(2, -1), 0).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.Start(Sync(2, 3), 0).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(c.ready());
+  ASSERT_TRUE(c.Start(Sync(2, 2), 0).ok());
+  EXPECT_TRUE(c.ready());
+  EXPECT_TRUE(c.sync().sync_replicas());
+  EXPECT_EQ(c.sync().total_workers(), 2);
+  EXPECT_EQ(c.sync().replicas_to_aggregate(), 2);
+}
+
+TEST(StepCoordinatorTest, AdmitBeforeStartIsFailedPrecondition) {
+  StepCoordinator c;
+  EXPECT_EQ(c.Admit(Push(0, 0)).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(c.step(), -1);
+}
+
+// --- Async --------------------------------------------------------------------------------------
+
+TEST(StepCoordinatorTest, AsyncChunkZeroAdvancesTheStep) {
+  StepCoordinator c;
+  ASSERT_TRUE(c.Start(Async(2), 0).ok());
+
+  auto a = c.Admit(Push(0, 0, 0, 2));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->verdict, Verdict::kApply);
+  EXPECT_EQ(a->step, 0);
+  EXPECT_EQ(a->staleness, 0);
+  EXPECT_EQ(c.step(), 1);
+
+  a = c.Admit(Push(0, 0, 1, 2));  // chunk 1 of the same push: no new step
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->verdict, Verdict::kApply);
+  EXPECT_EQ(a->step, 1);
+  EXPECT_EQ(a->staleness, 1);
+  EXPECT_EQ(c.step(), 1);
+
+  a = c.Admit(Push(1, 0, 0, 2));  // worker 1, computed at step 0: one step stale
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->verdict, Verdict::kApply);
+  EXPECT_EQ(a->step, 1);
+  EXPECT_EQ(a->staleness, 1);
+  EXPECT_EQ(c.step(), 2);
+
+  a = c.Admit(Push(0, 2));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->step, 2);
+  EXPECT_EQ(a->staleness, 0);
+  EXPECT_EQ(c.step(), 3);
+
+  a = c.Admit(Push(1, 0));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->verdict, Verdict::kApply);  // async never drops stale gradients
+  EXPECT_EQ(a->step, 3);
+  EXPECT_EQ(a->staleness, 3);
+  EXPECT_EQ(c.step(), 4);
+}
+
+TEST(StepCoordinatorTest, AsyncStalenessFromARestoredStep) {
+  StepCoordinator c;
+  ASSERT_TRUE(c.Start(Async(1), 100).ok());
+  auto a = c.Admit(Push(0, 97));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->step, 100);
+  EXPECT_EQ(a->staleness, 3);
+  EXPECT_EQ(c.step(), 101);
+}
+
+TEST(StepCoordinatorTest, AsyncRejectsBadHeadersWithoutMovingTheStep) {
+  StepCoordinator c;
+  ASSERT_TRUE(c.Start(Async(2), 0).ok());
+  ASSERT_TRUE(c.Admit(Push(0, 0)).ok());
+  ASSERT_EQ(c.step(), 1);
+
+  const struct {
+    const char* what;
+    proto::TransferHeader header;
+  } cases[] = {
+      {"step from the future", Push(0, 2)}, {"worker past the end", Push(2, 0)},
+      {"negative worker", Push(-1, 0)},     {"chunk past num_chunks", Push(0, 0, 2, 2)},
+      {"zero chunks", Push(0, 0, 0, 0)},
+  };
+  for (const auto& bad : cases) {
+    SCOPED_TRACE(bad.what);
+    auto a = c.Admit(bad.header);
+    EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(c.step(), 1);
+  }
+  auto a = c.Admit(Push(0, 2));
+  EXPECT_NE(a.status().message().find("future"), std::string::npos) << a.status();
+  a = c.Admit(Push(5, 0));
+  EXPECT_NE(a.status().message().find("worker 5"), std::string::npos) << a.status();
+}
+
+TEST(StepCoordinatorTest, AsyncLeaveNeverCompletesAStep) {
+  StepCoordinator c;
+  ASSERT_TRUE(c.Start(Async(2), 0).ok());
+  EXPECT_FALSE(c.Leave(0));
+  EXPECT_FALSE(c.Leave(1));
+  EXPECT_EQ(c.step(), 0);
+  // Async pushes still go on.
+  ASSERT_TRUE(c.Admit(Push(0, 0)).ok());
+  EXPECT_EQ(c.step(), 1);
+}
+
+// --- Sync ---------------------------------------------------------------------------------------
+
+TEST(StepCoordinatorTest, SyncAdmitsTheFirstReplicasAndDropsTheBackup) {
+  StepCoordinator c;
+  ASSERT_TRUE(c.Start(Sync(3, 2), 0).ok());
+  ParkedCall next = Park(c, 1, Clock::now() + kLongWait);
+
+  // Chunk 0 of worker 0 and of worker 1: admitted, accumulated, the step is not complete.
+  for (int w : {0, 1}) {
+    auto a = c.Admit(Push(w, 0, 0, 2));
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_EQ(a->verdict, Verdict::kAccumulate);
+    EXPECT_EQ(a->step, 0);
+    EXPECT_EQ(a->staleness, 0);
+    EXPECT_FALSE(c.ChunkAccumulated(Push(w, 0, 0, 2)));
+  }
+  // Worker 2 is the third for step 0: a backup, dropped.
+  auto a = c.Admit(Push(2, 0, 0, 2));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->verdict, Verdict::kDropBackup);
+  EXPECT_EQ(a->step, 0);
+  EXPECT_EQ(c.step(), 0);
+
+  // Worker 0's last chunk: still waiting for worker 1.
+  a = c.Admit(Push(0, 0, 1, 2));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->verdict, Verdict::kAccumulate);
+  EXPECT_FALSE(c.ChunkAccumulated(Push(0, 0, 1, 2)));
+  EXPECT_EQ(c.workers_in_step(), 1);
+  // Worker 1's last chunk completes the step.
+  a = c.Admit(Push(1, 0, 1, 2));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->verdict, Verdict::kAccumulate);
+  EXPECT_TRUE(c.ChunkAccumulated(Push(1, 0, 1, 2)));
+  EXPECT_EQ(c.workers_in_step(), 2);
+
+  // While the caller applies the average: the step is still 0 and nothing else is admitted.
+  EXPECT_EQ(c.step(), 0);
+  EXPECT_FALSE(Answered(next, milliseconds(10)));
+  a = c.Admit(Push(2, 0, 0, 2));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->verdict, Verdict::kDropBackup);
+
+  c.FinishStep();
+  EXPECT_EQ(c.step(), 1);
+  EXPECT_EQ(c.workers_in_step(), 0);
+  ASSERT_TRUE(Answered(next, kPrompt));
+  EXPECT_TRUE(next.answer.get());
+
+  // Step 0's gradients are stale now, from any worker.
+  for (int w : {0, 2}) {
+    a = c.Admit(Push(w, 0, 0, 2));
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_EQ(a->verdict, Verdict::kDropStale);
+    EXPECT_EQ(a->step, 1);
+    EXPECT_EQ(a->staleness, 1);
+  }
+  // Step 1 starts afresh: the former backup can be among the first two.
+  a = c.Admit(Push(2, 1, 0, 2));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->verdict, Verdict::kAccumulate);
+  EXPECT_EQ(a->step, 1);
+  EXPECT_EQ(c.step(), 1);
+}
+
+TEST(StepCoordinatorTest, SyncStepNeedsEveryChunkOfEveryAdmittedWorker) {
+  StepCoordinator c;
+  ASSERT_TRUE(c.Start(Sync(2, 2), 0).ok());
+  // Worker 0 delivers both of its chunks first (in reverse order), worker 1 then its three.
+  for (uint32_t chunk : {1u, 0u}) {
+    ASSERT_EQ(c.Admit(Push(0, 0, chunk, 2))->verdict, Verdict::kAccumulate);
+    EXPECT_FALSE(c.ChunkAccumulated(Push(0, 0, chunk, 2)));
+  }
+  for (uint32_t chunk : {0u, 1u}) {
+    ASSERT_EQ(c.Admit(Push(1, 0, chunk, 3))->verdict, Verdict::kAccumulate);
+    EXPECT_FALSE(c.ChunkAccumulated(Push(1, 0, chunk, 3)));
+  }
+  ASSERT_EQ(c.Admit(Push(1, 0, 2, 3))->verdict, Verdict::kAccumulate);
+  EXPECT_TRUE(c.ChunkAccumulated(Push(1, 0, 2, 3)));
+  EXPECT_EQ(c.workers_in_step(), 2);
+  c.FinishStep();
+  EXPECT_EQ(c.step(), 1);
+}
+
+TEST(StepCoordinatorTest, SyncReplicasToAggregateZeroMeansEveryWorker) {
+  StepCoordinator c;
+  ASSERT_TRUE(c.Start(Sync(3, 0), 0).ok());
+  for (int w : {0, 1}) {
+    ASSERT_EQ(c.Admit(Push(w, 0))->verdict, Verdict::kAccumulate);
+    EXPECT_FALSE(c.ChunkAccumulated(Push(w, 0)));
+  }
+  ASSERT_EQ(c.Admit(Push(2, 0))->verdict, Verdict::kAccumulate);
+  EXPECT_TRUE(c.ChunkAccumulated(Push(2, 0)));
+  EXPECT_EQ(c.workers_in_step(), 3);
+}
+
+TEST(StepCoordinatorTest, SyncRejectsInconsistentChunkNumbering) {
+  StepCoordinator c;
+  ASSERT_TRUE(c.Start(Sync(2, 2), 0).ok());
+  ASSERT_EQ(c.Admit(Push(0, 0, 0, 2))->verdict, Verdict::kAccumulate);
+  EXPECT_FALSE(c.ChunkAccumulated(Push(0, 0, 0, 2)));
+  // The same push now claims three chunks.
+  EXPECT_EQ(c.Admit(Push(0, 0, 1, 3)).status().code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_EQ(c.Admit(Push(0, 0, 1, 2))->verdict, Verdict::kAccumulate);
+  EXPECT_FALSE(c.ChunkAccumulated(Push(0, 0, 1, 2)));
+  // Every chunk is in: a further one for the same step is an error, not a second gradient.
+  EXPECT_EQ(c.Admit(Push(0, 0, 0, 2)).status().code(), absl::StatusCode::kInvalidArgument);
+  // Future steps and unknown workers are errors in sync mode too.
+  EXPECT_EQ(c.Admit(Push(1, 1)).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.Admit(Push(2, 0)).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.step(), 0);
+  // The step still completes normally.
+  ASSERT_EQ(c.Admit(Push(1, 0))->verdict, Verdict::kAccumulate);
+  EXPECT_TRUE(c.ChunkAccumulated(Push(1, 0)));
+}
+
+TEST(StepCoordinatorTest, ChunkAccumulatedForAWorkerNotAdmittedIsFalse) {
+  StepCoordinator c;
+  ASSERT_TRUE(c.Start(Sync(2, 1), 0).ok());
+  EXPECT_FALSE(c.ChunkAccumulated(Push(1, 0)));
+  EXPECT_EQ(c.workers_in_step(), 0);
+}
+
+TEST(StepCoordinatorTest, SyncLeaveCompletesTheStep) {
+  StepCoordinator c;
+  ASSERT_TRUE(c.Start(Sync(2, 2), 0).ok());
+  ParkedCall next = Park(c, 1, Clock::now() + kLongWait);
+  ASSERT_EQ(c.Admit(Push(0, 0))->verdict, Verdict::kAccumulate);
+  EXPECT_FALSE(c.ChunkAccumulated(Push(0, 0)));
+  // Worker 1 leaves: the step needs only worker 0's push, which is in.
+  EXPECT_TRUE(c.Leave(1));
+  EXPECT_EQ(c.workers_in_step(), 1);
+  EXPECT_EQ(c.step(), 0);
+  c.FinishStep();
+  EXPECT_EQ(c.step(), 1);
+  ASSERT_TRUE(Answered(next, kPrompt));
+  EXPECT_TRUE(next.answer.get());
+
+  EXPECT_FALSE(c.Leave(1));  // a second Leave changes nothing
+  // From now on each push of worker 0 completes a step on its own.
+  ASSERT_EQ(c.Admit(Push(0, 1))->verdict, Verdict::kAccumulate);
+  EXPECT_TRUE(c.ChunkAccumulated(Push(0, 1)));
+  EXPECT_EQ(c.workers_in_step(), 1);
+  c.FinishStep();
+  EXPECT_EQ(c.step(), 2);
+}
+
+TEST(StepCoordinatorTest, SyncLeaveBeforeAnyPushCompletesNothing) {
+  StepCoordinator c;
+  ASSERT_TRUE(c.Start(Sync(2, 2), 0).ok());
+  EXPECT_FALSE(c.Leave(0));
+  EXPECT_FALSE(c.Leave(7));   // outside the job
+  EXPECT_FALSE(c.Leave(-1));  // outside the job
+  EXPECT_EQ(c.step(), 0);
+  // One live worker left: its push alone completes the step.
+  ASSERT_EQ(c.Admit(Push(1, 0))->verdict, Verdict::kAccumulate);
+  EXPECT_TRUE(c.ChunkAccumulated(Push(1, 0)));
+  c.FinishStep();
+  EXPECT_EQ(c.step(), 1);
+}
+
+TEST(StepCoordinatorTest, SyncLeaveAboveTheAggregateCountChangesNothing) {
+  StepCoordinator c;
+  ASSERT_TRUE(c.Start(Sync(3, 2), 0).ok());
+  ASSERT_EQ(c.Admit(Push(0, 0))->verdict, Verdict::kAccumulate);
+  EXPECT_FALSE(c.ChunkAccumulated(Push(0, 0)));
+  // Two workers are still in the job: the step still needs two pushes.
+  EXPECT_FALSE(c.Leave(2));
+  ASSERT_EQ(c.Admit(Push(1, 0))->verdict, Verdict::kAccumulate);
+  EXPECT_TRUE(c.ChunkAccumulated(Push(1, 0)));
+  EXPECT_EQ(c.workers_in_step(), 2);
+}
+
+TEST(StepCoordinatorTest, SyncLeaveWhileApplyingDoesNotCompleteTwice) {
+  StepCoordinator c;
+  ASSERT_TRUE(c.Start(Sync(2, 1), 0).ok());
+  ASSERT_EQ(c.Admit(Push(0, 0))->verdict, Verdict::kAccumulate);
+  EXPECT_TRUE(c.ChunkAccumulated(Push(0, 0)));
+  // The caller is applying step 0; a Leave now must not hand out a second completion.
+  EXPECT_FALSE(c.Leave(1));
+  c.FinishStep();
+  EXPECT_EQ(c.step(), 1);
+}
+
+TEST(StepCoordinatorTest, SyncConcurrentWorkersCompleteEachStepOnce) {
+  StepCoordinator c;
+  constexpr int kWorkers = 4;
+  constexpr int kSteps = 50;
+  ASSERT_TRUE(c.Start(Sync(kWorkers, 3), 0).ok());
+  std::atomic<int> completions{0};
+  std::atomic<int> backups{0};
+  std::vector<std::thread> threads;
+  for (int w = 0; w < kWorkers; ++w) {
+    threads.emplace_back([&, w] {
+      for (int64_t s = 0; s < kSteps; ++s) {
+        // Wait for step s, as a worker's pull would.
+        ParkedCall reached = Park(c, s, Clock::now() + kLongWait);
+        ASSERT_TRUE(reached.answer.get());
+        auto a = c.Admit(Push(w, s, 0, 2));
+        ASSERT_TRUE(a.ok()) << a.status();
+        if (a->verdict == Verdict::kDropBackup || a->verdict == Verdict::kDropStale) {
+          ++backups;
+          continue;
+        }
+        ASSERT_EQ(a->verdict, Verdict::kAccumulate);
+        EXPECT_FALSE(c.ChunkAccumulated(Push(w, s, 0, 2)));
+        a = c.Admit(Push(w, s, 1, 2));
+        ASSERT_TRUE(a.ok()) << a.status();
+        ASSERT_EQ(a->verdict, Verdict::kAccumulate);
+        if (c.ChunkAccumulated(Push(w, s, 1, 2))) {
+          EXPECT_EQ(c.workers_in_step(), 3);
+          ++completions;
+          c.FinishStep();
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(c.step(), kSteps);
+  EXPECT_EQ(completions.load(), kSteps);
+  EXPECT_EQ(backups.load(), kSteps * (kWorkers - 3));
+}
+
+}  // namespace
+}  // namespace psflow
