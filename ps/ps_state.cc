@@ -51,7 +51,8 @@ absl::StatusOr<bool> PsState::RestoreFromCheckpoint() {
   std::lock_guard lock(init_mu_);
   RETURN_IF_ERROR(Activate(request, std::move(store), std::move(optimizer), ckpt->global_step));
   PSFLOW_LOG(INFO) << "restored " << request.partitions_size() << " partition(s), "
-                   << store_->bytes() << " bytes, at global step " << ckpt->global_step << " from "
+                   << store_->bytes()
+                   << " bytes, from the checkpoint at global step=" << ckpt->global_step << " in "
                    << checkpoints_->path();
   return true;
 }

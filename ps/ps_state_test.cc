@@ -4,10 +4,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cmath>
-#include <cstring>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -18,14 +18,19 @@
 #include <thread>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "core/transfer.h"
 #include "prometheus/registry.h"
+#include "proto/ps.pb.h"
+#include "ps/checkpoint.h"
+#include "ps/ps_metrics.h"
 
 namespace psflow {
 namespace {
 
 namespace fs = std::filesystem;
-using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 
 constexpr uint64_t kFingerprint = 0x5EED0F5EED0F0001ull;
@@ -33,7 +38,7 @@ constexpr uint64_t kFingerprint = 0x5EED0F5EED0F0001ull;
 // The task's partitions: 0 = w rows [0, 2) and 1 = w rows [2, 4) of a {4, 2} variable ("w[0:2]",
 // "w[2:4]", 4 elements each), 2 = b, a whole {3} variable. 11 elements in all, in this order.
 constexpr int kNumElements = 11;
-const std::vector<float> kInit = {1, 2, 3, 4, 5, 6, 7, 8, 10, 20, 30};
+std::vector<float> Init() { return {1, 2, 3, 4, 5, 6, 7, 8, 10, 20, 30}; }
 
 // --- Requests ------------------------------------------------------------------------------------
 
@@ -108,10 +113,10 @@ struct Seg {
 };
 
 // Every element of the task: the three partitions whole.
-const std::vector<Seg> kAll = {{0, 0, 4}, {1, 0, 4}, {2, 0, 3}};
+std::vector<Seg> All() { return {{0, 0, 4}, {1, 0, 4}, {2, 0, 3}}; }
 // Chunk 0 and chunk 1 of a two-chunk push: w's partitions, then b.
-const std::vector<Seg> kChunk0 = {{0, 0, 4}, {1, 0, 4}};
-const std::vector<Seg> kChunk1 = {{2, 0, 3}};
+std::vector<Seg> Chunk0() { return {{0, 0, 4}, {1, 0, 4}}; }
+std::vector<Seg> Chunk1() { return {{2, 0, 3}}; }
 
 proto::TransferHeader Header(proto::TransferKind kind, const std::vector<Seg>& segments,
                              int64_t step = 0, int worker = 0, uint32_t chunk = 0,
@@ -207,13 +212,22 @@ std::vector<float> PullSegments(const PsState& state, const std::vector<Seg>& se
   return ::testing::AssertionSuccess();
 }
 
-std::vector<float> PullAll(const PsState& state) { return PullSegments(state, kAll); }
+std::vector<float> PullAll(const PsState& state) { return PullSegments(state, All()); }
 
 // Floats of small integers and halves: compared exactly.
 void ExpectValues(const std::vector<float>& actual, const std::vector<float>& expected) {
   ASSERT_EQ(actual.size(), expected.size());
   for (size_t i = 0; i < actual.size(); ++i) {
     EXPECT_FLOAT_EQ(actual[i], expected[i]) << "element " << i;
+  }
+}
+
+// Every element is its initial value minus `delta` (within 4 ulps).
+void ExpectShifted(const std::vector<float>& actual, float delta) {
+  const std::vector<float> init = Init();
+  ASSERT_EQ(actual.size(), init.size());
+  for (size_t i = 0; i < actual.size(); ++i) {
+    EXPECT_FLOAT_EQ(actual[i], init[i] - delta) << "element " << i;
   }
 }
 
@@ -225,7 +239,7 @@ std::span<const float> Part(const std::vector<float>& v, size_t begin, size_t en
 
 // The chief's flow: create the partitions, assign `init` (in two frames, sliced), commit.
 void InitializeAsChief(PsState& state, const proto::InitializeRequest& request,
-                       const std::vector<float>& init = kInit) {
+                       const std::vector<float>& init = Init()) {
   proto::InitializeRequest create = request;
   create.set_commit(false);
   auto created = state.Initialize(create);
@@ -233,10 +247,10 @@ void InitializeAsChief(PsState& state, const proto::InitializeRequest& request,
   EXPECT_TRUE(created->initialized_now());
   EXPECT_FALSE(state.ReadyResponse().ready());
 
-  auto r = Push(state, Header(proto::TK_ASSIGN, kChunk0), Part(init, 0, 8), 5);
+  auto r = Push(state, Header(proto::TK_ASSIGN, Chunk0()), Part(init, 0, 8), 5);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(r->dropped());
-  r = Push(state, Header(proto::TK_ASSIGN, kChunk1), Part(init, 8, 11), 1);
+  r = Push(state, Header(proto::TK_ASSIGN, Chunk1()), Part(init, 8, 11), 1);
   ASSERT_TRUE(r.ok()) << r.status();
 
   proto::InitializeRequest commit = request;
@@ -299,7 +313,7 @@ TEST(PsStateTest, ChiefFlowMakesTheTaskReadyWithTheAssignedValues) {
   EXPECT_EQ(state.global_step(), 0);
   EXPECT_EQ(state.bytes(), kNumElements * 4);
   int64_t step = -1;
-  EXPECT_EQ(PullSegments(state, kAll, &step), kInit);
+  EXPECT_EQ(PullSegments(state, All(), &step), Init());
   EXPECT_EQ(step, 0);
 }
 
@@ -316,16 +330,16 @@ TEST(PsStateTest, RestartedChiefReassignsBeforeCommit) {
   PsState state({}, nullptr);
   ASSERT_TRUE(state.Initialize(Request(Sgd(1), Async())).ok());
   const std::vector<float> first = Fill(99);
-  ASSERT_TRUE(Push(state, Header(proto::TK_ASSIGN, kAll), first).ok());
+  ASSERT_TRUE(Push(state, Header(proto::TK_ASSIGN, All()), first).ok());
   // The chief restarts: creates again (same model) and assigns its values.
   ASSERT_NO_FATAL_FAILURE(InitializeAsChief(state, Request(Sgd(1), Async())));
-  EXPECT_EQ(PullAll(state), kInit);
+  EXPECT_EQ(PullAll(state), Init());
 }
 
 TEST(PsStateTest, InitializeAfterCommitLeavesTheVariables) {
   auto state = ReadyState(Request(Sgd(1), Async()));
   const std::vector<float> g = Fill(1);
-  ASSERT_TRUE(Push(*state, Gradient(kAll), g).ok());
+  ASSERT_TRUE(Push(*state, Gradient(All()), g).ok());
   for (bool commit : {false, true}) {
     auto r = state->Initialize(Request(Sgd(1), Async(), commit));
     ASSERT_TRUE(r.ok()) << r.status();
@@ -368,7 +382,7 @@ TEST(PsStateTest, InitializeRejectsBadRequestsAndCreatesNothing) {
   EXPECT_THAT(std::string(rows.status().message()), HasSubstr("\"w\""));
 
   // Nothing was created: assignments and a commit are still too early.
-  EXPECT_EQ(Push(state, Header(proto::TK_ASSIGN, kAll), kInit).status().code(),
+  EXPECT_EQ(Push(state, Header(proto::TK_ASSIGN, All()), Init()).status().code(),
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(state.Initialize(Request(Sgd(1), Async(), /*commit=*/true)).status().code(),
             absl::StatusCode::kFailedPrecondition);
@@ -392,26 +406,26 @@ TEST(PsStateTest, InitializeForAnotherModelBeforeCommitIsFailedPrecondition) {
 TEST(PsStateTest, AsyncSgdAppliesEveryPush) {
   auto state = ReadyState(Request(Sgd(0.5f), Async(2)));
   const std::vector<float> g1 = {1, 2, 3, 4, -1, -2, -3, -4, 2, 4, 6};
-  auto r = Push(*state, Gradient(kAll, 0, 0), g1, 7);
+  auto r = Push(*state, Gradient(All(), 0, 0), g1, 7);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(r->dropped());
   EXPECT_EQ(r->global_step(), 1);
   int64_t step = -1;
-  ExpectValues(PullSegments(*state, kAll, &step), {0.5, 1, 1.5, 2, 5.5, 7, 8.5, 10, 9, 18, 27});
+  ExpectValues(PullSegments(*state, All(), &step), {0.5, 1, 1.5, 2, 5.5, 7, 8.5, 10, 9, 18, 27});
   EXPECT_EQ(step, 1);
 
   // Worker 1's push, computed at step 0, in two chunks: chunk 0 counts the step.
   const std::vector<float> g2 = Fill(2);
-  r = Push(*state, Gradient(kChunk0, 0, 1, 0, 2), Part(g2, 0, 8), 3);
+  r = Push(*state, Gradient(Chunk0(), 0, 1, 0, 2), Part(g2, 0, 8), 3);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->global_step(), 2);
   ExpectValues(PullAll(*state), {-0.5, 0, 0.5, 1, 4.5, 6, 7.5, 9, 9, 18, 27});
-  r = Push(*state, Gradient(kChunk1, 0, 1, 1, 2), Part(g2, 8, 11));
+  r = Push(*state, Gradient(Chunk1(), 0, 1, 1, 2), Part(g2, 8, 11));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(r->dropped());
   EXPECT_EQ(r->global_step(), 2);
 
-  ExpectValues(PullSegments(*state, kAll, &step), {-0.5, 0, 0.5, 1, 4.5, 6, 7.5, 9, 8, 17, 26});
+  ExpectValues(PullSegments(*state, All(), &step), {-0.5, 0, 0.5, 1, 4.5, 6, 7.5, 9, 8, 17, 26});
   EXPECT_EQ(step, 2);
   EXPECT_EQ(state->global_step(), 2);
   EXPECT_EQ(state->ReadyResponse().global_step(), 2);
@@ -437,18 +451,16 @@ TEST(PsStateTest, MomentumCarriesItsSlotAcrossPushes) {
   auto state = ReadyState(Request(Momentum(0.1f, 0.9f), Async()));
   const std::vector<float> one = Fill(1);
   const std::vector<float> two = Fill(2);
-  ASSERT_TRUE(Push(*state, Gradient(kAll), one).ok());
+  ASSERT_TRUE(Push(*state, Gradient(All()), one).ok());
   // accum = 1; var -= 0.1
-  std::vector<float> values = PullAll(*state);
-  ASSERT_EQ(values.size(), kInit.size());
-  for (size_t i = 0; i < kInit.size(); ++i) EXPECT_FLOAT_EQ(values[i], kInit[i] - 0.1f) << i;
-  ASSERT_TRUE(Push(*state, Gradient(kAll, 1), two).ok());
+  ExpectShifted(PullAll(*state), 0.1f);
+  ASSERT_TRUE(Push(*state, Gradient(All(), 1), two).ok());
   // accum = 0.9 * 1 + 2 = 2.9; var -= 0.29: 0.39 in all.
-  values = PullAll(*state);
-  ASSERT_EQ(values.size(), kInit.size());
+  const std::vector<float> values = PullAll(*state);
+  ASSERT_EQ(values.size(), 11u);
   const std::vector<float> expected = {0.61f, 1.61f, 2.61f, 3.61f,  4.61f, 5.61f,
                                        6.61f, 7.61f, 9.61f, 19.61f, 29.61f};
-  for (size_t i = 0; i < kInit.size(); ++i) EXPECT_FLOAT_EQ(values[i], expected[i]) << i;
+  for (size_t i = 0; i < values.size(); ++i) EXPECT_FLOAT_EQ(values[i], expected[i]) << i;
   EXPECT_EQ(state->global_step(), 2);
 }
 
@@ -456,13 +468,11 @@ TEST(PsStateTest, NesterovMomentum) {
   auto state = ReadyState(Request(Momentum(0.1f, 0.9f, /*nesterov=*/true), Async()));
   const std::vector<float> one = Fill(1);
   const std::vector<float> two = Fill(2);
-  ASSERT_TRUE(Push(*state, Gradient(kAll), one).ok());
-  ASSERT_TRUE(Push(*state, Gradient(kAll, 1), two).ok());
+  ASSERT_TRUE(Push(*state, Gradient(All()), one).ok());
+  ASSERT_TRUE(Push(*state, Gradient(All(), 1), two).ok());
   // Step 1: accum 1, var -= 0.1 * 1 + 0.09 * 1 = 0.19. Step 2: accum 2.9,
   // var -= 0.1 * 2 + 0.09 * 2.9 = 0.461. 0.651 in all.
-  const std::vector<float> values = PullAll(*state);
-  ASSERT_EQ(values.size(), kInit.size());
-  for (size_t i = 0; i < kInit.size(); ++i) EXPECT_FLOAT_EQ(values[i], kInit[i] - 0.651f) << i;
+  ExpectShifted(PullAll(*state), 0.651f);
 }
 
 TEST(PsStateTest, AdamCountsItsStepsFromTheGlobalStep) {
@@ -471,26 +481,26 @@ TEST(PsStateTest, AdamCountsItsStepsFromTheGlobalStep) {
   // corrected with the right t (t = 1, then 2): m_t / sqrt(v_t) = g (1 - b1^t) / (|g|
   // sqrt(1 - b2^t)). A wrong t at step 2 would move w by 0.134 instead of 0.1.
   const std::vector<float> g = {1, 1, 1, 1, 3, 3, 3, 3, -2, -2, -2};
-  ASSERT_TRUE(Push(*state, Gradient(kAll), g).ok());
-  ASSERT_TRUE(Push(*state, Gradient(kAll, 1), g).ok());
+  ASSERT_TRUE(Push(*state, Gradient(All()), g).ok());
+  ASSERT_TRUE(Push(*state, Gradient(All(), 1), g).ok());
   const std::vector<float> values = PullAll(*state);
-  ASSERT_EQ(values.size(), kInit.size());
+  ASSERT_EQ(values.size(), Init().size());
   const std::vector<float> expected = {0.8f, 1.8f, 2.8f,  3.8f,  4.8f, 5.8f,
                                        6.8f, 7.8f, 10.2f, 20.2f, 30.2f};
-  for (size_t i = 0; i < kInit.size(); ++i) EXPECT_FLOAT_EQ(values[i], expected[i]) << i;
+  for (size_t i = 0; i < Init().size(); ++i) EXPECT_FLOAT_EQ(values[i], expected[i]) << i;
 }
 
 TEST(PsStateTest, SetLearningRateChangesTheNextUpdate) {
   auto state = ReadyState(Request(Sgd(1), Async()));
   const std::vector<float> g = {4, 4, 4, 4, 8, 8, 8, 8, -4, -4, -4};
-  ASSERT_TRUE(Push(*state, Gradient(kAll), g).ok());
+  ASSERT_TRUE(Push(*state, Gradient(All()), g).ok());
   ExpectValues(PullAll(*state), {-3, -2, -1, 0, -3, -2, -1, 0, 14, 24, 34});
 
   auto lr = state->SetLearningRate(0.25f);
   ASSERT_TRUE(lr.ok()) << lr.status();
   EXPECT_FLOAT_EQ(*lr, 0.25f);
   EXPECT_FLOAT_EQ(state->ReadyResponse().learning_rate(), 0.25f);
-  ASSERT_TRUE(Push(*state, Gradient(kAll, 1), g).ok());
+  ASSERT_TRUE(Push(*state, Gradient(All(), 1), g).ok());
   ExpectValues(PullAll(*state), {-4, -3, -2, -1, -5, -4, -3, -2, 15, 25, 35});
 
   for (float bad : {0.0f, -1.0f, std::numeric_limits<float>::quiet_NaN(),
@@ -499,7 +509,7 @@ TEST(PsStateTest, SetLearningRateChangesTheNextUpdate) {
     EXPECT_EQ(state->SetLearningRate(bad).status().code(), absl::StatusCode::kInvalidArgument);
   }
   EXPECT_FLOAT_EQ(state->ReadyResponse().learning_rate(), 0.25f);
-  ASSERT_TRUE(Push(*state, Gradient(kAll, 2), g).ok());
+  ASSERT_TRUE(Push(*state, Gradient(All(), 2), g).ok());
   ExpectValues(PullAll(*state), {-5, -4, -3, -2, -7, -6, -5, -4, 16, 26, 36});
 }
 
@@ -524,14 +534,14 @@ TEST(PsStateTest, SyncAveragesTheWorkersGradientsOncePerStep) {
 
   const std::vector<float> g0 = {2, 4, 6, 8, 2, 4, 6, 8, 2, 4, 6};
   const std::vector<float> g1 = {4, 4, 4, 4, 0, 0, 0, 0, -2, -4, -6};
-  auto r = Push(*state, Gradient(kAll, 0, 0), g0, 6);
+  auto r = Push(*state, Gradient(All(), 0, 0), g0, 6);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(r->dropped());
   EXPECT_EQ(r->global_step(), 0);
-  EXPECT_EQ(PullAll(*state), kInit);  // accumulated, not applied
+  EXPECT_EQ(PullAll(*state), Init());  // accumulated, not applied
   EXPECT_EQ(step1_answer.wait_for(std::chrono::milliseconds(10)), std::future_status::timeout);
 
-  r = Push(*state, Gradient(kAll, 0, 1), g1, 6);
+  r = Push(*state, Gradient(All(), 0, 1), g1, 6);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(r->dropped());
   EXPECT_EQ(r->global_step(), 1);
@@ -540,13 +550,13 @@ TEST(PsStateTest, SyncAveragesTheWorkersGradientsOncePerStep) {
   // mean = {3, 4, 5, 6, 1, 2, 3, 4, 0, 0, 0}; var -= 0.5 * mean.
   const std::vector<float> after_step0 = {-0.5, 0, 0.5, 1, 4.5, 5, 5.5, 6, 10, 20, 30};
   int64_t step = -1;
-  ExpectValues(PullSegments(*state, kAll, &step), after_step0);
+  ExpectValues(PullSegments(*state, All(), &step), after_step0);
   EXPECT_EQ(step, 1);
   EXPECT_EQ(state->global_step(), 1);
   EXPECT_DOUBLE_EQ(metrics.ps.updates.Value(), 1);
 
   // Worker 0 again for step 0: stale, dropped, nothing changes.
-  r = Push(*state, Gradient(kAll, 0, 0), g0);
+  r = Push(*state, Gradient(All(), 0, 0), g0);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->dropped());
   EXPECT_EQ(r->global_step(), 1);
@@ -556,9 +566,9 @@ TEST(PsStateTest, SyncAveragesTheWorkersGradientsOncePerStep) {
   EXPECT_DOUBLE_EQ(metrics.ps.dropped_backup.Value(), 0);
 
   // Step 1 from both workers (worker 1 first this time); the accumulators started from zero.
-  ASSERT_TRUE(Push(*state, Gradient(kAll, 1, 1), g0).ok());
+  ASSERT_TRUE(Push(*state, Gradient(All(), 1, 1), g0).ok());
   EXPECT_EQ(state->global_step(), 1);
-  r = Push(*state, Gradient(kAll, 1, 0), g0);
+  r = Push(*state, Gradient(All(), 1, 0), g0);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->global_step(), 2);
   ExpectValues(PullAll(*state), {-1.5, -2, -2.5, -3, 3.5, 3, 2.5, 2, 9, 18, 27});
@@ -573,22 +583,22 @@ TEST(PsStateTest, SyncBackupWorkerIsDroppedAndChunksWaitForEachOther) {
   const std::vector<float> g2 = Fill(1000);
 
   // Chunk 0 from workers 0 and 1: admitted. Worker 2 is the third: a backup.
-  ASSERT_TRUE(Accepted(Push(*state, Gradient(kChunk0, 0, 0, 0, 2), Part(g0, 0, 8))));
-  ASSERT_TRUE(Accepted(Push(*state, Gradient(kChunk0, 0, 1, 0, 2), Part(g1, 0, 8))));
-  auto r = Push(*state, Gradient(kChunk0, 0, 2, 0, 2), Part(g2, 0, 8));
+  ASSERT_TRUE(Accepted(Push(*state, Gradient(Chunk0(), 0, 0, 0, 2), Part(g0, 0, 8))));
+  ASSERT_TRUE(Accepted(Push(*state, Gradient(Chunk0(), 0, 1, 0, 2), Part(g1, 0, 8))));
+  auto r = Push(*state, Gradient(Chunk0(), 0, 2, 0, 2), Part(g2, 0, 8));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->dropped());
   EXPECT_EQ(r->global_step(), 0);
-  r = Push(*state, Gradient(kChunk1, 0, 2, 1, 2), Part(g2, 8, 11));
+  r = Push(*state, Gradient(Chunk1(), 0, 2, 1, 2), Part(g2, 8, 11));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->dropped());
   EXPECT_DOUBLE_EQ(metrics.ps.dropped_backup.Value(), 2);
   // Worker 0 complete, worker 1 not yet: nothing applied.
-  ASSERT_TRUE(Accepted(Push(*state, Gradient(kChunk1, 0, 0, 1, 2), Part(g0, 8, 11))));
-  EXPECT_EQ(PullAll(*state), kInit);
+  ASSERT_TRUE(Accepted(Push(*state, Gradient(Chunk1(), 0, 0, 1, 2), Part(g0, 8, 11))));
+  EXPECT_EQ(PullAll(*state), Init());
   EXPECT_EQ(state->global_step(), 0);
 
-  r = Push(*state, Gradient(kChunk1, 0, 1, 1, 2), Part(g1, 8, 11));
+  r = Push(*state, Gradient(Chunk1(), 0, 1, 1, 2), Part(g1, 8, 11));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(r->dropped());
   EXPECT_EQ(r->global_step(), 1);
@@ -597,7 +607,7 @@ TEST(PsStateTest, SyncBackupWorkerIsDroppedAndChunksWaitForEachOther) {
   ExpectValues(PullAll(*state), after_step0);
 
   // The backup's push for step 0, now stale.
-  r = Push(*state, Gradient(kChunk0, 0, 2, 0, 2), Part(g2, 0, 8));
+  r = Push(*state, Gradient(Chunk0(), 0, 2, 0, 2), Part(g2, 0, 8));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->dropped());
   EXPECT_DOUBLE_EQ(metrics.ps.dropped_stale.Value(), 1);
@@ -609,12 +619,12 @@ TEST(PsStateTest, SyncChunkedGradientIsAppliedAfterItsLastChunk) {
   auto state = ReadyState(Request(Sgd(0.5f), Sync(1, 1)));
   const std::vector<float> g = {2, 4, 6, 8, 2, 4, 6, 8, 2, 4, 6};
   // Chunk 1 arrives first.
-  auto r = Push(*state, Gradient(kChunk1, 0, 0, 1, 2), Part(g, 8, 11), 2);
+  auto r = Push(*state, Gradient(Chunk1(), 0, 0, 1, 2), Part(g, 8, 11), 2);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(r->dropped());
   EXPECT_EQ(r->global_step(), 0);
-  EXPECT_EQ(PullAll(*state), kInit);
-  r = Push(*state, Gradient(kChunk0, 0, 0, 0, 2), Part(g, 0, 8), 2);
+  EXPECT_EQ(PullAll(*state), Init());
+  r = Push(*state, Gradient(Chunk0(), 0, 0, 0, 2), Part(g, 0, 8), 2);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->global_step(), 1);
   ExpectValues(PullAll(*state), {0, 0, 0, 0, 4, 4, 4, 4, 9, 18, 27});
@@ -625,7 +635,7 @@ TEST(PsStateTest, SyncSparsePushIsAccumulated) {
   const std::vector<float> sparse = {2, 4, 6};
   ASSERT_TRUE(Push(*state, Gradient({{0, 0, 2, {0}}, {2, 0, 1, {1}}}, 0, 0), sparse).ok());
   const std::vector<float> dense = Fill(2);
-  ASSERT_TRUE(Push(*state, Gradient(kAll, 0, 1), dense).ok());
+  ASSERT_TRUE(Push(*state, Gradient(All(), 0, 1), dense).ok());
   EXPECT_EQ(state->global_step(), 1);
   // (sparse + dense) / 2.
   ExpectValues(PullAll(*state), {-1, -1, 2, 3, 4, 5, 6, 7, 9, 16, 29});
@@ -634,7 +644,7 @@ TEST(PsStateTest, SyncSparsePushIsAccumulated) {
 TEST(PsStateTest, SyncLeaveCompletesTheStepWithTheWorkersThatPushed) {
   auto state = ReadyState(Request(Sgd(0.5f), Sync(2, 2)));
   const std::vector<float> g0 = {2, 4, 6, 8, 2, 4, 6, 8, 2, 4, 6};
-  ASSERT_TRUE(Accepted(Push(*state, Gradient(kAll, 0, 0), g0)));
+  ASSERT_TRUE(Accepted(Push(*state, Gradient(All(), 0, 0), g0)));
   EXPECT_EQ(state->global_step(), 0);
   EXPECT_EQ(state->Leave(2).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(state->Leave(-1).status().code(), absl::StatusCode::kInvalidArgument);
@@ -644,7 +654,7 @@ TEST(PsStateTest, SyncLeaveCompletesTheStepWithTheWorkersThatPushed) {
   // Averaged over the one worker that pushed: var -= 0.5 * g0.
   ExpectValues(PullAll(*state), {0, 0, 0, 0, 4, 4, 4, 4, 9, 18, 27});
   // Worker 0 alone makes the next steps.
-  ASSERT_TRUE(Push(*state, Gradient(kAll, 1, 0), g0).ok());
+  ASSERT_TRUE(Push(*state, Gradient(All(), 1, 0), g0).ok());
   EXPECT_EQ(state->global_step(), 2);
   ExpectValues(PullAll(*state), {-1, -2, -3, -4, 3, 2, 1, 0, 8, 16, 24});
   step = state->Leave(1);  // again: nothing happens
@@ -674,15 +684,15 @@ std::vector<BadFrame> BadGradientFrames() {
   const std::vector<float> f4 = {1, 1, 1, 1};
   const std::vector<float> f6 = {1, 1, 1, 1, 1, 1};
   const std::vector<float> all = Fill(1);
-  const std::string good = Frame(Gradient(kAll, 1), all);
-  const size_t header_bytes = EncodeFrameHeader(Gradient(kAll, 1)).size();
-  proto::TransferHeader other_model = Gradient(kAll, 1);
+  const std::string good = Frame(Gradient(All(), 1), all);
+  const size_t header_bytes = EncodeFrameHeader(Gradient(All(), 1)).size();
+  proto::TransferHeader other_model = Gradient(All(), 1);
   other_model.set_fingerprint(kFingerprint + 1);
-  proto::TransferHeader bf16 = Gradient(kAll, 1);
+  proto::TransferHeader bf16 = Gradient(All(), 1);
   bf16.set_wire_dtype(proto::DT_BFLOAT16);
-  proto::TransferHeader no_dtype = Gradient(kAll, 1);
+  proto::TransferHeader no_dtype = Gradient(All(), 1);
   no_dtype.clear_wire_dtype();
-  proto::TransferHeader pull = Gradient(kAll, 1);
+  proto::TransferHeader pull = Gradient(All(), 1);
   pull.set_kind(proto::TK_PULL);
   std::string odd = Frame(Gradient({{2, 0, 3}}, 1), f3);
   odd.pop_back();
@@ -706,17 +716,17 @@ std::vector<BadFrame> BadGradientFrames() {
       {"wire dtype bfloat16", Frame(bf16, all), kInvalidArgument, "DT_BFLOAT16"},
       {"wire dtype unset", Frame(no_dtype, all), kInvalidArgument, "DT_INVALID"},
       {"other fingerprint", Frame(other_model, all), kInvalidArgument, "fingerprint"},
-      {"step from the future", Frame(Gradient(kAll, 2), all), kInvalidArgument, "future"},
+      {"step from the future", Frame(Gradient(All(), 2), all), kInvalidArgument, "future"},
       {"sparse row past the end", Frame(Gradient({{0, 0, 2, {2}}}, 1), f2), kInvalidArgument,
        "w[0:2]: row 2"},
       {"negative sparse row", Frame(Gradient({{2, 0, 1, {-1}}}, 1), f1), kInvalidArgument,
        "b: row -1"},
       {"sparse count mismatch", Frame(Gradient({{1, 0, 3, {0}}}, 1), f3), kInvalidArgument,
        "w[2:4]"},
-      {"worker outside the job", Frame(Gradient(kAll, 1, 2), all), kInvalidArgument, "worker 2"},
-      {"negative worker", Frame(Gradient(kAll, 1, -1), all), kInvalidArgument, "worker -1"},
-      {"chunk past num_chunks", Frame(Gradient(kAll, 1, 0, 1, 1), all), kInvalidArgument, "chunk"},
-      {"no chunks", Frame(Gradient(kAll, 1, 0, 0, 0), all), kInvalidArgument, "chunk"},
+      {"worker outside the job", Frame(Gradient(All(), 1, 2), all), kInvalidArgument, "worker 2"},
+      {"negative worker", Frame(Gradient(All(), 1, -1), all), kInvalidArgument, "worker -1"},
+      {"chunk past num_chunks", Frame(Gradient(All(), 1, 0, 1, 1), all), kInvalidArgument, "chunk"},
+      {"no chunks", Frame(Gradient(All(), 1, 0, 0, 0), all), kInvalidArgument, "chunk"},
       {"no segments", Frame(Gradient({}, 1), {}), kInvalidArgument, "no segments"},
       {"pull kind", Frame(pull, all), kInvalidArgument, "TK_PULL"},
       {"empty header", EncodeFrameHeader(proto::TransferHeader()), kInvalidArgument, "TK_INVALID"},
@@ -735,7 +745,7 @@ TEST(PsStateTest, BadGradientPushesChangeNothing) {
   Metrics metrics;
   auto state = ReadyState(Request(Sgd(1), Async(2)), {}, &metrics.ps);
   const std::vector<float> g = Fill(1);
-  ASSERT_TRUE(Push(*state, Gradient(kAll), g).ok());
+  ASSERT_TRUE(Push(*state, Gradient(All()), g).ok());
   const std::vector<float> before = PullAll(*state);
   ASSERT_EQ(before, std::vector<float>({0, 1, 2, 3, 4, 5, 6, 7, 9, 19, 29}));
   const double pushes = metrics.ps.pushes.Value();
@@ -752,7 +762,7 @@ TEST(PsStateTest, BadGradientPushesChangeNothing) {
   }
   EXPECT_DOUBLE_EQ(metrics.ps.pushes.Value(), pushes);
   // A good push still works afterwards.
-  ASSERT_TRUE(Push(*state, Gradient(kAll, 1), g).ok());
+  ASSERT_TRUE(Push(*state, Gradient(All(), 1), g).ok());
   ExpectValues(PullAll(*state), {-1, 0, 1, 2, 3, 4, 5, 6, 8, 18, 28});
   EXPECT_EQ(state->global_step(), 2);
 }
@@ -761,28 +771,28 @@ TEST(PsStateTest, BadSyncPushesChangeNothing) {
   auto state = ReadyState(Request(Sgd(1), Sync(2, 2)));
   const std::vector<float> g = Fill(2);
   // Worker 0: chunk 0 of 2 is in.
-  ASSERT_TRUE(Push(*state, Gradient(kChunk0, 0, 0, 0, 2), Part(g, 0, 8)).ok());
+  ASSERT_TRUE(Push(*state, Gradient(Chunk0(), 0, 0, 0, 2), Part(g, 0, 8)).ok());
   // The same push now claims 3 chunks; then a chunk beyond those announced; a future step.
-  for (const std::string& frame : {Frame(Gradient(kChunk1, 0, 0, 1, 3), Part(g, 8, 11)),
-                                   Frame(Gradient(kChunk1, 0, 0, 2, 2), Part(g, 8, 11)),
-                                   Frame(Gradient(kChunk1, 1, 1, 0, 1), Part(g, 8, 11))}) {
+  for (const std::string& frame : {Frame(Gradient(Chunk1(), 0, 0, 1, 3), Part(g, 8, 11)),
+                                   Frame(Gradient(Chunk1(), 0, 0, 2, 2), Part(g, 8, 11)),
+                                   Frame(Gradient(Chunk1(), 1, 1, 0, 1), Part(g, 8, 11))}) {
     auto r = PushFrame(*state, frame);
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
   }
-  EXPECT_EQ(PullAll(*state), kInit);
+  EXPECT_EQ(PullAll(*state), Init());
   EXPECT_EQ(state->global_step(), 0);
   // The step completes with exactly the two good pushes.
-  ASSERT_TRUE(Push(*state, Gradient(kChunk1, 0, 0, 1, 2), Part(g, 8, 11)).ok());
-  ASSERT_TRUE(Push(*state, Gradient(kAll, 0, 1), g).ok());
+  ASSERT_TRUE(Push(*state, Gradient(Chunk1(), 0, 0, 1, 2), Part(g, 8, 11)).ok());
+  ASSERT_TRUE(Push(*state, Gradient(All(), 0, 1), g).ok());
   EXPECT_EQ(state->global_step(), 1);
   ExpectValues(PullAll(*state), {-1, 0, 1, 2, 3, 4, 5, 6, 8, 18, 28});
 }
 
 TEST(PsStateTest, BadPullsAreRejected) {
   auto state = ReadyState(Request(Sgd(1), Async()));
-  proto::TransferHeader other_model = Header(proto::TK_PULL, kAll);
+  proto::TransferHeader other_model = Header(proto::TK_PULL, All());
   other_model.set_fingerprint(kFingerprint + 1);
-  proto::TransferHeader f16 = Header(proto::TK_PULL, kAll);
+  proto::TransferHeader f16 = Header(proto::TK_PULL, All());
   f16.set_wire_dtype(proto::DT_FLOAT16);
   const std::vector<float> payload = {1};
   const struct {
@@ -794,8 +804,8 @@ TEST(PsStateTest, BadPullsAreRejected) {
       {"out of range", EncodeFrameHeader(Header(proto::TK_PULL, {{0, 2, 3}})), "w[0:2]"},
       {"sparse rows", EncodeFrameHeader(Header(proto::TK_PULL, {{1, 0, 2, {0}}})), "w[2:4]"},
       {"no segments", EncodeFrameHeader(Header(proto::TK_PULL, {})), "no segments"},
-      {"payload in a pull", Frame(Header(proto::TK_PULL, kAll), payload), "payload"},
-      {"gradient kind", EncodeFrameHeader(Header(proto::TK_GRADIENT, kAll)), "TK_GRADIENT"},
+      {"payload in a pull", Frame(Header(proto::TK_PULL, All()), payload), "payload"},
+      {"gradient kind", EncodeFrameHeader(Header(proto::TK_GRADIENT, All())), "TK_GRADIENT"},
       {"other fingerprint", EncodeFrameHeader(other_model), "fingerprint"},
       {"float16", EncodeFrameHeader(f16), "DT_FLOAT16"},
       {"garbage", "\xff\xff\xff\xffgarbage", "frame header"},
@@ -808,38 +818,38 @@ TEST(PsStateTest, BadPullsAreRejected) {
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
     EXPECT_THAT(std::string(r.status().message()), HasSubstr(bad.message));
   }
-  EXPECT_EQ(PullAll(*state), kInit);
+  EXPECT_EQ(PullAll(*state), Init());
 }
 
 TEST(PsStateTest, GradientsAndPullsBeforeReadyAreFailedPrecondition) {
   PsState state({}, nullptr);
   const std::vector<float> g = Fill(1);
   proto::TransferHeader header;
-  EXPECT_EQ(Push(state, Gradient(kAll), g).status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(CheckPullFrame(state, EncodeFrameHeader(Header(proto::TK_PULL, kAll)), &header)
+  EXPECT_EQ(Push(state, Gradient(All()), g).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(CheckPullFrame(state, EncodeFrameHeader(Header(proto::TK_PULL, All())), &header)
                 .status()
                 .code(),
             absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(Push(state, Header(proto::TK_ASSIGN, kAll), kInit).status().code(),
+  EXPECT_EQ(Push(state, Header(proto::TK_ASSIGN, All()), Init()).status().code(),
             absl::StatusCode::kFailedPrecondition);
 
   ASSERT_TRUE(state.Initialize(Request(Sgd(1), Async())).ok());
-  ASSERT_TRUE(Push(state, Header(proto::TK_ASSIGN, kAll), kInit).ok());
-  EXPECT_EQ(Push(state, Gradient(kAll), g).status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(CheckPullFrame(state, EncodeFrameHeader(Header(proto::TK_PULL, kAll)), &header)
+  ASSERT_TRUE(Push(state, Header(proto::TK_ASSIGN, All()), Init()).ok());
+  EXPECT_EQ(Push(state, Gradient(All()), g).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(CheckPullFrame(state, EncodeFrameHeader(Header(proto::TK_PULL, All())), &header)
                 .status()
                 .code(),
             absl::StatusCode::kFailedPrecondition);
   ASSERT_TRUE(state.Initialize(Request(Sgd(1), Async(), /*commit=*/true)).ok());
-  EXPECT_EQ(PullAll(state), kInit);
+  EXPECT_EQ(PullAll(state), Init());
   EXPECT_EQ(state.global_step(), 0);
 }
 
 TEST(PsStateTest, BadAssignmentsChangeNothing) {
   PsState state({}, nullptr);
   ASSERT_TRUE(state.Initialize(Request(Sgd(1), Async())).ok());
-  ASSERT_TRUE(Push(state, Header(proto::TK_ASSIGN, kAll), kInit).ok());
-  proto::TransferHeader other_model = Header(proto::TK_ASSIGN, kAll);
+  ASSERT_TRUE(Push(state, Header(proto::TK_ASSIGN, All()), Init()).ok());
+  proto::TransferHeader other_model = Header(proto::TK_ASSIGN, All());
   other_model.set_fingerprint(kFingerprint + 1);
   const std::vector<float> junk = Fill(-1);
   const std::vector<float> two = {-1, -1};
@@ -855,15 +865,15 @@ TEST(PsStateTest, BadAssignmentsChangeNothing) {
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
   }
   ASSERT_TRUE(state.Initialize(Request(Sgd(1), Async(), /*commit=*/true)).ok());
-  EXPECT_EQ(PullAll(state), kInit);
+  EXPECT_EQ(PullAll(state), Init());
 }
 
 TEST(PsStateTest, AssignmentAfterCommitIsFailedPrecondition) {
   auto state = ReadyState(Request(Sgd(1), Async()));
   const std::vector<float> junk = Fill(-1);
-  auto r = Push(*state, Header(proto::TK_ASSIGN, kAll), junk);
+  auto r = Push(*state, Header(proto::TK_ASSIGN, All()), junk);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
-  EXPECT_EQ(PullAll(*state), kInit);
+  EXPECT_EQ(PullAll(*state), Init());
   EXPECT_EQ(state->global_step(), 0);
 }
 
@@ -880,19 +890,20 @@ TEST(PsStateTest, ConcurrentAsyncPushesAreAllApplied) {
   // A reader pulls all along: within a partition every element has moved by the same amount
   // (never a torn copy), and values only go down.
   std::thread reader([&] {
-    std::vector<float> last = kInit;
+    const std::vector<float> init = Init();
+    std::vector<float> last = init;
     while (!done.load()) {
       const std::vector<float> v = PullAll(*state);
-      if (v.size() != kInit.size()) {
+      if (v.size() != init.size()) {
         ++failures;
         return;
       }
-      const float d0 = kInit[0] - v[0];
-      const float d1 = kInit[4] - v[4];
-      const float d2 = kInit[8] - v[8];
+      const float d0 = init[0] - v[0];
+      const float d1 = init[4] - v[4];
+      const float d2 = init[8] - v[8];
       for (size_t i = 0; i < v.size(); ++i) {
         const float d = i < 4 ? d0 : i < 8 ? d1 : d2;
-        if (kInit[i] - v[i] != d || v[i] > last[i]) ++failures;
+        if (init[i] - v[i] != d || v[i] > last[i]) ++failures;
       }
       last = v;
     }
@@ -901,7 +912,7 @@ TEST(PsStateTest, ConcurrentAsyncPushesAreAllApplied) {
   std::vector<std::thread> pushers;
   for (int t = 0; t < kThreads; ++t) {
     pushers.emplace_back([&, t] {
-      const std::string frame = Frame(Gradient(kAll, 0, t), ones);
+      const std::string frame = Frame(Gradient(All(), 0, t), ones);
       for (int i = 0; i < kPushes; ++i) {
         auto r = PushFrame(*state, frame, 1 + static_cast<size_t>((t + i) % 9));
         if (!r.ok() || r->dropped() || r->global_step() < 1 ||
@@ -917,7 +928,7 @@ TEST(PsStateTest, ConcurrentAsyncPushesAreAllApplied) {
 
   EXPECT_EQ(failures.load(), 0);
   EXPECT_EQ(state->global_step(), kThreads * kPushes);
-  std::vector<float> expected = kInit;
+  std::vector<float> expected = Init();
   for (float& v : expected) v -= kThreads * kPushes;
   ExpectValues(PullAll(*state), expected);
 }
@@ -942,7 +953,7 @@ TEST(PsStateTest, ConcurrentSyncWorkersApplyEveryStepOnce) {
           ++failures;
           return;
         }
-        auto r0 = Push(*state, Gradient(kChunk0, s, w, 0, 2), Part(ones, 0, 8), 5);
+        auto r0 = Push(*state, Gradient(Chunk0(), s, w, 0, 2), Part(ones, 0, 8), 5);
         if (!r0.ok()) {
           ++failures;
           continue;
@@ -951,7 +962,7 @@ TEST(PsStateTest, ConcurrentSyncWorkersApplyEveryStepOnce) {
           ++dropped;
           continue;
         }
-        auto r1 = Push(*state, Gradient(kChunk1, s, w, 1, 2), Part(ones, 8, 11), 5);
+        auto r1 = Push(*state, Gradient(Chunk1(), s, w, 1, 2), Part(ones, 8, 11), 5);
         if (!r1.ok() || r1->dropped()) ++failures;
       }
     });
@@ -960,7 +971,7 @@ TEST(PsStateTest, ConcurrentSyncWorkersApplyEveryStepOnce) {
   EXPECT_EQ(failures.load(), 0);
   EXPECT_EQ(dropped.load(), kSteps * (kWorkers - 2));
   EXPECT_EQ(state->global_step(), kSteps);
-  std::vector<float> expected = kInit;
+  std::vector<float> expected = Init();
   for (float& v : expected) v -= kSteps;  // the mean of ones, once per step
   ExpectValues(PullAll(*state), expected);
 }
@@ -1004,8 +1015,8 @@ TEST(PsStateTest, RestoreContinuesWhereTheCheckpointWasTaken) {
   auto state = ReadyState(request, CheckpointOptions(dir), &metrics.ps);
   const std::vector<float> one = Fill(1);
   const std::vector<float> two = Fill(2);
-  ASSERT_TRUE(Push(*state, Gradient(kAll, 0, 0), one).ok());
-  ASSERT_TRUE(Push(*state, Gradient(kAll, 1, 1), one).ok());
+  ASSERT_TRUE(Push(*state, Gradient(All(), 0, 0), one).ok());
+  ASSERT_TRUE(Push(*state, Gradient(All(), 1, 1), one).ok());
   auto written = state->Checkpoint();
   ASSERT_TRUE(written.ok()) << written.status();
   ASSERT_TRUE(written->has_value());
@@ -1040,27 +1051,26 @@ TEST(PsStateTest, RestoreContinuesWhereTheCheckpointWasTaken) {
                 .code(),
             absl::StatusCode::kFailedPrecondition);
   const std::vector<float> junk = Fill(-1);
-  EXPECT_EQ(Push(restored, Header(proto::TK_ASSIGN, kAll), junk).status().code(),
+  EXPECT_EQ(Push(restored, Header(proto::TK_ASSIGN, All()), junk).status().code(),
             absl::StatusCode::kFailedPrecondition);
 
   // The momentum slot came back: the next update equals the un-restarted task's.
-  auto r = Push(restored, Gradient(kAll, 2, 0), two);
+  auto r = Push(restored, Gradient(All(), 2, 0), two);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->global_step(), 3);
-  ASSERT_TRUE(Push(*state, Gradient(kAll, 2, 0), two).ok());
+  ASSERT_TRUE(Push(*state, Gradient(All(), 2, 0), two).ok());
   const std::vector<float> values = PullAll(restored);
   EXPECT_EQ(values, PullAll(*state));
   // accum 1 -> 1.9 -> 3.71; var -= 0.1 + 0.19 + 0.371 (a lost slot would give 0.49).
-  ASSERT_EQ(values.size(), kInit.size());
-  for (size_t i = 0; i < kInit.size(); ++i) EXPECT_FLOAT_EQ(values[i], kInit[i] - 0.661f) << i;
+  ExpectShifted(values, 0.661f);
 }
 
 TEST(PsStateTest, RestoreKeepsTheSyncConfigAndTheLearningRate) {
   const std::string dir = TestDir();
   auto state = ReadyState(Request(Sgd(1), Sync(2, 2)), CheckpointOptions(dir));
   const std::vector<float> g = Fill(2);
-  ASSERT_TRUE(Push(*state, Gradient(kAll, 0, 0), g).ok());
-  ASSERT_TRUE(Push(*state, Gradient(kAll, 0, 1), g).ok());
+  ASSERT_TRUE(Push(*state, Gradient(All(), 0, 0), g).ok());
+  ASSERT_TRUE(Push(*state, Gradient(All(), 0, 1), g).ok());
   ASSERT_TRUE(state->SetLearningRate(0.5f).ok());
   auto written = state->Checkpoint();
   ASSERT_TRUE(written.ok() && written->has_value()) << written.status();
@@ -1077,9 +1087,9 @@ TEST(PsStateTest, RestoreKeepsTheSyncConfigAndTheLearningRate) {
   ExpectValues(PullAll(restored), {-1, 0, 1, 2, 3, 4, 5, 6, 8, 18, 28});
 
   // Step 1 on the restored task, at the new rate; step 0 is stale.
-  EXPECT_TRUE(Dropped(Push(restored, Gradient(kAll, 0, 0), g)));
-  ASSERT_TRUE(Accepted(Push(restored, Gradient(kAll, 1, 0), g)));
-  ASSERT_TRUE(Accepted(Push(restored, Gradient(kAll, 1, 1), g)));
+  EXPECT_TRUE(Dropped(Push(restored, Gradient(All(), 0, 0), g)));
+  ASSERT_TRUE(Accepted(Push(restored, Gradient(All(), 1, 0), g)));
+  ASSERT_TRUE(Accepted(Push(restored, Gradient(All(), 1, 1), g)));
   EXPECT_EQ(restored.global_step(), 2);
   ExpectValues(PullAll(restored), {-2, -1, 0, 1, 2, 3, 4, 5, 7, 17, 27});
 }
@@ -1107,35 +1117,39 @@ void CheckpointsWhilePushing(const proto::InitializeRequest& request, int pusher
     threads.emplace_back([&, t] {
       // Sync: one worker, so each push completes the step it was computed at.
       for (int64_t step = 0; !done.load(); ++step) {
-        auto r = Push(*state, Gradient(kAll, sync ? step : 0, t), ones);
+        auto r = Push(*state, Gradient(All(), sync ? step : 0, t), ones);
         if (!r.ok() || r->dropped()) ++push_failures;
       }
     });
   }
+  const std::vector<float> init = Init();
   int inconsistent = 0;
-  for (int c = 0; c < kCheckpoints && inconsistent < 3; ++c) {
-    auto written = state->Checkpoint();
-    ASSERT_TRUE(written.ok() && written->has_value()) << written.status();
-    const int64_t step = **written;
-    auto ckpt = ReadCheckpointFile(
-        absl::StrCat(dir, "/ps-0/ckpt-", absl::Dec(step, absl::kZeroPad12), ".psck"));
-    ASSERT_TRUE(ckpt.ok()) << ckpt.status();
-    EXPECT_EQ(ckpt->global_step, step);
-    ASSERT_EQ(ckpt->tensors.size(), 3u);
-    std::vector<float> values;
-    for (const CheckpointTensor& t : ckpt->tensors) {
-      values.insert(values.end(), t.values.begin(), t.values.end());
-    }
-    ASSERT_EQ(values.size(), kInit.size());
-    for (size_t i = 0; i < values.size(); ++i) {
-      if (values[i] != kInit[i] - static_cast<float>(step)) {
-        ADD_FAILURE() << "checkpoint at step " << step << ": element " << i << " is " << values[i]
-                      << ", expected " << kInit[i] - static_cast<float>(step);
-        ++inconsistent;
-        break;
+  // In a lambda, so that a failed assertion still stops and joins the pushers below.
+  [&] {
+    for (int c = 0; c < kCheckpoints && inconsistent < 3; ++c) {
+      auto written = state->Checkpoint();
+      ASSERT_TRUE(written.ok() && written->has_value()) << written.status();
+      const int64_t step = **written;
+      auto ckpt = ReadCheckpointFile(
+          absl::StrCat(dir, "/ps-0/ckpt-", absl::Dec(step, absl::kZeroPad12), ".psck"));
+      ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+      EXPECT_EQ(ckpt->global_step, step);
+      ASSERT_EQ(ckpt->tensors.size(), 3u);
+      std::vector<float> values;
+      for (const CheckpointTensor& t : ckpt->tensors) {
+        values.insert(values.end(), t.values.begin(), t.values.end());
+      }
+      ASSERT_EQ(values.size(), init.size());
+      for (size_t i = 0; i < values.size(); ++i) {
+        if (values[i] != init[i] - static_cast<float>(step)) {
+          ADD_FAILURE() << "checkpoint at step " << step << ": element " << i << " is " << values[i]
+                        << ", expected " << init[i] - static_cast<float>(step);
+          ++inconsistent;
+          break;
+        }
       }
     }
-  }
+  }();
   done.store(true);
   for (auto& t : threads) t.join();
   EXPECT_EQ(push_failures.load(), 0);
@@ -1154,12 +1168,12 @@ TEST(PsStateTest, CorruptNewestCheckpointFallsBackToThePreviousOne) {
   const std::string dir = TestDir();
   auto state = ReadyState(Request(Sgd(1), Async()), CheckpointOptions(dir));
   const std::vector<float> g = Fill(1);
-  ASSERT_TRUE(Push(*state, Gradient(kAll, 0), g).ok());
+  ASSERT_TRUE(Push(*state, Gradient(All(), 0), g).ok());
   auto first = state->Checkpoint();
   ASSERT_TRUE(first.ok() && first->has_value()) << first.status();
   EXPECT_EQ(**first, 1);
   const std::vector<float> at_step1 = PullAll(*state);
-  ASSERT_TRUE(Push(*state, Gradient(kAll, 1), g).ok());
+  ASSERT_TRUE(Push(*state, Gradient(All(), 1), g).ok());
   auto second = state->Checkpoint();
   ASSERT_TRUE(second.ok() && second->has_value()) << second.status();
   EXPECT_EQ(**second, 2);
@@ -1197,7 +1211,7 @@ TEST(PsStateTest, OnlyTheNewestCheckpointsAreKept) {
   auto state = ReadyState(Request(Sgd(1), Async()), options);
   const std::vector<float> g = Fill(1);
   for (int64_t s = 0; s < 4; ++s) {
-    ASSERT_TRUE(Push(*state, Gradient(kAll, s), g).ok());
+    ASSERT_TRUE(Push(*state, Gradient(All(), s), g).ok());
     auto written = state->Checkpoint();
     ASSERT_TRUE(written.ok() && written->has_value()) << written.status();
     EXPECT_EQ(**written, s + 1);

@@ -176,11 +176,13 @@ TEST(StepCoordinatorTest, DeadlinesAreAnsweredInTheirOwnOrder) {
 TEST(StepCoordinatorTest, ReachedBeforeTheDeadlineIsAnsweredOnce) {
   StepCoordinator c;
   ASSERT_TRUE(c.Start(Async(1), 0).ok());
-  ParkedCall call = Park(c, 1, Clock::now() + milliseconds(30));
+  ParkedCall call = Park(c, 1, Clock::now() + milliseconds(300));
   ASSERT_TRUE(c.Admit(Push(0, 0)).ok());
-  ASSERT_TRUE(Answered(call, kPrompt));
+  // Answered by the call that advanced the step, before it returned.
+  EXPECT_EQ(call.calls->load(), 1);
+  ASSERT_TRUE(Answered(call, milliseconds(0)));
   EXPECT_TRUE(call.answer.get());
-  std::this_thread::sleep_for(milliseconds(80));  // past the deadline: no second answer
+  std::this_thread::sleep_for(milliseconds(400));  // past the deadline: no second answer
   EXPECT_EQ(call.calls->load(), 1);
 }
 
@@ -312,6 +314,23 @@ TEST(StepCoordinatorTest, AsyncChunkZeroAdvancesTheStep) {
   EXPECT_EQ(a->step, 3);
   EXPECT_EQ(a->staleness, 3);
   EXPECT_EQ(c.step(), 4);
+}
+
+TEST(StepCoordinatorTest, AsyncChunkZeroWakesTheCallsParkedForTheNewStep) {
+  StepCoordinator c;
+  ASSERT_TRUE(c.Start(Async(1), 0).ok());
+  ParkedCall one = Park(c, 1, Clock::now() + kLongWait);
+  ParkedCall two = Park(c, 2, Clock::now() + kLongWait);
+  ASSERT_TRUE(c.Admit(Push(0, 0, 0, 2)).ok());
+  EXPECT_EQ(one.calls->load(), 1);  // answered before Admit returned
+  ASSERT_TRUE(Answered(one, milliseconds(0)));
+  EXPECT_TRUE(one.answer.get());
+  ASSERT_TRUE(c.Admit(Push(0, 0, 1, 2)).ok());  // chunk 1: no new step
+  EXPECT_FALSE(Answered(two));
+  ASSERT_TRUE(c.Admit(Push(0, 1)).ok());
+  EXPECT_EQ(two.calls->load(), 1);
+  ASSERT_TRUE(Answered(two, milliseconds(0)));
+  EXPECT_TRUE(two.answer.get());
 }
 
 TEST(StepCoordinatorTest, AsyncStalenessFromARestoredStep) {

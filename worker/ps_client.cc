@@ -122,6 +122,7 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(Options options,
 }
 
 absl::Status PsClient::Prepare(const nn::ParameterSet& params, bool is_chief) {
+  is_chief_ = is_chief;
   for (auto& task : tasks_) {
     if (task->partitions.empty()) continue;
     RETURN_IF_ERROR(is_chief ? InitializeTask(*task, params) : WaitReadyTask(*task));
@@ -217,11 +218,15 @@ absl::Status PsClient::WaitReadyTask(Task& task) {
                                                   "s: is the chief (worker 0) running?"));
 }
 
-absl::Status PsClient::Recover() {
+absl::Status PsClient::Recover(nn::ParameterSet& params) {
   PSFLOW_LOG(WARNING) << "lost a ps task; waiting up to " << options_.connect_timeout.count() / 1000
                       << "s for every task to be ready again";
   for (auto& task : tasks_) {
-    if (!task->partitions.empty()) RETURN_IF_ERROR(WaitReadyTask(*task));
+    if (task->partitions.empty()) continue;
+    // The chief re-creates a task that came back empty (no checkpoint) from its own latest
+    // parameters; a task restored from its checkpoint is found ready and left as it is.
+    RETURN_IF_ERROR(is_chief_ ? InitializeTask(*task, params) : WaitReadyTask(*task));
+    task->pulled_step = task->next_min_step = 0;
   }
   need_recovery_ = false;
   PSFLOW_LOG(INFO) << "every ps task is ready again; continuing";
@@ -374,7 +379,7 @@ absl::Status PsClient::Transfer(nn::ParameterSet& params, proto::TransferKind ki
 absl::StatusOr<SyncResult> PsClient::Pull(nn::ParameterSet& params) {
   const auto deadline = Clock::now() + options_.connect_timeout;
   for (;;) {
-    if (need_recovery_) RETURN_IF_ERROR(Recover());
+    if (need_recovery_) RETURN_IF_ERROR(Recover(params));
     SyncResult result;
     absl::Status s = Transfer(params, proto::TK_PULL, 0, &result, nullptr);
     if (s.ok()) return result;

@@ -10,9 +10,9 @@
 //
 // Sync mode: a pull after a push asks the ps for the next step and is parked there until that
 // step has been aggregated. Recovery: when a ps task becomes unreachable mid-training (killed and
-// restarted), the push in flight is dropped and the next Pull waits for the task to be ready
-// again (restored from its checkpoint) and starts from its parameters, for up to
-// connect_timeout.
+// restarted), the push in flight is dropped and the next Pull waits, for up to connect_timeout,
+// until the task is ready again — restored from its checkpoint, or (without one) re-created by
+// the chief from the chief's latest parameters — and starts from its state.
 //
 // Not thread-safe: one trainer thread uses it.
 #ifndef PSFLOW_WORKER_PS_CLIENT_H_
@@ -60,7 +60,7 @@ class PsClient final : public ParameterSync {
   explicit PsClient(Options options);
   absl::Status InitializeTask(Task& task, const nn::ParameterSet& params);
   absl::Status WaitReadyTask(Task& task);
-  absl::Status Recover();
+  absl::Status Recover(nn::ParameterSet& params);
   // Sends every chunk of every task (or only `only`) and waits for all replies: gradients
   // (TK_GRADIENT), initial values (TK_ASSIGN, from params' values) or a pull into params' values.
   absl::Status Transfer(nn::ParameterSet& params, proto::TransferKind kind, int64_t examples,
@@ -70,6 +70,7 @@ class PsClient final : public ParameterSync {
   Placement placement_;
   std::vector<std::unique_ptr<Task>> tasks_;
   bool need_recovery_ = false;
+  bool is_chief_ = false;
 };
 
 }  // namespace psflow

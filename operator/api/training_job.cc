@@ -241,6 +241,20 @@ absl::string_view ReplicaTypeName(ReplicaType type) {
   return "?";
 }
 
+absl::string_view RestartPolicyName(RestartPolicy policy) {
+  switch (policy) {
+    case RestartPolicy::kNever:
+      return "Never";
+    case RestartPolicy::kOnFailure:
+      return "OnFailure";
+    case RestartPolicy::kAlways:
+      return "Always";
+    case RestartPolicy::kExitCode:
+      return "ExitCode";
+  }
+  return "Never";
+}
+
 absl::string_view TaskTypeName(ReplicaType type) {
   switch (type) {
     case ReplicaType::kChief:

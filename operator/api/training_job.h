@@ -28,6 +28,8 @@ absl::string_view ReplicaTypeName(ReplicaType type);
 absl::string_view TaskTypeName(ReplicaType type);
 
 enum class RestartPolicy { kNever, kOnFailure, kAlways, kExitCode };
+// "Never", "OnFailure", "Always", "ExitCode".
+absl::string_view RestartPolicyName(RestartPolicy policy);
 enum class SuccessPolicy { kChiefOrWorker0, kAllWorkers };
 enum class CleanPodPolicy { kRunning, kAll, kNone };
 

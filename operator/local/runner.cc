@@ -31,6 +31,9 @@ using Clock = std::chrono::steady_clock;
 using api::ReplicaType;
 
 constexpr int64_t kMaxLocalReplicas = 64;
+// Restarts allowed across the job when runPolicy.backoffLimit is not given (a Kubernetes Job's
+// default).
+constexpr int kDefaultBackoffLimit = 6;
 
 int g_signal_pipe = -1;  // write end; the handler only writes a byte
 
@@ -102,6 +105,7 @@ struct Replica {
   std::unique_ptr<ChildProcess> process;
   std::string partial_line;
   bool reported_exit = false;
+  int restarts = 0;
 };
 
 class Console {
@@ -163,6 +167,10 @@ class JobRun {
   // Scrapes the replicas' /metrics at most once a second (or now, when `force`).
   void UpdateProgress(bool force = false);
   void StopAll(const char* why);
+  // Whether r's restart policy restarts it after `status` (TFJob semantics: ExitCode retries
+  // exit codes 128-255, i.e. signals and the like, and treats 1-127 as permanent).
+  bool ShouldRestart(const Replica& r, const ExitStatus& status) const;
+  absl::Status Restart(Replica& r);
   bool IsChief(const Replica& r) const {
     return job_.Replicas(ReplicaType::kChief) > 0 ? r.type == ReplicaType::kChief
                                                   : r.type == ReplicaType::kWorker && r.index == 0;
@@ -186,7 +194,34 @@ class JobRun {
   Clock::time_point last_scrape_;
   double rate_ = 0;
   double global_step_ = 0;
+  int restarts_ = 0;  // across the job, against runPolicy.backoffLimit
 };
+
+bool JobRun::ShouldRestart(const Replica& r, const ExitStatus& status) const {
+  // A trainer that completed is done under every policy; a ps never completes on its own.
+  if (IsTrainer(r) && status.ok()) return false;
+  const int code = status.signal != 0 ? 128 + status.signal : status.code;
+  switch (job_.replica_specs.at(r.type).restart_policy) {
+    case api::RestartPolicy::kNever:
+      return false;
+    case api::RestartPolicy::kOnFailure:
+      return !status.ok();
+    case api::RestartPolicy::kAlways:
+      return true;
+    case api::RestartPolicy::kExitCode:
+      return code >= 128;
+  }
+  return false;
+}
+
+absl::Status JobRun::Restart(Replica& r) {
+  ASSIGN_OR_RETURN(r.process, ChildProcess::Spawn(r.argv, r.env));
+  r.reported_exit = false;
+  r.partial_line.clear();
+  ++r.restarts;
+  ++restarts_;
+  return absl::OkStatus();
+}
 
 absl::Status JobRun::Plan() {
   int64_t count = 0;
@@ -312,6 +347,25 @@ void JobRun::ReapAndDecide() {
     DrainOutput(r, /*final=*/true);
     console_.Line(Say(absl::StrCat(r.name, " exited: ", status->Describe())));
     if (outcome_) continue;
+    if (ShouldRestart(r, *status)) {
+      const int limit = job_.run_policy.backoff_limit.value_or(kDefaultBackoffLimit);
+      if (restarts_ >= limit) {
+        outcome_ = JobOutcome::kFailed;
+        outcome_reason_ = absl::StrCat(r.name, " failed (", status->Describe(), ") after ",
+                                       restarts_, " restart(s): runPolicy.backoffLimit is ", limit);
+        continue;
+      }
+      if (absl::Status s = Restart(r); !s.ok()) {
+        outcome_ = JobOutcome::kFailed;
+        outcome_reason_ = absl::StrCat(r.name, " could not be restarted: ", s.message());
+        continue;
+      }
+      console_.Line(Say(absl::StrCat(
+          "restarting ", r.name, " (restart ", restarts_, " of at most ", limit, ", restartPolicy ",
+          api::RestartPolicyName(job_.replica_specs.at(r.type).restart_policy), ")")));
+      all_trainers_done = false;
+      continue;
+    }
     if (r.type == ReplicaType::kPS) {
       outcome_ = JobOutcome::kFailed;
       outcome_reason_ =
