@@ -212,6 +212,7 @@ void PartitionStore::CopyOut(const proto::TransferHeader& header, std::byte* out
   for (const proto::Segment& s : header.segments()) {
     const Partition& p = *partitions_[s.partition()];
     const size_t n = static_cast<size_t>(s.count()) * 4;
+    if (n == 0) continue;
     std::lock_guard lock(p.mu);
     std::memcpy(out, p.value.data() + s.offset(), n);
     out += n;

@@ -9,6 +9,7 @@ packages=(
   libabsl-dev nlohmann-json3-dev libyaml-cpp-dev prometheus-cpp-dev libcpprest-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev libopenblas-dev zlib1g-dev
   prometheus dataset-fashion-mnist clang-format
+  clang libclang-rt-14-dev
 )
 
 missing=()
