@@ -87,6 +87,12 @@ TEST(Metrics, LivePsAndWorkerExposeValidRisingCounters) {
   EXPECT_GT(SumSamples(ps_text, "psflow_ps_received_bytes_total").value_or(0), 0);
   EXPECT_GT(SumSamples(ps_text, "psflow_ps_sent_bytes_total").value_or(0), 0);
   EXPECT_TRUE(absl::StrContains(ps_text, R"(replica_type="ps")")) << ps_text;
+  // The ps's own figures: pushes, staleness of every applied push, partitions, learning rate.
+  EXPECT_GE(SumSamples(ps_text, "psflow_ps_pushes_total").value_or(0), steps1);
+  EXPECT_GE(SumSamples(ps_text, "psflow_ps_staleness_steps_count").value_or(0), steps1);
+  EXPECT_EQ(SumSamples(ps_text, "psflow_ps_partition_bytes"), 318040);
+  EXPECT_EQ(SumSamples(ps_text, "psflow_ps_gradients_dropped_total"), 0);  // async: none
+  EXPECT_NEAR(SumSamples(ps_text, "psflow_ps_learning_rate").value_or(0), 0.1, 1e-6);
 
   ExpectPromtoolAccepts(second, "worker");
   ExpectPromtoolAccepts(ps_text, "ps");
