@@ -219,6 +219,44 @@ TEST(PsGrpc, SyncStepWaitsForTheAggregateAndIgnoresTheBackupWorker) {
   EXPECT_EQ(ps1.state().global_step(), 1);
 }
 
+TEST(PsGrpc, SparseGradientsPushOnlyTheTouchedRows) {
+  // An embedding of 1000 rows x 8, split across 2 ps tasks; a step touches rows 3, 500 and 999.
+  PsTask ps0, ps1;
+  auto make = [] {
+    auto p = std::make_unique<nn::ParameterSet>();
+    const auto emb = p->Declare("embedding", {1000, 8}, nn::Initializer::Uniform(1.0f));
+    p->Declare("bias", {8}, nn::Initializer::Zeros());
+    p->MarkSparse(emb);
+    p->Finalize();
+    return p;
+  };
+  auto params = make();
+  params->Initialize(2);
+  auto chief = PsClient::Create(Options({ps0.address(), ps1.address()}, 5000, 0, 1), *params);
+  ASSERT_TRUE(chief.ok());
+  ASSERT_GT((*chief)->placement().partitions.size(), 2u) << "the embedding was not split";
+  ASSERT_TRUE((*chief)->Prepare(*params, true).ok());
+  ASSERT_TRUE((*chief)->Pull(*params).ok());
+  const std::vector<float> before = Values(*params);
+  SetGrads(*params, [](size_t) { return 2.0f; });  // untouched rows must not be sent
+  params->SetTouchedRows(0, {3, 500, 999});
+  auto pushed = (*chief)->Push(*params, 1);
+  ASSERT_TRUE(pushed.ok()) << pushed.status();
+  EXPECT_EQ(pushed->bytes, (3 * 8 + 8) * 4);
+  ASSERT_TRUE((*chief)->Pull(*params).ok());
+  const std::vector<float> after = Values(*params);
+  for (size_t i = 0; i < before.size(); ++i) {
+    const int64_t row = static_cast<int64_t>(i) / 8;
+    const bool touched = i >= 8000 || row == 3 || row == 500 || row == 999;  // bias: dense
+    ASSERT_EQ(after[i], touched ? before[i] - 1.0f : before[i]) << i;
+  }
+  // A step that touches no row held by a task still counts on that task.
+  params->SetTouchedRows(0, {});
+  ASSERT_TRUE((*chief)->Push(*params, 1).ok());
+  EXPECT_EQ(ps0.state().global_step(), 2);
+  EXPECT_EQ(ps1.state().global_step(), 2);
+}
+
 TEST(PsGrpc, ChiefChangesTheLearningRateAtRunTime) {
   PsTask ps;
   auto params = MakeParams();

@@ -3,6 +3,7 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <functional>
 #include <mutex>
@@ -46,6 +47,9 @@ bool Retryable(const grpc::Status& s) {
 struct PartitionRef {
   nn::ParameterSet::Handle handle = 0;
   int64_t first_element = 0;  // within the parameter
+  int64_t row_begin = 0;      // rows of the parameter's first dimension
+  int64_t row_end = 0;
+  int64_t row_elements = 0;
 };
 
 struct PsClient::Task {
@@ -53,9 +57,10 @@ struct PsClient::Task {
   std::string address;
   std::unique_ptr<proto::ParameterServer::Stub> stub;
   std::unique_ptr<grpc::GenericStub> bulk;
-  std::vector<PartitionRef> partitions;           // in the task's order
-  std::vector<std::vector<SegmentRange>> chunks;  // PlanChunks of the partitions
-  proto::InitializeRequest init;                  // the chief's request (partitions filled)
+  std::vector<PartitionRef> partitions;                // in the task's order
+  std::vector<std::vector<SegmentRange>> chunks;       // PlanChunks of the partitions
+  std::vector<std::vector<SegmentRange>> push_chunks;  // the same without sparse partitions
+  proto::InitializeRequest init;                       // the chief's request (partitions filled)
   int64_t bytes = 0;
   int64_t pulled_step = 0;    // the task's step at the last pull
   int64_t next_min_step = 0;  // sync: the step the next pull waits for
@@ -103,7 +108,8 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(Options options,
     for (int i : p.task_partitions[static_cast<size_t>(t)]) {
       const PartitionPlacement& part = p.partitions[static_cast<size_t>(i)];
       const auto& desc = params.descs()[static_cast<size_t>(part.variable)];
-      task->partitions.push_back({part.variable, part.row_begin * part.row_elements});
+      task->partitions.push_back({part.variable, part.row_begin * part.row_elements, part.row_begin,
+                                  part.row_end, part.row_elements});
       elements.push_back(part.elements());
       proto::PartitionSpec* spec = task->init.add_partitions();
       spec->set_variable(desc.name);
@@ -112,6 +118,17 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(Options options,
       spec->set_row_end(part.row_end);
     }
     task->chunks = PlanChunks(elements);
+    // Gradient pushes plan the dense partitions only; sparse ones send their touched rows.
+    std::vector<int64_t> dense = elements;
+    for (size_t i = 0; i < dense.size(); ++i) {
+      if (params.sparse(task->partitions[i].handle)) dense[i] = 0;
+    }
+    for (auto chunk : PlanChunks(dense)) {
+      std::erase_if(chunk, [&](const SegmentRange& r) {
+        return params.sparse(task->partitions[r.partition].handle);
+      });
+      if (!chunk.empty()) task->push_chunks.push_back(std::move(chunk));
+    }
     *task->init.mutable_optimizer() = c->options_.training.optimizer;
     *task->init.mutable_sync() = c->options_.training.sync;
     task->init.set_fingerprint(p.fingerprint);
@@ -241,9 +258,63 @@ absl::Status PsClient::Transfer(nn::ParameterSet& params, proto::TransferKind ki
   std::mutex mu;
   std::condition_variable cv;
   size_t pending = 0;
+  const bool gradients = kind == proto::TK_GRADIENT;
   for (auto& task : tasks_) {
     if (only != nullptr && task.get() != only) continue;
-    for (size_t c = 0; c < task->chunks.size(); ++c) {
+    // What each call of this task carries: chunks of the dense plan; for gradients also the
+    // touched rows of sparse partitions.
+    struct Piece {
+      proto::Segment segment;
+      const float* data;  // segment.count() elements (dense), or null: rows from `rows_base`
+      const float* rows_base = nullptr;
+      int64_t row_elements = 0;
+    };
+    std::vector<std::vector<Piece>> plan;
+    const auto& chunks = gradients ? task->push_chunks : task->chunks;
+    for (const auto& chunk : chunks) {
+      auto& pieces = plan.emplace_back();
+      for (const SegmentRange& r : chunk) {
+        const PartitionRef& ref = task->partitions[r.partition];
+        Piece piece;
+        piece.segment.set_partition(r.partition);
+        piece.segment.set_offset(r.offset);
+        piece.segment.set_count(r.count);
+        piece.data = (kind == proto::TK_GRADIENT ? params.grad(ref.handle).data()
+                                                 : params.value(ref.handle).data()) +
+                     ref.first_element + r.offset;
+        pieces.push_back(std::move(piece));
+      }
+    }
+    if (gradients) {
+      for (uint32_t p = 0; p < task->partitions.size(); ++p) {
+        const PartitionRef& ref = task->partitions[p];
+        if (!params.sparse(ref.handle)) continue;
+        // This partition's share of the touched rows, as rows of the partition.
+        const auto rows = params.touched_rows(ref.handle);
+        const auto first = std::lower_bound(rows.begin(), rows.end(), ref.row_begin);
+        const auto last = std::lower_bound(first, rows.end(), ref.row_end);
+        const int64_t per_call = std::max<int64_t>(1, kChunkBytes / (4 * ref.row_elements));
+        for (auto it = first; it < last; it += std::min<int64_t>(per_call, last - it)) {
+          const auto end = it + std::min<int64_t>(per_call, last - it);
+          Piece piece;
+          for (auto r = it; r < end; ++r) piece.segment.add_rows(*r - ref.row_begin);
+          piece.segment.set_partition(p);
+          piece.segment.set_count(piece.segment.rows_size() * ref.row_elements);
+          piece.data = nullptr;
+          piece.rows_base = params.grad(ref.handle).data() + ref.first_element;
+          piece.row_elements = ref.row_elements;
+          plan.emplace_back().push_back(std::move(piece));
+        }
+      }
+      if (plan.empty() && !task->partitions.empty()) {
+        // Nothing to send this step (no rows touched here): one empty call still counts it.
+        Piece piece;
+        piece.segment.set_partition(0);
+        piece.data = nullptr;
+        plan.emplace_back().push_back(std::move(piece));
+      }
+    }
+    for (size_t c = 0; c < plan.size(); ++c) {
       auto call = std::make_unique<Call>();
       call->task = task.get();
       call->chunk = c;
@@ -252,7 +323,7 @@ absl::Status PsClient::Transfer(nn::ParameterSet& params, proto::TransferKind ki
       h.set_fingerprint(placement_.fingerprint);
       h.set_worker(options_.training.worker_index);
       h.set_chunk(static_cast<uint32_t>(c));
-      h.set_num_chunks(static_cast<uint32_t>(task->chunks.size()));
+      h.set_num_chunks(static_cast<uint32_t>(plan.size()));
       h.set_wire_dtype(proto::DT_FLOAT32);
       if (pull) {
         h.set_step(sync ? task->next_min_step : 0);
@@ -261,23 +332,22 @@ absl::Status PsClient::Transfer(nn::ParameterSet& params, proto::TransferKind ki
         h.set_step(task->pulled_step);
         if (c == 0) h.set_examples(examples);
       }
+      for (const Piece& piece : plan[c]) *h.add_segments() = piece.segment;
       std::vector<grpc::Slice> slices;
-      for (const SegmentRange& r : task->chunks[c]) {
-        proto::Segment* s = h.add_segments();
-        s->set_partition(r.partition);
-        s->set_offset(r.offset);
-        s->set_count(r.count);
-      }
       slices.emplace_back(EncodeFrameHeader(h));
       if (!pull) {
-        for (const SegmentRange& r : task->chunks[c]) {
-          const PartitionRef& ref = task->partitions[r.partition];
-          const float* base = kind == proto::TK_ASSIGN ? params.value(ref.handle).data()
-                                                       : params.grad(ref.handle).data();
-          // The buffer itself goes to gRPC: it outlives the call (we wait for every reply).
-          slices.emplace_back(base + ref.first_element + r.offset, static_cast<size_t>(r.count) * 4,
-                              grpc::Slice::STATIC_SLICE);
-          result->bytes += r.count * 4;
+        // The buffers themselves go to gRPC: they outlive the call (we wait for every reply).
+        for (const Piece& piece : plan[c]) {
+          if (piece.data != nullptr && piece.segment.count() > 0) {
+            slices.emplace_back(piece.data, static_cast<size_t>(piece.segment.count()) * 4,
+                                grpc::Slice::STATIC_SLICE);
+          }
+          for (int64_t row : piece.segment.rows()) {
+            slices.emplace_back(piece.rows_base + row * piece.row_elements,
+                                static_cast<size_t>(piece.row_elements) * 4,
+                                grpc::Slice::STATIC_SLICE);
+          }
+          result->bytes += piece.segment.count() * 4;
         }
       }
       call->request = grpc::ByteBuffer(slices.data(), slices.size());

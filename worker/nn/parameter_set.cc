@@ -22,7 +22,11 @@ float UnitUniform(std::mt19937_64& rng) {
 void ParameterSet::FreeDeleter::operator()(float* p) const { std::free(p); }
 
 ParameterSet::Handle ParameterSet::Declare(std::string name, Shape shape, Initializer init) {
-  ParameterDesc d{std::move(name), std::move(shape), init, total_, 0};
+  ParameterDesc d;
+  d.name = std::move(name);
+  d.shape = std::move(shape);
+  d.init = init;
+  d.offset = total_;
   d.size = NumElements(d.shape);
   total_ += (d.size + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
   descs_.push_back(std::move(d));
@@ -63,6 +67,12 @@ void ParameterSet::Initialize(uint64_t seed) {
     }
     for (float& x : v) x = limit == 0.0f ? 0.0f : limit * UnitUniform(rng);
   }
+}
+
+void ParameterSet::MarkSparse(Handle h) { descs_[static_cast<size_t>(h)].sparse = true; }
+
+void ParameterSet::SetTouchedRows(Handle h, std::vector<int64_t> rows) {
+  descs_[static_cast<size_t>(h)].touched_rows = std::move(rows);
 }
 
 void ParameterSet::ZeroGrads() { std::memset(grads_.get(), 0, total_ * sizeof(float)); }

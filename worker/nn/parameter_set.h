@@ -35,6 +35,8 @@ struct ParameterDesc {
   Initializer init;
   int64_t offset = 0;  // in floats, into values() and grads()
   int64_t size = 0;    // in floats
+  bool sparse = false;
+  std::vector<int64_t> touched_rows;  // sparse only: this step's rows
 };
 
 class ParameterSet {
@@ -50,6 +52,17 @@ class ParameterSet {
   // Fills values() from each parameter's initializer; the same seed gives the same values.
   void Initialize(uint64_t seed);
   void ZeroGrads();
+
+  // Sparse gradients (an embedding's, as TensorFlow's IndexedSlices): after MarkSparse(h), the
+  // layer that owns h reports each step which rows of its first dimension the step touched
+  // (SetTouchedRows: sorted, unique, in range); the ps client then pushes only those rows of
+  // grad(h). Rows not listed are never read.
+  void MarkSparse(Handle h);
+  bool sparse(Handle h) const { return descs_[static_cast<size_t>(h)].sparse; }
+  void SetTouchedRows(Handle h, std::vector<int64_t> rows);
+  std::span<const int64_t> touched_rows(Handle h) const {
+    return descs_[static_cast<size_t>(h)].touched_rows;
+  }
 
   const std::vector<ParameterDesc>& descs() const { return descs_; }
   int64_t total_size() const { return total_; }
