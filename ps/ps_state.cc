@@ -152,16 +152,18 @@ absl::StatusOr<int64_t> PsState::Leave(int worker) {
     return absl::InvalidArgumentError(
         absl::StrCat("leave from worker ", worker, "; the job has ", total));
   }
-  if (coordinator_.Leave(worker)) {
-    {
-      std::shared_lock lock(update_mu_);
+  StepCoordinator::Wakeups wake;
+  {
+    std::shared_lock lock(update_mu_);
+    if (coordinator_.Leave(worker)) {
       const int n = coordinator_.workers_in_step();
       store_->ApplyAccumulated(1.0f / static_cast<float>(n), *optimizer_, learning_rate_.load(),
                                coordinator_.step() + 1);
+      wake = coordinator_.FinishStep();
+      if (metrics_ != nullptr) metrics_->updates.Increment();
     }
-    coordinator_.FinishStep();
-    if (metrics_ != nullptr) metrics_->updates.Increment();
   }
+  StepCoordinator::Wake(std::move(wake));
   return coordinator_.step();
 }
 
@@ -210,51 +212,51 @@ absl::StatusOr<proto::TransferReply> PsState::Push(ByteSource& frame) {
     return absl::InvalidArgumentError(
         absl::StrCat("segments describe ", n * 4, " bytes; the payload has ", frame.remaining()));
   }
-  ASSIGN_OR_RETURN(const StepCoordinator::Admission admission, coordinator_.Admit(h));
-  if (metrics_ != nullptr) {
-    metrics_->pushes.Increment();
-    metrics_->received_bytes.Increment(static_cast<double>(n) * 4);
-  }
-  const float lr = learning_rate_.load();
-  bool completed = false;
-  switch (admission.verdict) {
-    case StepCoordinator::Verdict::kApply: {
-      std::shared_lock lock(update_mu_);
-      store_->ApplyGradients(h, frame, *optimizer_, lr, admission.step + 1);
-      if (h.chunk() == 0 && metrics_ != nullptr) {
-        metrics_->updates.Increment();
-        metrics_->examples.Increment(static_cast<double>(h.examples()));
-        metrics_->staleness.Observe(static_cast<double>(admission.staleness));
-      }
-      break;
+  // The step advances and the gradients land under one shared hold of update_mu_, so a
+  // checkpoint (exclusive) never sees one without the other.
+  StepCoordinator::Wakeups wake;
+  {
+    std::shared_lock lock(update_mu_);
+    ASSIGN_OR_RETURN(const StepCoordinator::Admission admission, coordinator_.Admit(h));
+    if (metrics_ != nullptr) {
+      metrics_->pushes.Increment();
+      metrics_->received_bytes.Increment(static_cast<double>(n) * 4);
     }
-    case StepCoordinator::Verdict::kAccumulate: {
-      std::shared_lock lock(update_mu_);
-      store_->Accumulate(h, frame);
-      if (h.chunk() == 0 && metrics_ != nullptr) {
-        metrics_->examples.Increment(static_cast<double>(h.examples()));
-      }
-      if (coordinator_.ChunkAccumulated(h)) {
-        const int workers = coordinator_.workers_in_step();
-        store_->ApplyAccumulated(1.0f / static_cast<float>(workers), *optimizer_, lr,
-                                 admission.step + 1);
-        completed = true;
-      }
-      break;
+    const float lr = learning_rate_.load();
+    switch (admission.verdict) {
+      case StepCoordinator::Verdict::kApply:
+        store_->ApplyGradients(h, frame, *optimizer_, lr, admission.step + 1);
+        if (h.chunk() == 0 && metrics_ != nullptr) {
+          metrics_->updates.Increment();
+          metrics_->examples.Increment(static_cast<double>(h.examples()));
+          metrics_->staleness.Observe(static_cast<double>(admission.staleness));
+        }
+        break;
+      case StepCoordinator::Verdict::kAccumulate:
+        store_->Accumulate(h, frame);
+        if (h.chunk() == 0 && metrics_ != nullptr) {
+          metrics_->examples.Increment(static_cast<double>(h.examples()));
+        }
+        if (coordinator_.ChunkAccumulated(h)) {
+          const int workers = coordinator_.workers_in_step();
+          store_->ApplyAccumulated(1.0f / static_cast<float>(workers), *optimizer_, lr,
+                                   admission.step + 1);
+          wake = coordinator_.FinishStep();
+          if (metrics_ != nullptr) metrics_->updates.Increment();
+        }
+        break;
+      case StepCoordinator::Verdict::kDropStale:
+        reply.set_dropped(true);
+        if (metrics_ != nullptr) metrics_->dropped_stale.Increment();
+        break;
+      case StepCoordinator::Verdict::kDropBackup:
+        reply.set_dropped(true);
+        if (metrics_ != nullptr) metrics_->dropped_backup.Increment();
+        break;
     }
-    case StepCoordinator::Verdict::kDropStale:
-      reply.set_dropped(true);
-      if (metrics_ != nullptr) metrics_->dropped_stale.Increment();
-      break;
-    case StepCoordinator::Verdict::kDropBackup:
-      reply.set_dropped(true);
-      if (metrics_ != nullptr) metrics_->dropped_backup.Increment();
-      break;
   }
-  if (completed) {
-    coordinator_.FinishStep();
-    if (metrics_ != nullptr) metrics_->updates.Increment();
-  }
+  // Parked pulls take update_mu_ themselves: answer them after releasing it.
+  StepCoordinator::Wake(std::move(wake));
   const int64_t step = coordinator_.step();
   if (metrics_ != nullptr) metrics_->global_step.Set(static_cast<double>(step));
   reply.set_global_step(step);

@@ -1097,13 +1097,8 @@ TEST(PsStateTest, RestoreKeepsTheSyncConfigAndTheLearningRate) {
 // Checkpoints taken while pushes go on: each file's values must be exactly those of the step it
 // records (SGD, lr 1, all-ones gradients: value = init - step), else a restore would lose an
 // update (values behind the step) or apply one twice (values ahead of it).
-//
-// DISABLED: both fail today (see the report that came with this file). PsState::Push advances
-// the step outside update_mu_ (async: StepCoordinator::Admit counts the push before the shared
-// lock is taken and the gradient applied; sync: FinishStep runs after the shared lock is
-// released), so Checkpoint(), which reads the step and copies the partitions under the exclusive
-// lock, can record a step whose update is not in the values (async) or values holding an update
-// whose step is not counted yet (sync). Enable once Push advances the step under the lock.
+// (PsState::Push advances the step and applies the gradients under one shared hold of the lock
+// Checkpoint takes exclusively.)
 void CheckpointsWhilePushing(const proto::InitializeRequest& request, int pushers) {
   constexpr int kCheckpoints = 40;
   const std::string dir = TestDir();
@@ -1156,11 +1151,11 @@ void CheckpointsWhilePushing(const proto::InitializeRequest& request, int pusher
   EXPECT_EQ(inconsistent, 0);
 }
 
-TEST(PsStateTest, DISABLED_AsyncCheckpointIsConsistentWithItsStep) {
+TEST(PsStateTest, AsyncCheckpointIsConsistentWithItsStep) {
   CheckpointsWhilePushing(Request(Sgd(1), Async(2)), 2);
 }
 
-TEST(PsStateTest, DISABLED_SyncCheckpointIsConsistentWithItsStep) {
+TEST(PsStateTest, SyncCheckpointIsConsistentWithItsStep) {
   CheckpointsWhilePushing(Request(Sgd(1), Sync(1, 1)), 1);
 }
 

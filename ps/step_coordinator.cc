@@ -21,7 +21,7 @@ absl::Status StepCoordinator::Start(const proto::SyncConfig& sync, int64_t step)
                      ", replicas_to_aggregate ", sync.replicas_to_aggregate(),
                      " (need total_workers >= 1 and 0 <= replicas_to_aggregate <= total_workers)"));
   }
-  std::vector<std::pair<std::function<void(bool)>, bool>> due;
+  Wakeups due;
   {
     std::lock_guard lock(mu_);
     sync_ = sync;
@@ -123,18 +123,18 @@ int StepCoordinator::workers_in_step() const {
   return completed_;
 }
 
-void StepCoordinator::FinishStep() {
-  std::vector<std::pair<std::function<void(bool)>, bool>> due;
-  {
-    std::lock_guard lock(mu_);
-    ++step_;
-    admitted_.clear();
-    num_chunks_.clear();
-    completed_ = 0;
-    applying_ = false;
-    due = TakeDueLocked(std::chrono::steady_clock::now());
-  }
-  for (auto& [fn, reached] : due) fn(reached);
+void StepCoordinator::Wake(Wakeups wakeups) {
+  for (auto& [fn, reached] : wakeups) fn(reached);
+}
+
+StepCoordinator::Wakeups StepCoordinator::FinishStep() {
+  std::lock_guard lock(mu_);
+  ++step_;
+  admitted_.clear();
+  num_chunks_.clear();
+  completed_ = 0;
+  applying_ = false;
+  return TakeDueLocked(std::chrono::steady_clock::now());
 }
 
 bool StepCoordinator::Leave(int worker) {
@@ -165,7 +165,7 @@ void StepCoordinator::Park(int64_t min_step, std::chrono::steady_clock::time_poi
 }
 
 void StepCoordinator::Stop() {
-  std::vector<std::pair<std::function<void(bool)>, bool>> due;
+  Wakeups due;
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
@@ -175,9 +175,8 @@ void StepCoordinator::Stop() {
   for (auto& [fn, reached] : due) fn(reached);
 }
 
-std::vector<std::pair<std::function<void(bool)>, bool>> StepCoordinator::TakeDueLocked(
-    std::chrono::steady_clock::time_point now) {
-  std::vector<std::pair<std::function<void(bool)>, bool>> due;
+StepCoordinator::Wakeups StepCoordinator::TakeDueLocked(std::chrono::steady_clock::time_point now) {
+  Wakeups due;
   auto keep = parked_.begin();
   for (auto it = parked_.begin(); it != parked_.end(); ++it) {
     const bool reached = !stopping_ && step_ >= 0 && step_ >= it->min_step;

@@ -48,6 +48,11 @@ class StepCoordinator {
     int64_t staleness = 0;  // step - the push's step
   };
 
+  // Parked calls made due by a step change, to be answered (Wake) once the caller has released
+  // its own locks.
+  using Wakeups = std::vector<std::pair<std::function<void(bool)>, bool>>;
+  static void Wake(Wakeups wakeups);
+
   StepCoordinator();
   ~StepCoordinator();  // Stop()s
 
@@ -68,8 +73,9 @@ class StepCoordinator {
   // step: the caller then applies the average (1 / workers_in_step()) and calls FinishStep.
   bool ChunkAccumulated(const proto::TransferHeader& header);
   int workers_in_step() const;
-  // Sync: the average of step s was applied; the step becomes s + 1.
-  void FinishStep();
+  // Sync: the average of step s was applied; the step becomes s + 1. The caller Wakes the
+  // returned calls after releasing its locks.
+  [[nodiscard]] Wakeups FinishStep();
 
   // The worker has finished. True when that completed the current step (sync): the caller then
   // applies and calls FinishStep as after ChunkAccumulated.
@@ -88,8 +94,7 @@ class StepCoordinator {
   };
   bool StepCompleteLocked() const;
   // Moves the parked calls that are due (reached, expired or stopping) out; caller holds mu_.
-  std::vector<std::pair<std::function<void(bool)>, bool>> TakeDueLocked(
-      std::chrono::steady_clock::time_point now);
+  Wakeups TakeDueLocked(std::chrono::steady_clock::time_point now);
   void TimerLoop();
 
   mutable std::mutex mu_;

@@ -423,7 +423,7 @@ TEST(StepCoordinatorTest, SyncAdmitsTheFirstReplicasAndDropsTheBackup) {
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->verdict, Verdict::kDropBackup);
 
-  c.FinishStep();
+  StepCoordinator::Wake(c.FinishStep());
   EXPECT_EQ(c.step(), 1);
   EXPECT_EQ(c.workers_in_step(), 0);
   ASSERT_TRUE(Answered(next, kPrompt));
@@ -460,7 +460,7 @@ TEST(StepCoordinatorTest, SyncStepNeedsEveryChunkOfEveryAdmittedWorker) {
   ASSERT_EQ(c.Admit(Push(1, 0, 2, 3))->verdict, Verdict::kAccumulate);
   EXPECT_TRUE(c.ChunkAccumulated(Push(1, 0, 2, 3)));
   EXPECT_EQ(c.workers_in_step(), 2);
-  c.FinishStep();
+  StepCoordinator::Wake(c.FinishStep());
   EXPECT_EQ(c.step(), 1);
 }
 
@@ -513,7 +513,7 @@ TEST(StepCoordinatorTest, SyncLeaveCompletesTheStep) {
   EXPECT_TRUE(c.Leave(1));
   EXPECT_EQ(c.workers_in_step(), 1);
   EXPECT_EQ(c.step(), 0);
-  c.FinishStep();
+  StepCoordinator::Wake(c.FinishStep());
   EXPECT_EQ(c.step(), 1);
   ASSERT_TRUE(Answered(next, kPrompt));
   EXPECT_TRUE(next.answer.get());
@@ -523,7 +523,7 @@ TEST(StepCoordinatorTest, SyncLeaveCompletesTheStep) {
   ASSERT_EQ(c.Admit(Push(0, 1))->verdict, Verdict::kAccumulate);
   EXPECT_TRUE(c.ChunkAccumulated(Push(0, 1)));
   EXPECT_EQ(c.workers_in_step(), 1);
-  c.FinishStep();
+  StepCoordinator::Wake(c.FinishStep());
   EXPECT_EQ(c.step(), 2);
 }
 
@@ -537,7 +537,7 @@ TEST(StepCoordinatorTest, SyncLeaveBeforeAnyPushCompletesNothing) {
   // One live worker left: its push alone completes the step.
   ASSERT_EQ(c.Admit(Push(1, 0))->verdict, Verdict::kAccumulate);
   EXPECT_TRUE(c.ChunkAccumulated(Push(1, 0)));
-  c.FinishStep();
+  StepCoordinator::Wake(c.FinishStep());
   EXPECT_EQ(c.step(), 1);
 }
 
@@ -560,7 +560,7 @@ TEST(StepCoordinatorTest, SyncLeaveWhileApplyingDoesNotCompleteTwice) {
   EXPECT_TRUE(c.ChunkAccumulated(Push(0, 0)));
   // The caller is applying step 0; a Leave now must not hand out a second completion.
   EXPECT_FALSE(c.Leave(1));
-  c.FinishStep();
+  StepCoordinator::Wake(c.FinishStep());
   EXPECT_EQ(c.step(), 1);
 }
 
@@ -592,7 +592,7 @@ TEST(StepCoordinatorTest, SyncConcurrentWorkersCompleteEachStepOnce) {
         if (c.ChunkAccumulated(Push(w, s, 1, 2))) {
           EXPECT_EQ(c.workers_in_step(), 3);
           ++completions;
-          c.FinishStep();
+          StepCoordinator::Wake(c.FinishStep());
         }
       }
     });
