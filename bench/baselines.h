@@ -13,20 +13,22 @@
 namespace psflow::bench {
 
 struct TransferPattern {
-  int workers = 1;          // concurrent clients
-  int ps_tasks = 1;         // servers
-  int64_t model_bytes = 0;  // whole model; each ps task holds model_bytes / ps_tasks (last one
-                            // takes the remainder)
-  int rounds = 1;  // steps; each step every worker pushes its gradients (model_bytes in total,
-                   // split over the tasks) then pulls the parameters back (model_bytes)
+  int workers = 1;   // concurrent clients
+  int ps_tasks = 1;  // servers
+  // The whole model; each ps task holds model_bytes / ps_tasks (the last one takes the remainder).
+  int64_t model_bytes = 0;
+  // Steps; in each step every worker pushes its gradients (model_bytes in total, split over the
+  // tasks) and then pulls the parameters back (model_bytes).
+  int rounds = 1;
   int64_t warmup_rounds = 1;  // not timed
 };
 
 struct TransferResult {
-  double seconds = 0;      // wall time of the timed rounds
-  double cpu_seconds = 0;  // process CPU time (user+sys, getrusage RUSAGE_SELF) in the timed rounds
-  int64_t bytes_moved = 0;  // payload bytes moved in the timed rounds: 2 * model_bytes * workers *
-                            // rounds
+  double seconds = 0;  // wall time of the timed rounds
+  // Process CPU time (user + sys, getrusage RUSAGE_SELF) during the timed rounds.
+  double cpu_seconds = 0;
+  // Payload bytes moved in the timed rounds: 2 * model_bytes * workers * rounds.
+  int64_t bytes_moved = 0;
   double gb_per_s() const { return bytes_moved / seconds / 1e9; }
 };
 
