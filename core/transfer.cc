@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "proto/ps.pb.h"
 
 namespace psflow {
 
@@ -84,8 +85,73 @@ absl::Status DecodeFrameHeader(ByteSource& source, google::protobuf::MessageLite
   return absl::OkStatus();
 }
 
-bool ReadFloats(ByteSource& source, std::span<float> dst) {
-  return source.Read(dst.data(), dst.size_bytes());
+absl::StatusOr<WireType> WireTypeOf(int proto_dtype) {
+  switch (proto_dtype) {
+    case proto::DT_FLOAT32:
+      return WireType::kFloat32;
+    case proto::DT_BFLOAT16:
+      return WireType::kBfloat16;
+    case proto::DT_FLOAT16:
+      return WireType::kFloat16;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("wire dtype ", proto::DType_Name(static_cast<proto::DType>(proto_dtype)),
+                       " (tensors travel as DT_FLOAT32, DT_BFLOAT16 or DT_FLOAT16)"));
+  }
+}
+
+uint16_t ToBfloat16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // NaN
+  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even
+  return static_cast<uint16_t>(u >> 16);
+}
+
+float FromBfloat16(uint16_t x) {
+  const uint32_t u = static_cast<uint32_t>(x) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+uint16_t ToFloat16(float x) {
+  const _Float16 h = static_cast<_Float16>(x);
+  uint16_t u;
+  std::memcpy(&u, &h, 2);
+  return u;
+}
+
+float FromFloat16(uint16_t x) {
+  _Float16 h;
+  std::memcpy(&h, &x, 2);
+  return static_cast<float>(h);
+}
+
+void EncodeWire(std::span<const float> src, WireType type, std::byte* out) {
+  if (type == WireType::kFloat32) {
+    std::memcpy(out, src.data(), src.size_bytes());
+    return;
+  }
+  for (size_t i = 0; i < src.size(); ++i) {
+    const uint16_t v = type == WireType::kBfloat16 ? ToBfloat16(src[i]) : ToFloat16(src[i]);
+    std::memcpy(out + 2 * i, &v, 2);
+  }
+}
+
+bool ReadFloats(ByteSource& source, std::span<float> dst, WireType type) {
+  if (type == WireType::kFloat32) return source.Read(dst.data(), dst.size_bytes());
+  if (dst.size() * 2 > source.remaining()) return false;
+  constexpr size_t kBlock = 2048;
+  uint16_t halves[kBlock];
+  for (size_t at = 0; at < dst.size(); at += kBlock) {
+    const size_t n = std::min(kBlock, dst.size() - at);
+    source.Read(halves, n * 2);
+    for (size_t i = 0; i < n; ++i) {
+      dst[at + i] = type == WireType::kBfloat16 ? FromBfloat16(halves[i]) : FromFloat16(halves[i]);
+    }
+  }
+  return true;
 }
 
 std::vector<std::vector<SegmentRange>> PlanChunks(std::span<const int64_t> partition_elements,

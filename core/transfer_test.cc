@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "proto/ps.pb.h"
@@ -98,6 +99,31 @@ TEST(Transfer, PlanChunksPacksSmallAndSplitsLargePartitions) {
       {{3, 0, 0}, {4, 0, 3}},
   };
   EXPECT_EQ(chunks, expected);
+}
+
+TEST(Transfer, SixteenBitWireTypesRoundToNearestEven) {
+  EXPECT_EQ(ToBfloat16(1.0f), 0x3f80);
+  EXPECT_EQ(ToBfloat16(-2.0f), 0xc000);
+  EXPECT_EQ(ToBfloat16(1.00390625f), 0x3f80);  // halfway, even below
+  EXPECT_EQ(ToBfloat16(1.01171875f), 0x3f82);  // halfway, even above
+  EXPECT_EQ(FromBfloat16(0x3f81), 1.0078125f);
+  EXPECT_TRUE(std::isnan(FromBfloat16(ToBfloat16(std::nanf("")))));
+  EXPECT_EQ(ToFloat16(1.0f), 0x3c00);
+  EXPECT_EQ(ToFloat16(65504.0f), 0x7bff);
+  EXPECT_EQ(FromFloat16(0x3555), 0.333251953125f);
+  // A frame's elements read back through blocks, converted.
+  const std::vector<float> values = {0.5f, -3.0f, 1024.0f};
+  for (WireType type : {WireType::kBfloat16, WireType::kFloat16}) {
+    std::string bytes(values.size() * 2, '\0');
+    EncodeWire(values, type, reinterpret_cast<std::byte*>(bytes.data()));
+    ByteSource source(Split(bytes, {1, 3}));
+    std::vector<float> out;
+    ASSERT_TRUE(ForEachFloatBlock(
+        source, 3, [&](std::span<const float> b) { out.insert(out.end(), b.begin(), b.end()); },
+        type));
+    EXPECT_EQ(out, values);
+  }
+  EXPECT_EQ(WireTypeOf(proto::DT_INT32).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(Transfer, CheckShape) {

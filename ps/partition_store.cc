@@ -133,15 +133,17 @@ absl::StatusOr<int64_t> PartitionStore::CheckSegments(const proto::TransferHeade
 }
 
 void PartitionStore::Assign(const proto::TransferHeader& header, ByteSource& payload) {
+  const WireType type = WireTypeOf(header.wire_dtype()).value_or(WireType::kFloat32);
   for (const proto::Segment& s : header.segments()) {
     Partition& p = *partitions_[s.partition()];
     std::lock_guard lock(p.mu);
-    ReadFloats(payload, {p.value.data() + s.offset(), static_cast<size_t>(s.count())});
+    ReadFloats(payload, {p.value.data() + s.offset(), static_cast<size_t>(s.count())}, type);
   }
 }
 
 void PartitionStore::ApplyGradients(const proto::TransferHeader& header, ByteSource& payload,
                                     const Optimizer& optimizer, float learning_rate, int64_t step) {
+  const WireType type = WireTypeOf(header.wire_dtype()).value_or(WireType::kFloat32);
   for (const proto::Segment& s : header.segments()) {
     Partition& p = *partitions_[s.partition()];
     std::lock_guard lock(p.mu);
@@ -149,24 +151,31 @@ void PartitionStore::ApplyGradients(const proto::TransferHeader& header, ByteSou
       // Sparse: each row is its own run of the partition (lazy update of only the rows sent).
       for (int64_t r : s.rows()) {
         int64_t at = r * p.row_elements;
-        ForEachFloatBlock(payload, p.row_elements, [&](std::span<const float> g) {
-          optimizer.Apply(learning_rate, step, {p.value.data() + at, g.size()}, g,
-                          p.SlotSpans(at, static_cast<int64_t>(g.size())));
-          at += static_cast<int64_t>(g.size());
-        });
+        ForEachFloatBlock(
+            payload, p.row_elements,
+            [&](std::span<const float> g) {
+              optimizer.Apply(learning_rate, step, {p.value.data() + at, g.size()}, g,
+                              p.SlotSpans(at, static_cast<int64_t>(g.size())));
+              at += static_cast<int64_t>(g.size());
+            },
+            type);
       }
       continue;
     }
     int64_t at = s.offset();
-    ForEachFloatBlock(payload, s.count(), [&](std::span<const float> g) {
-      optimizer.Apply(learning_rate, step, {p.value.data() + at, g.size()}, g,
-                      p.SlotSpans(at, static_cast<int64_t>(g.size())));
-      at += static_cast<int64_t>(g.size());
-    });
+    ForEachFloatBlock(
+        payload, s.count(),
+        [&](std::span<const float> g) {
+          optimizer.Apply(learning_rate, step, {p.value.data() + at, g.size()}, g,
+                          p.SlotSpans(at, static_cast<int64_t>(g.size())));
+          at += static_cast<int64_t>(g.size());
+        },
+        type);
   }
 }
 
 void PartitionStore::Accumulate(const proto::TransferHeader& header, ByteSource& payload) {
+  const WireType type = WireTypeOf(header.wire_dtype()).value_or(WireType::kFloat32);
   auto add = [](float* acc, std::span<const float> g) {
     for (size_t i = 0; i < g.size(); ++i) acc[i] += g[i];
   };
@@ -176,18 +185,24 @@ void PartitionStore::Accumulate(const proto::TransferHeader& header, ByteSource&
     if (s.rows_size() > 0) {
       for (int64_t r : s.rows()) {
         float* acc = p.accumulator.data() + r * p.row_elements;
-        ForEachFloatBlock(payload, p.row_elements, [&](std::span<const float> g) {
-          add(acc, g);
-          acc += g.size();
-        });
+        ForEachFloatBlock(
+            payload, p.row_elements,
+            [&](std::span<const float> g) {
+              add(acc, g);
+              acc += g.size();
+            },
+            type);
       }
       continue;
     }
     float* acc = p.accumulator.data() + s.offset();
-    ForEachFloatBlock(payload, s.count(), [&](std::span<const float> g) {
-      add(acc, g);
-      acc += g.size();
-    });
+    ForEachFloatBlock(
+        payload, s.count(),
+        [&](std::span<const float> g) {
+          add(acc, g);
+          acc += g.size();
+        },
+        type);
   }
 }
 
@@ -209,13 +224,13 @@ void PartitionStore::ApplyAccumulated(float scale, const Optimizer& optimizer, f
 }
 
 void PartitionStore::CopyOut(const proto::TransferHeader& header, std::byte* out) const {
+  const WireType type = WireTypeOf(header.wire_dtype()).value_or(WireType::kFloat32);
   for (const proto::Segment& s : header.segments()) {
     const Partition& p = *partitions_[s.partition()];
-    const size_t n = static_cast<size_t>(s.count()) * 4;
-    if (n == 0) continue;
+    if (s.count() == 0) continue;
     std::lock_guard lock(p.mu);
-    std::memcpy(out, p.value.data() + s.offset(), n);
-    out += n;
+    EncodeWire({p.value.data() + s.offset(), static_cast<size_t>(s.count())}, type, out);
+    out += static_cast<size_t>(s.count()) * WireBytes(type);
   }
 }
 

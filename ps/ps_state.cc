@@ -173,9 +173,16 @@ absl::Status PsState::CheckFrame(const proto::TransferHeader& header) const {
         absl::StrCat("frame for model fingerprint ", header.fingerprint(), "; this ps task holds ",
                      fingerprint_, " (a different model or placement)"));
   }
-  if (header.wire_dtype() != proto::DT_FLOAT32) {
+  return WireTypeOf(header.wire_dtype()).status();
+}
+
+absl::Status PsState::CheckPayload(const proto::TransferHeader& header, int64_t elements,
+                                   size_t payload_bytes) const {
+  const uint64_t expected =
+      static_cast<uint64_t>(elements) * WireBytes(*WireTypeOf(header.wire_dtype()));
+  if (expected != payload_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "wire dtype ", proto::DType_Name(header.wire_dtype()), " (this ps takes DT_FLOAT32)"));
+        "segments describe ", expected, " payload bytes; the frame has ", payload_bytes));
   }
   return absl::OkStatus();
 }
@@ -192,11 +199,10 @@ absl::StatusOr<proto::TransferReply> PsState::Push(ByteSource& frame) {
     if (store_ == nullptr) return absl::FailedPreconditionError("initial values before initialize");
     RETURN_IF_ERROR(CheckFrame(h));
     ASSIGN_OR_RETURN(const int64_t n, store_->CheckSegments(h, /*allow_sparse=*/false));
-    if (static_cast<uint64_t>(n) * 4 != frame.remaining()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("segments describe ", n * 4, " bytes; the payload has ", frame.remaining()));
+    RETURN_IF_ERROR(CheckPayload(h, n, frame.remaining()));
+    if (metrics_ != nullptr) {
+      metrics_->received_bytes.Increment(static_cast<double>(frame.remaining()));
     }
-    if (metrics_ != nullptr) metrics_->received_bytes.Increment(static_cast<double>(n) * 4);
     store_->Assign(h, frame);
     return reply;
   }
@@ -208,10 +214,8 @@ absl::StatusOr<proto::TransferReply> PsState::Push(ByteSource& frame) {
     return absl::FailedPreconditionError("variables are not initialised yet");
   RETURN_IF_ERROR(CheckFrame(h));
   ASSIGN_OR_RETURN(const int64_t n, store_->CheckSegments(h, /*allow_sparse=*/true));
-  if (static_cast<uint64_t>(n) * 4 != frame.remaining()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("segments describe ", n * 4, " bytes; the payload has ", frame.remaining()));
-  }
+  RETURN_IF_ERROR(CheckPayload(h, n, frame.remaining()));
+  const auto payload_bytes = static_cast<double>(frame.remaining());
   // The step advances and the gradients land under one shared hold of update_mu_, so a
   // checkpoint (exclusive) never sees one without the other.
   StepCoordinator::Wakeups wake;
@@ -220,7 +224,7 @@ absl::StatusOr<proto::TransferReply> PsState::Push(ByteSource& frame) {
     ASSIGN_OR_RETURN(const StepCoordinator::Admission admission, coordinator_.Admit(h));
     if (metrics_ != nullptr) {
       metrics_->pushes.Increment();
-      metrics_->received_bytes.Increment(static_cast<double>(n) * 4);
+      metrics_->received_bytes.Increment(payload_bytes);
     }
     const float lr = learning_rate_.load();
     switch (admission.verdict) {
@@ -277,11 +281,12 @@ absl::StatusOr<int64_t> PsState::CheckPull(ByteSource& frame, proto::TransferHea
         absl::StrCat("pull request with ", frame.remaining(), " payload bytes"));
   }
   ASSIGN_OR_RETURN(const int64_t n, store_->CheckSegments(*header, /*allow_sparse=*/false));
-  if (n * 4 > kChunkBytes) {
+  const int64_t bytes = n * static_cast<int64_t>(WireBytes(*WireTypeOf(header->wire_dtype())));
+  if (bytes > kChunkBytes) {
     return absl::InvalidArgumentError(
-        absl::StrCat("pull of ", n * 4, " bytes in one call (limit ", kChunkBytes, ")"));
+        absl::StrCat("pull of ", bytes, " bytes in one call (limit ", kChunkBytes, ")"));
   }
-  return n * 4;
+  return bytes;
 }
 
 proto::TransferReply PsState::FillPull(const proto::TransferHeader& header,

@@ -79,6 +79,9 @@ class PsState {
 
  private:
   absl::Status CheckFrame(const proto::TransferHeader& header) const;
+  // INVALID_ARGUMENT unless the payload holds exactly `elements` of the frame's wire type.
+  absl::Status CheckPayload(const proto::TransferHeader& header, int64_t elements,
+                            size_t payload_bytes) const;
   absl::Status Activate(const proto::InitializeRequest& request,
                         std::unique_ptr<PartitionStore> store, std::unique_ptr<Optimizer> optimizer,
                         int64_t step);

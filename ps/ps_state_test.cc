@@ -688,8 +688,8 @@ std::vector<BadFrame> BadGradientFrames() {
   const size_t header_bytes = EncodeFrameHeader(Gradient(All(), 1)).size();
   proto::TransferHeader other_model = Gradient(All(), 1);
   other_model.set_fingerprint(kFingerprint + 1);
-  proto::TransferHeader bf16 = Gradient(All(), 1);
-  bf16.set_wire_dtype(proto::DT_BFLOAT16);
+  proto::TransferHeader int32_dtype = Gradient(All(), 1);
+  int32_dtype.set_wire_dtype(proto::DT_INT32);
   proto::TransferHeader no_dtype = Gradient(All(), 1);
   no_dtype.clear_wire_dtype();
   proto::TransferHeader pull = Gradient(All(), 1);
@@ -713,7 +713,7 @@ std::vector<BadFrame> BadGradientFrames() {
       {"payload too short", Frame(Gradient({{0, 0, 4}}, 1), f3), kInvalidArgument, "payload"},
       {"payload too long", Frame(Gradient({{2, 0, 3}}, 1), f4), kInvalidArgument, "payload"},
       {"payload not whole floats", odd, kInvalidArgument, "payload"},
-      {"wire dtype bfloat16", Frame(bf16, all), kInvalidArgument, "DT_BFLOAT16"},
+      {"wire dtype int32", Frame(int32_dtype, all), kInvalidArgument, "DT_INT32"},
       {"wire dtype unset", Frame(no_dtype, all), kInvalidArgument, "DT_INVALID"},
       {"other fingerprint", Frame(other_model, all), kInvalidArgument, "fingerprint"},
       {"step from the future", Frame(Gradient(All(), 2), all), kInvalidArgument, "future"},
@@ -792,8 +792,8 @@ TEST(PsStateTest, BadPullsAreRejected) {
   auto state = ReadyState(Request(Sgd(1), Async()));
   proto::TransferHeader other_model = Header(proto::TK_PULL, All());
   other_model.set_fingerprint(kFingerprint + 1);
-  proto::TransferHeader f16 = Header(proto::TK_PULL, All());
-  f16.set_wire_dtype(proto::DT_FLOAT16);
+  proto::TransferHeader int64_dtype = Header(proto::TK_PULL, All());
+  int64_dtype.set_wire_dtype(proto::DT_INT64);
   const std::vector<float> payload = {1};
   const struct {
     std::string what;
@@ -807,7 +807,7 @@ TEST(PsStateTest, BadPullsAreRejected) {
       {"payload in a pull", Frame(Header(proto::TK_PULL, All()), payload), "payload"},
       {"gradient kind", EncodeFrameHeader(Header(proto::TK_GRADIENT, All())), "TK_GRADIENT"},
       {"other fingerprint", EncodeFrameHeader(other_model), "fingerprint"},
-      {"float16", EncodeFrameHeader(f16), "DT_FLOAT16"},
+      {"int64", EncodeFrameHeader(int64_dtype), "DT_INT64"},
       {"garbage", "\xff\xff\xff\xffgarbage", "frame header"},
       {"truncated", "\x01\x00", "prefix"},
   };

@@ -257,6 +257,44 @@ TEST(PsGrpc, SparseGradientsPushOnlyTheTouchedRows) {
   EXPECT_EQ(ps1.state().global_step(), 2);
 }
 
+TEST(PsGrpc, SixteenBitWireTypesHalveTheBytesAndKeepFloat32OnThePs) {
+  for (WireType type : {WireType::kBfloat16, WireType::kFloat16}) {
+    PsTask ps;
+    auto params = MakeParams();  // big, mid: uniform values a 16-bit type cannot hold exactly
+    params->Initialize(4);
+    PsClient::Options o = Options({ps.address()});
+    o.wire_type = type;
+    auto chief = PsClient::Create(o, *params);
+    ASSERT_TRUE((*chief)->Prepare(*params, true).ok());
+    // The initial values went as float32: a float32 reader sees them exactly.
+    auto exact_params = MakeParams();
+    auto exact = PsClient::Create(Options({ps.address()}), *exact_params);
+    ASSERT_TRUE((*exact)->Prepare(*exact_params, false).ok());
+    ASSERT_TRUE((*exact)->Pull(*exact_params).ok());
+    EXPECT_EQ(Values(*exact_params), Values(*params));
+    // Gradients of 2 (exact in 16 bits) take lr 0.5 * 2 = 1 off the float32 master values.
+    auto pulled = (*chief)->Pull(*params);
+    ASSERT_TRUE(pulled.ok());
+    EXPECT_EQ(pulled->bytes, (1000 + 500 + 3) * 2);
+    SetGrads(*params, [](size_t) { return 2.0f; });
+    auto pushed = (*chief)->Push(*params, 1);
+    ASSERT_TRUE(pushed.ok());
+    EXPECT_EQ(pushed->bytes, (1000 + 500 + 3) * 2);
+    const std::vector<float> before = Values(*exact_params);
+    ASSERT_TRUE((*exact)->Pull(*exact_params).ok());
+    const std::vector<float> after = Values(*exact_params);
+    for (size_t i = 0; i < before.size(); ++i) ASSERT_EQ(after[i], before[i] - 1.0f) << i;
+    // And the 16-bit pull is the master values rounded.
+    ASSERT_TRUE((*chief)->Pull(*params).ok());
+    const std::vector<float> rounded = Values(*params);
+    for (size_t i = 0; i < after.size(); ++i) {
+      const float expected = type == WireType::kBfloat16 ? FromBfloat16(ToBfloat16(after[i]))
+                                                         : FromFloat16(ToFloat16(after[i]));
+      ASSERT_EQ(rounded[i], expected) << i;
+    }
+  }
+}
+
 TEST(PsGrpc, ChiefChangesTheLearningRateAtRunTime) {
   PsTask ps;
   auto params = MakeParams();

@@ -8,6 +8,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "core/log.h"
@@ -28,6 +29,11 @@ ABSL_FLAG(std::string, optimizer, "sgd",
           "definitions and defaults)");
 ABSL_FLAG(float, momentum, 0, "momentum (default 0.9) and rmsprop (default 0): the momentum");
 ABSL_FLAG(bool, use_nesterov, false, "momentum: Nesterov's variant");
+ABSL_FLAG(float, max_grad_norm, 0,
+          "Clip the gradients by their global norm before each push (0: no clipping)");
+ABSL_FLAG(std::string, wire_dtype, "float32",
+          "Element type of parameters and gradients between worker and ps: float32, bfloat16 or "
+          "float16 (half the bytes; the ps keeps float32 master values)");
 ABSL_FLAG(bool, sync_replicas, false,
           "Synchronous training: each step averages the gradients of --replicas_to_aggregate "
           "workers (TensorFlow's SyncReplicasOptimizer); otherwise every push is applied at once");
@@ -81,6 +87,9 @@ absl::Status Main() {
   }
   if (!(absl::GetFlag(FLAGS_learning_rate) > 0)) {
     return absl::InvalidArgumentError("--learning_rate must be > 0");
+  }
+  if (!(absl::GetFlag(FLAGS_max_grad_norm) >= 0)) {
+    return absl::InvalidArgumentError("--max_grad_norm must be >= 0");
   }
   if (absl::GetFlag(FLAGS_replicas_to_aggregate) < 0 ||
       absl::GetFlag(FLAGS_replicas_to_aggregate) > std::max(num_trainers, 1)) {
@@ -146,6 +155,17 @@ absl::Status Main() {
     PsClient::Options options;
     options.ps_addresses = ps_hosts;
     options.training = training;
+    const std::string wire = absl::GetFlag(FLAGS_wire_dtype);
+    if (wire == "float32") {
+      options.wire_type = WireType::kFloat32;
+    } else if (wire == "bfloat16") {
+      options.wire_type = WireType::kBfloat16;
+    } else if (wire == "float16") {
+      options.wire_type = WireType::kFloat16;
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--wire_dtype must be float32, bfloat16 or float16, got \"", wire, "\""));
+    }
     options.connect_timeout = std::chrono::seconds(absl::GetFlag(FLAGS_ps_timeout_s));
     ASSIGN_OR_RETURN(auto client, PsClient::Create(options, model->params()));
     sync = std::move(client);
@@ -160,6 +180,7 @@ absl::Status Main() {
   options.is_chief = standalone || spec.IsChief();
   options.seed = absl::GetFlag(FLAGS_seed);
   options.log_every_steps = absl::GetFlag(FLAGS_log_every_steps);
+  options.max_grad_norm = absl::GetFlag(FLAGS_max_grad_norm);
   Trainer trainer(*model, *sync, train, test, options, metrics.get());
   ASSIGN_OR_RETURN(TrainResult r, trainer.Run());
   PSFLOW_LOG(INFO) << absl::StrFormat(

@@ -36,6 +36,18 @@ absl::Status FromGrpc(const grpc::Status& s) {
 // connections per task did not help there either.)
 constexpr size_t kInFlightPerTask = 4;
 
+proto::DType WireDtype(WireType type) {
+  switch (type) {
+    case WireType::kFloat32:
+      return proto::DT_FLOAT32;
+    case WireType::kBfloat16:
+      return proto::DT_BFLOAT16;
+    case WireType::kFloat16:
+      return proto::DT_FLOAT16;
+  }
+  return proto::DT_FLOAT32;
+}
+
 bool Retryable(const grpc::Status& s) {
   return s.error_code() == grpc::StatusCode::UNAVAILABLE ||
          s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
@@ -72,6 +84,7 @@ struct PsClient::Call {
   std::optional<grpc::ClientContext> context;
   grpc::ByteBuffer request;
   grpc::ByteBuffer response;
+  std::vector<std::byte> wire;  // a push's elements converted to a 16-bit wire type
   grpc::Status status;
 };
 
@@ -324,7 +337,9 @@ absl::Status PsClient::Transfer(nn::ParameterSet& params, proto::TransferKind ki
       h.set_worker(options_.training.worker_index);
       h.set_chunk(static_cast<uint32_t>(c));
       h.set_num_chunks(static_cast<uint32_t>(plan.size()));
-      h.set_wire_dtype(proto::DT_FLOAT32);
+      // Initial values always travel as float32: they are the ps's master copy.
+      const WireType type = kind == proto::TK_ASSIGN ? WireType::kFloat32 : options_.wire_type;
+      h.set_wire_dtype(WireDtype(type));
       if (pull) {
         h.set_step(sync ? task->next_min_step : 0);
         h.set_timeout_ms(options_.rpc_timeout.count());
@@ -337,17 +352,36 @@ absl::Status PsClient::Transfer(nn::ParameterSet& params, proto::TransferKind ki
       slices.emplace_back(EncodeFrameHeader(h));
       if (!pull) {
         // The buffers themselves go to gRPC: they outlive the call (we wait for every reply).
+        // A 16-bit wire type converts them into the call's own buffer first.
+        std::vector<std::span<const float>> runs;
         for (const Piece& piece : plan[c]) {
           if (piece.data != nullptr && piece.segment.count() > 0) {
-            slices.emplace_back(piece.data, static_cast<size_t>(piece.segment.count()) * 4,
-                                grpc::Slice::STATIC_SLICE);
+            runs.emplace_back(piece.data, static_cast<size_t>(piece.segment.count()));
           }
           for (int64_t row : piece.segment.rows()) {
-            slices.emplace_back(piece.rows_base + row * piece.row_elements,
-                                static_cast<size_t>(piece.row_elements) * 4,
-                                grpc::Slice::STATIC_SLICE);
+            runs.emplace_back(piece.rows_base + row * piece.row_elements,
+                              static_cast<size_t>(piece.row_elements));
           }
-          result->bytes += piece.segment.count() * 4;
+        }
+        if (type == WireType::kFloat32) {
+          for (const auto& run : runs) {
+            slices.emplace_back(run.data(), run.size_bytes(), grpc::Slice::STATIC_SLICE);
+          }
+        } else {
+          size_t total = 0;
+          for (const auto& run : runs) total += run.size();
+          call->wire.resize(total * WireBytes(type));
+          std::byte* out = call->wire.data();
+          for (const auto& run : runs) {
+            EncodeWire(run, type, out);
+            out += run.size() * WireBytes(type);
+          }
+          if (total > 0) {
+            slices.emplace_back(call->wire.data(), call->wire.size(), grpc::Slice::STATIC_SLICE);
+          }
+        }
+        for (const Piece& piece : plan[c]) {
+          result->bytes += piece.segment.count() * static_cast<int64_t>(WireBytes(type));
         }
       }
       call->request = grpc::ByteBuffer(slices.data(), slices.size());
@@ -434,13 +468,14 @@ absl::Status PsClient::Transfer(nn::ParameterSet& params, proto::TransferKind ki
     if (call->chunk == 0) task.pulled_step = reply.global_step();
     for (const SegmentRange& r : task.chunks[call->chunk]) {
       const PartitionRef& ref = task.partitions[r.partition];
-      if (!ReadFloats(source, params.value(ref.handle)
-                                  .subspan(static_cast<size_t>(ref.first_element + r.offset),
-                                           static_cast<size_t>(r.count)))) {
+      const auto dst = params.value(ref.handle)
+                           .subspan(static_cast<size_t>(ref.first_element + r.offset),
+                                    static_cast<size_t>(r.count));
+      if (!ReadFloats(source, dst, options_.wire_type)) {
         return absl::InternalError(
             absl::StrCat("short pull reply from ps task ", task.index, " at ", task.address));
       }
-      result->bytes += r.count * 4;
+      result->bytes += r.count * static_cast<int64_t>(WireBytes(options_.wire_type));
     }
   }
   return absl::OkStatus();

@@ -25,6 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/placement.h"
+#include "core/transfer.h"
 #include "worker/parameter_sync.h"
 
 namespace psflow {
@@ -38,6 +39,8 @@ class PsClient final : public ParameterSync {
     std::chrono::milliseconds connect_timeout{std::chrono::seconds(60)};
     // Deadline of each call; also how long a sync pull may wait for its step.
     std::chrono::milliseconds rpc_timeout{std::chrono::seconds(60)};
+    // Element type of parameters and gradients on the wire (--wire_dtype); the ps keeps float32.
+    WireType wire_type = WireType::kFloat32;
   };
 
   // `params` fixes the variables (names, shapes) and must not change layout afterwards.

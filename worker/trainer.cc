@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "core/log.h"
 #include "core/status_macros.h"
+#include "worker/clip.h"
 
 namespace psflow {
 namespace {
@@ -56,6 +57,7 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     const auto pulled_at = Clock::now();
     const nn::Batch batch = sampler.Next();
     result.last_loss = model_.ComputeGradients(batch);
+    if (options_.max_grad_norm > 0) ClipByGlobalNorm(params, options_.max_grad_norm);
     const auto computed_at = Clock::now();
     ASSIGN_OR_RETURN(SyncResult pushed, sync_.Push(params, batch.size));
     if (pushed.dropped) ++result.dropped_pushes;

@@ -23,6 +23,7 @@ struct TrainerOptions {
   bool is_chief = true;
   uint64_t seed = 1;
   int64_t log_every_steps = 100;  // 0: no progress lines
+  float max_grad_norm = 0;        // > 0: clip the gradients by global norm before each push
 };
 
 struct TrainResult {
