@@ -117,7 +117,7 @@ absl::Status Main() {
   };
   std::thread checkpointer([&] {
     if (absl::GetFlag(FLAGS_checkpoint_dir).empty()) return;
-    int64_t last_step = state.global_step();
+    int64_t last_step = std::max<int64_t>(0, state.global_step());
     auto last_time = std::chrono::steady_clock::now();
     std::unique_lock lock(mu);
     while (!stopping) {
