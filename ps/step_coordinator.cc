@@ -63,7 +63,8 @@ absl::StatusOr<StepCoordinator::Admission> StepCoordinator::Admit(
     return absl::InvalidArgumentError(absl::StrCat("push from worker ", header.worker(),
                                                    "; the job has ", sync_.total_workers()));
   }
-  if (header.num_chunks() == 0 || header.chunk() >= header.num_chunks()) {
+  if (header.num_chunks() == 0 || header.num_chunks() > kMaxChunks ||
+      header.chunk() >= header.num_chunks()) {
     return absl::InvalidArgumentError(
         absl::StrCat("push chunk ", header.chunk(), " of ", header.num_chunks()));
   }
@@ -92,12 +93,15 @@ absl::StatusOr<StepCoordinator::Admission> StepCoordinator::Admit(
     }
     it = admitted_.emplace(header.worker(), 0).first;
     num_chunks_[header.worker()] = header.num_chunks();
+    seen_[header.worker()].assign(header.num_chunks(), false);
   } else if (num_chunks_[header.worker()] != header.num_chunks() ||
-             it->second >= header.num_chunks()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "worker ", header.worker(), " sent chunk ", header.chunk(), " of ", header.num_chunks(),
-        " after ", it->second, " of ", num_chunks_[header.worker()], " for step ", step_));
+             seen_[header.worker()][header.chunk()]) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("worker ", header.worker(), " sent chunk ", header.chunk(), " of ",
+                     header.num_chunks(), " twice or with another count (its push has ",
+                     num_chunks_[header.worker()], ") for step ", step_));
   }
+  seen_[header.worker()][header.chunk()] = true;
   a.verdict = Verdict::kAccumulate;
   return a;
 }
@@ -132,6 +136,7 @@ StepCoordinator::Wakeups StepCoordinator::FinishStep() {
   ++step_;
   admitted_.clear();
   num_chunks_.clear();
+  seen_.clear();
   completed_ = 0;
   applying_ = false;
   return TakeDueLocked(std::chrono::steady_clock::now());
@@ -142,6 +147,14 @@ bool StepCoordinator::Leave(int worker) {
   if (worker < 0 || static_cast<size_t>(worker) >= left_.size() || left_[worker]) return false;
   left_[worker] = true;
   ++left_count_;
+  // A worker that leaves halfway through a push gives its place in the step back. (What it
+  // already sent stays in the accumulators: the client leaves only after its last push.)
+  auto it = admitted_.find(worker);
+  if (it != admitted_.end() && it->second < num_chunks_[worker]) {
+    admitted_.erase(it);
+    num_chunks_.erase(worker);
+    seen_.erase(worker);
+  }
   if (!sync_.sync_replicas() || !StepCompleteLocked()) return false;
   applying_ = true;
   return true;

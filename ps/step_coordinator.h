@@ -36,6 +36,9 @@ namespace psflow {
 
 class StepCoordinator {
  public:
+  // Chunks one push may have (4 MiB each: 256 GiB per ps task).
+  static constexpr uint32_t kMaxChunks = 1 << 16;
+
   enum class Verdict {
     kApply,       // async: apply now
     kAccumulate,  // sync: add to the accumulators, then call ChunkAccumulated
@@ -101,11 +104,12 @@ class StepCoordinator {
   std::condition_variable cv_;
   int64_t step_ = -1;  // -1 until Start
   proto::SyncConfig sync_;
-  int required_ = 0;                    // sync: replicas_to_aggregate, as given or defaulted
-  std::map<int, uint32_t> admitted_;    // sync: worker -> chunks accumulated this step
-  std::map<int, uint32_t> num_chunks_;  // sync: worker -> chunks its push has
-  int completed_ = 0;                   // sync: admitted workers whose chunks are all in
-  std::vector<bool> left_;              // per worker
+  int required_ = 0;                       // sync: replicas_to_aggregate, as given or defaulted
+  std::map<int, uint32_t> admitted_;       // sync: worker -> chunks accumulated this step
+  std::map<int, uint32_t> num_chunks_;     // sync: worker -> chunks its push has
+  std::map<int, std::vector<bool>> seen_;  // sync: worker -> which of its chunks arrived
+  int completed_ = 0;                      // sync: admitted workers whose chunks are all in
+  std::vector<bool> left_;                 // per worker
   int left_count_ = 0;
   bool applying_ = false;
   std::vector<Parked> parked_;

@@ -605,3 +605,37 @@ TEST(StepCoordinatorTest, SyncConcurrentWorkersCompleteEachStepOnce) {
 
 }  // namespace
 }  // namespace psflow
+
+namespace psflow {
+namespace {
+
+TEST(StepCoordinatorTest, SyncRejectsAChunkSentTwice) {
+  StepCoordinator c;
+  ASSERT_TRUE(c.Start(Sync(2, 2), 0).ok());
+  ASSERT_EQ(c.Admit(Push(0, 0, 0, 2))->verdict, StepCoordinator::Verdict::kAccumulate);
+  EXPECT_FALSE(c.ChunkAccumulated(Push(0, 0, 0, 2)));
+  // Chunk 0 again would count as the second chunk and complete the push: refused.
+  EXPECT_EQ(c.Admit(Push(0, 0, 0, 2)).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.Admit(Push(0, 0, 1, 2))->verdict, StepCoordinator::Verdict::kAccumulate);
+  EXPECT_FALSE(c.ChunkAccumulated(Push(0, 0, 1, 2)));  // worker 1 still missing
+  EXPECT_EQ(c.Admit(Push(1, 0, 0, StepCoordinator::kMaxChunks + 1)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(StepCoordinatorTest, SyncWorkerLeavingMidPushGivesItsPlaceBack) {
+  // 3 workers, 2 per step: worker 0 sends 1 of its 2 chunks and leaves; worker 2, a backup
+  // before, now gets the place and the step completes with workers 1 and 2.
+  StepCoordinator c;
+  ASSERT_TRUE(c.Start(Sync(3, 2), 0).ok());
+  ASSERT_EQ(c.Admit(Push(0, 0, 0, 2))->verdict, StepCoordinator::Verdict::kAccumulate);
+  c.ChunkAccumulated(Push(0, 0, 0, 2));
+  ASSERT_EQ(c.Admit(Push(1, 0))->verdict, StepCoordinator::Verdict::kAccumulate);
+  EXPECT_FALSE(c.ChunkAccumulated(Push(1, 0)));
+  EXPECT_FALSE(c.Leave(0));
+  ASSERT_EQ(c.Admit(Push(2, 0))->verdict, StepCoordinator::Verdict::kAccumulate);
+  EXPECT_TRUE(c.ChunkAccumulated(Push(2, 0)));
+  EXPECT_EQ(c.workers_in_step(), 2);
+}
+
+}  // namespace
+}  // namespace psflow
