@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "core/memory_tuning.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
@@ -232,6 +233,7 @@ int Main() {
 }  // namespace psflow::bench
 
 int main(int argc, char** argv) {
+  psflow::KeepFreedMemoryForReuse();
   absl::ParseCommandLine(argc, argv);
   return psflow::bench::Main();
 }

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <thread>
 
+#include "core/memory_tuning.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -163,6 +164,7 @@ absl::Status Main() {
 }  // namespace psflow
 
 int main(int argc, char** argv) {
+  psflow::KeepFreedMemoryForReuse();
   absl::SetProgramUsageMessage(
       "Parameter server task: psflow-ps [--job_name=ps --task_index=N --ps_hosts=h:p,... "
       "--worker_hosts=h:p,...] or with $TF_CONFIG set");

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <memory>
 
+#include "core/memory_tuning.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -197,6 +198,7 @@ absl::Status Main() {
 }  // namespace psflow
 
 int main(int argc, char** argv) {
+  psflow::KeepFreedMemoryForReuse();
   absl::SetProgramUsageMessage(
       "Trains a model between-graph: psflow-worker [--job_name=worker --task_index=N "
       "--ps_hosts=h:p,... --worker_hosts=h:p,...] or with $TF_CONFIG set");
