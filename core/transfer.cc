@@ -1,5 +1,6 @@
 #include "core/transfer.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -115,17 +116,41 @@ float FromBfloat16(uint16_t x) {
   return f;
 }
 
+// IEEE binary16 by bit manipulation (no _Float16: clang 14 lacks it on x86).
 uint16_t ToFloat16(float x) {
-  const _Float16 h = static_cast<_Float16>(x);
-  uint16_t u;
-  std::memcpy(&u, &h, 2);
-  return u;
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+  const uint32_t abs = u & 0x7fffffffu;
+  if (abs > 0x7f800000u) return sign | 0x7e00u;   // NaN
+  if (abs >= 0x477ff000u) return sign | 0x7c00u;  // >= 65520 rounds to infinity
+  if (abs < 0x38800000u) {                        // below 2^-14: a subnormal
+    float magnitude;
+    std::memcpy(&magnitude, &abs, 4);
+    // Exact scaling by a power of two, then round to nearest even.
+    return sign | static_cast<uint16_t>(std::nearbyint(magnitude * 16777216.0f));
+  }
+  const uint32_t rounded = abs + 0xfffu + ((abs >> 13) & 1u);  // nearest even at bit 13
+  return sign | static_cast<uint16_t>((rounded - (112u << 23)) >> 13);
 }
 
 float FromFloat16(uint16_t x) {
-  _Float16 h;
-  std::memcpy(&h, &x, 2);
-  return static_cast<float>(h);
+  const uint32_t sign = static_cast<uint32_t>(x & 0x8000u) << 16;
+  const uint32_t exponent = (x >> 10) & 0x1fu;
+  const uint32_t mantissa = x & 0x3ffu;
+  uint32_t u;
+  if (exponent == 0) {
+    const float magnitude = static_cast<float>(mantissa) / 16777216.0f;  // mantissa * 2^-24
+    std::memcpy(&u, &magnitude, 4);
+    u |= sign;
+  } else if (exponent == 31) {
+    u = sign | 0x7f800000u | (mantissa << 13);
+  } else {
+    u = sign | ((exponent + 112u) << 23) | (mantissa << 13);
+  }
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
 }
 
 void EncodeWire(std::span<const float> src, WireType type, std::byte* out) {

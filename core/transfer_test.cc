@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "proto/ps.pb.h"
 
@@ -111,6 +112,18 @@ TEST(Transfer, SixteenBitWireTypesRoundToNearestEven) {
   EXPECT_EQ(ToFloat16(1.0f), 0x3c00);
   EXPECT_EQ(ToFloat16(65504.0f), 0x7bff);
   EXPECT_EQ(FromFloat16(0x3555), 0.333251953125f);
+  EXPECT_EQ(ToFloat16(65520.0f), 0x7c00);                // halfway above the largest: infinity
+  EXPECT_EQ(ToFloat16(-1.0009765625f), 0xbc01);          // sign, one ulp
+  EXPECT_EQ(ToFloat16(1.00048828125f), 0x3c00);          // halfway, even below
+  EXPECT_EQ(ToFloat16(5.960464477539063e-08f), 0x0001);  // smallest subnormal
+  EXPECT_EQ(FromFloat16(0x0001), 5.960464477539063e-08f);
+  EXPECT_EQ(FromFloat16(0x7c00), std::numeric_limits<float>::infinity());
+  EXPECT_TRUE(std::isnan(FromFloat16(ToFloat16(std::nanf("")))));
+  // Every finite half survives a round trip through float.
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    if ((h & 0x7c00) == 0x7c00) continue;
+    ASSERT_EQ(ToFloat16(FromFloat16(static_cast<uint16_t>(h))), h) << h;
+  }
   // A frame's elements read back through blocks, converted.
   const std::vector<float> values = {0.5f, -3.0f, 1024.0f};
   for (WireType type : {WireType::kBfloat16, WireType::kFloat16}) {
