@@ -14,17 +14,15 @@
 #include <cstdio>
 #include <thread>
 
-#include "core/memory_tuning.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "bench/baselines.h"
-#include "core/grpc_tuning.h"
+#include "core/memory_tuning.h"
 #include "core/transfer.h"
-#include "ps/ps_service.h"
-#include "ps/ps_state.h"
+#include "ps/loopback_ps.h"
 #include "worker/ps_client.h"
 
 ABSL_FLAG(std::string, model_mib, "1,16,64,256", "Model sizes in MiB");
@@ -54,28 +52,6 @@ std::vector<int> IntList(const std::string& flag) {
   return out;
 }
 
-class PsTask {
- public:
-  PsTask() : state_({}, nullptr), service_(state_, nullptr) {
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
-    ApplyBulkTuning(builder);
-    builder.RegisterService(&service_);
-    server_ = builder.BuildAndStart();
-  }
-  ~PsTask() {
-    service_.Stop();
-    server_->Shutdown();
-  }
-  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
-
- private:
-  PsState state_;
-  PsService service_;
-  int port_ = 0;
-  std::unique_ptr<grpc::Server> server_;
-};
-
 std::unique_ptr<nn::ParameterSet> MakeModel(int64_t bytes) {
   auto p = std::make_unique<nn::ParameterSet>();
   const int64_t per_variable = std::max<int64_t>(1, bytes / 4 / 8);
@@ -94,10 +70,10 @@ struct Figures {
 };
 
 absl::StatusOr<Figures> RunPsflow(const TransferPattern& pattern, bool sync) {
-  std::vector<std::unique_ptr<PsTask>> tasks;
+  std::vector<std::unique_ptr<LoopbackPs>> tasks;
   std::vector<std::string> addresses;
   for (int t = 0; t < pattern.ps_tasks; ++t) {
-    tasks.push_back(std::make_unique<PsTask>());
+    tasks.push_back(std::make_unique<LoopbackPs>());
     addresses.push_back(tasks.back()->address());
   }
   std::vector<std::unique_ptr<nn::ParameterSet>> models;

@@ -8,7 +8,6 @@
 #include <mutex>
 #include <thread>
 
-#include "core/memory_tuning.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -17,6 +16,7 @@
 #include "core/free_ports.h"
 #include "core/grpc_tuning.h"
 #include "core/log.h"
+#include "core/memory_tuning.h"
 #include "core/metrics.h"
 #include "core/status_macros.h"
 #include "core/task_flags.h"

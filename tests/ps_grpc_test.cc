@@ -10,41 +10,14 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "core/grpc_tuning.h"
 #include "core/transfer.h"
-#include "ps/ps_service.h"
-#include "ps/ps_state.h"
+#include "ps/loopback_ps.h"
 #include "worker/ps_client.h"
 
 namespace psflow {
 namespace {
 
 using std::chrono::milliseconds;
-
-class PsTask {
- public:
-  PsTask() : state_({}, nullptr), service_(state_, nullptr) {
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
-    ApplyBulkTuning(builder);
-    builder.RegisterService(&service_);
-    server_ = builder.BuildAndStart();
-  }
-  ~PsTask() {
-    service_.Stop();
-    server_->Shutdown();
-  }
-  bool started() const { return server_ != nullptr && port_ > 0; }
-  void Stop() { service_.Stop(); }
-  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
-  const PsState& state() const { return state_; }
-
- private:
-  PsState state_;
-  PsService service_;
-  int port_ = 0;
-  std::unique_ptr<grpc::Server> server_;
-};
 
 std::unique_ptr<nn::ParameterSet> MakeParams(int64_t big_rows = 100) {
   auto p = std::make_unique<nn::ParameterSet>();
@@ -90,7 +63,7 @@ void SetGrads(nn::ParameterSet& params, Fn fn) {
 }
 
 TEST(PsGrpc, ChiefInitialisesOthersPullAndPushesApplySgdOnEveryTask) {
-  PsTask ps0, ps1;
+  LoopbackPs ps0, ps1;
   ASSERT_TRUE(ps0.started() && ps1.started());
   auto chief_params = MakeParams();
   chief_params->Initialize(3);
@@ -145,7 +118,7 @@ TEST(PsGrpc, ChiefInitialisesOthersPullAndPushesApplySgdOnEveryTask) {
 
 TEST(PsGrpc, VariableLargerThanTheMessageLimitMovesInChunks) {
   // 3M floats = 12 MiB in one variable: more than kMaxBulkMessageBytes, so at least 3 chunks.
-  PsTask ps;
+  LoopbackPs ps;
   ASSERT_TRUE(ps.started());
   auto params = MakeParams(300000);
   params->Initialize(5);
@@ -171,7 +144,7 @@ TEST(PsGrpc, VariableLargerThanTheMessageLimitMovesInChunks) {
 
 TEST(PsGrpc, SyncStepWaitsForTheAggregateAndIgnoresTheBackupWorker) {
   // 3 workers, 2 gradients per step: the third to push is a backup and is dropped.
-  PsTask ps0, ps1;
+  LoopbackPs ps0, ps1;
   const std::vector<std::string> addresses = {ps0.address(), ps1.address()};
   std::vector<std::unique_ptr<nn::ParameterSet>> params;
   std::vector<std::unique_ptr<PsClient>> clients;
@@ -221,7 +194,7 @@ TEST(PsGrpc, SyncStepWaitsForTheAggregateAndIgnoresTheBackupWorker) {
 
 TEST(PsGrpc, SparseGradientsPushOnlyTheTouchedRows) {
   // An embedding of 1000 rows x 8, split across 2 ps tasks; a step touches rows 3, 500 and 999.
-  PsTask ps0, ps1;
+  LoopbackPs ps0, ps1;
   auto make = [] {
     auto p = std::make_unique<nn::ParameterSet>();
     const auto emb = p->Declare("embedding", {1000, 8}, nn::Initializer::Uniform(1.0f));
@@ -259,7 +232,7 @@ TEST(PsGrpc, SparseGradientsPushOnlyTheTouchedRows) {
 
 TEST(PsGrpc, SixteenBitWireTypesHalveTheBytesAndKeepFloat32OnThePs) {
   for (WireType type : {WireType::kBfloat16, WireType::kFloat16}) {
-    PsTask ps;
+    LoopbackPs ps;
     auto params = MakeParams();  // big, mid: uniform values a 16-bit type cannot hold exactly
     params->Initialize(4);
     PsClient::Options o = Options({ps.address()});
@@ -296,7 +269,7 @@ TEST(PsGrpc, SixteenBitWireTypesHalveTheBytesAndKeepFloat32OnThePs) {
 }
 
 TEST(PsGrpc, ChiefChangesTheLearningRateAtRunTime) {
-  PsTask ps;
+  LoopbackPs ps;
   auto params = MakeParams();
   params->Initialize(1);
   auto chief = PsClient::Create(Options({ps.address()}), *params);
@@ -333,7 +306,7 @@ struct ParkedWait {
 };
 
 TEST(PsGrpc, WaitReadyIsParkedUntilInitialiseThenAnswered) {
-  PsTask ps;
+  LoopbackPs ps;
   ASSERT_TRUE(ps.started());
   const auto start = std::chrono::steady_clock::now();
   {
@@ -349,7 +322,7 @@ TEST(PsGrpc, WaitReadyIsParkedUntilInitialiseThenAnswered) {
 }
 
 TEST(PsGrpc, StopReleasesParkedWaitersNotReady) {
-  PsTask ps;
+  LoopbackPs ps;
   ASSERT_TRUE(ps.started());
   ParkedWait wait(ps.address());
   std::this_thread::sleep_for(milliseconds(300));
@@ -362,7 +335,7 @@ TEST(PsGrpc, StopReleasesParkedWaitersNotReady) {
 }
 
 TEST(PsGrpc, NonChiefGivesUpWhenNoChiefComes) {
-  PsTask ps;
+  LoopbackPs ps;
   auto params = MakeParams();
   auto client = PsClient::Create(Options({ps.address()}, 500), *params);
   const absl::Status s = (*client)->Prepare(*params, false);
@@ -372,7 +345,7 @@ TEST(PsGrpc, NonChiefGivesUpWhenNoChiefComes) {
 }
 
 TEST(PsGrpc, MismatchedModelIsRefused) {
-  PsTask ps;
+  LoopbackPs ps;
   auto params = MakeParams();
   auto chief = PsClient::Create(Options({ps.address()}), *params);
   ASSERT_TRUE((*chief)->Prepare(*params, true).ok());

@@ -5,7 +5,6 @@
 #include <cstdlib>
 #include <memory>
 
-#include "core/memory_tuning.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -13,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "core/log.h"
+#include "core/memory_tuning.h"
 #include "core/metrics.h"
 #include "core/status_macros.h"
 #include "core/task_flags.h"

@@ -1,0 +1,23 @@
+#include "ps/loopback_ps.h"
+
+#include "absl/strings/str_cat.h"
+#include "core/grpc_tuning.h"
+
+namespace psflow {
+
+LoopbackPs::LoopbackPs() : state_({}, nullptr), service_(state_, nullptr) {
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+  ApplyBulkTuning(builder);
+  builder.RegisterService(&service_);
+  server_ = builder.BuildAndStart();
+}
+
+LoopbackPs::~LoopbackPs() {
+  service_.Stop();
+  if (server_ != nullptr) server_->Shutdown();
+}
+
+std::string LoopbackPs::address() const { return absl::StrCat("127.0.0.1:", port_); }
+
+}  // namespace psflow
