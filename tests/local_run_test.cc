@@ -31,7 +31,7 @@ TEST(LocalRun, DemoTrainsBetweenGraphToEightyPercent) {
     EXPECT_EQ(shown.rfind("[worker-" + std::to_string(i) + "] ", 0), 0u)
         << "lines are prefixed with the replica name: " << shown;
     const double steps = Field(summary[0], "steps");
-    EXPECT_EQ(steps, 900) << summary[0];  // 3 epochs of a 30000-example shard, batch 100
+    EXPECT_EQ(steps, 1500) << summary[0];  // 5 epochs of a 30000-example shard, batch 100
     EXPECT_GE(Field(summary[0], "test_accuracy"), 0.80) << summary[0];
     steps_sum += steps;
   }
