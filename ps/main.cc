@@ -9,17 +9,15 @@
 #include <thread>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/free_ports.h"
 #include "core/grpc_tuning.h"
 #include "core/log.h"
-#include "core/memory_tuning.h"
 #include "core/metrics.h"
 #include "core/status_macros.h"
 #include "core/task_flags.h"
+#include "core/task_main.h"
 #include "ps/ps_service.h"
 #include "ps/ps_state.h"
 
@@ -164,15 +162,9 @@ absl::Status Main() {
 }  // namespace psflow
 
 int main(int argc, char** argv) {
-  psflow::KeepFreedMemoryForReuse();
-  absl::SetProgramUsageMessage(
+  return psflow::RunTaskMain(
+      argc, argv, "psflow-ps",
       "Parameter server task: psflow-ps [--job_name=ps --task_index=N --ps_hosts=h:p,... "
-      "--worker_hosts=h:p,...] or with $TF_CONFIG set");
-  absl::ParseCommandLine(argc, argv);
-  const absl::Status s = psflow::Main();
-  if (!s.ok()) {
-    std::fprintf(stderr, "psflow-ps: %s\n", std::string(s.message()).c_str());
-    return 1;
-  }
-  return 0;
+      "--worker_hosts=h:p,...] or with $TF_CONFIG set",
+      psflow::Main);
 }

@@ -8,6 +8,14 @@ Labels With(Labels labels, const std::string& key, const std::string& value) {
   return labels;
 }
 
+// One family, one series per reason (Register returns the family already registered).
+prometheus::Family<prometheus::Counter>& DroppedFamily(prometheus::Registry& r) {
+  return prometheus::BuildCounter()
+      .Name("psflow_ps_gradients_dropped_total")
+      .Help("Gradient chunks not applied (sync mode), by reason.")
+      .Register(r);
+}
+
 prometheus::Histogram& AddStalenessHistogram(prometheus::Registry& r, const Labels& labels) {
   return prometheus::BuildHistogram()
       .Name("psflow_ps_staleness_steps")
@@ -30,16 +38,8 @@ PsMetrics::PsMetrics(prometheus::Registry& r, const Labels& labels)
                                 "Tensor bytes received (gradients and initial values).", labels)),
       sent_bytes(
           AddCounter(r, "psflow_ps_sent_bytes_total", "Parameter tensor bytes sent.", labels)),
-      dropped_stale(prometheus::BuildCounter()
-                        .Name("psflow_ps_gradients_dropped_total")
-                        .Help("Gradient chunks not applied (sync mode), by reason.")
-                        .Register(r)
-                        .Add(With(labels, "reason", "stale"))),
-      dropped_backup(prometheus::BuildCounter()
-                         .Name("psflow_ps_gradients_dropped_total")
-                         .Help("Gradient chunks not applied (sync mode), by reason.")
-                         .Register(r)
-                         .Add(With(labels, "reason", "backup"))),
+      dropped_stale(DroppedFamily(r).Add(With(labels, "reason", "stale"))),
+      dropped_backup(DroppedFamily(r).Add(With(labels, "reason", "backup"))),
       wait_seconds(AddCounter(r, "psflow_ps_aggregation_wait_seconds_total",
                               "Seconds pulls waited for a step to be aggregated (sync mode).",
                               labels)),

@@ -76,14 +76,10 @@ absl::StatusOr<proto::InitializeResponse> PsState::Initialize(
   if (!request.commit()) {
     if (store_ == nullptr) {
       ASSIGN_OR_RETURN(auto optimizer, MakeOptimizer(request.optimizer()));
-      proto::SyncConfig sync = request.sync();
-      if (sync.total_workers() < 1 || sync.replicas_to_aggregate() < 0 ||
-          sync.replicas_to_aggregate() > sync.total_workers()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("sync config: total_workers ", sync.total_workers(),
-                         ", replicas_to_aggregate ", sync.replicas_to_aggregate()));
-      }
-      ASSIGN_OR_RETURN(store_, PartitionStore::Create(request, *optimizer, sync.sync_replicas()));
+      // Checked now: the commit must not fail on it after the values were sent.
+      RETURN_IF_ERROR(StepCoordinator::CheckSyncConfig(request.sync()));
+      ASSIGN_OR_RETURN(store_,
+                       PartitionStore::Create(request, *optimizer, request.sync().sync_replicas()));
       optimizer_ = std::move(optimizer);
       request_ = request;
       fingerprint_ = request.fingerprint();

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
 
 namespace psflow {
 
@@ -13,7 +14,7 @@ StepCoordinator::~StepCoordinator() {
   timer_.join();
 }
 
-absl::Status StepCoordinator::Start(const proto::SyncConfig& sync, int64_t step) {
+absl::Status StepCoordinator::CheckSyncConfig(const proto::SyncConfig& sync) {
   if (sync.total_workers() < 1 || sync.replicas_to_aggregate() < 0 ||
       sync.replicas_to_aggregate() > sync.total_workers()) {
     return absl::InvalidArgumentError(
@@ -21,6 +22,11 @@ absl::Status StepCoordinator::Start(const proto::SyncConfig& sync, int64_t step)
                      ", replicas_to_aggregate ", sync.replicas_to_aggregate(),
                      " (need total_workers >= 1 and 0 <= replicas_to_aggregate <= total_workers)"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status StepCoordinator::Start(const proto::SyncConfig& sync, int64_t step) {
+  RETURN_IF_ERROR(CheckSyncConfig(sync));
   Wakeups due;
   {
     std::lock_guard lock(mu_);

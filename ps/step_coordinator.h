@@ -59,9 +59,12 @@ class StepCoordinator {
   StepCoordinator();
   ~StepCoordinator();  // Stop()s
 
-  // Makes the ps ready at `step` with `sync`'s rules, waking the parked calls.
   // INVALID_ARGUMENT for a sync config with total_workers < 1 or replicas_to_aggregate < 0 or
   // > total_workers.
+  static absl::Status CheckSyncConfig(const proto::SyncConfig& sync);
+
+  // Makes the ps ready at `step` with `sync`'s rules, waking the parked calls. Errors as
+  // CheckSyncConfig.
   absl::Status Start(const proto::SyncConfig& sync, int64_t step);
   bool ready() const;
   int64_t step() const;

@@ -182,6 +182,17 @@ TEST_F(BadInput, WorkerFlagsAndEnvironmentOutOfRange) {
       RunCommand({Binary("psflow-ps"), "--job_name=ps", "--task_index=0", "--ps_hosts=127.0.0.1:1"},
                  Environment({"PSFLOW_METRICS_PORT=abc"}, {"TF_CONFIG"}), kTimeout),
       1, {"PSFLOW_METRICS_PORT=\"abc\" is not a port number"});
+  // The ps's settings are checked by the worker too, in one line, even with no ps in use.
+  ExpectOneLineError(
+      RunCommand({Binary("psflow-worker"), "--wire_dtype=fp8"}, no_cluster, kTimeout), 1,
+      {"--wire_dtype must be float32, bfloat16 or float16, got \"fp8\""});
+  ExpectOneLineError(
+      RunCommand({Binary("psflow-worker"), "--optimizer=adamw"}, no_cluster, kTimeout), 1,
+      {"adamw"});
+  ExpectOneLineError(RunCommand({Binary("psflow-ps"), "--job_name=ps", "--task_index=0",
+                                 "--ps_hosts=127.0.0.1:1", "--keep_checkpoints=0"},
+                                Environment({}, {"TF_CONFIG"}), kTimeout),
+                     1, {"--keep_checkpoints must be >= 1"});
   // A cluster named only in part is an error, not a silent solo run.
   ExpectOneLineError(
       RunCommand({Binary("psflow-worker"), "--ps_hosts=127.0.0.1:1"}, no_cluster, kTimeout), 1,

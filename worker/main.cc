@@ -6,16 +6,14 @@
 #include <memory>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "core/log.h"
-#include "core/memory_tuning.h"
 #include "core/metrics.h"
 #include "core/status_macros.h"
 #include "core/task_flags.h"
+#include "core/task_main.h"
 #include "worker/backend/cuda/devices.h"
 #include "worker/data/mnist.h"
 #include "worker/models/model_zoo.h"
@@ -89,6 +87,17 @@ absl::Status Main() {
   if (!(absl::GetFlag(FLAGS_learning_rate) > 0)) {
     return absl::InvalidArgumentError("--learning_rate must be > 0");
   }
+  // Checked before anything else, also where no ps is used, so a typo never passes silently.
+  WireType wire_type = WireType::kFloat32;
+  const std::string wire = absl::GetFlag(FLAGS_wire_dtype);
+  if (wire == "bfloat16") {
+    wire_type = WireType::kBfloat16;
+  } else if (wire == "float16") {
+    wire_type = WireType::kFloat16;
+  } else if (wire != "float32") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--wire_dtype must be float32, bfloat16 or float16, got \"", wire, "\""));
+  }
   if (!(absl::GetFlag(FLAGS_max_grad_norm) >= 0)) {
     return absl::InvalidArgumentError("--max_grad_norm must be >= 0");
   }
@@ -156,17 +165,7 @@ absl::Status Main() {
     PsClient::Options options;
     options.ps_addresses = ps_hosts;
     options.training = training;
-    const std::string wire = absl::GetFlag(FLAGS_wire_dtype);
-    if (wire == "float32") {
-      options.wire_type = WireType::kFloat32;
-    } else if (wire == "bfloat16") {
-      options.wire_type = WireType::kBfloat16;
-    } else if (wire == "float16") {
-      options.wire_type = WireType::kFloat16;
-    } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--wire_dtype must be float32, bfloat16 or float16, got \"", wire, "\""));
-    }
+    options.wire_type = wire_type;
     options.connect_timeout = std::chrono::seconds(absl::GetFlag(FLAGS_ps_timeout_s));
     ASSIGN_OR_RETURN(auto client, PsClient::Create(options, model->params()));
     sync = std::move(client);
@@ -198,15 +197,9 @@ absl::Status Main() {
 }  // namespace psflow
 
 int main(int argc, char** argv) {
-  psflow::KeepFreedMemoryForReuse();
-  absl::SetProgramUsageMessage(
+  return psflow::RunTaskMain(
+      argc, argv, "psflow-worker",
       "Trains a model between-graph: psflow-worker [--job_name=worker --task_index=N "
-      "--ps_hosts=h:p,... --worker_hosts=h:p,...] or with $TF_CONFIG set");
-  absl::ParseCommandLine(argc, argv);
-  const absl::Status s = psflow::Main();
-  if (!s.ok()) {
-    std::fprintf(stderr, "psflow-worker: %s\n", std::string(s.message()).c_str());
-    return 1;
-  }
-  return 0;
+      "--ps_hosts=h:p,... --worker_hosts=h:p,...] or with $TF_CONFIG set",
+      psflow::Main);
 }

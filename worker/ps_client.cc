@@ -175,8 +175,7 @@ absl::Status PsClient::InitializeTask(Task& task, const nn::ParameterSet& params
     if (s.ok() && response.initialized_now()) {
       // Send the initial values as TK_ASSIGN chunks, then commit.
       SyncResult ignored;
-      const absl::Status assigned =
-          Transfer(const_cast<nn::ParameterSet&>(params), proto::TK_ASSIGN, 0, &ignored, &task);
+      const absl::Status assigned = Transfer(params, proto::TK_ASSIGN, 0, &ignored, &task, nullptr);
       if (assigned.ok())
         s = call(true, &response);
       else
@@ -263,8 +262,9 @@ absl::Status PsClient::Recover(nn::ParameterSet& params) {
   return absl::OkStatus();
 }
 
-absl::Status PsClient::Transfer(nn::ParameterSet& params, proto::TransferKind kind,
-                                int64_t examples, SyncResult* result, Task* only) {
+absl::Status PsClient::Transfer(const nn::ParameterSet& params, proto::TransferKind kind,
+                                int64_t examples, SyncResult* result, Task* only,
+                                nn::ParameterSet* pull_into) {
   const bool pull = kind == proto::TK_PULL;
   const bool sync = options_.training.sync.sync_replicas();
   std::vector<std::unique_ptr<Call>> calls;
@@ -468,7 +468,7 @@ absl::Status PsClient::Transfer(nn::ParameterSet& params, proto::TransferKind ki
     if (call->chunk == 0) task.pulled_step = reply.global_step();
     for (const SegmentRange& r : task.chunks[call->chunk]) {
       const PartitionRef& ref = task.partitions[r.partition];
-      const auto dst = params.value(ref.handle)
+      const auto dst = pull_into->value(ref.handle)
                            .subspan(static_cast<size_t>(ref.first_element + r.offset),
                                     static_cast<size_t>(r.count));
       if (!ReadFloats(source, dst, options_.wire_type)) {
@@ -486,7 +486,7 @@ absl::StatusOr<SyncResult> PsClient::Pull(nn::ParameterSet& params) {
   for (;;) {
     if (need_recovery_) RETURN_IF_ERROR(Recover(params));
     SyncResult result;
-    absl::Status s = Transfer(params, proto::TK_PULL, 0, &result, nullptr);
+    absl::Status s = Transfer(params, proto::TK_PULL, 0, &result, nullptr, &params);
     if (s.ok()) return result;
     if (!absl::IsUnavailable(s) || Clock::now() >= deadline) return s;
     need_recovery_ = true;
@@ -495,7 +495,7 @@ absl::StatusOr<SyncResult> PsClient::Pull(nn::ParameterSet& params) {
 
 absl::StatusOr<SyncResult> PsClient::Push(nn::ParameterSet& params, int64_t examples) {
   SyncResult result;
-  absl::Status s = Transfer(params, proto::TK_GRADIENT, examples, &result, nullptr);
+  absl::Status s = Transfer(params, proto::TK_GRADIENT, examples, &result, nullptr, nullptr);
   if (absl::IsUnavailable(s)) {
     // A ps task went away mid-push (killed; it restarts from its checkpoint): these gradients
     // are lost, the next Pull waits for the task and starts from its state.

@@ -64,10 +64,11 @@ class PsClient final : public ParameterSync {
   absl::Status InitializeTask(Task& task, const nn::ParameterSet& params);
   absl::Status WaitReadyTask(Task& task);
   absl::Status Recover(nn::ParameterSet& params);
-  // Sends every chunk of every task (or only `only`) and waits for all replies: gradients
-  // (TK_GRADIENT), initial values (TK_ASSIGN, from params' values) or a pull into params' values.
-  absl::Status Transfer(nn::ParameterSet& params, proto::TransferKind kind, int64_t examples,
-                        SyncResult* result, Task* only);
+  // Sends every chunk of every task (or only `only`) and waits for all replies: params'
+  // gradients (TK_GRADIENT), params' values (TK_ASSIGN), or a pull (TK_PULL) whose replies are
+  // written into pull_into's values (the same layout as params; null for the others).
+  absl::Status Transfer(const nn::ParameterSet& params, proto::TransferKind kind, int64_t examples,
+                        SyncResult* result, Task* only, nn::ParameterSet* pull_into);
 
   Options options_;
   Placement placement_;
