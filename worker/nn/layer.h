@@ -2,8 +2,9 @@
 //
 // Contract: activations are Matrix views [batch, elements per example] on the backend's device,
 // allocated once by the Model for its largest batch; a call may use fewer rows. Layers allocate
-// nothing in Forward/Backward. Backward *adds* parameter gradients into the ParameterSet's grads
-// (so a layer applied several times, as an LSTM over time, accumulates) and *writes* dx.
+// what they need (workspaces, saved state) in Build, for max_batch rows, and nothing in
+// Forward/Backward. Backward *adds* parameter gradients into the ParameterSet's grads and
+// *writes* dx. Backward follows the Forward of the same batch (layers may keep what it saved).
 #ifndef PSFLOW_WORKER_NN_LAYER_H_
 #define PSFLOW_WORKER_NN_LAYER_H_
 
@@ -20,6 +21,14 @@ namespace psflow::nn {
 struct RunContext {
   ParameterSet* params = nullptr;
   bool training = true;
+  uint64_t step = 0;  // counts training steps: dropout masks derive from (seed, step)
+};
+
+// What a layer may use while it is built.
+struct BuildContext {
+  ParameterSet* params = nullptr;
+  int64_t max_batch = 1;  // most rows a call will pass
+  uint64_t seed = 1;      // this layer's own seed (for random masks)
 };
 
 class Layer {
@@ -29,15 +38,21 @@ class Layer {
   const std::string& name() const { return name_; }
 
   // Declares this layer's parameters (names prefixed with name()) given the per-example input
-  // shape, and returns the per-example output shape. Called once, before params.Finalize().
-  // INVALID_ARGUMENT when the input shape does not suit the layer.
-  virtual absl::StatusOr<Shape> Build(const Shape& input, ParameterSet& params) = 0;
+  // shape, allocates its workspaces, and returns the per-example output shape. Called once,
+  // before params.Finalize(). INVALID_ARGUMENT when the input shape does not suit the layer.
+  virtual absl::StatusOr<Shape> Build(const Shape& input, const BuildContext& ctx) = 0;
 
   virtual void Forward(const RunContext& ctx, const Matrix& x, const Matrix& y) = 0;
 
   // dx may be null (first layer: no one needs it).
   virtual void Backward(const RunContext& ctx, const Matrix& x, const Matrix& y, const Matrix& dy,
                         const Matrix* dx) = 0;
+
+  // Layers with state carried from call to call (an LSTM's) start again from zeros.
+  virtual void ResetState() {}
+
+  // Added to the loss (e.g. weight decay); Backward adds its gradient.
+  virtual double RegularizationLoss(const ParameterSet& /*params*/) const { return 0; }
 
  protected:
   explicit Layer(std::string name) : name_(std::move(name)) {}
@@ -46,16 +61,17 @@ class Layer {
   std::string name_;
 };
 
-// Softmax over the last dimension followed by cross-entropy against integer class labels,
-// averaged over the batch (TensorFlow's sparse_softmax_cross_entropy_with_logits + reduce_mean).
+// Softmax over each row followed by cross-entropy against integer class labels
+// (TensorFlow's sparse_softmax_cross_entropy_with_logits). A row is one prediction: one per
+// example for a classifier, one per time step for a language model.
 class SoftmaxCrossEntropy {
  public:
   virtual ~SoftmaxCrossEntropy() = default;
-  // Returns the mean loss and writes d(mean loss)/d(logits) into dlogits (same shape as logits).
-  // labels: logits.rows host integers in [0, logits.cols).
-  virtual float ForwardBackward(const Matrix& logits, const int32_t* labels,
-                                const Matrix& dlogits) = 0;
-  // Mean loss and the number of rows whose arg-max equals the label.
+  // Returns the summed loss of all rows and writes scale * d(summed loss)/d(logits) into dlogits
+  // (same shape as logits). labels: logits.rows host integers in [0, logits.cols).
+  virtual double ForwardBackward(const Matrix& logits, const int32_t* labels, float scale,
+                                 const Matrix& dlogits) = 0;
+  // Summed loss and the number of rows whose arg-max equals the label.
   struct Eval {
     double loss_sum = 0;
     int64_t correct = 0;

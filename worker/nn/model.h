@@ -1,4 +1,6 @@
-// A feed-forward model: layers in sequence, then softmax cross-entropy on the logits.
+// A model: layers in sequence, then softmax cross-entropy on the logits. The last layer's output
+// per example is [..., num_classes]: one prediction per example (a classifier) or one per time
+// step (a language model, [time, vocabulary]), each with its own label.
 //
 // All activation and activation-gradient buffers are allocated once, in Create(), for max_batch
 // rows; ComputeGradients and Evaluate allocate nothing. Not thread-safe.
@@ -17,12 +19,13 @@ namespace psflow::nn {
 
 struct ModelSpec {
   std::string name;
-  Shape input_shape;  // per example, e.g. {784}
+  Shape input_shape;  // per example, e.g. {784}, {24, 24, 3} or {35} (token ids)
   int num_classes = 0;
-  std::vector<LayerSpec> layers;  // the last produces num_classes logits
+  std::vector<LayerSpec> layers;  // the last produces [..., num_classes] logits
 };
 
-// One batch in host memory: inputs [size, NumElements(input_shape)], labels [size].
+// One batch in host memory: inputs [size, NumElements(input_shape)],
+// labels [size, labels_per_example()].
 struct Batch {
   const float* inputs = nullptr;
   const int32_t* labels = nullptr;
@@ -32,30 +35,45 @@ struct Batch {
 class Model {
  public:
   // INVALID_ARGUMENT when the layers do not fit together or do not end in num_classes outputs.
-  // The backend must outlive the model.
+  // The backend must outlive the model. `seed` seeds the dropout masks.
   static absl::StatusOr<std::unique_ptr<Model>> Create(const ModelSpec& spec, Backend& backend,
-                                                       int64_t max_batch);
+                                                       int64_t max_batch, uint64_t seed = 1);
 
   const ModelSpec& spec() const { return spec_; }
   int64_t max_batch() const { return max_batch_; }
+  // Predictions (and labels) per example: 1 for a classifier, the time steps of a sequence.
+  int64_t labels_per_example() const { return labels_per_example_; }
   ParameterSet& params() { return params_; }
   const ParameterSet& params() const { return params_; }
 
-  // Sets params().grads() to d(mean loss)/d(params) on `batch` and returns the mean loss.
-  // batch.size must be in [1, max_batch].
+  // Sets params().grads() to the gradient of the loss on `batch` and returns the loss: the
+  // cross-entropy summed over each example's predictions, averaged over the examples (for a
+  // classifier the mean cross-entropy; for a language model the seed's per-sequence cost), plus
+  // any regularisation. batch.size must be in [1, max_batch].
   float ComputeGradients(const Batch& batch);
 
-  // Forward only (inference mode): summed loss and correct arg-max predictions.
+  // Forward only (inference mode): cross-entropy summed over all predictions and the number of
+  // correct arg-max predictions.
   SoftmaxCrossEntropy::Eval Evaluate(const Batch& batch);
+
+  // Starts stateful layers (LSTMs) from zeros again: at an epoch's start, before evaluation.
+  void ResetState();
+
+  // For gradient checks: the next ComputeGradients draws the dropout masks of training step
+  // `step` (steps count from 0) again.
+  void RewindRandomness(uint64_t step) { step_ = step; }
 
  private:
   Model(ModelSpec spec, Backend& backend, int64_t max_batch);
+  // views_ sized to `rows` examples.
+  void MakeViews(int64_t rows);
   const Matrix& Forward(const Batch& batch, bool training);
-  Matrix View(const Backend::Buffer& buffer, size_t i, int64_t rows) const;
 
   ModelSpec spec_;
   Backend& backend_;
   int64_t max_batch_;
+  int64_t labels_per_example_ = 1;
+  uint64_t step_ = 0;
   ParameterSet params_;
   std::vector<std::unique_ptr<Layer>> layers_;
   std::unique_ptr<SoftmaxCrossEntropy> loss_;
@@ -63,6 +81,7 @@ class Model {
   std::vector<Backend::Buffer> acts_;
   std::vector<Backend::Buffer> grads_;  // d(loss)/d(acts_[i]) for i >= 1
   std::vector<Matrix> views_;           // per call, sized to the batch (capacity reserved once)
+  std::vector<Matrix> grad_views_;
 };
 
 }  // namespace psflow::nn

@@ -1,5 +1,6 @@
 #include "worker/nn/parameter_set.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -15,6 +16,16 @@ constexpr int64_t kAlignFloats = 16;  // 64 bytes: each parameter starts on a ca
 // library, unlike std::uniform_real_distribution.
 float UnitUniform(std::mt19937_64& rng) {
   return static_cast<float>(rng() >> 40) * (2.0f / 16777216.0f) - 1.0f;
+}
+
+// N(0, 1) restricted to [-2, 2] by redrawing (Box-Muller on UnitUniform draws).
+float TruncatedUnitNormal(std::mt19937_64& rng) {
+  for (;;) {
+    const double u1 = (static_cast<double>(rng() >> 11) + 1.0) * 0x1.0p-53;  // (0, 1]
+    const double u2 = static_cast<double>(rng() >> 11) * 0x1.0p-53;          // [0, 1)
+    const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+    if (std::fabs(z) <= 2.0) return static_cast<float>(z);
+  }
 }
 
 }  // namespace
@@ -50,22 +61,26 @@ void ParameterSet::Initialize(uint64_t seed) {
     const ParameterDesc& d = descs_[i];
     std::mt19937_64 rng(seed * 1000003u + i);
     std::span<float> v = value(static_cast<Handle>(i));
-    float limit = 0.0f;
     switch (d.init.kind) {
       case Initializer::Kind::kZeros:
+      case Initializer::Kind::kConstant:
+        std::fill(v.begin(), v.end(), d.init.scale);
         break;
       case Initializer::Kind::kUniform:
-        limit = d.init.scale;
+        for (float& x : v) x = d.init.scale * UnitUniform(rng);
         break;
       case Initializer::Kind::kGlorotUniform: {
         // Kernels are [fan_in..., fan_out]: the last dimension is fan_out.
         const int64_t fan_out = d.shape.empty() ? 1 : d.shape.back();
         const int64_t fan_in = d.size / std::max<int64_t>(fan_out, 1);
-        limit = std::sqrt(6.0f / static_cast<float>(fan_in + fan_out));
+        const float limit = std::sqrt(6.0f / static_cast<float>(fan_in + fan_out));
+        for (float& x : v) x = limit * UnitUniform(rng);
         break;
       }
+      case Initializer::Kind::kTruncatedNormal:
+        for (float& x : v) x = d.init.scale * TruncatedUnitNormal(rng);
+        break;
     }
-    for (float& x : v) x = limit == 0.0f ? 0.0f : limit * UnitUniform(rng);
   }
 }
 

@@ -19,14 +19,19 @@ namespace psflow::nn {
 
 // How a parameter's initial values are drawn (by the chief, before they go to the ps).
 struct Initializer {
-  enum class Kind { kZeros, kGlorotUniform, kUniform };
+  enum class Kind { kZeros, kConstant, kGlorotUniform, kUniform, kTruncatedNormal };
   Kind kind = Kind::kZeros;
-  float scale = 0.0f;  // kUniform: values in [-scale, scale]
+  // kConstant: the value; kUniform: values in [-scale, scale]; kTruncatedNormal: the stddev.
+  float scale = 0.0f;
 
   static Initializer Zeros() { return {Kind::kZeros, 0.0f}; }
-  // TensorFlow's default for dense/conv kernels: U(-l, l), l = sqrt(6 / (fan_in + fan_out)).
+  static Initializer Constant(float value) { return {Kind::kConstant, value}; }
+  // TensorFlow's default for dense/conv kernels: U(-l, l), l = sqrt(6 / (fan_in + fan_out)),
+  // fan_out the last dimension and fan_in the product of the others.
   static Initializer GlorotUniform() { return {Kind::kGlorotUniform, 0.0f}; }
   static Initializer Uniform(float s) { return {Kind::kUniform, s}; }
+  // tf.truncated_normal_initializer: N(0, stddev^2) redrawn beyond two standard deviations.
+  static Initializer TruncatedNormal(float stddev) { return {Kind::kTruncatedNormal, stddev}; }
 };
 
 struct ParameterDesc {

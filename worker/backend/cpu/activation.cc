@@ -4,7 +4,7 @@
 
 namespace psflow::cpu {
 
-absl::StatusOr<nn::Shape> Activation::Build(const nn::Shape& input, nn::ParameterSet&) {
+absl::StatusOr<nn::Shape> Activation::Build(const nn::Shape& input, const nn::BuildContext&) {
   return input;
 }
 

@@ -13,7 +13,7 @@ class Activation final : public nn::Layer {
   Activation(const nn::ActivationSpec& spec, std::string name)
       : Layer(std::move(name)), kind_(spec.kind) {}
 
-  absl::StatusOr<nn::Shape> Build(const nn::Shape& input, nn::ParameterSet& params) override;
+  absl::StatusOr<nn::Shape> Build(const nn::Shape& input, const nn::BuildContext& ctx) override;
   void Forward(const nn::RunContext& ctx, const nn::Matrix& x, const nn::Matrix& y) override;
   void Backward(const nn::RunContext& ctx, const nn::Matrix& x, const nn::Matrix& y,
                 const nn::Matrix& dy, const nn::Matrix* dx) override;

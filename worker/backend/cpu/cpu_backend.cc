@@ -25,12 +25,17 @@ class CpuBackend final : public Backend {
 
   absl::StatusOr<std::unique_ptr<Layer>> MakeLayer(const LayerSpec& spec,
                                                    std::string name) override {
+    using Made = absl::StatusOr<std::unique_ptr<Layer>>;
     return std::visit(Overloaded{
-                          [&](const DenseSpec& s) -> std::unique_ptr<Layer> {
+                          [&](const DenseSpec& s) -> Made {
                             return std::make_unique<cpu::Dense>(s, std::move(name));
                           },
-                          [&](const ActivationSpec& s) -> std::unique_ptr<Layer> {
+                          [&](const ActivationSpec& s) -> Made {
                             return std::make_unique<cpu::Activation>(s, std::move(name));
+                          },
+                          [&](const auto&) -> Made {
+                            return absl::UnimplementedError(absl::StrCat(
+                                "the CPU backend has no ", LayerKindName(spec), " layer"));
                           },
                       },
                       spec);

@@ -1,4 +1,5 @@
-// Dense layer on the CPU: OpenBLAS sgemm for x*W, dx = dy*W^T and dW += x^T*dy.
+// Dense layer on the CPU: OpenBLAS sgemm for x*W, dx = dy*W^T and dW += x^T*dy, over the rows
+// of x's last dimension (all time steps of all examples in one product).
 #ifndef PSFLOW_WORKER_BACKEND_CPU_DENSE_H_
 #define PSFLOW_WORKER_BACKEND_CPU_DENSE_H_
 
@@ -11,14 +12,16 @@ class Dense final : public nn::Layer {
  public:
   Dense(const nn::DenseSpec& spec, std::string name) : Layer(std::move(name)), spec_(spec) {}
 
-  absl::StatusOr<nn::Shape> Build(const nn::Shape& input, nn::ParameterSet& params) override;
+  absl::StatusOr<nn::Shape> Build(const nn::Shape& input, const nn::BuildContext& ctx) override;
   void Forward(const nn::RunContext& ctx, const nn::Matrix& x, const nn::Matrix& y) override;
   void Backward(const nn::RunContext& ctx, const nn::Matrix& x, const nn::Matrix& y,
                 const nn::Matrix& dy, const nn::Matrix* dx) override;
+  double RegularizationLoss(const nn::ParameterSet& params) const override;
 
  private:
   nn::DenseSpec spec_;
   int64_t in_ = 0;
+  int64_t positions_ = 1;  // product of the leading dimensions (time steps)
   nn::ParameterSet::Handle kernel_ = -1;
   nn::ParameterSet::Handle bias_ = -1;
 };

@@ -10,29 +10,29 @@ namespace {
 double RowLoss(const float* row, int64_t n, int32_t label, float* probs) {
   const float max = *std::max_element(row, row + n);
   double sum = 0.0;
-  for (int64_t c = 0; c < n; ++c) sum += std::exp(static_cast<double>(row[c] - max));
-  if (probs != nullptr) {
-    for (int64_t c = 0; c < n; ++c) {
-      probs[c] = static_cast<float>(std::exp(static_cast<double>(row[c] - max)) / sum);
-    }
+  if (probs == nullptr) {
+    for (int64_t c = 0; c < n; ++c) sum += std::exp(row[c] - max);
+  } else {
+    for (int64_t c = 0; c < n; ++c) sum += (probs[c] = std::exp(row[c] - max));
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int64_t c = 0; c < n; ++c) probs[c] *= inv;
   }
   return std::log(sum) - static_cast<double>(row[label] - max);
 }
 
 }  // namespace
 
-float SoftmaxCrossEntropy::ForwardBackward(const nn::Matrix& logits, const int32_t* labels,
-                                           const nn::Matrix& dlogits) {
-  const double inv_batch = 1.0 / static_cast<double>(logits.rows);
+double SoftmaxCrossEntropy::ForwardBackward(const nn::Matrix& logits, const int32_t* labels,
+                                            float scale, const nn::Matrix& dlogits) {
   double total = 0.0;
   for (int64_t r = 0; r < logits.rows; ++r) {
     float* d = dlogits.row(r);
     total += RowLoss(logits.row(r), logits.cols, labels[r], d);
-    // d(mean loss)/d(logit) = (softmax - onehot) / batch
+    // d(loss)/d(logit) = softmax - onehot
     d[labels[r]] -= 1.0f;
-    for (int64_t c = 0; c < logits.cols; ++c) d[c] = static_cast<float>(d[c] * inv_batch);
+    for (int64_t c = 0; c < logits.cols; ++c) d[c] *= scale;
   }
-  return static_cast<float>(total * inv_batch);
+  return total;
 }
 
 SoftmaxCrossEntropy::Eval SoftmaxCrossEntropy::Evaluate(const nn::Matrix& logits,

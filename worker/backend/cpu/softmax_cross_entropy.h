@@ -8,8 +8,8 @@ namespace psflow::cpu {
 
 class SoftmaxCrossEntropy final : public nn::SoftmaxCrossEntropy {
  public:
-  float ForwardBackward(const nn::Matrix& logits, const int32_t* labels,
-                        const nn::Matrix& dlogits) override;
+  double ForwardBackward(const nn::Matrix& logits, const int32_t* labels, float scale,
+                         const nn::Matrix& dlogits) override;
   Eval Evaluate(const nn::Matrix& logits, const int32_t* labels) override;
 };
 
