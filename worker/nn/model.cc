@@ -72,7 +72,7 @@ const Matrix& Model::Forward(const Batch& batch, bool training) {
   return views_.back();
 }
 
-float Model::ComputeGradients(const Batch& batch) {
+double Model::ComputeGradients(const Batch& batch) {
   const Matrix& logits = Forward(batch, /*training=*/true);
   params_.ZeroGrads();
   const size_t n = layers_.size();
@@ -87,7 +87,7 @@ float Model::ComputeGradients(const Batch& batch) {
     loss += layers_[l]->RegularizationLoss(params_);
   }
   ++step_;
-  return static_cast<float>(loss);
+  return loss;
 }
 
 SoftmaxCrossEntropy::Eval Model::Evaluate(const Batch& batch) {

@@ -50,7 +50,7 @@ class Model {
   // cross-entropy summed over each example's predictions, averaged over the examples (for a
   // classifier the mean cross-entropy; for a language model the seed's per-sequence cost), plus
   // any regularisation. batch.size must be in [1, max_batch].
-  float ComputeGradients(const Batch& batch);
+  double ComputeGradients(const Batch& batch);
 
   // Forward only (inference mode): cross-entropy summed over all predictions and the number of
   // correct arg-max predictions.

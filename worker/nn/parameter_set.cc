@@ -86,8 +86,8 @@ void ParameterSet::Initialize(uint64_t seed) {
 
 void ParameterSet::MarkSparse(Handle h) { descs_[static_cast<size_t>(h)].sparse = true; }
 
-void ParameterSet::SetTouchedRows(Handle h, std::vector<int64_t> rows) {
-  descs_[static_cast<size_t>(h)].touched_rows = std::move(rows);
+void ParameterSet::SetTouchedRows(Handle h, const std::vector<int64_t>& rows) {
+  descs_[static_cast<size_t>(h)].touched_rows.assign(rows.begin(), rows.end());
 }
 
 void ParameterSet::ZeroGrads() { std::memset(grads_.get(), 0, total_ * sizeof(float)); }

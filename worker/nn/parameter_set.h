@@ -64,7 +64,7 @@ class ParameterSet {
   // grad(h). Rows not listed are never read.
   void MarkSparse(Handle h);
   bool sparse(Handle h) const { return descs_[static_cast<size_t>(h)].sparse; }
-  void SetTouchedRows(Handle h, std::vector<int64_t> rows);
+  void SetTouchedRows(Handle h, const std::vector<int64_t>& rows);  // copies, keeping capacity
   std::span<const int64_t> touched_rows(Handle h) const {
     return descs_[static_cast<size_t>(h)].touched_rows;
   }

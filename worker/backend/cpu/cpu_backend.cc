@@ -8,6 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "worker/backend/cpu/activation.h"
 #include "worker/backend/cpu/dense.h"
+#include "worker/backend/cpu/dropout.h"
+#include "worker/backend/cpu/embedding.h"
+#include "worker/backend/cpu/lstm.h"
 #include "worker/backend/cpu/softmax_cross_entropy.h"
 #include "worker/nn/backend.h"
 
@@ -32,6 +35,15 @@ class CpuBackend final : public Backend {
                           },
                           [&](const ActivationSpec& s) -> Made {
                             return std::make_unique<cpu::Activation>(s, std::move(name));
+                          },
+                          [&](const DropoutSpec& s) -> Made {
+                            return std::make_unique<cpu::Dropout>(s, std::move(name));
+                          },
+                          [&](const EmbeddingSpec& s) -> Made {
+                            return std::make_unique<cpu::Embedding>(s, std::move(name));
+                          },
+                          [&](const LstmSpec& s) -> Made {
+                            return std::make_unique<cpu::Lstm>(s, std::move(name));
                           },
                           [&](const auto&) -> Made {
                             return absl::UnimplementedError(absl::StrCat(
