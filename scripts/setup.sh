@@ -10,6 +10,7 @@ packages=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev libopenblas-dev zlib1g-dev
   prometheus dataset-fashion-mnist clang-format
   clang libclang-rt-14-dev
+  python3 wordnet-base
 )
 
 missing=()
