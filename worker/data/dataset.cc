@@ -18,26 +18,26 @@ BatchSampler::BatchSampler(const Dataset& data, Range range, int64_t batch_size,
       batch_size_(batch_size),
       rng_(seed),
       order_(static_cast<size_t>(range.size())),
-      cursor_(range.size()),  // shuffle before the first batch
-      inputs_(static_cast<size_t>(batch_size * data.example_elements())),
-      labels_(static_cast<size_t>(batch_size)) {
+      cursor_(range.size()) {  // shuffle before the first batch
   std::iota(order_.begin(), order_.end(), range.begin);
 }
 
-nn::Batch BatchSampler::Next() {
+void BatchSampler::Fill(BatchBuffer& out) {
   if (cursor_ + batch_size_ > static_cast<int64_t>(order_.size())) {
     std::shuffle(order_.begin(), order_.end(), rng_);
     cursor_ = 0;
   }
   const int64_t width = data_.example_elements();
+  out.inputs.resize(static_cast<size_t>(batch_size_ * width));
+  out.labels.resize(static_cast<size_t>(batch_size_));
+  out.size = batch_size_;
   for (int64_t i = 0; i < batch_size_; ++i) {
     const int64_t row = order_[static_cast<size_t>(cursor_ + i)];
-    std::memcpy(inputs_.data() + i * width, data_.inputs.data() + row * width,
+    std::memcpy(out.inputs.data() + i * width, data_.inputs.data() + row * width,
                 static_cast<size_t>(width) * sizeof(float));
-    labels_[static_cast<size_t>(i)] = data_.labels[static_cast<size_t>(row)];
+    out.labels[static_cast<size_t>(i)] = data_.labels[static_cast<size_t>(row)];
   }
   cursor_ += batch_size_;
-  return nn::Batch{inputs_.data(), labels_.data(), batch_size_};
 }
 
 }  // namespace psflow::data

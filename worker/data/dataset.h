@@ -6,6 +6,7 @@
 #include <random>
 #include <vector>
 
+#include "worker/data/batch_source.h"
 #include "worker/nn/model.h"
 
 namespace psflow::data {
@@ -31,15 +32,14 @@ Range ShardRange(int64_t n, int index, int count);
 
 // Draws fixed-size batches from rows [range.begin, range.end) of a dataset, in a fresh random
 // order each epoch (seeded, so runs repeat). An epoch is size / batch_size batches; the examples
-// left over take part in the next epoch's shuffle. Batch buffers are allocated once.
-class BatchSampler {
+// left over take part in the next epoch's shuffle.
+class BatchSampler final : public BatchSource {
  public:
   // data must outlive the sampler; batch_size in [1, range.size()].
   BatchSampler(const Dataset& data, Range range, int64_t batch_size, uint64_t seed);
 
-  int64_t batches_per_epoch() const { return range_.size() / batch_size_; }
-  // The next batch; valid until the following call.
-  nn::Batch Next();
+  int64_t batches_per_epoch() const override { return range_.size() / batch_size_; }
+  void Fill(BatchBuffer& out) override;
 
  private:
   const Dataset& data_;
@@ -48,8 +48,6 @@ class BatchSampler {
   std::mt19937_64 rng_;
   std::vector<int64_t> order_;
   int64_t cursor_ = 0;
-  std::vector<float> inputs_;
-  std::vector<int32_t> labels_;
 };
 
 // Consecutive batches of rows [0, data.size()) in order, the last one possibly smaller: for

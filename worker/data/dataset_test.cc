@@ -2,7 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <set>
+#include <thread>
+
+#include "worker/data/prefetcher.h"
 
 namespace psflow::data {
 namespace {
@@ -40,9 +45,11 @@ TEST(BatchSampler, EachEpochVisitsTheShardOnceInFreshOrder) {
   BatchSampler sampler(d, Range{10, 20}, /*batch_size=*/5, /*seed=*/3);
   ASSERT_EQ(sampler.batches_per_epoch(), 2);
   std::vector<int> epoch1, epoch2;
+  BatchBuffer buffer;
   for (auto* epoch : {&epoch1, &epoch2}) {
     for (int b = 0; b < 2; ++b) {
-      const nn::Batch batch = sampler.Next();
+      sampler.Fill(buffer);
+      const nn::Batch batch = buffer.view();
       ASSERT_EQ(batch.size, 5);
       for (int i = 0; i < 5; ++i) {
         // Inputs travel with their label.
@@ -59,14 +66,55 @@ TEST(BatchSampler, EachEpochVisitsTheShardOnceInFreshOrder) {
   EXPECT_NE(epoch1, epoch2);
 }
 
-TEST(BatchSampler, SameSeedSameOrder) {
+TEST(BatchSampler, SameSeedSameOrderAlsoThroughThePrefetcher) {
   const Dataset d = Numbered(50);
-  BatchSampler a(d, Range{0, 50}, 10, 42), b(d, Range{0, 50}, 10, 42);
-  for (int i = 0; i < 7; ++i) {
-    const auto x = a.Next();
-    const auto y = b.Next();
-    EXPECT_TRUE(std::equal(x.labels, x.labels + 10, y.labels));
+  BatchSampler a(d, Range{0, 50}, 10, 42);
+  Prefetcher b(std::make_unique<BatchSampler>(d, Range{0, 50}, 10, 42), /*depth=*/3);
+  EXPECT_EQ(b.batches_per_epoch(), 5);
+  BatchBuffer buffer;
+  for (int i = 0; i < 23; ++i) {
+    a.Fill(buffer);
+    const nn::Batch y = b.Next();
+    ASSERT_EQ(y.size, 10);
+    EXPECT_TRUE(std::equal(buffer.labels.begin(), buffer.labels.end(), y.labels)) << i;
+    EXPECT_TRUE(std::equal(buffer.inputs.begin(), buffer.inputs.end(), y.inputs)) << i;
   }
+}
+
+// Counts its fills; each batch holds its own sequence number.
+class CountingSource final : public BatchSource {
+ public:
+  explicit CountingSource(std::atomic<int>* fills) : fills_(fills) {}
+  int64_t batches_per_epoch() const override { return 4; }
+  void Fill(BatchBuffer& out) override {
+    out.inputs.assign(1, static_cast<float>(fills_->fetch_add(1)));
+    out.labels.assign(1, 0);
+    out.size = 1;
+  }
+
+ private:
+  std::atomic<int>* fills_;
+};
+
+TEST(Prefetcher, FillsAtMostDepthAheadAndNeverOverwritesTheHeldBatch) {
+  std::atomic<int> fills{0};
+  Prefetcher p(std::make_unique<CountingSource>(&fills), /*depth=*/2);
+  for (int i = 0; i < 50; ++i) {
+    const nn::Batch b = p.Next();
+    // The batch stays intact while the thread runs ahead.
+    std::this_thread::sleep_for(std::chrono::microseconds(i % 5 == 0 ? 2000 : 0));
+    EXPECT_EQ(b.inputs[0], static_cast<float>(i));
+    EXPECT_LE(fills.load(), i + 1 + 2);
+  }
+}
+
+TEST(Prefetcher, StopsWhileItsThreadWaitsForRoom) {
+  std::atomic<int> fills{0};
+  {
+    Prefetcher p(std::make_unique<CountingSource>(&fills), /*depth=*/1);
+    EXPECT_EQ(p.Next().inputs[0], 0.0f);
+  }  // joins without hanging
+  EXPECT_LE(fills.load(), 2);
 }
 
 TEST(ForEachBatch, CoversEveryRowWithASmallerLastBatch) {

@@ -1,0 +1,53 @@
+// Runs a BatchSource on a background thread, `depth` batches ahead of the training step, so
+// input preparation (shuffling, copying, augmentation) overlaps compute and communication.
+#ifndef PSFLOW_WORKER_DATA_PREFETCHER_H_
+#define PSFLOW_WORKER_DATA_PREFETCHER_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "worker/data/batch_source.h"
+
+namespace psflow::data {
+
+class Prefetcher {
+ public:
+  // Starts filling at once. depth >= 1.
+  explicit Prefetcher(std::unique_ptr<BatchSource> source, int depth = 2);
+  // Stops the thread (after the fill in progress, if any).
+  ~Prefetcher();
+  Prefetcher(const Prefetcher&) = delete;
+  Prefetcher& operator=(const Prefetcher&) = delete;
+
+  int64_t batches_per_epoch() const { return batches_per_epoch_; }
+
+  // The source's next batch, in its order; valid until the next call. Blocks only when the
+  // source is slower than the consumer. One consumer thread.
+  nn::Batch Next();
+
+  // Seconds Next() has spent waiting for the source: > 0 means input-bound.
+  double wait_seconds() const { return wait_seconds_; }
+
+ private:
+  void Run();
+
+  std::unique_ptr<BatchSource> source_;
+  const int64_t batches_per_epoch_;
+  std::vector<BatchBuffer> ring_;  // depth + 1: `depth` ahead and the one the consumer holds
+  std::mutex mu_;
+  std::condition_variable filled_cv_;
+  std::condition_variable freed_cv_;
+  int64_t produced_ = 0;  // guarded by mu_
+  int64_t consumed_ = 0;  // guarded by mu_; batches handed out
+  bool stop_ = false;     // guarded by mu_
+  double wait_seconds_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace psflow::data
+
+#endif  // PSFLOW_WORKER_DATA_PREFETCHER_H_
