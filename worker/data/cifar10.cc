@@ -1,0 +1,119 @@
+#include "worker/data/cifar10.h"
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+
+namespace psflow::data {
+namespace {
+
+constexpr int64_t kRecordBytes = 1 + kCifar10ImageBytes;  // a label byte, then the pixels
+constexpr int64_t kPlane = kCifar10Side * kCifar10Side;   // values per channel in a record
+constexpr char kGetBinary[] =
+    "download the binary version of CIFAR-10 (cifar-10-binary.tar.gz) and pass its extracted "
+    "cifar-10-batches-bin directory";
+
+std::vector<std::string> BatchFileStems(Split split) {
+  if (split == Split::kTest) return {"test_batch"};
+  std::vector<std::string> stems;
+  for (int i = 1; i <= 5; ++i) stems.push_back(absl::StrCat("data_batch_", i));
+  return stems;
+}
+
+absl::Status MissingFile(const std::string& dir, const std::string& stem, const std::string& path) {
+  std::error_code ec;
+  // The python version names its files the same, without ".bin".
+  const std::string python = absl::StrCat(dir, "/", stem);
+  if (std::filesystem::exists(python, ec)) {
+    return absl::NotFoundError(absl::StrCat(path, ": no such file; ", python,
+                                            " is the python version of CIFAR-10: ", kGetBinary));
+  }
+  return absl::NotFoundError(absl::StrCat(path, ": no such file; ", kGetBinary));
+}
+
+// Appends the `size`-byte batch file's records to `images`, transposing each image to HWC.
+absl::Status ReadBatchFile(const std::string& path, int64_t size, Cifar10Images& images) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
+  }
+  auto wrong = [&path](const std::string& why) {
+    return absl::DataLossError(absl::StrCat(path, ": ", why));
+  };
+  unsigned char head[2] = {0, 0};
+  in.read(reinterpret_cast<char*>(head), 2);
+  in.clear();
+  in.seekg(0);
+  // A valid file starts with a label byte (0..9), so these cannot be mistaken.
+  if (size >= 1 && head[0] == 0x80) {
+    return wrong(
+        absl::StrCat("wrong format: a Python pickle (first byte 0x80), so the python "
+                     "version of CIFAR-10; ",
+                     kGetBinary));
+  }
+  if (size >= 2 && head[0] == 0x1f && head[1] == 0x8b) {
+    return wrong(absl::StrCat("wrong format: gzip-compressed; ", kGetBinary));
+  }
+  if (size == 0) return wrong(absl::StrCat("empty file; ", kGetBinary));
+  if (size % kRecordBytes != 0) {
+    return wrong(absl::StrCat("size ", size, " bytes is not a multiple of ", kRecordBytes,
+                              " (a label byte and 3072 pixel bytes per image): truncated, or not "
+                              "the binary version of CIFAR-10"));
+  }
+  const int64_t records = size / kRecordBytes;
+  const int64_t first = images.size();
+  images.pixels.resize(static_cast<size_t>((first + records) * kCifar10ImageBytes));
+  std::array<uint8_t, kRecordBytes> record;
+  for (int64_t r = 0; r < records; ++r) {
+    if (!in.read(reinterpret_cast<char*>(record.data()), kRecordBytes)) {
+      return wrong(absl::StrCat("read error at record ", r, " of ", records));
+    }
+    if (record[0] >= kCifar10Classes) {
+      return wrong(absl::StrCat("wrong format: label byte ", record[0], " at record ", r,
+                                " (byte offset ", r * kRecordBytes,
+                                "); is this the binary version of CIFAR-10?"));
+    }
+    images.labels.push_back(record[0]);
+    // The record holds channel planes (CHW); the model reads HWC.
+    uint8_t* dst = images.pixels.data() + (first + r) * kCifar10ImageBytes;
+    const uint8_t* planes = record.data() + 1;
+    for (int64_t p = 0; p < kPlane; ++p) {
+      for (int c = 0; c < kCifar10Channels; ++c) {
+        dst[p * kCifar10Channels + c] = planes[c * kPlane + p];
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Cifar10Images> LoadCifar10(const std::string& dir, Split split) {
+  const std::vector<std::string> stems = BatchFileStems(split);
+  std::vector<std::string> paths;
+  std::vector<int64_t> sizes;
+  for (const std::string& stem : stems) {
+    paths.push_back(absl::StrCat(dir, "/", stem, ".bin"));
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(paths.back(), ec);
+    if (ec) return MissingFile(dir, stem, paths.back());
+    sizes.push_back(static_cast<int64_t>(size));
+  }
+  // Reserve it all up front: 150 MB of training images, not twice that while a vector grows.
+  const int64_t total = std::accumulate(sizes.begin(), sizes.end(), int64_t{0}) / kRecordBytes;
+  Cifar10Images images;
+  images.pixels.reserve(static_cast<size_t>(total * kCifar10ImageBytes));
+  images.labels.reserve(static_cast<size_t>(total));
+  for (size_t i = 0; i < paths.size(); ++i) {
+    RETURN_IF_ERROR(ReadBatchFile(paths[i], sizes[i], images));
+  }
+  return images;
+}
+
+}  // namespace psflow::data
