@@ -1,7 +1,9 @@
 #include "worker/data/cifar10.h"
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +17,13 @@ namespace {
 
 constexpr int64_t kRecordBytes = 1 + kCifar10ImageBytes;  // a label byte, then the pixels
 constexpr int64_t kPlane = kCifar10Side * kCifar10Side;   // values per channel in a record
+constexpr int kCropPixels = kCifar10CropSide * kCifar10CropSide;
+constexpr int kMaxCropOffset = kCifar10Side - kCifar10CropSide;  // 8
+// cifar10_input.py: random_brightness(max_delta=63), random_contrast(lower=0.2, upper=1.8).
+constexpr float kMaxBrightnessDelta = 63.f;
+constexpr float kMinContrast = 0.2f;
+constexpr float kMaxContrast = 1.8f;
+
 constexpr char kGetBinary[] =
     "download the binary version of CIFAR-10 (cifar-10-binary.tar.gz) and pass its extracted "
     "cifar-10-batches-bin directory";
@@ -92,6 +101,48 @@ absl::Status ReadBatchFile(const std::string& path, int64_t size, Cifar10Images&
   return absl::OkStatus();
 }
 
+// Copies the 24x24 crop at (row, col), mirrored when `flip`, to floats.
+void CropToFloat(const uint8_t* image, int row, int col, bool flip, float* out) {
+  for (int y = 0; y < kCifar10CropSide; ++y) {
+    const uint8_t* src_row = image + ((row + y) * kCifar10Side + col) * kCifar10Channels;
+    float* dst = out + y * kCifar10CropSide * kCifar10Channels;
+    for (int x = 0; x < kCifar10CropSide; ++x) {
+      const uint8_t* src = src_row + (flip ? kCifar10CropSide - 1 - x : x) * kCifar10Channels;
+      for (int c = 0; c < kCifar10Channels; ++c) dst[x * kCifar10Channels + c] = src[c];
+    }
+  }
+}
+
+// tf.image.adjust_contrast on a 24x24x3 image.
+void AdjustContrast(float factor, float* image) {
+  double sum[kCifar10Channels] = {};
+  for (int p = 0; p < kCropPixels; ++p) {
+    for (int c = 0; c < kCifar10Channels; ++c) sum[c] += image[p * kCifar10Channels + c];
+  }
+  double mean[kCifar10Channels];
+  for (int c = 0; c < kCifar10Channels; ++c) mean[c] = sum[c] / kCropPixels;
+  for (int p = 0; p < kCropPixels; ++p) {
+    for (int c = 0; c < kCifar10Channels; ++c) {
+      float& v = image[p * kCifar10Channels + c];
+      v = static_cast<float>((v - mean[c]) * factor + mean[c]);
+    }
+  }
+}
+
+// tf.image.per_image_standardization on a 24x24x3 image. In double: a float mean near 100 is off
+// by up to 4e-6, which a nearly constant image's tiny stddev would magnify.
+void Standardize(float* image) {
+  constexpr int64_t n = kCifar10CropElements;
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += image[i];
+  const double mean = sum / n;
+  double squares = 0;
+  for (int64_t i = 0; i < n; ++i) squares += (image[i] - mean) * (image[i] - mean);
+  const double stddev = std::max(std::sqrt(squares / n), 1.0 / std::sqrt(static_cast<double>(n)));
+  const double scale = 1.0 / stddev;
+  for (int64_t i = 0; i < n; ++i) image[i] = static_cast<float>((image[i] - mean) * scale);
+}
+
 }  // namespace
 
 absl::StatusOr<Cifar10Images> LoadCifar10(const std::string& dir, Split split) {
@@ -114,6 +165,47 @@ absl::StatusOr<Cifar10Images> LoadCifar10(const std::string& dir, Split split) {
     RETURN_IF_ERROR(ReadBatchFile(paths[i], sizes[i], images));
   }
   return images;
+}
+
+Cifar10Distortion DrawCifar10Distortion(std::mt19937_64& rng) {
+  // One statement per draw: the order the generator is consumed in is fixed.
+  std::uniform_int_distribution<int> offset(0, kMaxCropOffset);
+  Cifar10Distortion d;
+  d.crop_row = offset(rng);
+  d.crop_col = offset(rng);
+  d.flip = std::bernoulli_distribution(0.5)(rng);
+  d.brightness_delta =
+      std::uniform_real_distribution<float>(-kMaxBrightnessDelta, kMaxBrightnessDelta)(rng);
+  d.contrast_factor = std::uniform_real_distribution<float>(kMinContrast, kMaxContrast)(rng);
+  return d;
+}
+
+void ApplyCifar10Distortion(const uint8_t* image, const Cifar10Distortion& distortion, float* out) {
+  CropToFloat(image, distortion.crop_row, distortion.crop_col, distortion.flip, out);
+  for (int64_t i = 0; i < kCifar10CropElements; ++i) out[i] += distortion.brightness_delta;
+  AdjustContrast(distortion.contrast_factor, out);
+  Standardize(out);
+}
+
+void DistortImage(const uint8_t* image, float* out, std::mt19937_64& rng) {
+  ApplyCifar10Distortion(image, DrawCifar10Distortion(rng), out);
+}
+
+void CenterCropImage(const uint8_t* image, float* out) {
+  CropToFloat(image, kMaxCropOffset / 2, kMaxCropOffset / 2, /*flip=*/false, out);
+  Standardize(out);
+}
+
+Dataset MakeCifar10EvalSet(const Cifar10Images& images) {
+  Dataset d;
+  d.example_shape = {kCifar10CropSide, kCifar10CropSide, kCifar10Channels};
+  d.num_classes = kCifar10Classes;
+  d.inputs.resize(static_cast<size_t>(images.size() * kCifar10CropElements));
+  for (int64_t i = 0; i < images.size(); ++i) {
+    CenterCropImage(images.image(i), d.inputs.data() + i * kCifar10CropElements);
+  }
+  d.labels = images.labels;
+  return d;
 }
 
 }  // namespace psflow::data

@@ -1,9 +1,13 @@
-// CIFAR-10 (https://www.cs.toronto.edu/~kriz/cifar.html), binary version. Images are HWC
-// everywhere: height, width, channels (red, green, blue), row-major; a batch of them is NHWC.
+// CIFAR-10 (https://www.cs.toronto.edu/~kriz/cifar.html), binary version, and the input pipeline
+// of the TensorFlow CIFAR-10 tutorial (tensorflow/models tutorials/image/cifar10,
+// cifar10_input.py): the model trains on randomly distorted 24x24 crops of the 32x32 images and
+// is evaluated on their central 24x24 crops. Images are HWC everywhere: height, width, channels
+// (red, green, blue), row-major; a batch of them is NHWC.
 #ifndef PSFLOW_WORKER_DATA_CIFAR10_H_
 #define PSFLOW_WORKER_DATA_CIFAR10_H_
 
 #include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -40,6 +44,42 @@ struct Cifar10Images {
 // bytes, a label byte is above 9, or it cannot be read (with a hint when the file is the python
 // version of CIFAR-10, a pickle, or is still gzip-compressed).
 absl::StatusOr<Cifar10Images> LoadCifar10(const std::string& dir, Split split);
+
+// The random choices of one training distortion (cifar10_input.py's distorted_inputs).
+struct Cifar10Distortion {
+  int crop_row = 0;              // top row of the 24x24 crop, 0..8
+  int crop_col = 0;              // left column of the crop, 0..8
+  bool flip = false;             // mirror the crop left-right
+  float brightness_delta = 0.f;  // added to every value (0..255 scale), in [-63, 63]
+  float contrast_factor = 1.f;   // in [0.2, 1.8]
+};
+
+// Draws a distortion in the tutorial's ranges: uniform crop offsets, a flip with probability
+// 0.5, brightness_delta ~ U[-63, 63], contrast_factor ~ U[0.2, 1.8]. Consumes `rng` in a fixed
+// way, so a seed fixes the sequence (with one standard library).
+Cifar10Distortion DrawCifar10Distortion(std::mt19937_64& rng);
+
+// Writes kCifar10CropElements floats (24x24x3, HWC) to `out` from a 32x32x3 HWC `image`, in
+// the tutorial's order: the crop, the flip, brightness (add the delta; no clipping, as for
+// float images in TensorFlow), contrast (tf.image.adjust_contrast: per channel c,
+// (x - mean_c) * factor + mean_c, mean_c over the crop's 576 values of channel c), then
+// per-image standardization (tf.image.per_image_standardization: (x - mean) / max(stddev,
+// 1/sqrt(1728)), mean and population stddev over all 1728 values). Note the standardization
+// cancels the brightness delta exactly (up to rounding): it shifts the mean by the same amount;
+// the tutorial applies it all the same. `image` and `out` must not overlap.
+void ApplyCifar10Distortion(const uint8_t* image, const Cifar10Distortion& distortion, float* out);
+
+// The tutorial's training distortion: ApplyCifar10Distortion(image, DrawCifar10Distortion(rng),
+// out). Allocates nothing.
+void DistortImage(const uint8_t* image, float* out, std::mt19937_64& rng);
+
+// Evaluation input: the central 24x24 crop (offset 4, 4) of a 32x32x3 HWC `image`, per-image
+// standardized as above; kCifar10CropElements floats HWC to `out`.
+void CenterCropImage(const uint8_t* image, float* out);
+
+// The evaluation set: every image center-cropped and standardized (CenterCropImage), in order;
+// example_shape {24, 24, 3}, num_classes 10.
+Dataset MakeCifar10EvalSet(const Cifar10Images& images);
 
 }  // namespace psflow::data
 

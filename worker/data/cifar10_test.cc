@@ -145,5 +145,244 @@ TEST_F(Cifar10Load, CorruptFilesAreDataLossNamingThem) {
   }
 }
 
+// ---- Preprocessing ----
+
+// The tutorial's steps in double, written apart from the library: crop at (row, col), flip,
+// add delta, adjust contrast per channel, standardize.
+std::vector<double> Reference(const uint8_t* image, int row, int col, bool flip, double delta,
+                              double factor) {
+  constexpr int n = kCrop * kCrop * kCh;
+  std::vector<double> v(n);
+  for (int y = 0; y < kCrop; ++y) {
+    for (int x = 0; x < kCrop; ++x) {
+      const int sx = col + (flip ? kCrop - 1 - x : x);
+      for (int c = 0; c < kCh; ++c) {
+        v[(y * kCrop + x) * kCh + c] = image[((row + y) * kSide + sx) * kCh + c] + delta;
+      }
+    }
+  }
+  for (int c = 0; c < kCh; ++c) {
+    double mean = 0;
+    for (int p = 0; p < kCrop * kCrop; ++p) mean += v[p * kCh + c] / (kCrop * kCrop);
+    for (int p = 0; p < kCrop * kCrop; ++p) {
+      v[p * kCh + c] = (v[p * kCh + c] - mean) * factor + mean;
+    }
+  }
+  double mean = 0, var = 0;
+  for (double x : v) mean += x / n;
+  for (double x : v) var += (x - mean) * (x - mean) / n;
+  const double sd = std::max(std::sqrt(var), 1 / std::sqrt(double{n}));
+  for (double& x : v) x = (x - mean) / sd;
+  return v;
+}
+
+double MaxAbsDiff(const float* a, const std::vector<double>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < b.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
+  return worst;
+}
+
+// n random images; gray ones have R = G = B.
+Cifar10Images RandomImages(int n, uint64_t seed, bool gray) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> byte(0, 255);
+  Cifar10Images images;
+  for (int i = 0; i < n; ++i) {
+    for (int p = 0; p < kSide * kSide; ++p) {
+      const int v = byte(rng);
+      for (int c = 0; c < kCh; ++c)
+        images.pixels.push_back(static_cast<uint8_t>(gray ? v : byte(rng)));
+    }
+    images.labels.push_back(i % 10);
+  }
+  return images;
+}
+
+TEST(Cifar10Preprocess, CenterCropStandardizesTheCentralCrop) {
+  // A 0/200 checkerboard inside the central crop (mean 100, stddev 100), 77 around it: any other
+  // crop would take in the border and change the mean.
+  std::vector<uint8_t> image(kCifar10ImageBytes, 77);
+  for (int y = 4; y < 28; ++y) {
+    for (int x = 4; x < 28; ++x) {
+      for (int c = 0; c < kCh; ++c) image[(y * kSide + x) * kCh + c] = (x + y) % 2 ? 200 : 0;
+    }
+  }
+  std::vector<float> out(kCifar10CropElements);
+  CenterCropImage(image.data(), out.data());
+  for (int y = 0; y < kCrop; ++y) {
+    for (int x = 0; x < kCrop; ++x) {
+      for (int c = 0; c < kCh; ++c) {
+        EXPECT_NEAR(out[(y * kCrop + x) * kCh + c], (x + y) % 2 ? 1.0 : -1.0, 1e-6);
+      }
+    }
+  }
+}
+
+TEST(Cifar10Preprocess, StandardizationClampsATinyStddev) {
+  // One value of 1728 is 101, the rest 100: stddev sqrt(p (1 - p)), p = 1/1728, is below the
+  // floor 1/sqrt(1728) = sqrt(p), so the outlier becomes (1 - p) / sqrt(p).
+  std::vector<uint8_t> image(kCifar10ImageBytes, 100);
+  image[(10 * kSide + 10) * kCh + 1] = 101;  // crop position (6, 6), green
+  std::vector<float> out(kCifar10CropElements);
+  CenterCropImage(image.data(), out.data());
+  const double p = 1.0 / 1728;
+  EXPECT_NEAR(out[(6 * kCrop + 6) * kCh + 1], (1 - p) / std::sqrt(p), 1e-4);
+  EXPECT_NEAR(out[0], -p / std::sqrt(p), 1e-6);
+
+  // A constant image has stddev 0: all zeros, no division by zero.
+  std::fill(image.begin(), image.end(), 42);
+  CenterCropImage(image.data(), out.data());
+  for (float v : out) EXPECT_EQ(v, 0.0f);
+}
+
+TEST(Cifar10Preprocess, CenterCropMatchesTheReference) {
+  const Cifar10Images images = RandomImages(3, /*seed=*/5, /*gray=*/false);
+  std::vector<float> out(kCifar10CropElements);
+  for (int64_t i = 0; i < images.size(); ++i) {
+    CenterCropImage(images.image(i), out.data());
+    EXPECT_LT(MaxAbsDiff(out.data(), Reference(images.image(i), 4, 4, false, 0, 1)), 1e-5);
+  }
+}
+
+TEST(Cifar10Preprocess, ApplyDistortionMatchesTheReference) {
+  const Cifar10Images images = RandomImages(1, /*seed=*/9, /*gray=*/false);
+  const std::vector<Cifar10Distortion> distortions = {
+      {0, 0, false, 0.f, 1.f},   {8, 8, true, 63.f, 1.8f},  {0, 8, true, -63.f, 0.2f},
+      {8, 0, false, 10.f, 0.5f}, {3, 5, true, -20.f, 1.3f},
+  };
+  std::vector<float> out(kCifar10CropElements);
+  for (const Cifar10Distortion& d : distortions) {
+    ApplyCifar10Distortion(images.image(0), d, out.data());
+    const auto expected = Reference(images.image(0), d.crop_row, d.crop_col, d.flip,
+                                    d.brightness_delta, d.contrast_factor);
+    EXPECT_LT(MaxAbsDiff(out.data(), expected), 1e-4)
+        << d.crop_row << "," << d.crop_col << " flip " << d.flip << " delta " << d.brightness_delta
+        << " factor " << d.contrast_factor;
+  }
+}
+
+TEST(Cifar10Preprocess, DrawDistortionCoversTheTutorialRanges) {
+  std::mt19937_64 rng(1);
+  constexpr int kDraws = 20000;
+  int rows[9] = {}, cols[9] = {}, flips = 0;
+  float min_delta = 100, max_delta = -100, min_factor = 100, max_factor = -100;
+  double delta_sum = 0, factor_sum = 0;
+  for (int i = 0; i < kDraws; ++i) {
+    const Cifar10Distortion d = DrawCifar10Distortion(rng);
+    ASSERT_TRUE(d.crop_row >= 0 && d.crop_row <= 8 && d.crop_col >= 0 && d.crop_col <= 8);
+    ++rows[d.crop_row];
+    ++cols[d.crop_col];
+    flips += d.flip;
+    min_delta = std::min(min_delta, d.brightness_delta);
+    max_delta = std::max(max_delta, d.brightness_delta);
+    min_factor = std::min(min_factor, d.contrast_factor);
+    max_factor = std::max(max_factor, d.contrast_factor);
+    delta_sum += d.brightness_delta;
+    factor_sum += d.contrast_factor;
+  }
+  for (int o = 0; o < 9; ++o) {
+    EXPECT_NEAR(rows[o], kDraws / 9.0, kDraws * 0.02) << o;
+    EXPECT_NEAR(cols[o], kDraws / 9.0, kDraws * 0.02) << o;
+  }
+  EXPECT_NEAR(flips, kDraws / 2.0, kDraws * 0.03);
+  EXPECT_GE(min_delta, -63.f);
+  EXPECT_LE(max_delta, 63.f);
+  EXPECT_LT(min_delta, -62.f);
+  EXPECT_GT(max_delta, 62.f);
+  EXPECT_GE(min_factor, 0.2f);
+  EXPECT_LE(max_factor, 1.8f);
+  EXPECT_LT(min_factor, 0.21f);
+  EXPECT_GT(max_factor, 1.79f);
+  EXPECT_NEAR(delta_sum / kDraws, 0.0, 1.5);
+  EXPECT_NEAR(factor_sum / kDraws, 1.0, 0.02);
+}
+
+TEST(Cifar10Preprocess, DistortImageIsStandardized) {
+  const Cifar10Images images = RandomImages(4, /*seed=*/2, /*gray=*/false);
+  std::mt19937_64 rng(3);
+  std::vector<float> out(kCifar10CropElements);
+  for (int draw = 0; draw < 200; ++draw) {
+    DistortImage(images.image(draw % 4), out.data(), rng);
+    double mean = 0, var = 0;
+    for (float v : out) mean += v / kCifar10CropElements;
+    for (float v : out) var += (v - mean) * (v - mean) / kCifar10CropElements;
+    EXPECT_NEAR(mean, 0.0, 1e-5);
+    EXPECT_NEAR(std::sqrt(var), 1.0, 1e-4);
+  }
+}
+
+// The 162 training crops (81 offsets, flipped or not) of a gray image, standardized. For R = G =
+// B every channel has the same mean, so contrast is an affine map of the whole image and, like
+// brightness, standardization undoes it: DistortImage must produce one of these.
+std::vector<std::vector<double>> GrayCrops(const uint8_t* image) {
+  std::vector<std::vector<double>> crops;
+  for (int row = 0; row <= 8; ++row) {
+    for (int col = 0; col <= 8; ++col) {
+      for (bool flip : {false, true}) crops.push_back(Reference(image, row, col, flip, 0, 1));
+    }
+  }
+  return crops;
+}
+
+// Index of the crop `out` equals (within tolerance), or -1.
+int FindCrop(const float* out, const std::vector<std::vector<double>>& crops) {
+  for (size_t k = 0; k < crops.size(); ++k) {
+    size_t i = 0;
+    while (i < crops[k].size() && std::abs(out[i] - crops[k][i]) < 1e-3) ++i;
+    if (i == crops[k].size()) return static_cast<int>(k);
+  }
+  return -1;
+}
+
+TEST(Cifar10Preprocess, DistortImageIsOneOfTheCropsAndFlips) {
+  const Cifar10Images images = RandomImages(1, /*seed=*/4, /*gray=*/true);
+  const auto crops = GrayCrops(images.image(0));
+  std::mt19937_64 rng(5);
+  std::vector<float> out(kCifar10CropElements);
+  std::set<int> seen;
+  for (int draw = 0; draw < 1000; ++draw) {
+    DistortImage(images.image(0), out.data(), rng);
+    const int k = FindCrop(out.data(), crops);
+    ASSERT_GE(k, 0) << "draw " << draw << " is none of the 162 crops";
+    seen.insert(k);
+  }
+  // 1000 uniform draws over 162 crops miss a given one with probability e^-6.2: expect nearly
+  // all, flipped (odd k) and unflipped alike.
+  EXPECT_GT(seen.size(), 140u);
+  const auto flipped = std::count_if(seen.begin(), seen.end(), [](int k) { return k % 2 == 1; });
+  EXPECT_GT(flipped, 70);
+  EXPECT_GT(static_cast<int64_t>(seen.size()) - flipped, 70);
+}
+
+TEST(Cifar10Preprocess, DistortImageIsDeterministicForASeed) {
+  const Cifar10Images images = RandomImages(1, /*seed=*/6, /*gray=*/false);
+  std::mt19937_64 a(11), b(11), c(12);
+  std::vector<float> out_a(kCifar10CropElements), out_b(kCifar10CropElements),
+      out_c(kCifar10CropElements);
+  bool any_differs = false;
+  for (int draw = 0; draw < 10; ++draw) {
+    DistortImage(images.image(0), out_a.data(), a);
+    DistortImage(images.image(0), out_b.data(), b);
+    DistortImage(images.image(0), out_c.data(), c);
+    EXPECT_EQ(out_a, out_b);
+    any_differs = any_differs || out_a != out_c;
+  }
+  EXPECT_TRUE(any_differs);
+}
+
+TEST(Cifar10Preprocess, EvalSetIsTheCenterCrops) {
+  const Cifar10Images images = RandomImages(3, /*seed=*/8, /*gray=*/false);
+  const Dataset eval = MakeCifar10EvalSet(images);
+  EXPECT_EQ(eval.example_shape, (nn::Shape{24, 24, 3}));
+  EXPECT_EQ(eval.num_classes, 10);
+  EXPECT_EQ(eval.labels, images.labels);
+  ASSERT_EQ(eval.inputs.size(), 3u * kCifar10CropElements);
+  std::vector<float> out(kCifar10CropElements);
+  for (int64_t i = 0; i < 3; ++i) {
+    CenterCropImage(images.image(i), out.data());
+    EXPECT_TRUE(std::equal(out.begin(), out.end(), eval.inputs.begin() + i * kCifar10CropElements));
+  }
+}
+
 }  // namespace
 }  // namespace psflow::data
