@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cassert>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -206,6 +207,36 @@ Dataset MakeCifar10EvalSet(const Cifar10Images& images) {
   }
   d.labels = images.labels;
   return d;
+}
+
+Cifar10TrainSource::Cifar10TrainSource(const Cifar10Images& images, Range range, int64_t batch_size,
+                                       uint64_t seed)
+    : images_(images),
+      range_(range),
+      batch_size_(batch_size),
+      rng_(seed),
+      order_(static_cast<size_t>(range.size())),
+      cursor_(range.size()) {  // shuffle before the first batch
+  assert(range.begin >= 0 && range.begin < range.end && range.end <= images.size());
+  assert(batch_size >= 1 && batch_size <= range.size());
+  std::iota(order_.begin(), order_.end(), range.begin);
+}
+
+void Cifar10TrainSource::Fill(BatchBuffer& out) {
+  // No-ops after the first call with this buffer.
+  out.inputs.resize(static_cast<size_t>(batch_size_ * kCifar10CropElements));
+  out.labels.resize(static_cast<size_t>(batch_size_));
+  out.size = batch_size_;
+  if (cursor_ + batch_size_ > range_.size()) {
+    std::shuffle(order_.begin(), order_.end(), rng_);
+    cursor_ = 0;
+  }
+  for (int64_t i = 0; i < batch_size_; ++i) {
+    const int64_t row = order_[static_cast<size_t>(cursor_ + i)];
+    DistortImage(images_.image(row), out.inputs.data() + i * kCifar10CropElements, rng_);
+    out.labels[static_cast<size_t>(i)] = images_.labels[static_cast<size_t>(row)];
+  }
+  cursor_ += batch_size_;
 }
 
 }  // namespace psflow::data

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "worker/data/batch_source.h"
 #include "worker/data/dataset.h"
 #include "worker/data/mnist.h"
 
@@ -80,6 +81,29 @@ void CenterCropImage(const uint8_t* image, float* out);
 // The evaluation set: every image center-cropped and standardized (CenterCropImage), in order;
 // example_shape {24, 24, 3}, num_classes 10.
 Dataset MakeCifar10EvalSet(const Cifar10Images& images);
+
+// Training batches from rows [range.begin, range.end) of `images` (a worker's shard): each epoch
+// a fresh seeded shuffle of the rows, cut into range.size() / batch_size batches (rows left over
+// take part in the next epoch's shuffle, as in BatchSampler), each image distorted by
+// DistortImage. Fill writes inputs [batch_size, 24*24*3] floats (NHWC) and labels [batch_size].
+// Deterministic for a seed.
+class Cifar10TrainSource final : public BatchSource {
+ public:
+  // `images` must outlive the source and not change; 0 <= range.begin < range.end <=
+  // images.size(); batch_size in [1, range.size()].
+  Cifar10TrainSource(const Cifar10Images& images, Range range, int64_t batch_size, uint64_t seed);
+
+  int64_t batches_per_epoch() const override { return range_.size() / batch_size_; }
+  void Fill(BatchBuffer& out) override;
+
+ private:
+  const Cifar10Images& images_;
+  Range range_;
+  int64_t batch_size_;
+  std::mt19937_64 rng_;
+  std::vector<int64_t> order_;  // the rows of the range, shuffled each epoch
+  int64_t cursor_;              // next position in order_
+};
 
 }  // namespace psflow::data
 

@@ -384,5 +384,86 @@ TEST(Cifar10Preprocess, EvalSetIsTheCenterCrops) {
   }
 }
 
+// ---- The training source ----
+
+TEST(Cifar10TrainSource, SameSeedSameBatches) {
+  const Cifar10Images images = RandomImages(10, /*seed=*/1, /*gray=*/false);
+  Cifar10TrainSource a(images, Range{0, 10}, /*batch_size=*/3, /*seed=*/42);
+  Cifar10TrainSource b(images, Range{0, 10}, /*batch_size=*/3, /*seed=*/42);
+  Cifar10TrainSource c(images, Range{0, 10}, /*batch_size=*/3, /*seed=*/43);
+  BatchBuffer ba, bb, bc;
+  bool any_differs = false;
+  for (int step = 0; step < 7; ++step) {
+    a.Fill(ba);
+    b.Fill(bb);
+    c.Fill(bc);
+    ASSERT_EQ(ba.size, 3);
+    ASSERT_EQ(ba.inputs.size(), 3u * kCifar10CropElements);
+    ASSERT_EQ(ba.labels.size(), 3u);
+    EXPECT_EQ(ba.inputs, bb.inputs);
+    EXPECT_EQ(ba.labels, bb.labels);
+    any_differs = any_differs || ba.inputs != bc.inputs;
+  }
+  EXPECT_TRUE(any_differs);
+}
+
+TEST(Cifar10TrainSource, EachEpochSeesTheShardOnceWithLabelsAligned) {
+  // Gray images, so each distorted example can be traced back to its image (GrayCrops).
+  const Cifar10Images images = RandomImages(16, /*seed=*/7, /*gray=*/true);
+  std::vector<std::vector<std::vector<double>>> crops;
+  for (int64_t i = 0; i < images.size(); ++i) crops.push_back(GrayCrops(images.image(i)));
+  auto identify = [&](const float* example) {
+    for (size_t i = 0; i < crops.size(); ++i) {
+      if (FindCrop(example, crops[i]) >= 0) return static_cast<int64_t>(i);
+    }
+    return int64_t{-1};
+  };
+  const Range range{3, 15};
+  for (int64_t batch_size : {4, 5}) {
+    SCOPED_TRACE(batch_size);
+    Cifar10TrainSource source(images, range, batch_size, /*seed=*/9);
+    ASSERT_EQ(source.batches_per_epoch(), 12 / batch_size);
+    BatchBuffer batch;
+    std::set<int64_t> ever;
+    std::vector<std::vector<int64_t>> epochs;
+    for (int epoch = 0; epoch < 6; ++epoch) {
+      std::vector<int64_t> rows;
+      for (int64_t b = 0; b < source.batches_per_epoch(); ++b) {
+        source.Fill(batch);
+        ASSERT_EQ(batch.size, batch_size);
+        for (int64_t i = 0; i < batch_size; ++i) {
+          const int64_t row = identify(batch.inputs.data() + i * kCifar10CropElements);
+          ASSERT_TRUE(row >= range.begin && row < range.end) << row;
+          EXPECT_EQ(batch.labels[static_cast<size_t>(i)], images.labels[static_cast<size_t>(row)]);
+          rows.push_back(row);
+        }
+      }
+      const std::set<int64_t> distinct(rows.begin(), rows.end());
+      EXPECT_EQ(distinct.size(), rows.size()) << "epoch " << epoch << " repeats an example";
+      if (batch_size == 4) {
+        EXPECT_EQ(distinct.size(), 12u);
+      }
+      ever.insert(rows.begin(), rows.end());
+      epochs.push_back(rows);
+    }
+    EXPECT_EQ(ever.size(), 12u);  // with batch 5 the two left over rotate into later epochs
+    EXPECT_NE(epochs[0], epochs[1]);
+  }
+}
+
+TEST(Cifar10TrainSource, AllocatesOnlyOnTheFirstFill) {
+  const Cifar10Images images = RandomImages(8, /*seed=*/3, /*gray=*/false);
+  Cifar10TrainSource source(images, Range{0, 8}, /*batch_size=*/3, /*seed=*/1);
+  BatchBuffer batch;
+  source.Fill(batch);
+  const float* inputs = batch.inputs.data();
+  const int32_t* labels = batch.labels.data();
+  for (int step = 0; step < 10; ++step) {
+    source.Fill(batch);
+    EXPECT_EQ(batch.inputs.data(), inputs);
+    EXPECT_EQ(batch.labels.data(), labels);
+  }
+}
+
 }  // namespace
 }  // namespace psflow::data
