@@ -64,7 +64,7 @@ TEST_F(IdxTest, RejectsCorruptFilesNamingThem) {
   const std::vector<Case> cases = {
       {"truncated_data", full.substr(0, full.size() - 1), "truncated"},
       {"truncated_header", full.substr(0, 6), "truncated idx header"},
-      {"bad_magic", "\x01" + full.substr(1), "bad magic"},
+      {"bad_magic", std::string("\x01") + full.substr(1), "bad magic"},
       {"float_type", Header(0x0D, {1}) + std::string(4, '\0'), "not supported"},
       {"trailing", full + "x", "after the idx data"},
       {"zero_dim", Header(0x08, {0}), "size 0"},
