@@ -1,6 +1,7 @@
 // psflow-worker: trains one replica of a model between-graph against the ps tasks of its cluster
 // spec ($TF_CONFIG, or the seed scripts' flags). With no cluster spec at all it trains alone,
 // in process, with no ps.
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -15,21 +16,28 @@
 #include "core/task_flags.h"
 #include "core/task_main.h"
 #include "worker/backend/cuda/devices.h"
-#include "worker/data/mnist.h"
+#include "worker/evaluation.h"
 #include "worker/models/model_zoo.h"
 #include "worker/ps_client.h"
 #include "worker/trainer.h"
+#include "worker/worker_input.h"
 
-ABSL_FLAG(std::string, model, "mnist_mlp", "Model to train: mnist_mlp");
-ABSL_FLAG(int64_t, batch_size, 100, "Examples per step");
-ABSL_FLAG(float, learning_rate, 0.001f, "The optimizer's learning rate");
-ABSL_FLAG(std::string, optimizer, "sgd",
+ABSL_FLAG(std::string, model, "mnist_mlp",
+          "Model to train: mnist_mlp, mnist_cnn, cifar10_cnn or ptb_lstm. Flags left unset take "
+          "the model's seed hyper-parameters (batch size, learning rate and its schedule, "
+          "optimizer, epochs, gradient clipping)");
+ABSL_FLAG(std::string, model_config, "",
+          "ptb_lstm: the seed's configuration, small (default), medium, large or test");
+ABSL_FLAG(int64_t, batch_size, 0, "Examples per step (0: the model's)");
+ABSL_FLAG(float, learning_rate, 0, "The optimizer's initial learning rate (0: the model's)");
+ABSL_FLAG(std::string, optimizer, "",
           "Update rule the ps applies: sgd, momentum, adagrad, adam or rmsprop (TensorFlow 1's "
-          "definitions and defaults)");
+          "definitions and defaults; empty: the model's)");
 ABSL_FLAG(float, momentum, 0, "momentum (default 0.9) and rmsprop (default 0): the momentum");
 ABSL_FLAG(bool, use_nesterov, false, "momentum: Nesterov's variant");
-ABSL_FLAG(float, max_grad_norm, 0,
-          "Clip the gradients by their global norm before each push (0: no clipping)");
+ABSL_FLAG(float, max_grad_norm, -1,
+          "Clip the gradients by their global norm before each push (0: no clipping; negative: "
+          "the model's)");
 ABSL_FLAG(std::string, wire_dtype, "float32",
           "Element type of parameters and gradients between worker and ps: float32, bfloat16 or "
           "float16 (half the bytes; the ps keeps float32 master values)");
@@ -39,10 +47,19 @@ ABSL_FLAG(bool, sync_replicas, false,
 ABSL_FLAG(int, replicas_to_aggregate, 0,
           "Sync mode: gradients per step (0: every worker). Fewer than the workers leaves the "
           "rest as backup workers");
-ABSL_FLAG(int, train_epochs, 1, "Passes over this worker's shard (ignored if --train_steps > 0)");
+ABSL_FLAG(int, train_epochs, 0,
+          "Passes over this worker's shard (ignored if --train_steps > 0; 0: the model's)");
 ABSL_FLAG(int64_t, train_steps, 0, "Steps this worker runs; 0 means use --train_epochs");
-ABSL_FLAG(std::string, data_path, "/usr/share/datasets/fashion-mnist",
-          "Directory with the MNIST-format idx files");
+ABSL_FLAG(std::string, data_source, "real",
+          "real: read the model's dataset from --data_path; synthetic: random batches of the "
+          "right shape, for throughput measurements (no evaluation)");
+ABSL_FLAG(std::string, data_path, "",
+          "Directory of the model's dataset: MNIST-format idx files (default "
+          "/usr/share/datasets/fashion-mnist), CIFAR-10 binary batches, or ptb.{train,valid,"
+          "test}.txt");
+ABSL_FLAG(int64_t, eval_steps, 0,
+          "Language models: at most this many batches of each evaluation (0: the whole valid "
+          "and test sets; the test set runs one word per step, as the seed)");
 ABSL_FLAG(uint64_t, seed, 1, "Seed of the initial parameters and the batch order");
 ABSL_FLAG(int64_t, log_every_steps, 100, "Progress line every N steps (0: none)");
 ABSL_FLAG(int, compute_threads, 0,
@@ -53,6 +70,66 @@ ABSL_FLAG(int, ps_timeout_s, 60,
 
 namespace psflow {
 namespace {
+
+// The flag's value unless it is `unset` (its default), else the model's seed value.
+template <class T>
+T FlagOr(const absl::Flag<T>& flag, T unset, T recipe_value) {
+  const T value = absl::GetFlag(flag);
+  return value == unset ? recipe_value : value;
+}
+
+absl::StatusOr<WireType> ParseWireType(const std::string& wire) {
+  if (wire == "float32") return WireType::kFloat32;
+  if (wire == "bfloat16") return WireType::kBfloat16;
+  if (wire == "float16") return WireType::kFloat16;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--wire_dtype must be float32, bfloat16 or float16, got \"", wire, "\""));
+}
+
+// Test accuracy (classifiers) or valid/test perplexity (language models) of the final model.
+absl::Status EvaluateAndReport(const models::ZooModel& zoo, nn::Model& model, nn::Backend& backend,
+                               const WorkerInput& input, const ClusterSpec& spec, bool is_chief,
+                               const TrainResult& r, WorkerMetrics* metrics) {
+  const std::string head = absl::StrFormat(
+      "%s %d done: steps=%d examples=%d seconds=%.3f examples_per_sec=%.1f global_step=%d "
+      "loss=%.4f pull_ms=%.3f compute_ms=%.3f push_ms=%.3f input_wait_ms=%.3f dropped_pushes=%d",
+      spec.task.type, spec.task.index, r.steps, r.examples, r.seconds, r.examples_per_second(),
+      r.global_step, r.last_loss, 1e3 * r.pull_seconds / r.steps,
+      1e3 * r.compute_seconds / r.steps, 1e3 * r.push_seconds / r.steps,
+      1e3 * r.input_wait_seconds / r.steps, r.dropped_pushes);
+  if (input.test.has_value()) {
+    const ClassifierEvaluation e = EvaluateClassifier(model, *input.test);
+    if (metrics != nullptr) metrics->test_accuracy.Set(e.accuracy);
+    PSFLOW_LOG(INFO) << absl::StrFormat("%s test_loss=%.4f test_accuracy=%.4f", head, e.loss,
+                                        e.accuracy);
+    return absl::OkStatus();
+  }
+  if (!input.corpus.has_value()) {  // synthetic data
+    PSFLOW_LOG(INFO) << absl::StrFormat("%s words_per_sec=%.1f", head, r.words_per_second());
+    return absl::OkStatus();
+  }
+  std::string perplexities = absl::StrFormat(" train_perplexity=%.3f", r.train_perplexity);
+  // Evaluation of a language model is the chief's: the test pass runs one word per step.
+  if (is_chief) {
+    const int64_t max_batches = absl::GetFlag(FLAGS_eval_steps);
+    ASSIGN_OR_RETURN(const double valid,
+                     EvaluatePerplexity(model, input.corpus->valid,
+                                        model.max_batch(),
+                                        max_batches));
+    ASSIGN_OR_RETURN(std::unique_ptr<nn::Model> test_model,
+                     nn::Model::Create(zoo.eval_spec, backend, 1));
+    std::span<const float> trained = model.params().values();
+    std::copy(trained.begin(), trained.end(), test_model->params().values().begin());
+    ASSIGN_OR_RETURN(const double test,
+                     EvaluatePerplexity(*test_model, input.corpus->test, 1, max_batches));
+    if (metrics != nullptr) metrics->test_perplexity.Set(test);
+    absl::StrAppendFormat(&perplexities, " valid_perplexity=%.3f test_perplexity=%.3f", valid,
+                          test);
+  }
+  PSFLOW_LOG(INFO) << absl::StrFormat("%s words=%d words_per_sec=%.1f%s", head, r.words,
+                                      r.words_per_second(), perplexities);
+  return absl::OkStatus();
+}
 
 absl::Status Main() {
   const char* tf_config = std::getenv("TF_CONFIG");
@@ -77,30 +154,26 @@ absl::Status Main() {
   const bool has_chief = !spec.Tasks("chief").empty();
   const int num_trainers = static_cast<int>(spec.Tasks("worker").size()) + (has_chief ? 1 : 0);
   const int shard_index = spec.task.type == "chief" ? 0 : spec.task.index + (has_chief ? 1 : 0);
+  const bool is_chief = standalone || spec.IsChief();
   const auto& ps_hosts = spec.Tasks("ps");
   if (ps_hosts.empty() && num_trainers > 1) {
     return absl::InvalidArgumentError("several workers need at least one ps task to share with");
   }
-  if (absl::GetFlag(FLAGS_batch_size) < 1) {
-    return absl::InvalidArgumentError("--batch_size must be >= 1");
-  }
-  if (!(absl::GetFlag(FLAGS_learning_rate) > 0)) {
-    return absl::InvalidArgumentError("--learning_rate must be > 0");
-  }
+
+  ASSIGN_OR_RETURN(const models::ZooModel zoo, models::FindModel(absl::GetFlag(FLAGS_model),
+                                                                 absl::GetFlag(FLAGS_model_config)));
+  const models::Recipe& recipe = zoo.recipe;
+  const int64_t batch_size = FlagOr<int64_t>(FLAGS_batch_size, 0, recipe.batch_size);
+  const float learning_rate = FlagOr(FLAGS_learning_rate, 0.0f, recipe.learning_rate);
+  const float max_grad_norm = absl::GetFlag(FLAGS_max_grad_norm) < 0
+                                  ? recipe.max_grad_norm
+                                  : absl::GetFlag(FLAGS_max_grad_norm);
+  const int train_epochs = FlagOr(FLAGS_train_epochs, 0, recipe.epochs);
+  if (batch_size < 1) return absl::InvalidArgumentError("--batch_size must be >= 1");
+  if (!(learning_rate > 0)) return absl::InvalidArgumentError("--learning_rate must be > 0");
   // Checked before anything else, also where no ps is used, so a typo never passes silently.
-  WireType wire_type = WireType::kFloat32;
-  const std::string wire = absl::GetFlag(FLAGS_wire_dtype);
-  if (wire == "bfloat16") {
-    wire_type = WireType::kBfloat16;
-  } else if (wire == "float16") {
-    wire_type = WireType::kFloat16;
-  } else if (wire != "float32") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--wire_dtype must be float32, bfloat16 or float16, got \"", wire, "\""));
-  }
-  if (!(absl::GetFlag(FLAGS_max_grad_norm) >= 0)) {
-    return absl::InvalidArgumentError("--max_grad_norm must be >= 0");
-  }
+  ASSIGN_OR_RETURN(const WireType wire_type, ParseWireType(absl::GetFlag(FLAGS_wire_dtype)));
+  if (std::isnan(max_grad_norm)) return absl::InvalidArgumentError("--max_grad_norm is NaN");
   if (absl::GetFlag(FLAGS_replicas_to_aggregate) < 0 ||
       absl::GetFlag(FLAGS_replicas_to_aggregate) > std::max(num_trainers, 1)) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -108,8 +181,8 @@ absl::Status Main() {
         std::max(num_trainers, 1), absl::GetFlag(FLAGS_replicas_to_aggregate)));
   }
   TrainingConfig training;
-  training.optimizer.set_name(absl::GetFlag(FLAGS_optimizer));
-  training.optimizer.set_learning_rate(absl::GetFlag(FLAGS_learning_rate));
+  training.optimizer.set_name(FlagOr(FLAGS_optimizer, std::string(), recipe.optimizer));
+  training.optimizer.set_learning_rate(learning_rate);
   training.optimizer.set_momentum(absl::GetFlag(FLAGS_momentum));
   training.optimizer.set_use_nesterov(absl::GetFlag(FLAGS_use_nesterov));
   training.sync.set_sync_replicas(absl::GetFlag(FLAGS_sync_replicas));
@@ -119,8 +192,16 @@ absl::Status Main() {
   // Check the optimizer here, in one line, rather than on the ps.
   RETURN_IF_ERROR(LocalUpdate::Create(training).status());
   if (absl::GetFlag(FLAGS_train_steps) < 0 ||
-      (absl::GetFlag(FLAGS_train_steps) == 0 && absl::GetFlag(FLAGS_train_epochs) < 1)) {
+      (absl::GetFlag(FLAGS_train_steps) == 0 && train_epochs < 1)) {
     return absl::InvalidArgumentError("--train_epochs must be >= 1 (or --train_steps >= 1)");
+  }
+  const std::string data_source = absl::GetFlag(FLAGS_data_source);
+  if (data_source != "real" && data_source != "synthetic") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--data_source must be real or synthetic, got \"", data_source, "\""));
+  }
+  if (absl::GetFlag(FLAGS_eval_steps) < 0) {
+    return absl::InvalidArgumentError("--eval_steps must be >= 0");
   }
   if (absl::GetFlag(FLAGS_compute_threads) < 0) {
     return absl::InvalidArgumentError("--compute_threads must be >= 0");
@@ -130,23 +211,23 @@ absl::Status Main() {
   }
   ASSIGN_OR_RETURN(const int metrics_port, ResolveMetricsPort());
 
-  ASSIGN_OR_RETURN(nn::ModelSpec model_spec, models::ModelByName(absl::GetFlag(FLAGS_model)));
-  const std::string data_path = absl::GetFlag(FLAGS_data_path);
-  ASSIGN_OR_RETURN(data::Dataset train, data::LoadMnist(data_path, data::Split::kTrain));
-  ASSIGN_OR_RETURN(data::Dataset test, data::LoadMnist(data_path, data::Split::kTest));
-  PSFLOW_LOG(INFO) << "loaded " << train.size() << " training and " << test.size()
-                   << " test examples from " << data_path;
-  const int64_t shard_size = data::ShardRange(train.size(), shard_index, num_trainers).size();
-  if (absl::GetFlag(FLAGS_batch_size) > shard_size) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("--batch_size=%d is larger than this worker's shard (%d examples)",
-                        absl::GetFlag(FLAGS_batch_size), shard_size));
-  }
+  InputOptions input_options;
+  input_options.synthetic = data_source == "synthetic";
+  input_options.data_path = absl::GetFlag(FLAGS_data_path);
+  input_options.batch_size = batch_size;
+  input_options.shard_index = shard_index;
+  input_options.num_shards = std::max(num_trainers, 1);
+  input_options.seed = absl::GetFlag(FLAGS_seed);
+  ASSIGN_OR_RETURN(std::unique_ptr<WorkerInput> input, LoadWorkerInput(zoo, input_options));
 
-  PSFLOW_LOG(INFO) << cuda::BuildInfo() << "; training on the CPU backend";
+  PSFLOW_LOG(INFO) << cuda::BuildInfo() << "; training " << zoo.spec.name
+                   << " on the CPU backend: batch " << batch_size << ", "
+                   << training.optimizer.name() << " learning rate " << learning_rate
+                   << (max_grad_norm > 0 ? absl::StrCat(", clip norm ", max_grad_norm) : "");
   std::unique_ptr<nn::Backend> backend = nn::MakeCpuBackend(absl::GetFlag(FLAGS_compute_threads));
   ASSIGN_OR_RETURN(std::unique_ptr<nn::Model> model,
-                   nn::Model::Create(model_spec, *backend, absl::GetFlag(FLAGS_batch_size)));
+                   nn::Model::Create(zoo.spec, *backend, batch_size,
+                                     absl::GetFlag(FLAGS_seed) * 31 + shard_index));
 
   std::unique_ptr<MetricsEndpoint> endpoint;
   std::unique_ptr<WorkerMetrics> metrics;
@@ -172,25 +253,18 @@ absl::Status Main() {
   }
 
   TrainerOptions options;
-  options.batch_size = absl::GetFlag(FLAGS_batch_size);
   options.train_steps = absl::GetFlag(FLAGS_train_steps);
-  options.train_epochs = absl::GetFlag(FLAGS_train_epochs);
-  options.shard_index = shard_index;
-  options.num_shards = std::max(num_trainers, 1);
-  options.is_chief = standalone || spec.IsChief();
+  options.train_epochs = train_epochs;
+  options.is_chief = is_chief;
   options.seed = absl::GetFlag(FLAGS_seed);
   options.log_every_steps = absl::GetFlag(FLAGS_log_every_steps);
-  options.max_grad_norm = absl::GetFlag(FLAGS_max_grad_norm);
-  Trainer trainer(*model, *sync, train, test, options, metrics.get());
-  ASSIGN_OR_RETURN(TrainResult r, trainer.Run());
-  PSFLOW_LOG(INFO) << absl::StrFormat(
-      "%s %d done: steps=%d examples=%d seconds=%.3f examples_per_sec=%.1f global_step=%d "
-      "loss=%.4f test_loss=%.4f test_accuracy=%.4f pull_ms=%.3f compute_ms=%.3f push_ms=%.3f "
-      "dropped_pushes=%d",
-      spec.task.type, spec.task.index, r.steps, r.examples, r.seconds, r.examples_per_second(),
-      r.global_step, r.last_loss, r.test_loss, r.test_accuracy, 1e3 * r.pull_seconds / r.steps,
-      1e3 * r.compute_seconds / r.steps, 1e3 * r.push_seconds / r.steps, r.dropped_pushes);
-  return absl::OkStatus();
+  options.max_grad_norm = max_grad_norm;
+  options.learning_rate = learning_rate;
+  options.schedule = recipe.schedule;
+  data::Prefetcher prefetcher(std::move(input->train));
+  Trainer trainer(*model, *sync, prefetcher, options, metrics.get());
+  ASSIGN_OR_RETURN(const TrainResult r, trainer.Run());
+  return EvaluateAndReport(zoo, *model, *backend, *input, spec, is_chief, r, metrics.get());
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "worker/trainer.h"
 
 #include <chrono>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -17,45 +18,60 @@ double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 
 }  // namespace
 
-Trainer::Trainer(nn::Model& model, ParameterSync& sync, const data::Dataset& train,
-                 const data::Dataset& test, TrainerOptions options, WorkerMetrics* metrics)
+Trainer::Trainer(nn::Model& model, ParameterSync& sync, data::Prefetcher& input,
+                 TrainerOptions options, WorkerMetrics* metrics)
     : model_(model),
       sync_(sync),
-      train_(train),
-      test_(test),
+      input_(input),
       options_(options),
-      metrics_(metrics) {}
+      metrics_(metrics),
+      learning_rate_(options.learning_rate) {}
+
+absl::Status Trainer::StartEpoch(int epoch) {
+  model_.ResetState();
+  if (!options_.is_chief) return absl::OkStatus();
+  const float rate = options_.schedule.At(options_.learning_rate, epoch);
+  if (rate == learning_rate_) return absl::OkStatus();
+  RETURN_IF_ERROR(sync_.SetLearningRate(rate));
+  PSFLOW_LOG(INFO) << absl::StrFormat("epoch %d: learning rate %g", epoch + 1, rate);
+  learning_rate_ = rate;
+  return absl::OkStatus();
+}
 
 absl::StatusOr<TrainResult> Trainer::Run() {
-  const data::Range shard =
-      data::ShardRange(train_.size(), options_.shard_index, options_.num_shards);
-  if (shard.size() < options_.batch_size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("shard ", options_.shard_index, " has ", shard.size(),
-                     " examples, fewer than one batch of ", options_.batch_size));
-  }
-  data::BatchSampler sampler(train_, shard, options_.batch_size,
-                             options_.seed * 7919 + static_cast<uint64_t>(options_.shard_index));
-  const int64_t total_steps = options_.train_steps > 0
-                                  ? options_.train_steps
-                                  : options_.train_epochs * sampler.batches_per_epoch();
-  PSFLOW_LOG(INFO) << "shard " << options_.shard_index << " of " << options_.num_shards << ": ["
-                   << shard.begin << ", " << shard.end << "), " << total_steps << " steps of batch "
-                   << options_.batch_size;
+  const int64_t per_epoch = input_.batches_per_epoch();
+  const int64_t total_steps =
+      options_.train_steps > 0 ? options_.train_steps : options_.train_epochs * per_epoch;
+  const int64_t positions = model_.labels_per_example();
+  const bool language_model = positions > 1;
+  PSFLOW_LOG(INFO) << total_steps << " steps, " << per_epoch << " per epoch";
 
   nn::ParameterSet& params = model_.params();
   if (options_.is_chief) params.Initialize(options_.seed);
   RETURN_IF_ERROR(sync_.Prepare(params, options_.is_chief));
 
   TrainResult result;
+  const double input_wait_before = input_.wait_seconds();
   const auto start = Clock::now();
   auto window_start = start;
-  int64_t window_examples = 0;
+  int64_t window_words = 0;
+  double epoch_cost = 0;  // summed loss per example over this epoch's steps
+  int64_t epoch_positions = 0;
   for (int64_t step = 0; step < total_steps; ++step) {
+    if (step % per_epoch == 0) {
+      if (step > 0 && language_model) {
+        result.train_perplexity = std::exp(epoch_cost / static_cast<double>(epoch_positions));
+        PSFLOW_LOG(INFO) << absl::StrFormat("epoch %d: train perplexity %.3f", step / per_epoch,
+                                            result.train_perplexity);
+      }
+      epoch_cost = 0;
+      epoch_positions = 0;
+      RETURN_IF_ERROR(StartEpoch(static_cast<int>(step / per_epoch)));
+    }
     const auto step_start = Clock::now();
     ASSIGN_OR_RETURN(SyncResult pulled, sync_.Pull(params));
     const auto pulled_at = Clock::now();
-    const nn::Batch batch = sampler.Next();
+    const nn::Batch batch = input_.Next();
     result.last_loss = model_.ComputeGradients(batch);
     if (options_.max_grad_norm > 0) ClipByGlobalNorm(params, options_.max_grad_norm);
     const auto computed_at = Clock::now();
@@ -66,10 +82,14 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     result.push_seconds += Seconds(Clock::now() - computed_at);
     result.global_step = pushed.global_step;
     result.examples += batch.size;
-    window_examples += batch.size;
+    result.words += batch.size * positions;
+    window_words += batch.size * positions;
+    epoch_cost += result.last_loss;
+    epoch_positions += positions;
     ++result.steps;
     if (metrics_ != nullptr) {
       metrics_->examples.Increment(static_cast<double>(batch.size));
+      if (language_model) metrics_->words.Increment(static_cast<double>(batch.size * positions));
       metrics_->steps.Increment();
       metrics_->step_time.Observe(Seconds(Clock::now() - step_start));
       metrics_->loss.Set(result.last_loss);
@@ -80,35 +100,33 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     if (options_.log_every_steps > 0 &&
         (result.steps % options_.log_every_steps == 0 || result.steps == total_steps)) {
       const auto now = Clock::now();
-      PSFLOW_LOG(INFO) << absl::StrFormat(
-          "step %d/%d global_step %d loss %.4f examples/s %.0f", result.steps, total_steps,
-          result.global_step, result.last_loss, window_examples / Seconds(now - window_start));
+      const double rate = window_words / Seconds(now - window_start);
+      if (language_model) {
+        // The seed's progress line: perplexity so far this epoch and words per second.
+        PSFLOW_LOG(INFO) << absl::StrFormat(
+            "step %d/%d global_step %d perplexity %.3f speed: %.0f wps", result.steps,
+            total_steps, result.global_step,
+            std::exp(epoch_cost / static_cast<double>(epoch_positions)), rate);
+      } else {
+        PSFLOW_LOG(INFO) << absl::StrFormat("step %d/%d global_step %d loss %.4f examples/s %.0f",
+                                            result.steps, total_steps, result.global_step,
+                                            result.last_loss, rate);
+      }
       window_start = now;
-      window_examples = 0;
+      window_words = 0;
     }
   }
   result.seconds = Seconds(Clock::now() - start);
+  result.input_wait_seconds = input_.wait_seconds() - input_wait_before;
+  if (language_model && epoch_positions > 0) {
+    result.train_perplexity = std::exp(epoch_cost / static_cast<double>(epoch_positions));
+  }
   // Sync mode stops waiting for this worker; its last push still counts.
   RETURN_IF_ERROR(sync_.Leave());
-  RETURN_IF_ERROR(Evaluate(result));
-  return result;
-}
-
-absl::Status Trainer::Evaluate(TrainResult& result) {
   // Evaluate what the ps holds now, not this worker's last pulled copy.
-  ASSIGN_OR_RETURN(SyncResult pulled, sync_.Pull(model_.params()));
+  ASSIGN_OR_RETURN(SyncResult pulled, sync_.Pull(params));
   result.global_step = std::max(result.global_step, pulled.global_step);
-  double loss_sum = 0;
-  int64_t correct = 0;
-  data::ForEachBatch(test_, model_.max_batch(), [&](const nn::Batch& batch) {
-    const auto e = model_.Evaluate(batch);
-    loss_sum += e.loss_sum;
-    correct += e.correct;
-  });
-  result.test_accuracy = test_.size() > 0 ? static_cast<double>(correct) / test_.size() : 0;
-  result.test_loss = test_.size() > 0 ? loss_sum / test_.size() : 0;
-  if (metrics_ != nullptr) metrics_->test_accuracy.Set(result.test_accuracy);
-  return absl::OkStatus();
+  return result;
 }
 
 }  // namespace psflow

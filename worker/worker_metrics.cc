@@ -4,6 +4,8 @@ namespace psflow {
 WorkerMetrics::WorkerMetrics(prometheus::Registry& r, const Labels& labels)
     : examples(
           AddCounter(r, "psflow_worker_examples_total", "Training examples processed.", labels)),
+      words(AddCounter(r, "psflow_worker_words_total",
+                       "Words (time steps) trained on, for language models.", labels)),
       steps(AddCounter(r, "psflow_worker_steps_total", "Training steps completed.", labels)),
       step_time(
           prometheus::BuildHistogram()
@@ -21,6 +23,9 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r, const Labels& labels)
       global_step(AddGauge(r, "psflow_worker_global_step",
                            "Global step as last reported by the ps.", labels)),
       test_accuracy(AddGauge(r, "psflow_worker_test_accuracy_ratio",
-                             "Accuracy on the test set after training (0..1).", labels)) {}
+                             "Accuracy on the test set after training (0..1).", labels)),
+      test_perplexity(AddGauge(r, "psflow_worker_test_perplexity",
+                               "Language models: perplexity on the test set after training.",
+                               labels)) {}
 
 }  // namespace psflow

@@ -124,19 +124,30 @@ absl::StatusOr<ZooModel> FindModel(absl::string_view name, absl::string_view con
   ZooModel m;
   if (name == "mnist_mlp") {
     m.spec = MnistMlp();
-    m.recipe = Recipe{.optimizer = "sgd", .learning_rate = 0.001f, .batch_size = 100, .epochs = 20};
+    m.recipe = Recipe{.optimizer = "sgd",
+                      .learning_rate = 0.001f,
+                      .batch_size = 100,
+                      .epochs = 20,
+                      .max_grad_norm = 0,
+                      .schedule = {}};
   } else if (name == "mnist_cnn") {
     m.spec = MnistCnn();
-    m.recipe = Recipe{.optimizer = "adam", .learning_rate = 1e-3f, .batch_size = 128, .epochs = 5};
+    m.recipe = Recipe{.optimizer = "adam",
+                      .learning_rate = 1e-3f,
+                      .batch_size = 128,
+                      .epochs = 5,
+                      .max_grad_norm = 0,
+                      .schedule = {}};
   } else if (name == "cifar10_cnn") {
     m.spec = Cifar10Cnn();
     m.data = DataKind::kCifar10;
-    m.recipe = Recipe{.optimizer = "sgd",
-                      .learning_rate = 0.1f,
-                      .batch_size = 100,
-                      .epochs = 10,
-                      .schedule = {.decay = 0.1f, .first_decay_epoch = 350,
-                                   .decay_every_epochs = 350}};
+    m.recipe =
+        Recipe{.optimizer = "sgd",
+               .learning_rate = 0.1f,
+               .batch_size = 100,
+               .epochs = 10,
+               .max_grad_norm = 0,
+               .schedule = {.decay = 0.1f, .first_decay_epoch = 350, .decay_every_epochs = 350}};
   } else if (name == "ptb_lstm") {
     auto c = PtbConfigByName(config.empty() ? "small" : config);
     if (!c.ok()) return c.status();
@@ -144,16 +155,17 @@ absl::StatusOr<ZooModel> FindModel(absl::string_view name, absl::string_view con
     m.eval_spec = PtbLstm(*c, 1);
     m.data = DataKind::kPtb;
     m.num_steps = c->num_steps;
-    m.recipe = Recipe{.optimizer = "sgd",
-                      .learning_rate = c->learning_rate,
-                      .batch_size = c->batch_size,
-                      .epochs = c->max_max_epoch,
-                      .max_grad_norm = c->max_grad_norm,
-                      .schedule = {.decay = c->lr_decay, .first_decay_epoch = c->max_epoch,
-                                   .decay_every_epochs = 1}};
+    m.recipe = Recipe{
+        .optimizer = "sgd",
+        .learning_rate = c->learning_rate,
+        .batch_size = c->batch_size,
+        .epochs = c->max_max_epoch,
+        .max_grad_norm = c->max_grad_norm,
+        .schedule = {
+            .decay = c->lr_decay, .first_decay_epoch = c->max_epoch, .decay_every_epochs = 1}};
   } else {
-    return absl::NotFoundError(absl::StrCat("unknown model \"", name,
-                                            "\"; known: ", absl::StrJoin(ModelNames(), ", ")));
+    return absl::NotFoundError(
+        absl::StrCat("unknown model \"", name, "\"; known: ", absl::StrJoin(ModelNames(), ", ")));
   }
   return m;
 }

@@ -1,0 +1,50 @@
+// A worker's data: the training input of its shard (real files or synthetic) and what its model
+// is evaluated on afterwards, for whichever dataset the model trains on.
+#ifndef PSFLOW_WORKER_WORKER_INPUT_H_
+#define PSFLOW_WORKER_WORKER_INPUT_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "worker/data/cifar10.h"
+#include "worker/data/dataset.h"
+#include "worker/data/ptb.h"
+#include "worker/models/model_zoo.h"
+
+namespace psflow {
+
+struct InputOptions {
+  bool synthetic = false;
+  std::string data_path;  // empty: the dataset's default location, where it has one
+  int64_t batch_size = 1;
+  int shard_index = 0;  // this worker reads the shard_index-th of num_shards contiguous parts
+  int num_shards = 1;
+  uint64_t seed = 1;
+};
+
+struct WorkerInput {
+  // The training batches of this worker's shard. References the data below.
+  std::unique_ptr<data::BatchSource> train;
+  // Classifiers on real data: the test set (CIFAR-10's centre crops).
+  std::optional<data::Dataset> test;
+  // Language models on real data: the corpus (train, valid and test ids).
+  std::optional<data::PtbCorpus> corpus;
+
+ private:
+  friend absl::StatusOr<std::unique_ptr<WorkerInput>> LoadWorkerInput(const models::ZooModel&,
+                                                                      const InputOptions&);
+  data::Dataset mnist_train_;
+  data::Cifar10Images cifar_train_;
+};
+
+// Reads the model's dataset and builds this worker's training source. NOT_FOUND / DATA_LOSS /
+// INVALID_ARGUMENT (one line, naming the file) when the data is missing or malformed, when the
+// corpus's vocabulary is larger than the model's, or when the shard is smaller than one batch.
+absl::StatusOr<std::unique_ptr<WorkerInput>> LoadWorkerInput(const models::ZooModel& model,
+                                                             const InputOptions& options);
+
+}  // namespace psflow
+
+#endif  // PSFLOW_WORKER_WORKER_INPUT_H_
