@@ -27,10 +27,10 @@ function(psflow_library name)
   target_link_libraries(${name} PUBLIC ${ARG_DEPS})
 endfunction()
 
-# psflow_test(<name> SOURCES ... DEPS ... [LABELS ...] [TIMEOUT s]): one GoogleTest binary,
-# registered with ctest test by test.
+# psflow_test(<name> SOURCES ... DEPS ... [LABELS ...] [TIMEOUT s] [FIXTURES ...]): one GoogleTest
+# binary, registered with ctest test by test; FIXTURES are ctest fixtures its tests require.
 function(psflow_test name)
-  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;LABELS;FIXTURES" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   psflow_target(${name})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
@@ -38,6 +38,6 @@ function(psflow_test name)
     set(ARG_TIMEOUT 120)
   endif()
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 30
-    PROPERTIES TIMEOUT ${ARG_TIMEOUT} LABELS "${ARG_LABELS}")
+    PROPERTIES TIMEOUT ${ARG_TIMEOUT} LABELS "${ARG_LABELS}" FIXTURES_REQUIRED "${ARG_FIXTURES}")
 endfunction()
 include(GoogleTest)
