@@ -125,6 +125,71 @@ TEST_F(BadInput, WorkerWithTruncatedDataset) {
       << r.output;
 }
 
+TEST_F(BadInput, UnknownModelOrConfig) {
+  const auto env = Environment({}, {"TF_CONFIG"});
+  ExpectOneLineError(RunCommand({Binary("psflow-worker"), "--model=resnet50"}, env, kTimeout), 1,
+                     {"psflow-worker: unknown model \"resnet50\"",
+                      "mnist_mlp, mnist_cnn, cifar10_cnn, ptb_lstm"});
+  ExpectOneLineError(
+      RunCommand({Binary("psflow-worker"), "--model=ptb_lstm", "--model_config=huge"}, env,
+                 kTimeout),
+      1, {"unknown ptb_lstm config \"huge\"", "small, medium, large, test"});
+  ExpectOneLineError(
+      RunCommand({Binary("psflow-worker"), "--model=mnist_cnn", "--model_config=small"}, env,
+                 kTimeout),
+      1, {"--model_config is for ptb_lstm only"});
+  ExpectOneLineError(
+      RunCommand({Binary("psflow-worker"), "--data_source=imagenet"}, env, kTimeout), 1,
+      {"--data_source must be real or synthetic, got \"imagenet\""});
+  // Datasets that are not on the machine must be named.
+  ExpectOneLineError(RunCommand({Binary("psflow-worker"), "--model=cifar10_cnn"}, env, kTimeout),
+                     1, {"cifar10_cnn needs --data_path", "--data_source=synthetic"});
+  ExpectOneLineError(RunCommand({Binary("psflow-worker"), "--model=ptb_lstm"}, env, kTimeout), 1,
+                     {"ptb_lstm needs --data_path", "make_ptb_corpus.py"});
+}
+
+TEST_F(BadInput, Cifar10FilesMissingTruncatedOrInTheWrongFormat) {
+  const auto env = Environment({}, {"TF_CONFIG"});
+  const std::string dir = dir_.string();
+  auto run = [&] {
+    return RunCommand({Binary("psflow-worker"), "--model=cifar10_cnn", "--data_path=" + dir},
+                      env, kTimeout);
+  };
+  ExpectOneLineError(run(), 1, {"psflow-worker: ", dir + "/data_batch_1.bin"});
+  // Five good files of two records, a test file cut mid-record.
+  const std::string record = std::string(1, '\3') + std::string(3072, '\x80');
+  for (int i = 1; i <= 5; ++i) Write(absl::StrCat("data_batch_", i, ".bin"), record + record);
+  Write("test_batch.bin", record + record.substr(0, 100));
+  ExpectOneLineError(run(), 1, {dir + "/test_batch.bin", "3073"});
+  // The python version's pickle under the binary version's name.
+  Write("test_batch.bin", std::string("\x80\x02}q\x00(") + std::string(6140, 'x'));
+  ExpectOneLineError(run(), 1, {dir + "/test_batch.bin", "pickle"});
+  // A label byte out of range.
+  Write("data_batch_3.bin", record + std::string(1, '\xc8') + record.substr(1));
+  ExpectOneLineError(run(), 1, {dir + "/data_batch_3.bin", "label byte 200"});
+}
+
+TEST_F(BadInput, PtbFilesMissingOrNotBelongingTogether) {
+  const auto env = Environment({}, {"TF_CONFIG"});
+  const std::string dir = dir_.string();
+  auto run = [&] {
+    return RunCommand({Binary("psflow-worker"), "--model=ptb_lstm", "--model_config=test",
+                       "--data_path=" + dir},
+                      env, kTimeout);
+  };
+  ExpectOneLineError(run(), 1, {"psflow-worker: ", dir + "/ptb.train.txt"});
+  Write("ptb.train.txt", " the cat sat on the mat \n the dog sat \n");
+  Write("ptb.valid.txt", " the cat sat \n");
+  Write("ptb.test.txt", " the dog sat on the \n the zebra sat \n");
+  ExpectOneLineError(run(), 1,
+                     {dir + "/ptb.test.txt:2", "vocabulary mismatch", "\"zebra\""});
+  Write("ptb.test.txt", std::string("\0\0\0binary", 9));
+  ExpectOneLineError(run(), 1, {dir + "/ptb.test.txt"});
+  // Too little text for one batch of the config (20 x 2 steps).
+  Write("ptb.test.txt", " the dog \n");
+  ExpectOneLineError(run(), 1, {"epoch size is 0"});
+}
+
 TEST_F(BadInput, TfConfigThatIsNotJson) {
   ExpectOneLineError(
       RunCommand({Binary("psflow-worker")}, Environment({"TF_CONFIG={cluster:"}), kTimeout), 1,
@@ -173,7 +238,7 @@ TEST_F(BadInput, WorkerFlagsAndEnvironmentOutOfRange) {
             "psflow-worker: --batch_size=100000 is larger than this worker's shard (60000 "
             "examples)");
   ExpectOneLineError(
-      RunCommand({Binary("psflow-worker"), "--train_epochs=0"}, no_cluster, kTimeout), 1,
+      RunCommand({Binary("psflow-worker"), "--train_epochs=-1"}, no_cluster, kTimeout), 1,
       {"--train_epochs must be >= 1"});
   ExpectOneLineError(
       RunCommand({Binary("psflow-worker"), "--metrics_port=70000"}, no_cluster, kTimeout), 1,
