@@ -126,9 +126,15 @@ absl::StatusOr<Figures> RunThroughPs(const Subject& s, int workers, int64_t step
   std::vector<std::unique_ptr<local::ChildProcess>> procs;
   for (int i = 0; i < workers; ++i) {
     std::vector<std::string> argv = {
-        BinDir() + "/psflow-worker", "--job_name=worker", absl::StrCat("--task_index=", i),
-        "--ps_hosts=" + ps, "--worker_hosts=" + hosts, "--model=" + s.name,
-        "--data_source=synthetic", absl::StrCat("--train_steps=", steps), "--log_every_steps=0",
+        BinDir() + "/psflow-worker",
+        "--job_name=worker",
+        absl::StrCat("--task_index=", i),
+        "--ps_hosts=" + ps,
+        "--worker_hosts=" + hosts,
+        "--model=" + s.name,
+        "--data_source=synthetic",
+        absl::StrCat("--train_steps=", steps),
+        "--log_every_steps=0",
         absl::StrCat("--compute_threads=", absl::GetFlag(FLAGS_compute_threads))};
     if (!s.config.empty()) argv.push_back("--model_config=" + s.config);
     auto w = local::ChildProcess::Spawn(argv, env);
@@ -164,12 +170,13 @@ int Main() {
     if (!absl::SimpleAtoi(w, &n) || n < 1) return Fail(absl::InvalidArgumentError("--workers"));
     worker_counts.push_back(n);
   }
-  std::printf("synthetic data, seed batch sizes and optimizers, %d CPU cores, "
-              "--compute_threads=%d, median of %d\n",
-              static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)),
-              absl::GetFlag(FLAGS_compute_threads), absl::GetFlag(FLAGS_repeats));
-  std::printf("%-22s %-24s %7s %12s %9s %8s %10s %8s\n", "model", "configuration", "steps",
-              "rate", "vs local", "pull ms", "compute ms", "push ms");
+  std::printf(
+      "synthetic data, seed batch sizes and optimizers, %d CPU cores, "
+      "--compute_threads=%d, median of %d\n",
+      static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)), absl::GetFlag(FLAGS_compute_threads),
+      absl::GetFlag(FLAGS_repeats));
+  std::printf("%-22s %-24s %7s %12s %9s %8s %10s %8s\n", "model", "configuration", "steps", "rate",
+              "vs local", "pull ms", "compute ms", "push ms");
   for (absl::string_view item : absl::StrSplit(absl::GetFlag(FLAGS_models), ',')) {
     const std::vector<std::string> parts = absl::StrSplit(item, ':');
     Subject s{parts[0], parts.size() > 1 ? parts[1] : "", {}};
@@ -179,11 +186,11 @@ int Main() {
     // Size the runs to --seconds from a short calibration.
     auto calibration = RunLocal(s, 5);
     if (!calibration.ok()) return Fail(calibration.status());
-    const double units_per_step = static_cast<double>(s.zoo.recipe.batch_size) *
-                                  (s.language_model() ? s.zoo.num_steps : 1);
+    const double units_per_step =
+        static_cast<double>(s.zoo.recipe.batch_size) * (s.language_model() ? s.zoo.num_steps : 1);
     const auto steps = std::max<int64_t>(
-        20, static_cast<int64_t>(absl::GetFlag(FLAGS_seconds) * calibration->rate /
-                                 units_per_step));
+        20,
+        static_cast<int64_t>(absl::GetFlag(FLAGS_seconds) * calibration->rate / units_per_step));
     std::vector<Figures> local;
     std::vector<std::vector<Figures>> through(worker_counts.size());
     for (int r = 0; r < absl::GetFlag(FLAGS_repeats); ++r) {
@@ -202,8 +209,8 @@ int Main() {
     auto row = [&](const std::string& configuration, const Figures& f) {
       std::printf("%-22s %-24s %7ld %8.0f %-3s %9.2f %8.2f %10.2f %8.2f\n", label.c_str(),
                   configuration.c_str(), static_cast<long>(steps), f.rate,
-                  s.language_model() ? "wps" : "eps", f.rate / base.rate, f.pull_ms,
-                  f.compute_ms, f.push_ms);
+                  s.language_model() ? "wps" : "eps", f.rate / base.rate, f.pull_ms, f.compute_ms,
+                  f.push_ms);
     };
     row(absl::StrCat("local (", unit, ")"), base);
     for (size_t i = 0; i < worker_counts.size(); ++i) {

@@ -127,9 +127,9 @@ TEST_F(BadInput, WorkerWithTruncatedDataset) {
 
 TEST_F(BadInput, UnknownModelOrConfig) {
   const auto env = Environment({}, {"TF_CONFIG"});
-  ExpectOneLineError(RunCommand({Binary("psflow-worker"), "--model=resnet50"}, env, kTimeout), 1,
-                     {"psflow-worker: unknown model \"resnet50\"",
-                      "mnist_mlp, mnist_cnn, cifar10_cnn, ptb_lstm"});
+  ExpectOneLineError(
+      RunCommand({Binary("psflow-worker"), "--model=resnet50"}, env, kTimeout), 1,
+      {"psflow-worker: unknown model \"resnet50\"", "mnist_mlp, mnist_cnn, cifar10_cnn, ptb_lstm"});
   ExpectOneLineError(
       RunCommand({Binary("psflow-worker"), "--model=ptb_lstm", "--model_config=huge"}, env,
                  kTimeout),
@@ -138,12 +138,11 @@ TEST_F(BadInput, UnknownModelOrConfig) {
       RunCommand({Binary("psflow-worker"), "--model=mnist_cnn", "--model_config=small"}, env,
                  kTimeout),
       1, {"--model_config is for ptb_lstm only"});
-  ExpectOneLineError(
-      RunCommand({Binary("psflow-worker"), "--data_source=imagenet"}, env, kTimeout), 1,
-      {"--data_source must be real or synthetic, got \"imagenet\""});
+  ExpectOneLineError(RunCommand({Binary("psflow-worker"), "--data_source=imagenet"}, env, kTimeout),
+                     1, {"--data_source must be real or synthetic, got \"imagenet\""});
   // Datasets that are not on the machine must be named.
-  ExpectOneLineError(RunCommand({Binary("psflow-worker"), "--model=cifar10_cnn"}, env, kTimeout),
-                     1, {"cifar10_cnn needs --data_path", "--data_source=synthetic"});
+  ExpectOneLineError(RunCommand({Binary("psflow-worker"), "--model=cifar10_cnn"}, env, kTimeout), 1,
+                     {"cifar10_cnn needs --data_path", "--data_source=synthetic"});
   ExpectOneLineError(RunCommand({Binary("psflow-worker"), "--model=ptb_lstm"}, env, kTimeout), 1,
                      {"ptb_lstm needs --data_path", "make_ptb_corpus.py"});
 }
@@ -152,8 +151,8 @@ TEST_F(BadInput, Cifar10FilesMissingTruncatedOrInTheWrongFormat) {
   const auto env = Environment({}, {"TF_CONFIG"});
   const std::string dir = dir_.string();
   auto run = [&] {
-    return RunCommand({Binary("psflow-worker"), "--model=cifar10_cnn", "--data_path=" + dir},
-                      env, kTimeout);
+    return RunCommand({Binary("psflow-worker"), "--model=cifar10_cnn", "--data_path=" + dir}, env,
+                      kTimeout);
   };
   ExpectOneLineError(run(), 1, {"psflow-worker: ", dir + "/data_batch_1.bin"});
   // Five good files of two records, a test file cut mid-record.
@@ -173,16 +172,15 @@ TEST_F(BadInput, PtbFilesMissingOrNotBelongingTogether) {
   const auto env = Environment({}, {"TF_CONFIG"});
   const std::string dir = dir_.string();
   auto run = [&] {
-    return RunCommand({Binary("psflow-worker"), "--model=ptb_lstm", "--model_config=test",
-                       "--data_path=" + dir},
-                      env, kTimeout);
+    return RunCommand(
+        {Binary("psflow-worker"), "--model=ptb_lstm", "--model_config=test", "--data_path=" + dir},
+        env, kTimeout);
   };
   ExpectOneLineError(run(), 1, {"psflow-worker: ", dir + "/ptb.train.txt"});
   Write("ptb.train.txt", " the cat sat on the mat \n the dog sat \n");
   Write("ptb.valid.txt", " the cat sat \n");
   Write("ptb.test.txt", " the dog sat on the \n the zebra sat \n");
-  ExpectOneLineError(run(), 1,
-                     {dir + "/ptb.test.txt:2", "vocabulary mismatch", "\"zebra\""});
+  ExpectOneLineError(run(), 1, {dir + "/ptb.test.txt:2", "vocabulary mismatch", "\"zebra\""});
   Write("ptb.test.txt", std::string("\0\0\0binary", 9));
   ExpectOneLineError(run(), 1, {dir + "/ptb.test.txt"});
   // Too little text for one batch of the config (20 x 2 steps).

@@ -20,6 +20,8 @@ absl::Status LocalUpdate::Prepare(const nn::ParameterSet& params, bool) {
     slots_.emplace_back(static_cast<size_t>(params.total_size()),
                         optimizer_->slot_initial_value(s));
   }
+  slot_spans_.assign(slots_.begin(), slots_.end());
+  run_slots_.assign(slots_.size(), {});
   return absl::OkStatus();
 }
 
@@ -28,8 +30,23 @@ absl::StatusOr<SyncResult> LocalUpdate::Pull(nn::ParameterSet&) {
 }
 
 absl::StatusOr<SyncResult> LocalUpdate::Push(nn::ParameterSet& params, int64_t) {
-  std::vector<std::span<float>> slots(slots_.begin(), slots_.end());
-  optimizer_->Apply(learning_rate_, global_step_ + 1, params.values(), params.grads(), slots);
+  // As the ps does: dense parameters whole, sparse ones (embeddings) only in their touched rows,
+  // so optimizers with state (momentum, Adam) leave untouched rows alone.
+  const int64_t step = global_step_ + 1;
+  auto apply = [&](int64_t offset, int64_t size) {
+    const auto at = static_cast<size_t>(offset), n = static_cast<size_t>(size);
+    for (size_t k = 0; k < slot_spans_.size(); ++k) run_slots_[k] = slot_spans_[k].subspan(at, n);
+    optimizer_->Apply(learning_rate_, step, params.values().subspan(at, n),
+                      params.grads().subspan(at, n), run_slots_);
+  };
+  for (const nn::ParameterDesc& d : params.descs()) {
+    if (!d.sparse) {
+      apply(d.offset, d.size);
+      continue;
+    }
+    const int64_t width = d.shape.empty() || d.shape[0] == 0 ? 0 : d.size / d.shape[0];
+    for (int64_t row : d.touched_rows) apply(d.offset + row * width, width);
+  }
   return SyncResult{.global_step = ++global_step_};
 }
 

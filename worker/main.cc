@@ -94,9 +94,8 @@ absl::Status EvaluateAndReport(const models::ZooModel& zoo, nn::Model& model, nn
       "%s %d done: steps=%d examples=%d seconds=%.3f examples_per_sec=%.1f global_step=%d "
       "loss=%.4f pull_ms=%.3f compute_ms=%.3f push_ms=%.3f input_wait_ms=%.3f dropped_pushes=%d",
       spec.task.type, spec.task.index, r.steps, r.examples, r.seconds, r.examples_per_second(),
-      r.global_step, r.last_loss, 1e3 * r.pull_seconds / r.steps,
-      1e3 * r.compute_seconds / r.steps, 1e3 * r.push_seconds / r.steps,
-      1e3 * r.input_wait_seconds / r.steps, r.dropped_pushes);
+      r.global_step, r.last_loss, 1e3 * r.pull_seconds / r.steps, 1e3 * r.compute_seconds / r.steps,
+      1e3 * r.push_seconds / r.steps, 1e3 * r.input_wait_seconds / r.steps, r.dropped_pushes);
   if (input.test.has_value()) {
     const ClassifierEvaluation e = EvaluateClassifier(model, *input.test);
     if (metrics != nullptr) metrics->test_accuracy.Set(e.accuracy);
@@ -112,10 +111,8 @@ absl::Status EvaluateAndReport(const models::ZooModel& zoo, nn::Model& model, nn
   // Evaluation of a language model is the chief's: the test pass runs one word per step.
   if (is_chief) {
     const int64_t max_batches = absl::GetFlag(FLAGS_eval_steps);
-    ASSIGN_OR_RETURN(const double valid,
-                     EvaluatePerplexity(model, input.corpus->valid,
-                                        model.max_batch(),
-                                        max_batches));
+    ASSIGN_OR_RETURN(const double valid, EvaluatePerplexity(model, input.corpus->valid,
+                                                            model.max_batch(), max_batches));
     ASSIGN_OR_RETURN(std::unique_ptr<nn::Model> test_model,
                      nn::Model::Create(zoo.eval_spec, backend, 1));
     std::span<const float> trained = model.params().values();
@@ -160,8 +157,9 @@ absl::Status Main() {
     return absl::InvalidArgumentError("several workers need at least one ps task to share with");
   }
 
-  ASSIGN_OR_RETURN(const models::ZooModel zoo, models::FindModel(absl::GetFlag(FLAGS_model),
-                                                                 absl::GetFlag(FLAGS_model_config)));
+  ASSIGN_OR_RETURN(
+      const models::ZooModel zoo,
+      models::FindModel(absl::GetFlag(FLAGS_model), absl::GetFlag(FLAGS_model_config)));
   const models::Recipe& recipe = zoo.recipe;
   const int64_t batch_size = FlagOr<int64_t>(FLAGS_batch_size, 0, recipe.batch_size);
   const float learning_rate = FlagOr(FLAGS_learning_rate, 0.0f, recipe.learning_rate);

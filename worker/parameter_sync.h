@@ -53,7 +53,8 @@ class ParameterSync {
 };
 
 // In-process training with no ps: Pull is a no-op, Push applies the configured optimizer to
-// params' values. The baseline the ps path is measured against.
+// params' values (sparse parameters only in their touched rows, as the ps). The baseline the ps
+// path is measured against.
 class LocalUpdate final : public ParameterSync {
  public:
   static absl::StatusOr<std::unique_ptr<LocalUpdate>> Create(const TrainingConfig& config);
@@ -70,6 +71,8 @@ class LocalUpdate final : public ParameterSync {
   std::unique_ptr<Optimizer> optimizer_;
   float learning_rate_;
   std::vector<std::vector<float>> slots_;
+  std::vector<std::span<float>> slot_spans_;  // views of slots_, made once
+  std::vector<std::span<float>> run_slots_;   // the slots of the run being applied
   int64_t global_step_ = 0;
 };
 

@@ -104,9 +104,8 @@ absl::StatusOr<TrainResult> Trainer::Run() {
       if (language_model) {
         // The seed's progress line: perplexity so far this epoch and words per second.
         PSFLOW_LOG(INFO) << absl::StrFormat(
-            "step %d/%d global_step %d perplexity %.3f speed: %.0f wps", result.steps,
-            total_steps, result.global_step,
-            std::exp(epoch_cost / static_cast<double>(epoch_positions)), rate);
+            "step %d/%d global_step %d perplexity %.3f speed: %.0f wps", result.steps, total_steps,
+            result.global_step, std::exp(epoch_cost / static_cast<double>(epoch_positions)), rate);
       } else {
         PSFLOW_LOG(INFO) << absl::StrFormat("step %d/%d global_step %d loss %.4f examples/s %.0f",
                                             result.steps, total_steps, result.global_step,

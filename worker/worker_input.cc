@@ -27,8 +27,8 @@ std::unique_ptr<data::BatchSource> SyntheticInput(const models::ZooModel& m,
   shape.labels_per_example = lm ? m.num_steps : 1;
   shape.num_classes = m.spec.num_classes;
   shape.vocab_size = lm ? m.spec.num_classes : 0;
-  return std::make_unique<data::SyntheticSource>(shape, o.batch_size,
-                                                 o.seed * 7919 + static_cast<uint64_t>(o.shard_index));
+  return std::make_unique<data::SyntheticSource>(
+      shape, o.batch_size, o.seed * 7919 + static_cast<uint64_t>(o.shard_index));
 }
 
 }  // namespace
@@ -47,8 +47,8 @@ absl::StatusOr<std::unique_ptr<WorkerInput>> LoadWorkerInput(const models::ZooMo
       const std::string dir = o.data_path.empty() ? kFashionMnistDir : o.data_path;
       ASSIGN_OR_RETURN(in->mnist_train_, data::LoadMnist(dir, data::Split::kTrain));
       ASSIGN_OR_RETURN(in->test, data::LoadMnist(dir, data::Split::kTest));
-      const data::Range shard = data::ShardRange(in->mnist_train_.size(), o.shard_index,
-                                                 o.num_shards);
+      const data::Range shard =
+          data::ShardRange(in->mnist_train_.size(), o.shard_index, o.num_shards);
       RETURN_IF_ERROR(CheckShard(shard, o));
       in->train = std::make_unique<data::BatchSampler>(in->mnist_train_, shard, o.batch_size, seed);
       PSFLOW_LOG(INFO) << "loaded " << in->mnist_train_.size() << " training and "
@@ -63,10 +63,11 @@ absl::StatusOr<std::unique_ptr<WorkerInput>> LoadWorkerInput(const models::ZooMo
             "(data_batch_1.bin ... data_batch_5.bin, test_batch.bin), or --data_source=synthetic");
       }
       ASSIGN_OR_RETURN(in->cifar_train_, data::LoadCifar10(o.data_path, data::Split::kTrain));
-      ASSIGN_OR_RETURN(data::Cifar10Images test, data::LoadCifar10(o.data_path, data::Split::kTest));
+      ASSIGN_OR_RETURN(data::Cifar10Images test,
+                       data::LoadCifar10(o.data_path, data::Split::kTest));
       in->test = data::MakeCifar10EvalSet(test);
-      const data::Range shard = data::ShardRange(in->cifar_train_.size(), o.shard_index,
-                                                 o.num_shards);
+      const data::Range shard =
+          data::ShardRange(in->cifar_train_.size(), o.shard_index, o.num_shards);
       RETURN_IF_ERROR(CheckShard(shard, o));
       in->train =
           std::make_unique<data::Cifar10TrainSource>(in->cifar_train_, shard, o.batch_size, seed);

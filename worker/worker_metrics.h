@@ -13,15 +13,15 @@ struct WorkerMetrics {
   // Registers the families in `registry`, which must outlive this object.
   WorkerMetrics(prometheus::Registry& registry, const Labels& labels);
 
-  prometheus::Counter& examples;      // psflow_worker_examples_total
-  prometheus::Counter& words;         // psflow_worker_words_total (language models)
-  prometheus::Counter& steps;         // psflow_worker_steps_total
-  prometheus::Histogram& step_time;   // psflow_worker_step_duration_seconds
-  prometheus::Gauge& loss;            // psflow_worker_loss (last step's mean loss)
-  prometheus::Counter& pushed_bytes;  // psflow_worker_pushed_bytes_total
-  prometheus::Counter& pulled_bytes;  // psflow_worker_pulled_bytes_total
-  prometheus::Gauge& global_step;     // psflow_worker_global_step (as last seen from the ps)
-  prometheus::Gauge& test_accuracy;   // psflow_worker_test_accuracy_ratio (after training)
+  prometheus::Counter& examples;       // psflow_worker_examples_total
+  prometheus::Counter& words;          // psflow_worker_words_total (language models)
+  prometheus::Counter& steps;          // psflow_worker_steps_total
+  prometheus::Histogram& step_time;    // psflow_worker_step_duration_seconds
+  prometheus::Gauge& loss;             // psflow_worker_loss (last step's mean loss)
+  prometheus::Counter& pushed_bytes;   // psflow_worker_pushed_bytes_total
+  prometheus::Counter& pulled_bytes;   // psflow_worker_pulled_bytes_total
+  prometheus::Gauge& global_step;      // psflow_worker_global_step (as last seen from the ps)
+  prometheus::Gauge& test_accuracy;    // psflow_worker_test_accuracy_ratio (after training)
   prometheus::Gauge& test_perplexity;  // psflow_worker_test_perplexity (language models)
 };
 

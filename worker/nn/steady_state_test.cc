@@ -1,0 +1,63 @@
+// "No allocation in the steady-state step": after a warm-up step, computing gradients (and
+// clipping them) performs no heap allocation, for every seed model. Counted by replacing the
+// global operator new in this test binary.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "worker/clip.h"
+#include "worker/models/model_zoo.h"
+#include "worker/nn/gradient_check.h"
+
+namespace {
+std::atomic<int64_t> g_allocations{0};
+}  // namespace
+
+void* operator new(size_t n) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+
+namespace psflow::nn {
+namespace {
+
+// Allocations during `steps` training steps after one warm-up step.
+int64_t AllocationsPerSteadyStep(const ModelSpec& spec, int64_t batch, int vocab, int steps) {
+  auto backend = MakeCpuBackend(1);
+  auto model = Model::Create(spec, *backend, batch);
+  EXPECT_TRUE(model.ok()) << model.status();
+  (*model)->params().Initialize(3);
+  const int64_t labels = (*model)->labels_per_example();
+  const GradientCheckInput in = RandomInput(spec, batch, labels, 9, vocab);
+  const Batch b{in.inputs.data(), in.labels.data(), batch};
+  (*model)->ComputeGradients(b);
+  ClipByGlobalNorm((*model)->params(), 1.0f);
+  const int64_t before = g_allocations.load();
+  for (int s = 0; s < steps; ++s) {
+    (*model)->ComputeGradients(b);
+    ClipByGlobalNorm((*model)->params(), 1.0f);
+  }
+  (*model)->Evaluate(b);
+  return g_allocations.load() - before;
+}
+
+TEST(SteadyState, MnistMlpStepAllocatesNothing) {
+  EXPECT_EQ(AllocationsPerSteadyStep(models::MnistMlp(), 16, 0, 3), 0);
+}
+
+TEST(SteadyState, PtbLstmWithDropoutStepAllocatesNothing) {
+  models::PtbConfig c = models::PtbConfigByName("test").value();
+  c.num_layers = 2;
+  c.hidden_size = 8;
+  c.keep_prob = 0.5f;
+  c.vocab_size = 50;
+  EXPECT_EQ(AllocationsPerSteadyStep(models::PtbLstm(c, 5), 4, 50, 3), 0);
+}
+
+}  // namespace
+}  // namespace psflow::nn
