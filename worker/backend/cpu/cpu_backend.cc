@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "worker/backend/cpu/activation.h"
+#include "worker/backend/cpu/conv2d.h"
 #include "worker/backend/cpu/dense.h"
 #include "worker/backend/cpu/softmax_cross_entropy.h"
 #include "worker/nn/backend.h"
@@ -32,6 +33,9 @@ class CpuBackend final : public Backend {
                           },
                           [&](const ActivationSpec& s) -> Made {
                             return std::make_unique<cpu::Activation>(s, std::move(name));
+                          },
+                          [&](const Conv2DSpec& s) -> Made {
+                            return std::make_unique<cpu::Conv2D>(s, std::move(name));
                           },
                           [&](const auto&) -> Made {
                             return absl::UnimplementedError(absl::StrCat(
