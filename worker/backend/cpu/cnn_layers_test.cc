@@ -1,4 +1,4 @@
-// The CPU layers of the CNN models (Conv2D): forward values on hand-worked cases and
+// The CPU layers of the CNN models (Conv2D, MaxPool): forward values on hand-worked cases and
 // against a direct convolution, backward against a direct convolution and finite
 // differences, output shapes and bad specs.
 
@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "worker/backend/cpu/conv2d.h"
+#include "worker/backend/cpu/max_pool.h"
 #include "worker/nn/backend.h"
 
 namespace psflow::cpu {
@@ -318,6 +319,90 @@ TEST(Conv2D, RejectsBadSpecsAndInputs) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// MaxPool.
+
+// 4x4x1, all negative so that a padded zero would win if padding were taken as a value.
+std::vector<float> HandPoolInput() {
+  return {-5,  -3,  -8,   -1,   //
+          -2,  -9,  -4,   -7,   //
+          -6,  -12, -1.5, -15,  //
+          -14, -11, -16,  -13};
+}
+
+Harness Pool(int window, int stride, Padding padding, Shape input) {
+  return Build(std::make_unique<MaxPool>(
+                   nn::MaxPoolSpec{.window = window, .stride = stride, .padding = padding}, "pool"),
+               input, 2);
+}
+
+TEST(MaxPool, TwoByTwoValid) {
+  Harness h = Pool(2, 2, Padding::kValid, {4, 4, 1});
+  EXPECT_EQ(h.output, (Shape{2, 2, 1}));
+  std::vector<float> x = HandPoolInput();
+  ExpectNear(h.Forward(x), {-2, -1, -6, -1.5}, 0);
+  std::vector<float> dy = {1, 2, 3, 4};
+  ExpectNear(h.Backward(x, dy),
+             {0, 0, 0, 2,  //
+              1, 0, 0, 0,  //
+              3, 0, 4, 0,  //
+              0, 0, 0, 0},
+             0);
+}
+
+TEST(MaxPool, ThreeByThreeStrideTwoSameOverlapsAndPadsAfter) {
+  // out = 2, pad_total = 1: windows cover rows (and columns) 0..2 and 2..3 plus one padded row.
+  Harness h = Pool(3, 2, Padding::kSame, {4, 4, 1});
+  EXPECT_EQ(h.output, (Shape{2, 2, 1}));
+  std::vector<float> x = HandPoolInput();
+  ExpectNear(h.Forward(x), {-1.5, -1, -1.5, -1.5}, 0);
+  // -1.5 at (2, 2) wins three overlapping windows: its gradients add up.
+  std::vector<float> dy = {1, 2, 3, 4};
+  ExpectNear(h.Backward(x, dy),
+             {0, 0, 0, 2,  //
+              0, 0, 0, 0,  //
+              0, 0, 8, 0,  //
+              0, 0, 0, 0},
+             0);
+}
+
+TEST(MaxPool, SamePaddingNeverWinsAtBorders) {
+  // 5x5 under 2x2/2 SAME: 3x3 outputs, the last row and column of windows half padding.
+  Harness h = Pool(2, 2, Padding::kSame, {5, 5, 1});
+  EXPECT_EQ(h.output, (Shape{3, 3, 1}));
+  std::vector<float> x(25);
+  for (int i = 0; i < 25; ++i) x[static_cast<size_t>(i)] = -1.0f - static_cast<float>(i);
+  // Each window's maximum is its top-left input.
+  ExpectNear(h.Forward(x), {-1, -3, -5, -11, -13, -15, -21, -23, -25}, 0);
+}
+
+TEST(MaxPool, TiesGoToTheFirstInWindowOrderPerChannel) {
+  Harness h = Pool(2, 2, Padding::kValid, {2, 2, 2});
+  // Channel 0 all equal; channel 1 largest at the last position.
+  std::vector<float> x = {7, 1, 7, 2, 7, 3, 7, 4};
+  ExpectNear(h.Forward(x), {7, 4}, 0);
+  std::vector<float> dy = {5, 6};
+  ExpectNear(h.Backward(x, dy), {5, 0, 0, 0, 0, 0, 0, 6}, 0);
+}
+
+TEST(MaxPool, OutputShapesAndBadSpecs) {
+  auto build = [](int window, int stride, Padding padding, Shape input) {
+    return BuildStatus(nn::MaxPoolSpec{.window = window, .stride = stride, .padding = padding},
+                       input);
+  };
+  EXPECT_EQ(build(2, 2, Padding::kSame, {28, 28, 32}).value_or(Shape{}), (Shape{14, 14, 32}));
+  EXPECT_EQ(build(3, 2, Padding::kSame, {24, 24, 64}).value_or(Shape{}), (Shape{12, 12, 64}));
+  EXPECT_EQ(build(3, 2, Padding::kValid, {7, 6, 3}).value_or(Shape{}), (Shape{3, 2, 3}));
+  EXPECT_EQ(build(2, 1, Padding::kSame, {3, 3, 3}).value_or(Shape{}), (Shape{3, 3, 3}));
+  const auto kInvalid = absl::StatusCode::kInvalidArgument;
+  EXPECT_EQ(build(0, 2, Padding::kSame, {4, 4, 1}).status().code(), kInvalid);
+  EXPECT_EQ(build(2, 0, Padding::kSame, {4, 4, 1}).status().code(), kInvalid);
+  EXPECT_EQ(build(3, 1, Padding::kValid, {2, 4, 1}).status().code(), kInvalid);
+  EXPECT_EQ(build(2, 2, Padding::kSame, {16}).status().code(), kInvalid);
+  EXPECT_EQ(build(2, 2, Padding::kSame, {4, 4}).status().code(), kInvalid);
+  EXPECT_EQ(build(2, 2, Padding::kSame, {4, 0, 2}).status().code(), kInvalid);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Backward against central finite differences of L = sum(r * y), layer by layer: dx and the
 // parameter gradients (which Backward must add to what the gradient buffer holds).
 
@@ -369,6 +454,15 @@ TEST(LayerGradient, Conv2DChunkedMatchesFiniteDifferences) {
           << "stride " << stride << (padding == Padding::kSame ? " SAME" : " VALID");
     }
   }
+}
+
+TEST(LayerGradient, MaxPoolMatchesFiniteDifferences) {
+  // Distinct inputs 0.05 apart: a step of 0.01 never changes which input wins.
+  Harness h = Pool(3, 2, Padding::kSame, {7, 7, 3});
+  std::vector<float> x(static_cast<size_t>(2 * h.in_size()));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = 0.05f * static_cast<float>(i);
+  std::shuffle(x.begin(), x.end(), std::mt19937_64(4));
+  EXPECT_LT(MaxLayerGradientError(h, x, 1e-2f), 1e-3);
 }
 
 }  // namespace

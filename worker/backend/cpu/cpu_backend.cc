@@ -9,6 +9,7 @@
 #include "worker/backend/cpu/activation.h"
 #include "worker/backend/cpu/conv2d.h"
 #include "worker/backend/cpu/dense.h"
+#include "worker/backend/cpu/max_pool.h"
 #include "worker/backend/cpu/softmax_cross_entropy.h"
 #include "worker/nn/backend.h"
 
@@ -36,6 +37,9 @@ class CpuBackend final : public Backend {
                           },
                           [&](const Conv2DSpec& s) -> Made {
                             return std::make_unique<cpu::Conv2D>(s, std::move(name));
+                          },
+                          [&](const MaxPoolSpec& s) -> Made {
+                            return std::make_unique<cpu::MaxPool>(s, std::move(name));
                           },
                           [&](const auto&) -> Made {
                             return absl::UnimplementedError(absl::StrCat(
