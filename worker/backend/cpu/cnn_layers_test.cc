@@ -1,4 +1,4 @@
-// The CPU layers of the CNN models (Conv2D, MaxPool): forward values on hand-worked cases and
+// The CPU layers of the CNN models (Conv2D, MaxPool, LRN): forward values on hand-worked cases and
 // against a direct convolution, backward against a direct convolution and finite
 // differences, output shapes and bad specs.
 
@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "worker/backend/cpu/conv2d.h"
+#include "worker/backend/cpu/lrn.h"
 #include "worker/backend/cpu/max_pool.h"
 #include "worker/nn/backend.h"
 
@@ -403,6 +404,59 @@ TEST(MaxPool, OutputShapesAndBadSpecs) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// LRN.
+
+// TensorFlow's definition, written out per channel in double.
+std::vector<float> LrnByFormula(const std::vector<float>& x, int64_t channels,
+                                const nn::LrnSpec& s) {
+  std::vector<float> y(x.size());
+  for (size_t p = 0; p < x.size(); p += static_cast<size_t>(channels)) {
+    for (int64_t c = 0; c < channels; ++c) {
+      double sum = 0;
+      for (int64_t d = c - s.depth_radius; d <= c + s.depth_radius; ++d) {
+        if (d >= 0 && d < channels) sum += double{x[p + d]} * x[p + d];
+      }
+      y[p + c] = static_cast<float>(x[p + c] / std::pow(s.bias + s.alpha * sum, s.beta));
+    }
+  }
+  return y;
+}
+
+TEST(Lrn, ForwardMatchesTensorFlowsFormula) {
+  const nn::LrnSpec specs[] = {
+      {.depth_radius = 1, .bias = 1, .alpha = 0.1f, .beta = 0.75f},
+      {.depth_radius = 2, .bias = 2, .alpha = 0.5f, .beta = 0.6f},    // pow, not square roots
+      {.depth_radius = 0, .bias = 1, .alpha = 1, .beta = 0.5f},       // a window of one channel
+      {.depth_radius = 9, .bias = 1, .alpha = 0.001f, .beta = 1.0f},  // radius beyond the channels
+  };
+  for (const nn::LrnSpec& spec : specs) {
+    Harness h = Build(std::make_unique<Lrn>(spec, "lrn"), {2, 1, 5}, 2);
+    EXPECT_EQ(h.output, (Shape{2, 1, 5}));
+    // Two positions of two examples: each position normalised over its own 5 channels.
+    std::vector<float> x = {1,  -2, 3, 0.5, -1,   0,    4,     -0.25, 2,  1,  //
+                            -3, 1,  1, 2,   0.1f, 0.3f, -0.7f, 5,     -2, 0};
+    ExpectNear(h.Forward(x), LrnByFormula(x, 5, spec), 1e-6);
+  }
+}
+
+TEST(Lrn, HandWorkedValue) {
+  // x = {1, 2, 3}, radius 1, bias 1, alpha 0.1, beta 1: n = {1.5, 2.4, 2.3}.
+  Harness h = Build(std::make_unique<Lrn>(
+                        nn::LrnSpec{.depth_radius = 1, .bias = 1, .alpha = 0.1f, .beta = 1}, "lrn"),
+                    {3}, 1);
+  std::vector<float> x = {1, 2, 3};
+  ExpectNear(h.Forward(x), {1 / 1.5f, 2 / 2.4f, 3 / 2.3f}, 1e-6);
+}
+
+TEST(Lrn, RejectsBadSpecs) {
+  const auto kInvalid = absl::StatusCode::kInvalidArgument;
+  EXPECT_EQ(BuildStatus(nn::LrnSpec{.depth_radius = -1}, {2, 2, 4}).status().code(), kInvalid);
+  EXPECT_EQ(BuildStatus(nn::LrnSpec{.bias = 0}, {2, 2, 4}).status().code(), kInvalid);
+  EXPECT_EQ(BuildStatus(nn::LrnSpec{.alpha = -1}, {2, 2, 4}).status().code(), kInvalid);
+  EXPECT_EQ(BuildStatus(nn::LrnSpec{}, {}).status().code(), kInvalid);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Backward against central finite differences of L = sum(r * y), layer by layer: dx and the
 // parameter gradients (which Backward must add to what the gradient buffer holds).
 
@@ -463,6 +517,19 @@ TEST(LayerGradient, MaxPoolMatchesFiniteDifferences) {
   for (size_t i = 0; i < x.size(); ++i) x[i] = 0.05f * static_cast<float>(i);
   std::shuffle(x.begin(), x.end(), std::mt19937_64(4));
   EXPECT_LT(MaxLayerGradientError(h, x, 1e-2f), 1e-3);
+}
+
+TEST(LayerGradient, LrnMatchesFiniteDifferences) {
+  const nn::LrnSpec specs[] = {
+      {.depth_radius = 2, .bias = 1, .alpha = 0.1f, .beta = 0.75f},
+      {.depth_radius = 1, .bias = 2, .alpha = 0.5f, .beta = 0.6f},
+      {.depth_radius = 4, .bias = 1, .alpha = 0.001f / 9, .beta = 0.75f},  // the CIFAR-10 setting
+  };
+  for (const nn::LrnSpec& spec : specs) {
+    Harness h = Build(std::make_unique<Lrn>(spec, "lrn"), {2, 3, 7}, 2);
+    EXPECT_LT(MaxLayerGradientError(h, Uniform(2 * h.in_size(), 10, -2, 2), 1e-2f), 2e-3)
+        << "radius " << spec.depth_radius;
+  }
 }
 
 }  // namespace
