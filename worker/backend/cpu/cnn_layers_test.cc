@@ -1,7 +1,6 @@
-// The CPU layers of the CNN models (Conv2D, MaxPool, LRN): forward values on hand-worked cases and
-// against a direct convolution, backward against a direct convolution and finite
-// differences, output shapes and bad specs.
-
+// The CPU layers of the CNN models (Conv2D, MaxPool, LRN, Flatten): forward values on hand-worked
+// cases and against a direct convolution, backward against a direct convolution and finite
+// differences (layer by layer, and through stacked models), output shapes and bad specs.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,9 +10,12 @@
 #include <tuple>
 
 #include "worker/backend/cpu/conv2d.h"
+#include "worker/backend/cpu/flatten.h"
 #include "worker/backend/cpu/lrn.h"
 #include "worker/backend/cpu/max_pool.h"
 #include "worker/nn/backend.h"
+#include "worker/nn/gradient_check.h"
+#include "worker/nn/model.h"
 
 namespace psflow::cpu {
 namespace {
@@ -285,6 +287,26 @@ TEST(Conv2D, SmallBatchUsesOneChunk) {
   CheckAgainstDirect(h, cc, 2);
 }
 
+TEST(Conv2D, DeclaresKernelAndBiasInTensorFlowLayout) {
+  auto backend = nn::MakeCpuBackend(1);
+  const nn::ModelSpec spec{
+      .name = "cnn",
+      .input_shape = {28, 28, 1},
+      .num_classes = 10,
+      .layers = {nn::Conv2DSpec{.filters = 32, .kernel_size = 5}, nn::MaxPoolSpec{},
+                 nn::Conv2DSpec{.filters = 64, .kernel_size = 5}, nn::MaxPoolSpec{},
+                 nn::FlattenSpec{}, nn::DenseSpec{.units = 10}}};
+  auto model = nn::Model::Create(spec, *backend, 2);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const auto& descs = (*model)->params().descs();
+  ASSERT_EQ(descs.size(), 6u);
+  EXPECT_EQ(descs[0].name, "conv2d0/kernel");
+  EXPECT_EQ(descs[0].shape, (Shape{5, 5, 1, 32}));
+  EXPECT_EQ(descs[1].shape, (Shape{32}));
+  EXPECT_EQ(descs[2].shape, (Shape{5, 5, 32, 64}));
+  EXPECT_EQ(descs[4].shape, (Shape{7 * 7 * 64, 10}));  // 28 -> 14 -> 7 under SAME pooling
+}
+
 TEST(Conv2D, OutputShapes) {
   auto shape = [](int k, int stride, Padding padding, Shape input) {
     return BuildStatus(
@@ -457,6 +479,18 @@ TEST(Lrn, RejectsBadSpecs) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Flatten.
+
+TEST(Flatten, ReshapesAndCopiesBothWays) {
+  Harness h = Build(std::make_unique<Flatten>("flatten"), {2, 3, 4}, 2);
+  EXPECT_EQ(h.output, (Shape{24}));
+  std::vector<float> x = Uniform(48, 5);
+  EXPECT_EQ(h.Forward(x), x);
+  std::vector<float> dy = Uniform(48, 6);
+  EXPECT_EQ(h.Backward(x, dy), dy);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Backward against central finite differences of L = sum(r * y), layer by layer: dx and the
 // parameter gradients (which Backward must add to what the gradient buffer holds).
 
@@ -530,6 +564,49 @@ TEST(LayerGradient, LrnMatchesFiniteDifferences) {
     EXPECT_LT(MaxLayerGradientError(h, Uniform(2 * h.in_size(), 10, -2, 2), 1e-2f), 2e-3)
         << "radius " << spec.depth_radius;
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stacked models: each layer's dx feeds the layer before it, so an error in any dx shows up in
+// the first convolution's kernel gradient.
+//
+// Max pooling (and relu) are not differentiable where two inputs tie, and with random weights a
+// step of 1e-2 crosses such a point for a good share of inputs. So the model with a pool gets it
+// from a 1x1 convolution of a single channel: each filter scales and shifts the input, which
+// changes no window's arg-max, however its kernel or bias is perturbed (while |w| > step).
+
+double ModelError(const nn::ModelSpec& spec, int64_t batch) {
+  auto error = nn::MaxGradientError(spec, nn::RandomInput(spec, batch, 1, 11));
+  EXPECT_TRUE(error.ok()) << error.status();
+  return error.value_or(1.0);
+}
+
+TEST(CnnGradient, StridedConvIntoConvLrnConvFlattenDense) {
+  const nn::ModelSpec spec{
+      .name = "conv_stack",
+      .input_shape = {11, 10, 2},
+      .num_classes = 4,
+      .layers = {
+          nn::Conv2DSpec{.filters = 4, .kernel_size = 3, .stride = 2},
+          nn::Conv2DSpec{.filters = 3, .kernel_size = 3, .padding = Padding::kValid},
+          nn::LrnSpec{.depth_radius = 1, .bias = 2, .alpha = 0.5f, .beta = 0.5f},
+          nn::Conv2DSpec{.filters = 5, .kernel_size = 2, .stride = 2, .padding = Padding::kValid},
+          nn::FlattenSpec{}, nn::DenseSpec{.units = 4}}};
+  EXPECT_LT(ModelError(spec, 3), 2e-2);
+}
+
+TEST(CnnGradient, ConvPoolLrnConvFlattenDense) {
+  const nn::ModelSpec spec{
+      .name = "conv_pool",
+      .input_shape = {7, 7, 1},
+      .num_classes = 5,
+      .layers = {nn::Conv2DSpec{
+                     .filters = 3, .kernel_size = 1, .kernel_init = nn::Initializer::Uniform(1)},
+                 nn::MaxPoolSpec{.window = 3, .stride = 2, .padding = Padding::kSame},
+                 nn::LrnSpec{.depth_radius = 1, .bias = 1, .alpha = 0.1f, .beta = 0.75f},
+                 nn::Conv2DSpec{.filters = 4, .kernel_size = 3, .stride = 2}, nn::FlattenSpec{},
+                 nn::DenseSpec{.units = 5}}};
+  EXPECT_LT(ModelError(spec, 3), 2e-2);
 }
 
 }  // namespace

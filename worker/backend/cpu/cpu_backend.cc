@@ -9,6 +9,7 @@
 #include "worker/backend/cpu/activation.h"
 #include "worker/backend/cpu/conv2d.h"
 #include "worker/backend/cpu/dense.h"
+#include "worker/backend/cpu/flatten.h"
 #include "worker/backend/cpu/lrn.h"
 #include "worker/backend/cpu/max_pool.h"
 #include "worker/backend/cpu/softmax_cross_entropy.h"
@@ -44,6 +45,9 @@ class CpuBackend final : public Backend {
                           },
                           [&](const LrnSpec& s) -> Made {
                             return std::make_unique<cpu::Lrn>(s, std::move(name));
+                          },
+                          [&](const FlattenSpec&) -> Made {
+                            return std::make_unique<cpu::Flatten>(std::move(name));
                           },
                           [&](const auto&) -> Made {
                             return absl::UnimplementedError(absl::StrCat(
