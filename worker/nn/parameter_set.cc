@@ -70,9 +70,13 @@ void ParameterSet::Initialize(uint64_t seed) {
         for (float& x : v) x = d.init.scale * UnitUniform(rng);
         break;
       case Initializer::Kind::kGlorotUniform: {
-        // Kernels are [fan_in..., fan_out]: the last dimension is fan_out.
-        const int64_t fan_out = d.shape.empty() ? 1 : d.shape.back();
-        const int64_t fan_in = d.size / std::max<int64_t>(fan_out, 1);
+        // As TensorFlow: [in, out] for dense kernels; [k..., in, out] for conv kernels, whose
+        // receptive field (the product of the k's) multiplies both fans.
+        const size_t rank = d.shape.size();
+        const int64_t out = rank == 0 ? 1 : d.shape[rank - 1];
+        const int64_t in = rank < 2 ? 1 : d.shape[rank - 2];
+        const int64_t receptive = d.size / std::max<int64_t>(in * out, 1);
+        const int64_t fan_in = receptive * in, fan_out = receptive * out;
         const float limit = std::sqrt(6.0f / static_cast<float>(fan_in + fan_out));
         for (float& x : v) x = limit * UnitUniform(rng);
         break;

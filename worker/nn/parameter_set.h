@@ -26,8 +26,8 @@ struct Initializer {
 
   static Initializer Zeros() { return {Kind::kZeros, 0.0f}; }
   static Initializer Constant(float value) { return {Kind::kConstant, value}; }
-  // TensorFlow's default for dense/conv kernels: U(-l, l), l = sqrt(6 / (fan_in + fan_out)),
-  // fan_out the last dimension and fan_in the product of the others.
+  // TensorFlow's default for dense/conv kernels: U(-l, l), l = sqrt(6 / (fan_in + fan_out));
+  // a kernel [k..., in, out] has fan_in = prod(k) * in and fan_out = prod(k) * out.
   static Initializer GlorotUniform() { return {Kind::kGlorotUniform, 0.0f}; }
   static Initializer Uniform(float s) { return {Kind::kUniform, s}; }
   // tf.truncated_normal_initializer: N(0, stddev^2) redrawn beyond two standard deviations.

@@ -7,10 +7,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "worker/backend/cpu/activation.h"
+#include "worker/backend/cpu/conv2d.h"
 #include "worker/backend/cpu/dense.h"
 #include "worker/backend/cpu/dropout.h"
 #include "worker/backend/cpu/embedding.h"
+#include "worker/backend/cpu/flatten.h"
+#include "worker/backend/cpu/lrn.h"
 #include "worker/backend/cpu/lstm.h"
+#include "worker/backend/cpu/max_pool.h"
 #include "worker/backend/cpu/softmax_cross_entropy.h"
 #include "worker/nn/backend.h"
 
@@ -36,6 +40,18 @@ class CpuBackend final : public Backend {
                           [&](const ActivationSpec& s) -> Made {
                             return std::make_unique<cpu::Activation>(s, std::move(name));
                           },
+                          [&](const Conv2DSpec& s) -> Made {
+                            return std::make_unique<cpu::Conv2D>(s, std::move(name));
+                          },
+                          [&](const MaxPoolSpec& s) -> Made {
+                            return std::make_unique<cpu::MaxPool>(s, std::move(name));
+                          },
+                          [&](const LrnSpec& s) -> Made {
+                            return std::make_unique<cpu::Lrn>(s, std::move(name));
+                          },
+                          [&](const FlattenSpec&) -> Made {
+                            return std::make_unique<cpu::Flatten>(std::move(name));
+                          },
                           [&](const DropoutSpec& s) -> Made {
                             return std::make_unique<cpu::Dropout>(s, std::move(name));
                           },
@@ -44,10 +60,6 @@ class CpuBackend final : public Backend {
                           },
                           [&](const LstmSpec& s) -> Made {
                             return std::make_unique<cpu::Lstm>(s, std::move(name));
-                          },
-                          [&](const auto&) -> Made {
-                            return absl::UnimplementedError(absl::StrCat(
-                                "the CPU backend has no ", LayerKindName(spec), " layer"));
                           },
                       },
                       spec);

@@ -1,0 +1,168 @@
+#include "worker/backend/cpu/conv2d.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace psflow::cpu {
+
+absl::StatusOr<WindowedDim> WindowDim(int64_t in, int window, int stride, nn::Padding padding) {
+  if (window < 1) return absl::InvalidArgumentError("window size must be >= 1");
+  if (stride < 1) return absl::InvalidArgumentError("stride must be >= 1");
+  if (padding == nn::Padding::kValid) {
+    if (window > in) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("a VALID window of ", window, " does not fit in an input of ", in));
+    }
+    return WindowedDim{(in - window) / stride + 1, 0};
+  }
+  const int64_t out = (in + stride - 1) / stride;
+  const int64_t pad_total = std::max<int64_t>((out - 1) * stride + window - in, 0);
+  return WindowedDim{out, pad_total / 2};
+}
+
+absl::StatusOr<nn::Shape> Conv2D::Build(const nn::Shape& input, const nn::BuildContext& ctx) {
+  if (input.size() != 3 || *std::min_element(input.begin(), input.end()) < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "conv2d needs a [height, width, channels] input, got [", absl::StrJoin(input, ","), "]"));
+  }
+  if (spec_.filters < 1) return absl::InvalidArgumentError("conv2d filters must be >= 1");
+  if (spec_.kernel_size < 1) return absl::InvalidArgumentError("conv2d kernel_size must be >= 1");
+  in_h_ = input[0];
+  in_w_ = input[1];
+  in_c_ = input[2];
+  auto rows = WindowDim(in_h_, spec_.kernel_size, spec_.stride, spec_.padding);
+  if (!rows.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("conv2d: ", rows.status().message()));
+  }
+  auto cols = WindowDim(in_w_, spec_.kernel_size, spec_.stride, spec_.padding);
+  if (!cols.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("conv2d: ", cols.status().message()));
+  }
+  out_h_ = rows->out;
+  out_w_ = cols->out;
+  pad_top_ = rows->pad_before;
+  pad_left_ = cols->pad_before;
+  const int64_t k = spec_.kernel_size;
+  patch_ = k * k * in_c_;
+  const int64_t col_per_example = out_h_ * out_w_ * patch_;
+  chunk_ = std::clamp<int64_t>(workspace_floats_ / col_per_example, 1,
+                               std::max<int64_t>(ctx.max_batch, 1));
+  col_.assign(static_cast<size_t>(chunk_ * col_per_example), 0.0f);
+  col_source_ = nullptr;
+  kernel_ = ctx.params->Declare(absl::StrCat(name(), "/kernel"), {k, k, in_c_, spec_.filters},
+                                spec_.kernel_init);
+  bias_ = ctx.params->Declare(absl::StrCat(name(), "/bias"), {spec_.filters}, spec_.bias_init);
+  return nn::Shape{out_h_, out_w_, spec_.filters};
+}
+
+void Conv2D::Im2Col(const float* x, int64_t n) {
+  const int64_t k = spec_.kernel_size, s = spec_.stride, c = in_c_;
+  const int64_t krow = k * c;  // one kernel row of a patch: k positions of c channels
+  float* row = col_.data();
+  for (int64_t e = 0; e < n; ++e) {
+    const float* xe = x + e * in_h_ * in_w_ * c;
+    for (int64_t oh = 0; oh < out_h_; ++oh) {
+      const int64_t ih0 = oh * s - pad_top_;
+      for (int64_t ow = 0; ow < out_w_; ++ow, row += patch_) {
+        const int64_t iw0 = ow * s - pad_left_;
+        // A patch's kernel row reads input positions iw0 .. iw0 + k - 1 of one input row: in
+        // NHWC those are contiguous, so it is one copy between zeroed padding on either side.
+        const int64_t lo = std::max<int64_t>(0, -iw0) * c;
+        const int64_t hi = std::min<int64_t>(k, in_w_ - iw0) * c;
+        for (int64_t kh = 0; kh < k; ++kh) {
+          float* dst = row + kh * krow;
+          const int64_t ih = ih0 + kh;
+          if (ih < 0 || ih >= in_h_ || hi <= lo) {
+            std::fill(dst, dst + krow, 0.0f);
+            continue;
+          }
+          // Indices, not pointers, may point before the row: iw0 is negative in the padding.
+          const float* src = xe + ((ih * in_w_ + iw0) * c + lo);
+          for (int64_t i = 0; i < lo; ++i) dst[i] = 0.0f;
+          for (int64_t i = 0; i < hi - lo; ++i) dst[lo + i] = src[i];
+          for (int64_t i = hi; i < krow; ++i) dst[i] = 0.0f;
+        }
+      }
+    }
+  }
+}
+
+void Conv2D::Col2Im(int64_t n, float* dx) const {
+  const int64_t k = spec_.kernel_size, s = spec_.stride, c = in_c_;
+  const int64_t krow = k * c;
+  std::fill(dx, dx + n * in_h_ * in_w_ * c, 0.0f);
+  const float* row = col_.data();
+  for (int64_t e = 0; e < n; ++e) {
+    float* dxe = dx + e * in_h_ * in_w_ * c;
+    for (int64_t oh = 0; oh < out_h_; ++oh) {
+      const int64_t ih0 = oh * s - pad_top_;
+      for (int64_t ow = 0; ow < out_w_; ++ow, row += patch_) {
+        const int64_t iw0 = ow * s - pad_left_;
+        const int64_t lo = std::max<int64_t>(0, -iw0) * c;
+        const int64_t hi = std::min<int64_t>(k, in_w_ - iw0) * c;
+        for (int64_t kh = 0; kh < k; ++kh) {
+          const int64_t ih = ih0 + kh;
+          if (ih < 0 || ih >= in_h_) continue;
+          const float* src = row + kh * krow + lo;
+          float* dst = dxe + ((ih * in_w_ + iw0) * c + lo);
+          for (int64_t i = 0; i < hi - lo; ++i) dst[i] += src[i];
+        }
+      }
+    }
+  }
+}
+
+void Conv2D::Forward(const nn::RunContext& ctx, const nn::Matrix& x, const nn::Matrix& y) {
+  const float* w = ctx.params->value(kernel_).data();
+  const float* b = ctx.params->value(bias_).data();
+  const int64_t f = spec_.filters;
+  for (int64_t b0 = 0; b0 < x.rows; b0 += chunk_) {
+    const int64_t n = std::min(chunk_, x.rows - b0);
+    Im2Col(x.row(b0), n);
+    col_source_ = x.row(b0);
+    // y = broadcast(b); y += patches * W. The chunk's outputs are contiguous rows of y.
+    const int64_t m = n * out_h_ * out_w_;
+    float* yb = y.row(b0);
+    for (int64_t r = 0; r < m; ++r) std::copy(b, b + f, yb + r * f);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(f),
+                static_cast<int>(patch_), 1.0f, col_.data(), static_cast<int>(patch_), w,
+                static_cast<int>(f), 1.0f, yb, static_cast<int>(f));
+  }
+}
+
+void Conv2D::Backward(const nn::RunContext& ctx, const nn::Matrix& x, const nn::Matrix& /*y*/,
+                      const nn::Matrix& dy, const nn::Matrix* dx) {
+  const float* w = ctx.params->value(kernel_).data();
+  float* dw = ctx.params->grad(kernel_).data();
+  float* db = ctx.params->grad(bias_).data();
+  const int64_t f = spec_.filters;
+  const int64_t positions = out_h_ * out_w_;
+  for (int64_t r = 0; r < dy.rows * positions; ++r) {
+    const float* g = dy.data + r * f;
+    for (int64_t i = 0; i < f; ++i) db[i] += g[i];
+  }
+  // Last chunk first: Forward left its patches in col_.
+  for (int64_t b0 = (x.rows - 1) / chunk_ * chunk_; b0 >= 0; b0 -= chunk_) {
+    const int64_t n = std::min(chunk_, x.rows - b0);
+    if (col_source_ != x.row(b0)) Im2Col(x.row(b0), n);
+    col_source_ = nullptr;
+    const int m = static_cast<int>(n * positions);
+    const float* g = dy.row(b0);
+    // dW += patches^T * dy   [patch, f]
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(patch_),
+                static_cast<int>(f), m, 1.0f, col_.data(), static_cast<int>(patch_), g,
+                static_cast<int>(f), 1.0f, dw, static_cast<int>(f));
+    if (dx == nullptr) continue;
+    // Patch-row gradients dy * W^T   [m, patch], in place of the patches, then onto dx.
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, static_cast<int>(patch_),
+                static_cast<int>(f), 1.0f, g, static_cast<int>(f), w, static_cast<int>(f), 0.0f,
+                col_.data(), static_cast<int>(patch_));
+    Col2Im(n, dx->row(b0));
+  }
+}
+
+}  // namespace psflow::cpu

@@ -1,0 +1,89 @@
+#include "worker/backend/cpu/max_pool.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "worker/backend/cpu/conv2d.h"
+
+namespace psflow::cpu {
+
+absl::StatusOr<nn::Shape> MaxPool::Build(const nn::Shape& input, const nn::BuildContext& ctx) {
+  if (input.size() != 3 || *std::min_element(input.begin(), input.end()) < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "maxpool needs a [height, width, channels] input, got [", absl::StrJoin(input, ","), "]"));
+  }
+  in_h_ = input[0];
+  in_w_ = input[1];
+  c_ = input[2];
+  if (in_h_ * in_w_ * c_ > std::numeric_limits<int32_t>::max()) {
+    return absl::InvalidArgumentError("maxpool input too large for 32-bit positions");
+  }
+  auto rows = WindowDim(in_h_, spec_.window, spec_.stride, spec_.padding);
+  if (!rows.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("maxpool: ", rows.status().message()));
+  }
+  auto cols = WindowDim(in_w_, spec_.window, spec_.stride, spec_.padding);
+  if (!cols.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("maxpool: ", cols.status().message()));
+  }
+  out_h_ = rows->out;
+  out_w_ = cols->out;
+  pad_top_ = rows->pad_before;
+  pad_left_ = cols->pad_before;
+  argmax_.assign(static_cast<size_t>(ctx.max_batch * out_h_ * out_w_ * c_), 0);
+  return nn::Shape{out_h_, out_w_, c_};
+}
+
+void MaxPool::Forward(const nn::RunContext&, const nn::Matrix& x, const nn::Matrix& y) {
+  const int64_t win = spec_.window, s = spec_.stride, c = c_;
+  int32_t* arg = argmax_.data();
+  float* out = y.data;
+  for (int64_t e = 0; e < x.rows; ++e) {
+    const float* xe = x.row(e);
+    for (int64_t oh = 0; oh < out_h_; ++oh) {
+      const int64_t h0 = oh * s - pad_top_;
+      const int64_t h_lo = std::max<int64_t>(h0, 0), h_hi = std::min(h0 + win, in_h_);
+      for (int64_t ow = 0; ow < out_w_; ++ow, out += c, arg += c) {
+        const int64_t w0 = ow * s - pad_left_;
+        const int64_t w_lo = std::max<int64_t>(w0, 0), w_hi = std::min(w0 + win, in_w_);
+        // Every window holds an input position (TensorFlow pads less than a window), so the
+        // first one seeds the maximum and later ones replace it only when strictly greater.
+        const int32_t first = static_cast<int32_t>((h_lo * in_w_ + w_lo) * c);
+        for (int64_t i = 0; i < c; ++i) {
+          out[i] = xe[first + i];
+          arg[i] = first + static_cast<int32_t>(i);
+        }
+        for (int64_t h = h_lo; h < h_hi; ++h) {
+          for (int64_t w = (h == h_lo ? w_lo + 1 : w_lo); w < w_hi; ++w) {
+            const int32_t at = static_cast<int32_t>((h * in_w_ + w) * c);
+            const float* v = xe + at;
+            // Written with a mask, not a branch, so that GCC vectorises it across channels.
+            for (int64_t i = 0; i < c; ++i) {
+              const float candidate = v[i], best = out[i];
+              const int32_t wins = -static_cast<int32_t>(candidate > best);
+              out[i] = best < candidate ? candidate : best;
+              arg[i] = (arg[i] & ~wins) | ((at + static_cast<int32_t>(i)) & wins);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+void MaxPool::Backward(const nn::RunContext&, const nn::Matrix& x, const nn::Matrix& /*y*/,
+                       const nn::Matrix& dy, const nn::Matrix* dx) {
+  if (dx == nullptr) return;
+  std::fill(dx->data, dx->data + dx->size(), 0.0f);
+  const int64_t per_example = out_h_ * out_w_ * c_;
+  for (int64_t e = 0; e < x.rows; ++e) {
+    const int32_t* arg = argmax_.data() + e * per_example;
+    const float* g = dy.row(e);
+    float* d = dx->row(e);
+    for (int64_t i = 0; i < per_example; ++i) d[arg[i]] += g[i];
+  }
+}
+
+}  // namespace psflow::cpu
