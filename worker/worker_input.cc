@@ -92,6 +92,17 @@ absl::StatusOr<std::unique_ptr<WorkerInput>> LoadWorkerInput(const models::ZooMo
       const std::span<const int32_t> shard =
           data::ShardIds(in->corpus->train, o.shard_index, o.num_shards);
       ASSIGN_OR_RETURN(in->train, data::PtbSource::Create(shard, o.batch_size, m.num_steps));
+      // Evaluation needs one batch of valid (training shapes) and one word pair of test: found
+      // out now, not after training.
+      if (auto valid = data::PtbSource::Create(in->corpus->valid, o.batch_size, m.num_steps);
+          !valid.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(o.data_path, "/ptb.valid.txt: ", valid.status().message()));
+      }
+      if (in->corpus->test.size() < 2) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(o.data_path, "/ptb.test.txt: fewer than two words to evaluate on"));
+      }
       PSFLOW_LOG(INFO) << "loaded " << in->corpus->train.size() << " training words ("
                        << shard.size() << " in this shard), " << in->corpus->valid.size()
                        << " valid, " << in->corpus->test.size() << " test; vocabulary "
