@@ -117,7 +117,10 @@ absl::StatusOr<Figures> RunThroughPs(const Subject& s, int workers, int64_t step
     worker_hosts.push_back(absl::StrCat("127.0.0.1:", (*ports)[1 + i]));
   }
   const std::string hosts = absl::StrJoin(worker_hosts, ",");
-  const std::vector<std::string> env = {"PATH=/usr/bin:/bin"};
+  // The children see this process's environment, so settings such as OPENBLAS_CORETYPE apply
+  // to every configuration alike.
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
   auto ps_process =
       local::ChildProcess::Spawn({BinDir() + "/psflow-ps", "--job_name=ps", "--task_index=0",
                                   "--ps_hosts=" + ps, "--worker_hosts=" + hosts},

@@ -50,6 +50,14 @@ TEST(SteadyState, MnistMlpStepAllocatesNothing) {
   EXPECT_EQ(AllocationsPerSteadyStep(models::MnistMlp(), 16, 0, 3), 0);
 }
 
+TEST(SteadyState, MnistCnnStepAllocatesNothing) {
+  EXPECT_EQ(AllocationsPerSteadyStep(models::MnistCnn(), 2, 0, 2), 0);
+}
+
+TEST(SteadyState, Cifar10CnnStepAllocatesNothing) {
+  EXPECT_EQ(AllocationsPerSteadyStep(models::Cifar10Cnn(), 2, 0, 2), 0);
+}
+
 TEST(SteadyState, PtbLstmWithDropoutStepAllocatesNothing) {
   models::PtbConfig c = models::PtbConfigByName("test").value();
   c.num_layers = 2;

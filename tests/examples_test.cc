@@ -1,0 +1,53 @@
+// Every example manifest under deploy/examples parses, and its worker command line is one
+// psflow-worker accepts: the model, config and flags are run for one step on synthetic data
+// (the datasets they name are not on this machine, except Fashion-MNIST).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include "operator/api/training_job.h"
+#include "tests/test_util.h"
+
+namespace psflow::testing {
+namespace {
+
+std::vector<std::string> ExampleManifests() {
+  std::vector<std::string> paths;
+  for (const auto& e : std::filesystem::directory_iterator(SourceDir() + "/deploy/examples")) {
+    if (e.path().extension() == ".yaml") paths.push_back(e.path().string());
+  }
+  std::sort(paths.begin(), paths.end());
+  return paths;
+}
+
+TEST(ExampleManifests, OnePerModelAndEachWorkerCommandLineRuns) {
+  const std::vector<std::string> paths = ExampleManifests();
+  std::set<std::string> names;
+  for (const auto& p : paths) names.insert(std::filesystem::path(p).stem());
+  for (const char* expected :
+       {"mnist-mlp", "mnist-cnn", "cifar10", "ptb-small", "ptb-medium", "ptb-large"}) {
+    EXPECT_TRUE(names.count(expected)) << expected;
+  }
+  for (const auto& path : paths) {
+    auto job = api::LoadTrainingJob(path);
+    ASSERT_TRUE(job.ok()) << job.status();
+    ASSERT_TRUE(job->replica_specs.count(api::ReplicaType::kWorker)) << path;
+    const api::Container& worker = job->replica_specs.at(api::ReplicaType::kWorker).MainContainer();
+    ASSERT_EQ(worker.command, std::vector<std::string>{"psflow-worker"}) << path;
+    std::vector<std::string> argv = {Binary("psflow-worker")};
+    argv.insert(argv.end(), worker.args.begin(), worker.args.end());
+    for (const char* extra :
+         {"--data_source=synthetic", "--train_steps=1", "--log_every_steps=0"}) {
+      argv.push_back(extra);
+    }
+    const CommandResult r =
+        RunCommand(argv, Environment({}, {"TF_CONFIG"}), std::chrono::seconds(300));
+    EXPECT_TRUE(r.status.ok()) << path << ": " << r.status.Describe() << "\n" << r.output;
+    EXPECT_EQ(LinesWith(r.output, "worker 0 done: steps=1 ").size(), 1u) << path << r.output;
+  }
+}
+
+}  // namespace
+}  // namespace psflow::testing
