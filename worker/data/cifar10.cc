@@ -211,32 +211,23 @@ Dataset MakeCifar10EvalSet(const Cifar10Images& images) {
 
 Cifar10TrainSource::Cifar10TrainSource(const Cifar10Images& images, Range range, int64_t batch_size,
                                        uint64_t seed)
-    : images_(images),
-      range_(range),
-      batch_size_(batch_size),
-      rng_(seed),
-      order_(static_cast<size_t>(range.size())),
-      cursor_(range.size()) {  // shuffle before the first batch
+    : images_(images), order_(range, batch_size, seed) {
   assert(range.begin >= 0 && range.begin < range.end && range.end <= images.size());
   assert(batch_size >= 1 && batch_size <= range.size());
-  std::iota(order_.begin(), order_.end(), range.begin);
 }
 
 void Cifar10TrainSource::Fill(BatchBuffer& out) {
+  const int64_t n = order_.batch_size();
   // No-ops after the first call with this buffer.
-  out.inputs.resize(static_cast<size_t>(batch_size_ * kCifar10CropElements));
-  out.labels.resize(static_cast<size_t>(batch_size_));
-  out.size = batch_size_;
-  if (cursor_ + batch_size_ > range_.size()) {
-    std::shuffle(order_.begin(), order_.end(), rng_);
-    cursor_ = 0;
-  }
-  for (int64_t i = 0; i < batch_size_; ++i) {
-    const int64_t row = order_[static_cast<size_t>(cursor_ + i)];
-    DistortImage(images_.image(row), out.inputs.data() + i * kCifar10CropElements, rng_);
+  out.inputs.resize(static_cast<size_t>(n * kCifar10CropElements));
+  out.labels.resize(static_cast<size_t>(n));
+  out.size = n;
+  const std::span<const int64_t> rows = order_.Next();
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t row = rows[static_cast<size_t>(i)];
+    DistortImage(images_.image(row), out.inputs.data() + i * kCifar10CropElements, order_.rng());
     out.labels[static_cast<size_t>(i)] = images_.labels[static_cast<size_t>(row)];
   }
-  cursor_ += batch_size_;
 }
 
 }  // namespace psflow::data

@@ -93,16 +93,12 @@ class Cifar10TrainSource final : public BatchSource {
   // images.size(); batch_size in [1, range.size()].
   Cifar10TrainSource(const Cifar10Images& images, Range range, int64_t batch_size, uint64_t seed);
 
-  int64_t batches_per_epoch() const override { return range_.size() / batch_size_; }
+  int64_t batches_per_epoch() const override { return order_.batches_per_epoch(); }
   void Fill(BatchBuffer& out) override;
 
  private:
   const Cifar10Images& images_;
-  Range range_;
-  int64_t batch_size_;
-  std::mt19937_64 rng_;
-  std::vector<int64_t> order_;  // the rows of the range, shuffled each epoch
-  int64_t cursor_;              // next position in order_
+  EpochOrder order_;  // its generator also draws the distortions
 };
 
 }  // namespace psflow::data

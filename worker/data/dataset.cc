@@ -12,9 +12,8 @@ Range ShardRange(int64_t n, int index, int count) {
   return {begin, begin + base + (index < extra ? 1 : 0)};
 }
 
-BatchSampler::BatchSampler(const Dataset& data, Range range, int64_t batch_size, uint64_t seed)
-    : data_(data),
-      range_(range),
+EpochOrder::EpochOrder(Range range, int64_t batch_size, uint64_t seed)
+    : range_(range),
       batch_size_(batch_size),
       rng_(seed),
       order_(static_cast<size_t>(range.size())),
@@ -22,22 +21,32 @@ BatchSampler::BatchSampler(const Dataset& data, Range range, int64_t batch_size,
   std::iota(order_.begin(), order_.end(), range.begin);
 }
 
-void BatchSampler::Fill(BatchBuffer& out) {
+std::span<const int64_t> EpochOrder::Next() {
   if (cursor_ + batch_size_ > static_cast<int64_t>(order_.size())) {
     std::shuffle(order_.begin(), order_.end(), rng_);
     cursor_ = 0;
   }
+  const std::span<const int64_t> rows(order_.data() + cursor_, static_cast<size_t>(batch_size_));
+  cursor_ += batch_size_;
+  return rows;
+}
+
+BatchSampler::BatchSampler(const Dataset& data, Range range, int64_t batch_size, uint64_t seed)
+    : data_(data), order_(range, batch_size, seed) {}
+
+void BatchSampler::Fill(BatchBuffer& out) {
   const int64_t width = data_.example_elements();
-  out.inputs.resize(static_cast<size_t>(batch_size_ * width));
-  out.labels.resize(static_cast<size_t>(batch_size_));
-  out.size = batch_size_;
-  for (int64_t i = 0; i < batch_size_; ++i) {
-    const int64_t row = order_[static_cast<size_t>(cursor_ + i)];
+  const int64_t n = order_.batch_size();
+  out.inputs.resize(static_cast<size_t>(n * width));
+  out.labels.resize(static_cast<size_t>(n));
+  out.size = n;
+  const std::span<const int64_t> rows = order_.Next();
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t row = rows[static_cast<size_t>(i)];
     std::memcpy(out.inputs.data() + i * width, data_.inputs.data() + row * width,
                 static_cast<size_t>(width) * sizeof(float));
     out.labels[static_cast<size_t>(i)] = data_.labels[static_cast<size_t>(row)];
   }
-  cursor_ += batch_size_;
 }
 
 }  // namespace psflow::data

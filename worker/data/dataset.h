@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <random>
+#include <span>
 #include <vector>
 
 #include "worker/data/batch_source.h"
@@ -30,24 +31,42 @@ struct Range {
 };
 Range ShardRange(int64_t n, int index, int count);
 
-// Draws fixed-size batches from rows [range.begin, range.end) of a dataset, in a fresh random
-// order each epoch (seeded, so runs repeat). An epoch is size / batch_size batches; the examples
-// left over take part in the next epoch's shuffle.
-class BatchSampler final : public BatchSource {
+// The rows [range.begin, range.end) in a fresh random order each epoch (seeded, so runs repeat),
+// handed out batch_size at a time: an epoch is range.size() / batch_size batches; the rows left
+// over take part in the next epoch's shuffle.
+class EpochOrder {
  public:
-  // data must outlive the sampler; batch_size in [1, range.size()].
-  BatchSampler(const Dataset& data, Range range, int64_t batch_size, uint64_t seed);
+  // batch_size in [1, range.size()].
+  EpochOrder(Range range, int64_t batch_size, uint64_t seed);
 
-  int64_t batches_per_epoch() const override { return range_.size() / batch_size_; }
-  void Fill(BatchBuffer& out) override;
+  int64_t batches_per_epoch() const { return range_.size() / batch_size_; }
+  int64_t batch_size() const { return batch_size_; }
+  // The rows of the next batch; valid until the next call.
+  std::span<const int64_t> Next();
+  // The generator the order is drawn from, for per-example randomness (augmentation) drawn in
+  // the same deterministic stream.
+  std::mt19937_64& rng() { return rng_; }
 
  private:
-  const Dataset& data_;
   Range range_;
   int64_t batch_size_;
   std::mt19937_64 rng_;
   std::vector<int64_t> order_;
   int64_t cursor_ = 0;
+};
+
+// Draws fixed-size batches from rows [range.begin, range.end) of a dataset in an EpochOrder.
+class BatchSampler final : public BatchSource {
+ public:
+  // data must outlive the sampler; batch_size in [1, range.size()].
+  BatchSampler(const Dataset& data, Range range, int64_t batch_size, uint64_t seed);
+
+  int64_t batches_per_epoch() const override { return order_.batches_per_epoch(); }
+  void Fill(BatchBuffer& out) override;
+
+ private:
+  const Dataset& data_;
+  EpochOrder order_;
 };
 
 // Consecutive batches of rows [0, data.size()) in order, the last one possibly smaller: for
