@@ -6,16 +6,32 @@
 namespace psflow::cpu {
 namespace {
 
-// Writes softmax(row) into probs (may be null) and returns -log softmax(row)[label].
-double RowLoss(const float* row, int64_t n, int32_t label, float* probs) {
-  const float max = *std::max_element(row, row + n);
-  double sum = 0.0;
+// -log softmax(row)[label]; when probs is non-null also writes
+// scale * (softmax(row) - onehot(label)) into it: the loss's gradient, in one pass after the sum.
+double RowLoss(const float* row, int64_t n, int32_t label, float* probs, float scale) {
+  float max = row[0];
+  for (int64_t c = 1; c < n; ++c) max = std::max(max, row[c]);
+  // Eight partial sums in double: independent chains (vectorisable), and a loss precise enough
+  // for finite-difference checks of small gradients.
+  double partial[8] = {};
+  int64_t c = 0;
   if (probs == nullptr) {
-    for (int64_t c = 0; c < n; ++c) sum += std::exp(row[c] - max);
+    for (; c + 8 <= n; c += 8) {
+      for (int k = 0; k < 8; ++k) partial[k] += std::exp(row[c + k] - max);
+    }
+    for (; c < n; ++c) partial[0] += std::exp(row[c] - max);
   } else {
-    for (int64_t c = 0; c < n; ++c) sum += (probs[c] = std::exp(row[c] - max));
-    const float inv = static_cast<float>(1.0 / sum);
-    for (int64_t c = 0; c < n; ++c) probs[c] *= inv;
+    for (; c + 8 <= n; c += 8) {
+      for (int k = 0; k < 8; ++k) partial[k] += (probs[c + k] = std::exp(row[c + k] - max));
+    }
+    for (; c < n; ++c) partial[0] += (probs[c] = std::exp(row[c] - max));
+  }
+  double sum = 0;
+  for (double p : partial) sum += p;
+  if (probs != nullptr) {
+    const float factor = static_cast<float>(scale / sum);
+    for (int64_t i = 0; i < n; ++i) probs[i] *= factor;
+    probs[label] -= scale;
   }
   return std::log(sum) - static_cast<double>(row[label] - max);
 }
@@ -26,11 +42,7 @@ double SoftmaxCrossEntropy::ForwardBackward(const nn::Matrix& logits, const int3
                                             float scale, const nn::Matrix& dlogits) {
   double total = 0.0;
   for (int64_t r = 0; r < logits.rows; ++r) {
-    float* d = dlogits.row(r);
-    total += RowLoss(logits.row(r), logits.cols, labels[r], d);
-    // d(loss)/d(logit) = softmax - onehot
-    d[labels[r]] -= 1.0f;
-    for (int64_t c = 0; c < logits.cols; ++c) d[c] *= scale;
+    total += RowLoss(logits.row(r), logits.cols, labels[r], dlogits.row(r), scale);
   }
   return total;
 }
@@ -40,7 +52,7 @@ SoftmaxCrossEntropy::Eval SoftmaxCrossEntropy::Evaluate(const nn::Matrix& logits
   Eval e;
   for (int64_t r = 0; r < logits.rows; ++r) {
     const float* row = logits.row(r);
-    e.loss_sum += RowLoss(row, logits.cols, labels[r], nullptr);
+    e.loss_sum += RowLoss(row, logits.cols, labels[r], nullptr, 0.0f);
     if (std::max_element(row, row + logits.cols) - row == labels[r]) ++e.correct;
   }
   return e;
