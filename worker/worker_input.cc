@@ -19,16 +19,15 @@ absl::Status CheckShard(const data::Range& shard, const InputOptions& o) {
                       o.batch_size, shard.size()));
 }
 
-std::unique_ptr<data::BatchSource> SyntheticInput(const models::ZooModel& m,
-                                                  const InputOptions& o) {
+std::unique_ptr<data::BatchSource> SyntheticInput(const models::ZooModel& m, const InputOptions& o,
+                                                  uint64_t seed) {
   const bool lm = m.data == models::DataKind::kPtb;
   data::SyntheticShape shape;
   shape.example_elements = nn::NumElements(m.spec.input_shape);
   shape.labels_per_example = lm ? m.num_steps : 1;
   shape.num_classes = m.spec.num_classes;
   shape.vocab_size = lm ? m.spec.num_classes : 0;
-  return std::make_unique<data::SyntheticSource>(
-      shape, o.batch_size, o.seed * 7919 + static_cast<uint64_t>(o.shard_index));
+  return std::make_unique<data::SyntheticSource>(shape, o.batch_size, seed);
 }
 
 }  // namespace
@@ -36,12 +35,13 @@ std::unique_ptr<data::BatchSource> SyntheticInput(const models::ZooModel& m,
 absl::StatusOr<std::unique_ptr<WorkerInput>> LoadWorkerInput(const models::ZooModel& m,
                                                              const InputOptions& o) {
   auto in = std::make_unique<WorkerInput>();
+  // Each worker's own order and randomness, repeatable for a seed.
+  const uint64_t seed = o.seed * 7919 + static_cast<uint64_t>(o.shard_index);
   if (o.synthetic) {
-    in->train = SyntheticInput(m, o);
+    in->train = SyntheticInput(m, o, seed);
     PSFLOW_LOG(INFO) << "synthetic data: random batches of the model's shape, no evaluation";
     return in;
   }
-  const uint64_t seed = o.seed * 7919 + static_cast<uint64_t>(o.shard_index);
   switch (m.data) {
     case models::DataKind::kMnist: {
       const std::string dir = o.data_path.empty() ? kFashionMnistDir : o.data_path;

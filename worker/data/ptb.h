@@ -57,9 +57,6 @@ class PtbSource final : public BatchSource {
   int64_t batches_per_epoch() const override { return epoch_size_; }
   void Fill(BatchBuffer& out) override;
 
-  int64_t batch_size() const { return batch_size_; }
-  int64_t num_steps() const { return num_steps_; }
-
  private:
   PtbSource(std::span<const int32_t> ids, int64_t batch_size, int64_t num_steps);
 

@@ -37,7 +37,7 @@ struct ZooModel {
   nn::ModelSpec spec;
   Recipe recipe;
   DataKind data = DataKind::kMnist;
-  int num_steps = 0;     // language models: time steps per example (truncated BPTT length)
+  int num_steps = 0;        // language models: time steps per example (truncated BPTT length)
   nn::ModelSpec eval_spec;  // language models: the test-set model (batch 1, one step, the seed's)
 };
 

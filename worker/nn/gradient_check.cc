@@ -47,10 +47,7 @@ absl::StatusOr<double> MaxGradientError(const ModelSpec& spec, const GradientChe
   double worst = 0;
   const float h = options.step;
   for (const auto& d : p.descs()) {
-    const int64_t stride = options.max_checks_per_parameter > 0
-                               ? std::max<int64_t>(1, d.size / options.max_checks_per_parameter)
-                               : 1;
-    for (int64_t i = 0; i < d.size; i += stride) {
+    for (int64_t i = 0; i < d.size; ++i) {
       float& w = p.values()[d.offset + i];
       const float saved = w;
       w = saved + h;

@@ -24,10 +24,9 @@ struct GradientCheckOptions {
   float step = 1e-2f;          // h of (L(w + h) - L(w - h)) / 2h
   uint64_t init_seed = 7;      // parameters drawn from the spec's initialisers ...
   bool perturb_biases = true;  // ... and 1-D parameters set to small distinct non-zero values
-  int64_t max_checks_per_parameter = 0;  // > 0: check this many entries spread over each tensor
 };
 
-// Max over the checked parameter entries of |analytic - numeric| / max(1e-3, |a| + |n|). State
+// Max over every parameter entry of |analytic - numeric| / max(1e-3, |a| + |n|). State
 // is reset and the same dropout masks are drawn before every evaluation of the loss.
 absl::StatusOr<double> MaxGradientError(const ModelSpec& spec, const GradientCheckInput& input,
                                         const GradientCheckOptions& options = {});
