@@ -1,8 +1,8 @@
-#include <atomic>
-
 #include "core/metrics.h"
 
 #include <gtest/gtest.h>
+
+#include <atomic>
 
 #include "absl/strings/match.h"
 #include "core/http_get.h"
