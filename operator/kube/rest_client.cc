@@ -123,7 +123,7 @@ class RestKubeClient::Impl {
         const std::vector<unsigned char> bytes = response.extract_vector().get();
         return Answer{code, std::string(bytes.begin(), bytes.end())};
       } catch (const http::http_exception& e) {
-        return TransportError(what, e);
+        return TransportError(what, e, options_.request_timeout);
       } catch (const std::exception& e) {
         return absl::InternalError(absl::StrCat(what, ": ", e.what()));
       }
@@ -186,7 +186,7 @@ class RestKubeClient::Impl {
         return ReadEvents(resource, response, stop, on_event, what);
       } catch (const http::http_exception& e) {
         if (stop.stop_requested()) return cancelled();
-        return TransportError(what, e);
+        return TransportError(what, e, timeout);
       } catch (const pplx::task_canceled&) {
         return cancelled();
       } catch (const std::exception& e) {
@@ -260,11 +260,13 @@ class RestKubeClient::Impl {
     return deliver(lines.Remainder());
   }
 
-  absl::Status TransportError(absl::string_view what, const http::http_exception& e) const {
+  // A request that got no (whole) answer: cpprestsdk reports its inactivity timeout as
+  // timed_out, everything else (refused, reset, TLS handshake) with other codes.
+  absl::Status TransportError(absl::string_view what, const http::http_exception& e,
+                              std::chrono::milliseconds timeout) const {
     if (e.error_code() == std::make_error_code(std::errc::timed_out)) {
-      return absl::DeadlineExceededError(absl::StrCat(what, ": ", config_.server,
-                                                      " sent nothing for ",
-                                                      options_.request_timeout.count(), " ms"));
+      return absl::DeadlineExceededError(
+          absl::StrCat(what, ": ", config_.server, " sent nothing for ", timeout.count(), " ms"));
     }
     return absl::UnavailableError(
         absl::StrCat(what, ": request to ", config_.server, " failed: ", e.what()));

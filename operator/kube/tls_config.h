@@ -16,7 +16,7 @@ namespace psflow::kube {
 using SslContextSetup = std::function<void(boost::asio::ssl::context&)>;
 
 // Checks the config's PEMs now (INVALID_ARGUMENT naming the certificate authority, client
-// certificate or client key that OpenSSL rejects, or a key that does not match the certificate)
+// certificate or client key that OpenSSL rejects, a key not the certificate's included)
 // and returns the setup each new connection's context gets: when ca_pem is set, its CAs are the
 // only ones trusted; the client certificate chain and key when set. The setup never throws.
 // Server certificate and host name verification (and SNI) are cpprestsdk's, on unless
