@@ -538,6 +538,10 @@ void Reconciler::CreateAll(Pass& pass, std::vector<Json> pods, std::vector<Json>
       if (out.ok()) {
         std::lock_guard<std::mutex> lock(mu);
         created_pods.push_back(kube::Name(pod));
+        // Counted as they are now (Pending), so the status written below is already right.
+        if (auto slot = Slot(*out)) {
+          pass.pods[*slot] = std::make_shared<const Json>(*std::move(out));
+        }
         return absl::OkStatus();
       }
       expectations_.CreationObserved(pass.key);  // nothing new will be observed

@@ -85,7 +85,8 @@ class ReconcilerTest : public ::testing::Test {
 
   std::vector<std::string> Names(const kube::Resource& resource) {
     std::vector<std::string> names;
-    for (const Json& o : client_.List(resource, "default", {}).value().items) {
+    const kube::ObjectList list = client_.List(resource, "default", {}).value();
+    for (const Json& o : list.items) {
       names.push_back(kube::Name(o));
     }
     return names;
@@ -518,7 +519,7 @@ TEST_F(ReconcilerTest, ALaggingCacheNeverCausesDuplicates) {
   ReconcileResult held = lagging.Reconcile("default", "lag");
   EXPECT_EQ(held.pods_created, 0);
   EXPECT_EQ(*held.requeue_after, absl::Seconds(5));
-  EXPECT_EQ(client_.CallCount("create"), 3 + 3 + 2);  // pods, services, 2 events
+  EXPECT_EQ(client_.CallCount("create"), 1 + 3 + 3 + 2);  // job, pods, services, 2 events
   // Even with expectations gone the names are fixed: the API answers AlreadyExists.
   expectations_.Forget("default/lag");
   ReconcileResult again = lagging.Reconcile("default", "lag");
