@@ -3,7 +3,8 @@
 // status, restarts replicas per their restartPolicy, enforces deadlines and cleans up.
 //
 // With --leader_elect (the default) several replicas may run: the one holding the Lease
-// <lease_namespace>/<lease_name> acts, the others wait to take over. SIGTERM/SIGINT stop it
+// <lease_namespace>/<lease_name> acts, the others wait to take over. A leader that loses the
+// Lease stops acting and stands by. SIGTERM/SIGINT stop it
 // gracefully: workers drain, the Lease is released, the process exits 0.
 #include <signal.h>
 #include <unistd.h>
@@ -26,6 +27,7 @@
 #include "operator/controller/controller.h"
 #include "operator/controller/leader_election.h"
 #include "operator/controller/operator_metrics.h"
+#include "operator/controller/replica_objects.h"
 #include "operator/kube/kubeconfig.h"
 #include "operator/kube/rest_client.h"
 
@@ -222,9 +224,19 @@ int main(int argc, char** argv) {
     election.retry_period = Millis(absl::GetFlag(FLAGS_retry_period_s));
     PSFLOW_LOG(INFO) << "leader election: Lease " << election.ns << "/" << election.name
                      << " as " << election.identity;
-    psflow::controller::LeaderElector elector(**client, election);
-    absl::Status s = elector.Run(stop.get_token(), lead);
-    if (!s.ok()) code = Fail(Explain(s, election.ns));
+    // Losing the Lease (the API server unreachable past the renew deadline, or another replica
+    // took it) stops the controller (its workers drained, its informers stopped) and this
+    // replica stands by to acquire the Lease again: no restart of the process is needed.
+    while (!stop.stop_requested()) {
+      psflow::controller::LeaderElector elector(**client, election);
+      absl::Status s = elector.Run(stop.get_token(), lead);
+      if (s.ok()) break;
+      if (s.code() != absl::StatusCode::kAborted) {
+        code = Fail(Explain(s, election.ns));
+        break;
+      }
+      PSFLOW_LOG(WARNING) << s.message() << "; standing by to acquire it again";
+    }
   } else {
     lead(stop.get_token());
   }

@@ -280,7 +280,7 @@ TEST_F(OperatorApiserverTest, RecoversFromDroppedWatchesGoneVersionsAndAnUnreach
   OperatorProcess op(kubeconfig_, "op-a");
   CreateJob(Job("one", 1, 1, "OnFailure"));
   ASSERT_TRUE(Eventually([&] { return Pods("one").size() == 2; })) << op.output();
-  store_.CloseWatches();
+  server_->CloseWatches();
   CreateJob(Job("two", 1, 1, "OnFailure"));
   ASSERT_TRUE(Eventually([&] { return Pods("two").size() == 2; })) << op.output();
   store_.Compact();  // every watch ends with 410 Gone: the informers list again
