@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 
 #include "absl/strings/ascii.h"
@@ -159,6 +160,9 @@ absl::StatusOr<std::unique_ptr<ScriptedHttpServer>> ScriptedHttpServer::Start(Ha
                                                                               const Tls* tls) {
   SSL_CTX* ctx = nullptr;
   if (tls != nullptr) {
+    // OpenSSL writes with write(2): a client that hung up would raise SIGPIPE. (Plain
+    // connections send with MSG_NOSIGNAL.)
+    std::signal(SIGPIPE, SIG_IGN);
     ctx = SSL_CTX_new(TLS_server_method());
     bool ok = ctx != nullptr &&
               SSL_CTX_use_certificate_chain_file(ctx, tls->cert_file.c_str()) == 1 &&

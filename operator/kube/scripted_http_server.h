@@ -54,7 +54,8 @@ class ScriptedHttpServer {
   using Handler = std::function<void(const HttpExchange&, Responder&)>;
 
   // Listens on an ephemeral port; each connection is served on its own thread, requests in
-  // order. A handler that answers nothing gets its connection closed.
+  // order. A handler that answers nothing gets its connection closed. With `tls`, SIGPIPE is
+  // ignored from then on (OpenSSL writes to sockets with write(2)).
   static absl::StatusOr<std::unique_ptr<ScriptedHttpServer>> Start(Handler handler,
                                                                    const Tls* tls = nullptr);
   // Closes the listener and every connection, then joins the threads.
