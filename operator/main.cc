@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <climits>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -110,7 +111,11 @@ absl::Status Preflight(psflow::kube::RestKubeClient& client, const std::string& 
     if (s.ok()) s = client.List(psflow::kube::Services(), ns, owned).status();
     if (s.ok() || s.code() != absl::StatusCode::kUnavailable) return s;
     PSFLOW_LOG(WARNING) << "API server not reachable, retrying: " << s.message();
-    backoff.Wait();
+    std::mutex mu;
+    std::condition_variable_any cv;
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait_for(lock, stop, backoff.NextDelay().value_or(std::chrono::seconds(30)),
+                [] { return false; });
   }
   return absl::CancelledError("stopped");
 }

@@ -93,11 +93,22 @@ void Controller::EnqueueOwner(const kube::Json& object, bool created, bool delet
 
 void Controller::Worker() {
   while (std::optional<std::string> key = queue_.Get()) {
+    if (stopping_.load()) {  // the queue drains on shutdown; a stopped leader must not act
+      queue_.Done(*key);
+      continue;
+    }
     const size_t slash = key->find('/');
     const std::string ns = key->substr(0, slash);
     const std::string name = slash == std::string::npos ? *key : key->substr(slash + 1);
     const auto start = std::chrono::steady_clock::now();
-    ReconcileResult r = reconciler_->Reconcile(ns, name);
+    ReconcileResult r;
+    try {
+      r = reconciler_->Reconcile(ns, name);
+    } catch (const std::exception& e) {
+      // A bug, or an object shaped in a way nobody foresaw: never take the operator down.
+      PSFLOW_LOG(ERROR) << "TrainingJob " << *key << ": reconcile threw: " << e.what();
+      r.status = absl::InternalError(e.what());
+    }
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     ++reconciles_;
@@ -118,10 +129,10 @@ void Controller::Worker() {
       queue_.AddRateLimited(*key);
     } else {
       queue_.Forget(*key);
-      if (r.requeue_after) {
-        queue_.AddAfter(*key, std::chrono::milliseconds(
-                                  absl::ToInt64Milliseconds(*r.requeue_after) + 1));
-      }
+    }
+    if (r.requeue_after) {  // a deadline or TTL comes due whatever this pass's outcome
+      queue_.AddAfter(*key, std::chrono::milliseconds(
+                                absl::ToInt64Milliseconds(*r.requeue_after) + 1));
     }
     queue_.Done(*key);
   }
@@ -163,6 +174,7 @@ void Controller::Run(std::stop_token stop) {
       PublishGauges();
       cv.wait_for(lock, stop, options_.metrics_period, [] { return false; });
     }
+    stopping_ = true;
     queue_.ShutDown();
     for (std::thread& t : workers) t.join();
   }

@@ -71,6 +71,7 @@ class Controller {
   std::unique_ptr<InformerView> view_;
   std::unique_ptr<Reconciler> reconciler_;
   std::atomic<bool> synced_{false};
+  std::atomic<bool> stopping_{false};  // set before the queue shuts down: workers only drain
   std::atomic<int64_t> reconciles_{0};
 };
 

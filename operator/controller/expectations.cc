@@ -11,9 +11,12 @@ Expectations::Expectations(absl::Duration ttl, std::function<absl::Time()> now)
 void Expectations::Expect(const std::string& key, int creations, int deletions) {
   std::lock_guard<std::mutex> lock(mu_);
   Entry& e = entries_[key];
+  const absl::Time now = now_();
+  // Counts left by a lost event are dropped once they expired, as client-go's SetExpectations.
+  if (now - e.set_at > ttl_) e.creations = e.deletions = 0;
   e.creations += creations;
   e.deletions += deletions;
-  e.set_at = now_();
+  e.set_at = now;
 }
 
 void Expectations::CreationObserved(const std::string& key) {

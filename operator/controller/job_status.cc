@@ -21,6 +21,8 @@ constexpr std::array<std::pair<ConditionType, const char*>, 6> kConditionNames =
     {ConditionType::kSuspended, "Suspended"},
 }};
 
+constexpr int kMaxIndex = 100000;
+
 constexpr std::array<api::ReplicaType, 4> kReplicaTypes = {
     api::ReplicaType::kChief, api::ReplicaType::kPS, api::ReplicaType::kWorker,
     api::ReplicaType::kEvaluator};
@@ -72,9 +74,11 @@ std::set<int> ParseIndexes(const std::string& text) {
     if (!absl::SimpleAtoi(range.first, &first) || first < 0) continue;
     if (range.second.empty()) {
       last = first;
-    } else if (!absl::SimpleAtoi(range.second, &last) || last < first || last - first > 100000) {
+    } else if (!absl::SimpleAtoi(range.second, &last) || last < first) {
       continue;
     }
+    // Replica indexes are below 10000 (the parser's limit): anything above is not ours.
+    if (last >= kMaxIndex) continue;
     for (int i = first; i <= last; ++i) out.insert(i);
   }
   return out;

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -81,6 +82,7 @@ struct Reconciler::Pass {
   std::string name;
   std::string key;
   ObjectPtr object;
+  std::string cached_version;  // resourceVersion of the job as the cache gave it
   api::TrainingJob job;
   JobStatus status;
   absl::Time now;
@@ -114,7 +116,18 @@ ReconcileResult Reconciler::Reconcile(const std::string& ns, const std::string& 
   }
   const Json& object = *pass.object;
   if (!object.is_object() || kube::BeingDeleted(object)) return {};
+  // Until the caches show what this operator did last, acting on them could undo it.
+  if (!expectations_.Satisfied(pass.key) || CacheBehindOwnWrite(pass.key, object)) {
+    pass.result.requeue_after = options_.expectations_recheck;
+    return pass.result;
+  }
+  const std::string uid = kube::Uid(object);
+  if (uid.empty()) {
+    PSFLOW_LOG(WARNING) << "TrainingJob " << pass.key << " has no metadata.uid: ignored";
+    return {};
+  }
   pass.now = now_();
+  pass.cached_version = kube::ResourceVersion(object);
   pass.status = JobStatus::FromJson(object.contains("status") ? object["status"] : Json());
   pass.status.observed_generation = kube::Generation(object);
 
@@ -122,7 +135,7 @@ ReconcileResult Reconciler::Reconcile(const std::string& ns, const std::string& 
   Json manifest = object;
   manifest["apiVersion"] = kube::TrainingJobs().ApiVersion();
   manifest["kind"] = kube::TrainingJobs().kind;
-  manifest["metadata"]["namespace"] = ns;
+  if (manifest["metadata"].is_object()) manifest["metadata"]["namespace"] = ns;
   absl::StatusOr<api::TrainingJob> job =
       api::ParseTrainingJob(manifest.dump(), absl::StrCat("TrainingJob ", pass.key));
   if (!job.ok()) {
@@ -130,14 +143,22 @@ ReconcileResult Reconciler::Reconcile(const std::string& ns, const std::string& 
       const std::string message(job.status().message());
       PSFLOW_LOG(WARNING) << message;
       Fail(pass, "InvalidSpec", message);
-      WriteStatus(pass);
+      if (!WriteStatus(pass)) return pass.result;
     }
+    // A running job edited into one psflow cannot run: stop what it had started.
+    std::vector<ObjectPtr> active;
+    for (const ObjectPtr& pod : view_.Pods(ns, name)) {
+      const PodState state = ReadPodState(*pod);
+      if (kube::ControllerUid(*pod) == uid && state.Active() && !state.being_deleted) {
+        active.push_back(pod);
+      }
+    }
+    if (!active.empty()) DeletePods(pass, active, "the spec cannot be run");
     return pass.result;
   }
   pass.job = *std::move(job);
   pass.status.worker_selector = WorkerSelector(name);
 
-  const std::string uid = kube::Uid(object);
   for (const ObjectPtr& pod : view_.Pods(ns, name)) {
     if (kube::ControllerUid(*pod) != uid) continue;  // not this incarnation's
     auto slot = Slot(*pod);
@@ -156,11 +177,6 @@ ReconcileResult Reconciler::Reconcile(const std::string& ns, const std::string& 
       pass.extra_services.push_back(service);
     }
   }
-  if (!expectations_.Satisfied(pass.key)) {
-    pass.result.requeue_after = options_.expectations_recheck;
-    return pass.result;
-  }
-
   if (pass.status.Finished()) {
     Finish(pass);
   } else if (pass.job.run_policy.suspend) {
@@ -184,8 +200,9 @@ void Reconciler::CountPods(Pass& pass) {
       auto it = pass.pods.find({type, i});
       if (it == pass.pods.end()) continue;
       const PodState state = ReadPodState(*it->second);
+      if (state.being_deleted) continue;  // its restarts were folded in when it was deleted
       live_restarts += state.restarts;
-      if (state.being_deleted || !state.Active()) continue;
+      if (!state.Active()) continue;
       ++rs.active;
       if (state.phase == PodPhase::kRunning && state.ready) ++rs.ready;
     }
@@ -212,7 +229,9 @@ void Reconciler::ReconcileActive(Pass& pass) {
                         pass.now);
     events_.Record(*pass.object, EventType::kNormal, "Resumed", "TrainingJob resumed");
   }
-  if (status.start_time.empty()) status.start_time = FormatTimestamp(pass.now);
+  if (ParseTimestamp(status.start_time) == absl::InfinitePast()) {
+    status.start_time = FormatTimestamp(pass.now);  // unset, or not a time: from now
+  }
 
   // Deadline.
   if (job.run_policy.active_deadline_seconds) {
@@ -257,11 +276,11 @@ void Reconciler::ReconcileActive(Pass& pass) {
         continue;
       }
       const PodState state = ReadPodState(*it->second);
-      live_restarts += state.restarts;
       if (state.being_deleted) {
         all_running = false;
         continue;
       }
+      live_restarts += state.restarts;
       switch (state.phase) {
         case PodPhase::kRunning:
           break;
@@ -294,7 +313,7 @@ void Reconciler::ReconcileActive(Pass& pass) {
     int restarts = live_restarts;
     for (const auto& [type, rs] : status.replica_statuses) restarts += rs.replaced_restarts;
     const int limit = *job.run_policy.backoff_limit;
-    if (restarts > limit || (!replacements.empty() && restarts >= limit)) {
+    if (restarts + static_cast<int>(replacements.size()) > limit) {
       std::string cause = "replicas restarted in place";
       if (!replacements.empty()) {
         const Replacement& r = replacements.front();
@@ -353,21 +372,23 @@ void Reconciler::ReconcileActive(Pass& pass) {
     return;
   }
 
-  // Replace failed pods (re-created on a later pass, once the deletion is seen).
+  // Replace failed pods (re-created on a later pass, once the deletion is seen). A restart is
+  // counted only once its pod is gone, so a failed delete is not counted twice.
+  for (const Replacement& r : replacements) delete_pods.push_back(r.pod);
+  const std::set<std::string> deleted =
+      delete_pods.empty() ? std::set<std::string>()
+                          : DeletePods(pass, delete_pods, "replaced or beyond the replica count");
   for (const Replacement& r : replacements) {
-    ReplicaStatus& rs = status.replica_statuses[r.type];
-    rs.replaced_restarts += 1 + r.state.restarts;
+    if (!deleted.count(kube::Name(*r.pod))) continue;
+    ++status.replica_statuses[r.type].replaced_restarts;
     ++pass.result.restarts;
     const std::string message =
         absl::StrCat(ReplicaLabel(r.type, r.index), " (pod ", kube::Name(*r.pod), ") failed: ",
                      r.state.DescribeEnd(), "; restarting it");
     events_.Record(*pass.object, EventType::kWarning, "RestartingReplica", message);
     status.SetCondition(ConditionType::kRestarting, true, "ReplicaRestarting", message, pass.now);
-    delete_pods.push_back(r.pod);
   }
-  if (!delete_pods.empty()) DeletePods(pass, delete_pods, "replaced or beyond the replica count");
   for (const ObjectPtr& service : pass.extra_services) {
-    expectations_.Expect(pass.key, 0, 0);
     absl::Status s = client_.Delete(kube::Services(), pass.ns, kube::Name(*service),
                                     {kube::Propagation::kBackground, kube::Uid(*service), -1});
     if (s.ok()) ++pass.result.services_deleted;
@@ -397,9 +418,10 @@ void Reconciler::ReconcileActive(Pass& pass) {
     const bool first_time = !status.Find(ConditionType::kRunning);
     status.SetCondition(ConditionType::kRunning, true, "TrainingJobRunning",
                         absl::StrCat("all ", total, " replicas are running"), pass.now);
-    if (first_time) {
-      pass.result.time_to_running =
-          pass.now - ParseTimestamp(kube::StringAt(*pass.object, "metadata", "creationTimestamp"));
+    const absl::Time created =
+        ParseTimestamp(kube::StringAt(*pass.object, "metadata", "creationTimestamp"));
+    if (first_time && created != absl::InfinitePast()) {
+      pass.result.time_to_running = pass.now - created;
     }
   }
   CountPods(pass);
@@ -421,7 +443,6 @@ void Reconciler::Suspend(Pass& pass) {
   }
   // activeDeadlineSeconds restarts from the resume.
   pass.status.start_time.clear();
-  pass.pods.clear();  // they are going: count none active
   CountPods(pass);
   WriteStatus(pass);
 }
@@ -456,16 +477,11 @@ void Reconciler::Finish(Pass& pass) {
       }
     }
   }
-  for (const ObjectPtr& pod : doomed) {
-    for (auto it = pass.pods.begin(); it != pass.pods.end(); ++it) {
-      if (it->second == pod) {
-        pass.pods.erase(it);
-        break;
-      }
-    }
+  if (ParseTimestamp(pass.status.completion_time) == absl::InfinitePast()) {
+    pass.status.completion_time = FormatTimestamp(pass.now);  // unset or not a time: from now
   }
   CountPods(pass);
-  WriteStatus(pass);
+  if (!WriteStatus(pass)) return;
 
   if (job.run_policy.ttl_seconds_after_finished) {
     const absl::Time expire = ParseTimestamp(pass.status.completion_time) +
@@ -488,8 +504,8 @@ void Reconciler::Finish(Pass& pass) {
   }
 }
 
-void Reconciler::DeletePods(Pass& pass, const std::vector<ObjectPtr>& pods,
-                            const std::string& why) {
+std::set<std::string> Reconciler::DeletePods(Pass& pass, const std::vector<ObjectPtr>& pods,
+                                             const std::string& why) {
   expectations_.Expect(pass.key, 0, static_cast<int>(pods.size()));
   std::vector<std::string> names;
   for (const ObjectPtr& pod : pods) {
@@ -499,6 +515,15 @@ void Reconciler::DeletePods(Pass& pass, const std::vector<ObjectPtr>& pods,
     if (s.ok()) {
       ++pass.result.pods_deleted;
       names.push_back(name);
+      // The kubelet's restarts of a pod that goes are kept in the status from now on.
+      if (auto slot = Slot(*pod)) {
+        auto it = pass.pods.find(*slot);
+        if (it != pass.pods.end() && it->second == pod) {
+          pass.status.replica_statuses[slot->first].replaced_restarts +=
+              ReadPodState(*pod).restarts;
+          pass.pods.erase(it);
+        }
+      }
       continue;
     }
     // Not going to be observed: do not wait for it.
@@ -511,6 +536,7 @@ void Reconciler::DeletePods(Pass& pass, const std::vector<ObjectPtr>& pods,
     events_.Record(*pass.object, EventType::kNormal, "SuccessfulDeletePod",
                    absl::StrCat("Deleted pods (", why, "): ", absl::StrJoin(names, ", ")));
   }
+  return std::set<std::string>(names.begin(), names.end());
 }
 
 void Reconciler::CreateAll(Pass& pass, std::vector<Json> pods, std::vector<Json> services) {
@@ -584,8 +610,21 @@ bool Reconciler::WriteStatus(Pass& pass) {
     return false;
   }
   pass.result.status_written = true;
-  pass.object = std::make_shared<const Json>(*std::move(written));
+  {
+    std::lock_guard<std::mutex> lock(written_mu_);
+    written_from_[pass.key] = pass.cached_version;  // every write of the pass builds on it
+  }
+  if (written->is_object()) pass.object = std::make_shared<const Json>(*std::move(written));
   return true;
+}
+
+bool Reconciler::CacheBehindOwnWrite(const std::string& key, const Json& cached) {
+  std::lock_guard<std::mutex> lock(written_mu_);
+  auto it = written_from_.find(key);
+  if (it == written_from_.end()) return false;
+  if (it->second == kube::ResourceVersion(cached)) return true;
+  written_from_.erase(it);  // the cache has moved past it
+  return false;
 }
 
 }  // namespace psflow::controller

@@ -29,8 +29,12 @@
 #define PSFLOW_OPERATOR_CONTROLLER_RECONCILER_H_
 
 #include <functional>
+#include <map>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
@@ -77,9 +81,15 @@ class Reconciler {
   void Suspend(Pass& pass);
   void CountPods(Pass& pass);
   void Fail(Pass& pass, const std::string& reason, const std::string& message);
-  void DeletePods(Pass& pass, const std::vector<ObjectPtr>& pods, const std::string& why);
+  // Deletes `pods` (uid preconditions), folds their kubelet restarts into the status and drops
+  // them from the pass. Returns the names deleted.
+  std::set<std::string> DeletePods(Pass& pass, const std::vector<ObjectPtr>& pods,
+                                   const std::string& why);
   void CreateAll(Pass& pass, std::vector<kube::Json> pods, std::vector<kube::Json> services);
   bool WriteStatus(Pass& pass);
+  // True while the cached job is still the version this reconciler last wrote a status over:
+  // the status it wrote (an outcome, completed indexes) is not in the cache yet.
+  bool CacheBehindOwnWrite(const std::string& key, const kube::Json& cached);
 
   kube::KubeClient& client_;
   const ClusterView& view_;
@@ -87,6 +97,8 @@ class Reconciler {
   EventRecorder& events_;
   std::function<absl::Time()> now_;
   ReconcilerOptions options_;
+  std::mutex written_mu_;
+  std::map<std::string, std::string> written_from_;  // job key -> resourceVersion written over
 };
 
 }  // namespace psflow::controller

@@ -463,6 +463,83 @@ TEST_F(ReconcilerTest, MalformedStatusAndFieldsNeverCrash) {
   EXPECT_EQ(Status("odd").State(), "Created");
 }
 
+TEST_F(ReconcilerTest, OddlyTypedTemplateFieldsAndHugeIndexesNeverCrash) {
+  Json job = MakeJob("types", 1, 1, "Never");
+  Json& container = job["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"][0];
+  container["env"].push_back({{"name", 5}, {"value", "x"}});
+  container["ports"] = Json::array({{{"name", true}, {"containerPort", 1}}});
+  job["spec"]["replicaSpecs"]["PS"]["template"]["metadata"] = "not an object";
+  Create(job);
+  Json stored = Job("types");
+  stored["status"] = {{"replicaStatuses",
+                       {{"Worker", {{"completedIndexes", "2147483647,0-2147483647"}}}}}};
+  ASSERT_TRUE(client_.UpdateStatus(kube::TrainingJobs(), "default", stored).ok());
+  ReconcileResult r = Pass("types");
+  EXPECT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.pods_created, 2);
+  const Json pod = client_.Get(kube::Pods(), "default", "types-worker-0").value();
+  EXPECT_EQ(Env(pod, "PSFLOW_REPLICA_TYPE"), "worker");
+}
+
+TEST_F(ReconcilerTest, SimultaneousFailuresDoNotOvershootBackoffLimit) {
+  Json job = MakeJob("two", 1, 2, "ExitCode");
+  job["spec"]["runPolicy"]["backoffLimit"] = 1;
+  Create(job);
+  ASSERT_TRUE(Pass("two").status.ok());
+  SetPhase("two-worker-0", "Failed", 137, "OOMKilled");
+  SetPhase("two-worker-1", "Failed", 137, "OOMKilled");
+  ReconcileResult r = Pass("two");
+  EXPECT_EQ(r.restarts, 0);
+  EXPECT_EQ(Status("two").Find(ConditionType::kFailed)->reason, "BackoffLimitExceeded");
+}
+
+TEST_F(ReconcilerTest, ARunningJobEditedIntoAnInvalidSpecStopsItsPods) {
+  Create(MakeJob("edit", 1, 1, "OnFailure"));
+  ASSERT_TRUE(Pass("edit").status.ok());
+  SetPhase("edit-ps-0", "Running");
+  SetPhase("edit-worker-0", "Running");
+  EditSpec("edit", [](Json& spec) { spec["replicaSpecs"].erase("Worker"); });
+  ASSERT_TRUE(Pass("edit").status.ok());
+  EXPECT_EQ(Status("edit").Find(ConditionType::kFailed)->reason, "InvalidSpec");
+  EXPECT_TRUE(Names(kube::Pods()).empty());
+}
+
+TEST_F(ReconcilerTest, ACacheThatHasNotSeenOurStatusWriteIsNotActedOn) {
+  // A view that serves the job as it was before our status write.
+  class StaleJobView : public ClusterView {
+   public:
+    explicit StaleJobView(kube::KubeClient& client) : fresh_(client) {}
+    ObjectPtr Job(const std::string& ns, const std::string& name) const override {
+      if (frozen_ == nullptr) frozen_ = fresh_.Job(ns, name);
+      return frozen_;
+    }
+    std::vector<ObjectPtr> Pods(const std::string& ns, const std::string& j) const override {
+      return fresh_.Pods(ns, j);
+    }
+    std::vector<ObjectPtr> Services(const std::string& ns, const std::string& j) const override {
+      return fresh_.Services(ns, j);
+    }
+
+   private:
+    DirectView fresh_;
+    mutable ObjectPtr frozen_;
+  };
+  Json job = MakeJob("stale", 1, 1, "OnFailure");
+  job["spec"]["runPolicy"]["cleanPodPolicy"] = "All";
+  Create(job);
+  ASSERT_TRUE(Pass("stale").status.ok());
+  StaleJobView stale(client_);
+  Reconciler lagging(client_, stale, expectations_, events_, [this] { return now_; });
+  SetPhase("stale-worker-0", "Succeeded");
+  ASSERT_TRUE(lagging.Reconcile("default", "stale").status.ok());  // Succeeded, cleaned up
+  expectations_.Forget("default/stale");
+  EXPECT_TRUE(Names(kube::Pods()).empty());
+  // The cache still shows the job before Succeeded: nothing is re-created.
+  ReconcileResult r = lagging.Reconcile("default", "stale");
+  EXPECT_EQ(r.pods_created, 0);
+  EXPECT_TRUE(Names(kube::Pods()).empty());
+}
+
 TEST_F(ReconcilerTest, TtlDeletesTheFinishedJobAndItsObjects) {
   Json job = MakeJob("ttl", 1, 1, "Never");
   job["spec"]["runPolicy"]["ttlSecondsAfterFinished"] = 30;

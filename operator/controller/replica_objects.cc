@@ -44,6 +44,13 @@ json Metadata(const json& job_object, const api::TrainingJob& job, api::ReplicaT
   return base;
 }
 
+// Whether `entry` is an object whose "name" is the string `name` (anything else: no).
+bool Named(const json& entry, absl::string_view name) {
+  if (!entry.is_object()) return false;
+  auto it = entry.find("name");
+  return it != entry.end() && it->is_string() && it->get_ref<const std::string&>() == name;
+}
+
 // Sets env `name` on the container, replacing any value the template gave it.
 void SetEnv(json& container, const std::string& name, const std::string& value) {
   if (!container.contains("env") || !container["env"].is_array()) {
@@ -51,7 +58,7 @@ void SetEnv(json& container, const std::string& name, const std::string& value) 
   }
   json& env = container["env"];
   for (auto it = env.begin(); it != env.end();) {
-    if (it->is_object() && it->value("name", "") == name) {
+    if (Named(*it, name)) {
       it = env.erase(it);
     } else {
       ++it;
@@ -66,8 +73,8 @@ int EnsurePort(json& container, const char* name, int default_port) {
     container["ports"] = json::array();
   }
   for (const json& port : container["ports"]) {
-    if (port.is_object() && port.value("name", "") == name &&
-        port.contains("containerPort") && port["containerPort"].is_number_integer()) {
+    if (Named(port, name) && port.contains("containerPort") &&
+        port["containerPort"].is_number_integer()) {
       return port["containerPort"].get<int>();
     }
   }
@@ -121,9 +128,9 @@ json BuildPod(const json& job_object, const api::TrainingJob& job, api::ReplicaT
               int index) {
   const json& tmpl = Template(job_object, type);
   json pod = {{"apiVersion", "v1"}, {"kind", "Pod"}};
-  pod["metadata"] = Metadata(job_object, job, type, index, tmpl.value("metadata", json::object()));
-  json spec = tmpl.value("spec", json::object());
-  if (!spec.is_object()) spec = json::object();
+  pod["metadata"] =
+      Metadata(job_object, job, type, index, tmpl.contains("metadata") ? tmpl["metadata"] : json());
+  json spec = tmpl.contains("spec") && tmpl["spec"].is_object() ? tmpl["spec"] : json::object();
   const api::ReplicaSpec& replica = job.replica_specs.at(type);
   spec["restartPolicy"] = PodRestartPolicy(replica.restart_policy);
   if (!spec.contains("containers") || !spec["containers"].is_array() ||
@@ -133,7 +140,7 @@ json BuildPod(const json& job_object, const api::TrainingJob& job, api::ReplicaT
   json& containers = spec["containers"];
   size_t main = 0;
   for (size_t i = 0; i < containers.size(); ++i) {
-    if (containers[i].is_object() && containers[i].value("name", "") == "psflow") main = i;
+    if (Named(containers[i], "psflow")) main = i;
   }
   json& container = containers[main];
   if (!container.is_object()) container = json::object();
