@@ -344,7 +344,10 @@ INSTANTIATE_TEST_SUITE_P(
                       PolicyCase{"ExitCode", 137, "OOMKilled", true},
                       PolicyCase{"ExitCode", 143, "Error", true},
                       PolicyCase{"ExitCode", 1, "Error", false},
-                      PolicyCase{"ExitCode", 127, "Error", false}));
+                      PolicyCase{"ExitCode", 127, "Error", false}),
+    [](const ::testing::TestParamInfo<PolicyCase>& param) {
+      return param.param.policy + "Exit" + std::to_string(param.param.exit_code);
+    });
 
 TEST_F(ReconcilerTest, BackoffLimitCountsReplacementsAndNamesTheCause) {
   Json job = MakeJob("bo", 1, 1, "ExitCode");
