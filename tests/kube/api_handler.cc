@@ -9,6 +9,7 @@
 #include "operator/kube/label_selector.h"
 #include "operator/kube/object_meta.h"
 #include "tests/kube/discovery.h"
+#include "tests/kube/object_rules.h"
 #include "tests/kube/verbs.h"
 
 namespace psflow::kubetest {
@@ -18,10 +19,6 @@ using Json = nlohmann::json;
 
 // How often a watch stream checks for its end (CloseWatches, Stop, a gone peer) between events.
 constexpr std::chrono::milliseconds kWatchPoll{50};
-
-absl::Status NotServedStatus() {
-  return absl::NotFoundError("the server could not find the requested resource");
-}
 
 const char* EventTypeName(kube::WatchEventType type) {
   switch (type) {
@@ -131,7 +128,7 @@ bool ApiHandler::Handle(const HttpRequest& request, HttpConnection& connection,
     case Kind::kStatus:
       return HandleResource(request, path, connection, stopping);
     case Kind::kUnknown:
-      return SendStatus(connection, NotServedStatus(), keep_alive);
+      return SendStatus(connection, NotServedError(), keep_alive);
     default:
       break;
   }
@@ -159,7 +156,7 @@ bool ApiHandler::Handle(const HttpRequest& request, HttpConnection& connection,
     default:
       break;
   }
-  if (!document.has_value()) return SendStatus(connection, NotServedStatus(), keep_alive);
+  if (!document.has_value()) return SendStatus(connection, NotServedError(), keep_alive);
   return Send(connection, 200, *document, keep_alive);
 }
 
@@ -169,13 +166,13 @@ bool ApiHandler::HandleResource(const HttpRequest& request, const ApiPath& path,
   const bool keep_alive = request.keep_alive;
   const std::optional<ObjectStore::Registered> registered =
       store_->FindResource(path.group, path.version, path.plural);
-  if (!registered.has_value()) return SendStatus(connection, NotServedStatus(), keep_alive);
+  if (!registered.has_value()) return SendStatus(connection, NotServedError(), keep_alive);
   const kube::Resource& r = registered->resource;
   // A namespaced resource's objects live under namespaces/<ns>/; a cluster-scoped one has none.
   if ((r.namespaced && path.kind != Kind::kCollection && path.ns.empty()) ||
       (!r.namespaced && !path.ns.empty()) ||
       (path.kind == Kind::kStatus && !registered->has_status_subresource)) {
-    return SendStatus(connection, NotServedStatus(), keep_alive);
+    return SendStatus(connection, NotServedError(), keep_alive);
   }
 
   absl::string_view verb;
