@@ -113,7 +113,7 @@ bool ApiHandler::Handle(const HttpRequest& request, HttpConnection& connection,
                         absl::string_view server_address, const std::atomic<bool>& stopping) {
   const bool keep_alive = request.keep_alive;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard lock(mu_);
     ++requests_;
   }
   if (!options_.bearer_token.empty() &&
@@ -337,12 +337,12 @@ ApiHandler::Reply ApiHandler::Forbidden(absl::string_view verb, const kube::Reso
 }
 
 bool ApiHandler::IsForbidden(absl::string_view verb, const kube::Resource& resource) const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   return forbidden_.contains({std::string(verb), resource.QualifiedName()});
 }
 
 void ApiHandler::CountVerb(absl::string_view verb) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   auto it = verb_requests_.find(verb);
   if (it == verb_requests_.end()) it = verb_requests_.emplace(std::string(verb), 0).first;
   ++it->second;
@@ -351,22 +351,22 @@ void ApiHandler::CountVerb(absl::string_view verb) {
 void ApiHandler::CloseWatches() { watch_epoch_.fetch_add(1); }
 
 void ApiHandler::Forbid(absl::string_view verb, const kube::Resource& resource) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   forbidden_.insert({std::string(verb), resource.QualifiedName()});
 }
 
 void ApiHandler::AllowAll() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   forbidden_.clear();
 }
 
 int64_t ApiHandler::RequestCount() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   return requests_;
 }
 
 int64_t ApiHandler::RequestCount(absl::string_view verb) const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   auto it = verb_requests_.find(verb);
   return it == verb_requests_.end() ? 0 : it->second;
 }

@@ -44,14 +44,14 @@ ObjectStore::ObjectStore(Options options)
       rng_(options_.seed != 0 ? options_.seed : std::random_device()()) {}
 
 ObjectStore::~ObjectStore() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   for (auto& channel : channels_) channel->Close(absl::OkStatus(), /*final_bookmark=*/false);
 }
 
 // ----- Resources -----
 
 void ObjectStore::RegisterResource(const kube::Resource& resource, bool has_status_subresource) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   ResourceState& state = resources_[ResourceKey(resource)];
   state.registered = {resource, has_status_subresource};
   state.name_rule = resource.group.empty() && resource.plural == "services" ? NameRule::kLabel
@@ -66,7 +66,7 @@ void ObjectStore::RegisterBuiltins() {
 }
 
 void ObjectStore::UnregisterResource(const kube::Resource& resource) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   const std::string resource_key = ResourceKey(resource);
   auto it = resources_.find(resource_key);
   if (it == resources_.end()) return;
@@ -84,7 +84,7 @@ void ObjectStore::UnregisterResource(const kube::Resource& resource) {
 }
 
 std::vector<ObjectStore::Registered> ObjectStore::Resources() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   std::vector<Registered> out;
   for (const auto& [key, state] : resources_) out.push_back(state.registered);
   return out;
@@ -93,7 +93,7 @@ std::vector<ObjectStore::Registered> ObjectStore::Resources() const {
 std::optional<ObjectStore::Registered> ObjectStore::FindResource(absl::string_view group,
                                                                  absl::string_view version,
                                                                  absl::string_view plural) const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   auto it = resources_.find(ResourceKey(group, version, plural));
   if (it == resources_.end()) return std::nullopt;
   return it->second.registered;
@@ -122,7 +122,7 @@ absl::Status ObjectStore::ValidateLocked(const ResourceState& state, const Json&
 
 absl::StatusOr<Json> ObjectStore::Get(const kube::Resource& resource, absl::string_view ns,
                                       absl::string_view name) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   Count(verb::kGet);
   ASSIGN_OR_RETURN(ResourceState * state, FindLocked(resource));
   const kube::Resource& r = state->registered.resource;
@@ -135,7 +135,7 @@ absl::StatusOr<Json> ObjectStore::Get(const kube::Resource& resource, absl::stri
 absl::StatusOr<kube::ObjectList> ObjectStore::List(const kube::Resource& resource,
                                                    absl::string_view ns,
                                                    const kube::ListOptions& options) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   Count(verb::kList);
   ASSIGN_OR_RETURN(ResourceState * state, FindLocked(resource));
   ASSIGN_OR_RETURN(const kube::LabelSelector selector,
@@ -155,7 +155,7 @@ absl::StatusOr<kube::ObjectList> ObjectStore::List(const kube::Resource& resourc
 absl::StatusOr<std::unique_ptr<Watcher>> ObjectStore::Watch(const kube::Resource& resource,
                                                             absl::string_view ns,
                                                             const kube::ListOptions& options) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   Count(verb::kWatch);
   ASSIGN_OR_RETURN(ResourceState * state, FindLocked(resource));
   const kube::Resource& r = state->registered.resource;
@@ -224,7 +224,7 @@ void ObjectStore::ReplaceLocked(const ResourceState& state, Entry& entry, Json n
 
 absl::StatusOr<Json> ObjectStore::Create(const kube::Resource& resource, absl::string_view ns,
                                          const Json& object) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   Count(verb::kCreate);
   ASSIGN_OR_RETURN(ResourceState * state, FindLocked(resource));
   const kube::Resource& r = state->registered.resource;
@@ -269,7 +269,7 @@ absl::StatusOr<Json> ObjectStore::Create(const kube::Resource& resource, absl::s
 
 absl::StatusOr<Json> ObjectStore::Update(const kube::Resource& resource, absl::string_view ns,
                                          const Json& object) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   Count(verb::kUpdate);
   ASSIGN_OR_RETURN(ResourceState * state, FindLocked(resource));
   return UpdateLocked(*state, ns, object, /*status_only=*/false);
@@ -277,7 +277,7 @@ absl::StatusOr<Json> ObjectStore::Update(const kube::Resource& resource, absl::s
 
 absl::StatusOr<Json> ObjectStore::UpdateStatus(const kube::Resource& resource, absl::string_view ns,
                                                const Json& object) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   Count(verb::kUpdateStatus);
   ASSIGN_OR_RETURN(ResourceState * state, FindLocked(resource));
   return UpdateLocked(*state, ns, object, /*status_only=*/true);
@@ -353,7 +353,7 @@ absl::StatusOr<Json> ObjectStore::UpdateLocked(ResourceState& state, absl::strin
 absl::StatusOr<Json> ObjectStore::Delete(const kube::Resource& resource, absl::string_view ns,
                                          absl::string_view name,
                                          const kube::DeleteOptions& options) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   Count(verb::kDelete);
   ASSIGN_OR_RETURN(ResourceState * state, FindLocked(resource));
   const kube::Resource& r = state->registered.resource;
@@ -456,7 +456,7 @@ void ObjectStore::CloseChannelsLocked(const std::string& resource_key, const abs
 }
 
 void ObjectStore::Compact() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   history_.clear();
   compacted_version_ = resource_version_;
   CloseChannelsLocked(
@@ -465,13 +465,13 @@ void ObjectStore::Compact() {
 }
 
 void ObjectStore::CloseWatches() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   CloseChannelsLocked("", absl::OkStatus(), /*final_bookmark=*/true);
 }
 
 void ObjectStore::SetValidator(const kube::Resource& resource,
                                std::function<absl::Status(const Json&)> validator) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   if (validator) {
     validators_[ResourceKey(resource)] = std::move(validator);
   } else {
@@ -480,23 +480,23 @@ void ObjectStore::SetValidator(const kube::Resource& resource,
 }
 
 int64_t ObjectStore::WriteCount() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   return writes_;
 }
 
 int64_t ObjectStore::OperationCount(absl::string_view verb) const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   auto it = operations_.find(verb);
   return it == operations_.end() ? 0 : it->second;
 }
 
 int64_t ObjectStore::CurrentResourceVersion() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   return resource_version_;
 }
 
 size_t ObjectStore::OpenWatchCount() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   return std::count_if(channels_.begin(), channels_.end(),
                        [](const auto& c) { return !c->done(); });
 }
@@ -520,7 +520,7 @@ absl::StatusOr<Json> ObjectStore::SetPodStatusLocked(
 absl::StatusOr<Json> ObjectStore::SetPodPhase(absl::string_view ns, absl::string_view name,
                                               absl::string_view phase, int exit_code,
                                               absl::string_view reason) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   return SetPodStatusLocked(ns, name, [&](const Json& pod) {
     return PodStatusForPhase(pod, phase, exit_code, reason, options_.clock());
   });
@@ -529,7 +529,7 @@ absl::StatusOr<Json> ObjectStore::SetPodPhase(absl::string_view ns, absl::string
 absl::StatusOr<Json> ObjectStore::RestartContainer(absl::string_view ns, absl::string_view name,
                                                    int exit_code, absl::string_view reason,
                                                    absl::string_view container) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   return SetPodStatusLocked(ns, name, [&](const Json& pod) {
     return PodStatusAfterRestart(pod, container, exit_code, reason, options_.clock());
   });
