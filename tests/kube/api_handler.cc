@@ -9,6 +9,7 @@
 #include "operator/kube/label_selector.h"
 #include "operator/kube/object_meta.h"
 #include "tests/kube/discovery.h"
+#include "tests/kube/object_rules.h"
 #include "tests/kube/verbs.h"
 
 namespace psflow::kubetest {
@@ -18,10 +19,6 @@ using Json = nlohmann::json;
 
 // How often a watch stream checks for its end (CloseWatches, Stop, a gone peer) between events.
 constexpr std::chrono::milliseconds kWatchPoll{50};
-
-absl::Status NotServedStatus() {
-  return absl::NotFoundError("the server could not find the requested resource");
-}
 
 const char* EventTypeName(kube::WatchEventType type) {
   switch (type) {
@@ -116,7 +113,7 @@ bool ApiHandler::Handle(const HttpRequest& request, HttpConnection& connection,
                         absl::string_view server_address, const std::atomic<bool>& stopping) {
   const bool keep_alive = request.keep_alive;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard lock(mu_);
     ++requests_;
   }
   if (!options_.bearer_token.empty() &&
@@ -131,7 +128,7 @@ bool ApiHandler::Handle(const HttpRequest& request, HttpConnection& connection,
     case Kind::kStatus:
       return HandleResource(request, path, connection, stopping);
     case Kind::kUnknown:
-      return SendStatus(connection, NotServedStatus(), keep_alive);
+      return SendStatus(connection, NotServedError(), keep_alive);
     default:
       break;
   }
@@ -159,7 +156,7 @@ bool ApiHandler::Handle(const HttpRequest& request, HttpConnection& connection,
     default:
       break;
   }
-  if (!document.has_value()) return SendStatus(connection, NotServedStatus(), keep_alive);
+  if (!document.has_value()) return SendStatus(connection, NotServedError(), keep_alive);
   return Send(connection, 200, *document, keep_alive);
 }
 
@@ -169,13 +166,13 @@ bool ApiHandler::HandleResource(const HttpRequest& request, const ApiPath& path,
   const bool keep_alive = request.keep_alive;
   const std::optional<ObjectStore::Registered> registered =
       store_->FindResource(path.group, path.version, path.plural);
-  if (!registered.has_value()) return SendStatus(connection, NotServedStatus(), keep_alive);
+  if (!registered.has_value()) return SendStatus(connection, NotServedError(), keep_alive);
   const kube::Resource& r = registered->resource;
   // A namespaced resource's objects live under namespaces/<ns>/; a cluster-scoped one has none.
   if ((r.namespaced && path.kind != Kind::kCollection && path.ns.empty()) ||
       (!r.namespaced && !path.ns.empty()) ||
       (path.kind == Kind::kStatus && !registered->has_status_subresource)) {
-    return SendStatus(connection, NotServedStatus(), keep_alive);
+    return SendStatus(connection, NotServedError(), keep_alive);
   }
 
   absl::string_view verb;
@@ -340,12 +337,12 @@ ApiHandler::Reply ApiHandler::Forbidden(absl::string_view verb, const kube::Reso
 }
 
 bool ApiHandler::IsForbidden(absl::string_view verb, const kube::Resource& resource) const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   return forbidden_.contains({std::string(verb), resource.QualifiedName()});
 }
 
 void ApiHandler::CountVerb(absl::string_view verb) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   auto it = verb_requests_.find(verb);
   if (it == verb_requests_.end()) it = verb_requests_.emplace(std::string(verb), 0).first;
   ++it->second;
@@ -354,22 +351,22 @@ void ApiHandler::CountVerb(absl::string_view verb) {
 void ApiHandler::CloseWatches() { watch_epoch_.fetch_add(1); }
 
 void ApiHandler::Forbid(absl::string_view verb, const kube::Resource& resource) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   forbidden_.insert({std::string(verb), resource.QualifiedName()});
 }
 
 void ApiHandler::AllowAll() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   forbidden_.clear();
 }
 
 int64_t ApiHandler::RequestCount() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   return requests_;
 }
 
 int64_t ApiHandler::RequestCount(absl::string_view verb) const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   auto it = verb_requests_.find(verb);
   return it == verb_requests_.end() ? 0 : it->second;
 }

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -15,7 +16,6 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "operator/kube/resource.h"
 #include "tests/kube/api_path.h"
 #include "tests/kube/http_connection.h"
@@ -74,7 +74,7 @@ class ApiHandler {
   ObjectStore* const store_;
   const Options options_;
   std::atomic<int64_t> watch_epoch_{0};  // CloseWatches() moves it; watches end on a change
-  mutable absl::Mutex mu_;
+  mutable std::mutex mu_;
   std::set<std::pair<std::string, std::string>> forbidden_ ABSL_GUARDED_BY(mu_);
   int64_t requests_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, int64_t, std::less<>> verb_requests_ ABSL_GUARDED_BY(mu_);

@@ -18,7 +18,7 @@ absl::Status MemoryKubeClient::Enter(absl::string_view verb, const kube::Resourc
                                      absl::string_view name) {
   Fault fault;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard lock(mu_);
     auto it = calls_.find(verb);
     if (it == calls_.end()) it = calls_.emplace(std::string(verb), 0).first;
     ++it->second;
@@ -82,18 +82,18 @@ absl::Status MemoryKubeClient::Delete(const kube::Resource& resource, absl::stri
 }
 
 void MemoryKubeClient::SetFault(Fault fault) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   fault_ = std::move(fault);
 }
 
 int64_t MemoryKubeClient::CallCount(absl::string_view verb) const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   auto it = calls_.find(verb);
   return it == calls_.end() ? 0 : it->second;
 }
 
 int64_t MemoryKubeClient::TotalCalls() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   int64_t total = 0;
   for (const auto& [verb, count] : calls_) total += count;
   return total;

@@ -7,12 +7,12 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "operator/kube/kube_client.h"
 #include "tests/kube/object_store.h"
 
@@ -60,7 +60,7 @@ class MemoryKubeClient : public kube::KubeClient {
                      absl::string_view name);
 
   ObjectStore* const store_;
-  mutable absl::Mutex mu_;
+  mutable std::mutex mu_;
   Fault fault_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int64_t, std::less<>> calls_ ABSL_GUARDED_BY(mu_);
 };

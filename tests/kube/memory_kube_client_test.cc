@@ -4,14 +4,15 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <stop_token>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/time/time.h"
 #include "operator/kube/object_meta.h"
 #include "operator/kube/resource.h"
 #include "tests/kube/store_test_util.h"
@@ -29,25 +30,26 @@ class WatchThread {
       : thread_([this, &client, resource, options](std::stop_token stop) {
           absl::Status result =
               client.Watch(resource, "", options, stop, [this](const kube::WatchEvent& event) {
-                absl::MutexLock lock(&mu_);
+                std::lock_guard lock(mu_);
                 events_.push_back(Describe(event));
+                changed_.notify_all();
               });
-          absl::MutexLock lock(&mu_);
+          std::lock_guard lock(mu_);
           result_ = std::move(result);
           done_ = true;
+          changed_.notify_all();
         }) {}
 
   // The events so far, once there are `count` of them (or 10 s passed).
   std::vector<std::string> WaitForEvents(size_t count) {
-    absl::MutexLock lock(&mu_);
-    wanted_ = count;
-    mu_.AwaitWithTimeout(absl::Condition(this, &WatchThread::HasWanted), absl::Seconds(10));
+    std::unique_lock lock(mu_);
+    changed_.wait_for(lock, std::chrono::seconds(10), [&] { return events_.size() >= count; });
     return events_;
   }
   // What Watch returned, once it has (or an error after 10 s).
   absl::Status WaitForResult() {
-    absl::MutexLock lock(&mu_);
-    if (!mu_.AwaitWithTimeout(absl::Condition(&done_), absl::Seconds(10))) {
+    std::unique_lock lock(mu_);
+    if (!changed_.wait_for(lock, std::chrono::seconds(10), [&] { return done_; })) {
       return absl::DeadlineExceededError("Watch did not return");
     }
     return result_;
@@ -55,11 +57,9 @@ class WatchThread {
   void Stop() { thread_.request_stop(); }
 
  private:
-  bool HasWanted() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return events_.size() >= wanted_; }
-
-  absl::Mutex mu_;
+  std::mutex mu_;
+  std::condition_variable changed_;
   std::vector<std::string> events_ ABSL_GUARDED_BY(mu_);
-  size_t wanted_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status result_ ABSL_GUARDED_BY(mu_);
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   std::jthread thread_;  // last: joins before the members it uses go

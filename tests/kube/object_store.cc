@@ -8,6 +8,7 @@
 #include "core/status_macros.h"
 #include "operator/kube/label_selector.h"
 #include "operator/kube/object_meta.h"
+#include "tests/kube/object_rules.h"
 #include "tests/kube/pod_status.h"
 #include "tests/kube/verbs.h"
 
@@ -28,108 +29,12 @@ std::string ObjectKey(absl::string_view ns, absl::string_view name) {
   return absl::StrCat(ns, "/", name);
 }
 
-absl::Status NotServed() {
-  return absl::NotFoundError("the server could not find the requested resource");
-}
-
-// `pods "x"` or `trainingjobs.psflow.io "x"`, as the API server's messages name an object.
-std::string What(const kube::Resource& r, absl::string_view name) {
-  return absl::StrCat(r.QualifiedName(), " \"", name, "\"");
-}
-
-absl::Status Conflict(const kube::Resource& r, absl::string_view name) {
-  return absl::AbortedError(absl::StrCat(
-      "Operation cannot be fulfilled on ", What(r, name),
-      ": the object has been modified; please apply your changes to the latest version and "
-      "try again"));
-}
-
-absl::Status UidMismatch(absl::string_view wanted, absl::string_view actual) {
-  return absl::AbortedError(absl::StrCat("Precondition failed: UID in precondition: ", wanted,
-                                         ", UID in object meta: ", actual));
-}
-
 std::string MetaString(const Json& object, const char* field) {
   return kube::StringAt(object, "metadata", field);
 }
 
 void SetVersion(Json& object, int64_t version) {
   object["metadata"]["resourceVersion"] = std::to_string(version);
-}
-
-// The namespace objects of `r` live in for a request naming `ns`.
-absl::StatusOr<std::string> ObjectNamespace(const kube::Resource& r, absl::string_view ns) {
-  if (!r.namespaced) return std::string();
-  if (ns.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(r.plural, " are namespaced: the request needs a namespace"));
-  }
-  return std::string(ns);
-}
-
-// Checks a create/update body and fills in what the request path implies: kind, apiVersion,
-// metadata.namespace.
-absl::Status NormalizeBody(const kube::Resource& r, const std::string& ns, Json& body) {
-  if (!body.is_object()) return absl::InvalidArgumentError("the body must be a JSON object");
-  if (auto it = body.find("apiVersion");
-      it != body.end() && !(it->is_string() && *it == r.ApiVersion())) {
-    return absl::InvalidArgumentError(absl::StrCat("the API version in the data (", it->dump(),
-                                                   ") does not match the expected API version (",
-                                                   r.ApiVersion(), ")"));
-  }
-  if (auto it = body.find("kind"); it != body.end() && !(it->is_string() && *it == r.kind)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the kind in the data (", it->dump(), ") does not match the expected kind (", r.kind, ")"));
-  }
-  body["apiVersion"] = r.ApiVersion();
-  body["kind"] = r.kind;
-  Json& meta = body["metadata"];
-  if (meta.is_null()) meta = Json::object();
-  if (!meta.is_object()) return absl::InvalidArgumentError("metadata must be an object");
-  if (!r.namespaced) {
-    meta.erase("namespace");
-    return absl::OkStatus();
-  }
-  const std::string body_ns = MetaString(body, "namespace");
-  if (!body_ns.empty() && body_ns != ns) {
-    return absl::InvalidArgumentError(
-        "the namespace of the provided object does not match the namespace sent on the request");
-  }
-  meta["namespace"] = ns;
-  return absl::OkStatus();
-}
-
-// Whether anything outside metadata and status differs (what makes a new generation).
-bool SpecChanged(const Json& a, const Json& b) {
-  Json x = a;
-  Json y = b;
-  for (Json* o : {&x, &y}) {
-    o->erase("metadata");
-    o->erase("status");
-  }
-  return x != y;
-}
-
-std::vector<std::string> Finalizers(const Json& object) {
-  std::vector<std::string> out;
-  if (!object.contains("metadata") || !object["metadata"].is_object()) return out;
-  const Json& meta = object["metadata"];
-  auto it = meta.find("finalizers");
-  if (it == meta.end() || !it->is_array()) return out;
-  for (const Json& f : *it) {
-    if (f.is_string()) out.push_back(f.get<std::string>());
-  }
-  return out;
-}
-
-// Copies metadata[field] of `from` into `to`, or removes it from `to` when `from` has none.
-void KeepField(const Json& from, Json& to, const char* field) {
-  const Json& meta = from["metadata"];
-  if (auto it = meta.find(field); it != meta.end()) {
-    to["metadata"][field] = *it;
-  } else {
-    to["metadata"].erase(field);
-  }
 }
 
 }  // namespace
@@ -139,14 +44,14 @@ ObjectStore::ObjectStore(Options options)
       rng_(options_.seed != 0 ? options_.seed : std::random_device()()) {}
 
 ObjectStore::~ObjectStore() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   for (auto& channel : channels_) channel->Close(absl::OkStatus(), /*final_bookmark=*/false);
 }
 
 // ----- Resources -----
 
 void ObjectStore::RegisterResource(const kube::Resource& resource, bool has_status_subresource) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   ResourceState& state = resources_[ResourceKey(resource)];
   state.registered = {resource, has_status_subresource};
   state.name_rule = resource.group.empty() && resource.plural == "services" ? NameRule::kLabel
@@ -161,7 +66,7 @@ void ObjectStore::RegisterBuiltins() {
 }
 
 void ObjectStore::UnregisterResource(const kube::Resource& resource) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   const std::string resource_key = ResourceKey(resource);
   auto it = resources_.find(resource_key);
   if (it == resources_.end()) return;
@@ -179,7 +84,7 @@ void ObjectStore::UnregisterResource(const kube::Resource& resource) {
 }
 
 std::vector<ObjectStore::Registered> ObjectStore::Resources() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   std::vector<Registered> out;
   for (const auto& [key, state] : resources_) out.push_back(state.registered);
   return out;
@@ -188,7 +93,7 @@ std::vector<ObjectStore::Registered> ObjectStore::Resources() const {
 std::optional<ObjectStore::Registered> ObjectStore::FindResource(absl::string_view group,
                                                                  absl::string_view version,
                                                                  absl::string_view plural) const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   auto it = resources_.find(ResourceKey(group, version, plural));
   if (it == resources_.end()) return std::nullopt;
   return it->second.registered;
@@ -197,7 +102,7 @@ std::optional<ObjectStore::Registered> ObjectStore::FindResource(absl::string_vi
 absl::StatusOr<ObjectStore::ResourceState*> ObjectStore::FindLocked(
     const kube::Resource& resource) {
   auto it = resources_.find(ResourceKey(resource));
-  if (it == resources_.end()) return NotServed();
+  if (it == resources_.end()) return NotServedError();
   return &it->second;
 }
 
@@ -217,20 +122,20 @@ absl::Status ObjectStore::ValidateLocked(const ResourceState& state, const Json&
 
 absl::StatusOr<Json> ObjectStore::Get(const kube::Resource& resource, absl::string_view ns,
                                       absl::string_view name) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   Count(verb::kGet);
   ASSIGN_OR_RETURN(ResourceState * state, FindLocked(resource));
   const kube::Resource& r = state->registered.resource;
   ASSIGN_OR_RETURN(const std::string object_ns, ObjectNamespace(r, ns));
   auto it = state->objects.find(ObjectKey(object_ns, name));
-  if (it == state->objects.end()) return absl::NotFoundError(What(r, name) + " not found");
+  if (it == state->objects.end()) return absl::NotFoundError(QuotedName(r, name) + " not found");
   return it->second.object;
 }
 
 absl::StatusOr<kube::ObjectList> ObjectStore::List(const kube::Resource& resource,
                                                    absl::string_view ns,
                                                    const kube::ListOptions& options) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   Count(verb::kList);
   ASSIGN_OR_RETURN(ResourceState * state, FindLocked(resource));
   ASSIGN_OR_RETURN(const kube::LabelSelector selector,
@@ -250,7 +155,7 @@ absl::StatusOr<kube::ObjectList> ObjectStore::List(const kube::Resource& resourc
 absl::StatusOr<std::unique_ptr<Watcher>> ObjectStore::Watch(const kube::Resource& resource,
                                                             absl::string_view ns,
                                                             const kube::ListOptions& options) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   Count(verb::kWatch);
   ASSIGN_OR_RETURN(ResourceState * state, FindLocked(resource));
   const kube::Resource& r = state->registered.resource;
@@ -319,7 +224,7 @@ void ObjectStore::ReplaceLocked(const ResourceState& state, Entry& entry, Json n
 
 absl::StatusOr<Json> ObjectStore::Create(const kube::Resource& resource, absl::string_view ns,
                                          const Json& object) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   Count(verb::kCreate);
   ASSIGN_OR_RETURN(ResourceState * state, FindLocked(resource));
   const kube::Resource& r = state->registered.resource;
@@ -339,7 +244,7 @@ absl::StatusOr<Json> ObjectStore::Create(const kube::Resource& resource, absl::s
   RETURN_IF_ERROR(ValidateName(state->name_rule, r.kind, name));
   const std::string key = ObjectKey(object_ns, name);
   if (state->objects.contains(key)) {
-    return absl::AlreadyExistsError(What(r, name) + " already exists");
+    return absl::AlreadyExistsError(QuotedName(r, name) + " already exists");
   }
   meta["name"] = name;
   meta["uid"] = NewUid(rng_);
@@ -364,7 +269,7 @@ absl::StatusOr<Json> ObjectStore::Create(const kube::Resource& resource, absl::s
 
 absl::StatusOr<Json> ObjectStore::Update(const kube::Resource& resource, absl::string_view ns,
                                          const Json& object) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   Count(verb::kUpdate);
   ASSIGN_OR_RETURN(ResourceState * state, FindLocked(resource));
   return UpdateLocked(*state, ns, object, /*status_only=*/false);
@@ -372,7 +277,7 @@ absl::StatusOr<Json> ObjectStore::Update(const kube::Resource& resource, absl::s
 
 absl::StatusOr<Json> ObjectStore::UpdateStatus(const kube::Resource& resource, absl::string_view ns,
                                                const Json& object) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   Count(verb::kUpdateStatus);
   ASSIGN_OR_RETURN(ResourceState * state, FindLocked(resource));
   return UpdateLocked(*state, ns, object, /*status_only=*/true);
@@ -382,7 +287,7 @@ absl::StatusOr<Json> ObjectStore::UpdateLocked(ResourceState& state, absl::strin
                                                const Json& body, bool status_only) {
   const kube::Resource& r = state.registered.resource;
   const bool has_status = state.registered.has_status_subresource;
-  if (status_only && !has_status) return NotServed();
+  if (status_only && !has_status) return NotServedError();
   ASSIGN_OR_RETURN(const std::string object_ns, ObjectNamespace(r, ns));
   Json next = body;
   RETURN_IF_ERROR(NormalizeBody(r, object_ns, next));
@@ -392,13 +297,13 @@ absl::StatusOr<Json> ObjectStore::UpdateLocked(ResourceState& state, absl::strin
   }
   const std::string key = ObjectKey(object_ns, name);
   auto it = state.objects.find(key);
-  if (it == state.objects.end()) return absl::NotFoundError(What(r, name) + " not found");
+  if (it == state.objects.end()) return absl::NotFoundError(QuotedName(r, name) + " not found");
   Entry& entry = it->second;
   const Json& stored = entry.object;
   const std::string version = MetaString(next, "resourceVersion");
-  if (!version.empty() && version != kube::ResourceVersion(stored)) return Conflict(r, name);
+  if (!version.empty() && version != kube::ResourceVersion(stored)) return ConflictError(r, name);
   const std::string uid = MetaString(next, "uid");
-  if (!uid.empty() && uid != kube::Uid(stored)) return UidMismatch(uid, kube::Uid(stored));
+  if (!uid.empty() && uid != kube::Uid(stored)) return UidPreconditionError(uid, kube::Uid(stored));
 
   if (status_only) {
     Json with_status = stored;
@@ -411,7 +316,7 @@ absl::StatusOr<Json> ObjectStore::UpdateLocked(ResourceState& state, absl::strin
   } else {
     for (const char* field : {"namespace", "uid", "creationTimestamp", "deletionTimestamp",
                               "deletionGracePeriodSeconds", "generation", "resourceVersion"}) {
-      KeepField(stored, next, field);
+      KeepMetadataField(stored, next, field);
     }
     if (has_status) {
       if (stored.contains("status")) {
@@ -425,7 +330,7 @@ absl::StatusOr<Json> ObjectStore::UpdateLocked(ResourceState& state, absl::strin
       for (const std::string& f : Finalizers(next)) {
         if (std::find(before.begin(), before.end(), f) == before.end()) {
           return absl::InvalidArgumentError(
-              absl::StrCat(What(r, name),
+              absl::StrCat(QuotedName(r, name),
                            " is invalid: metadata.finalizers: Forbidden: no new finalizers can "
                            "be added if the object is being deleted, found new finalizers [\"",
                            f, "\"]"));
@@ -448,17 +353,17 @@ absl::StatusOr<Json> ObjectStore::UpdateLocked(ResourceState& state, absl::strin
 absl::StatusOr<Json> ObjectStore::Delete(const kube::Resource& resource, absl::string_view ns,
                                          absl::string_view name,
                                          const kube::DeleteOptions& options) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   Count(verb::kDelete);
   ASSIGN_OR_RETURN(ResourceState * state, FindLocked(resource));
   const kube::Resource& r = state->registered.resource;
   ASSIGN_OR_RETURN(const std::string object_ns, ObjectNamespace(r, ns));
   const std::string key = ObjectKey(object_ns, name);
   auto it = state->objects.find(key);
-  if (it == state->objects.end()) return absl::NotFoundError(What(r, name) + " not found");
+  if (it == state->objects.end()) return absl::NotFoundError(QuotedName(r, name) + " not found");
   const std::string uid = kube::Uid(it->second.object);
   if (!options.precondition_uid.empty() && options.precondition_uid != uid) {
-    return UidMismatch(options.precondition_uid, uid);
+    return UidPreconditionError(options.precondition_uid, uid);
   }
   std::set<std::string> removing;
   return DeleteLocked(*state, key, options.propagation, removing);
@@ -511,22 +416,10 @@ bool ObjectStore::UidExistsLocked(const std::string& uid) const {
 void ObjectStore::CollectDependentsLocked(const std::string& owner_uid,
                                           kube::Propagation propagation,
                                           std::set<std::string>& removing) {
-  auto owner_uids = [](const Json& object) {
-    std::vector<std::string> uids;
-    const Json& meta = object["metadata"];
-    auto refs = meta.find("ownerReferences");
-    if (refs == meta.end() || !refs->is_array()) return uids;
-    for (const Json& ref : *refs) {
-      if (ref.is_object() && ref.contains("uid") && ref["uid"].is_string()) {
-        uids.push_back(ref["uid"].get<std::string>());
-      }
-    }
-    return uids;
-  };
   std::vector<std::pair<ResourceState*, std::string>> dependents;
   for (auto& [resource_key, state] : resources_) {
     for (const auto& [key, entry] : state.objects) {
-      const std::vector<std::string> uids = owner_uids(entry.object);
+      const std::vector<std::string> uids = OwnerUids(entry.object);
       if (std::find(uids.begin(), uids.end(), owner_uid) != uids.end()) {
         dependents.emplace_back(&state, key);
       }
@@ -536,7 +429,7 @@ void ObjectStore::CollectDependentsLocked(const std::string& owner_uid,
     auto it = state->objects.find(key);
     if (it == state->objects.end() || removing.contains(kube::Uid(it->second.object))) continue;
     bool other_owner = false;
-    for (const std::string& uid : owner_uids(it->second.object)) {
+    for (const std::string& uid : OwnerUids(it->second.object)) {
       if (uid != owner_uid && !removing.contains(uid) && UidExistsLocked(uid)) other_owner = true;
     }
     if (propagation != kube::Propagation::kOrphan && !other_owner) {
@@ -545,16 +438,7 @@ void ObjectStore::CollectDependentsLocked(const std::string& owner_uid,
     }
     // Orphaned, or kept alive by another owner: only the dangling reference goes.
     Json next = it->second.object;
-    Json& refs = next["metadata"]["ownerReferences"];
-    Json kept = Json::array();
-    for (const Json& ref : refs) {
-      if (!(ref.is_object() && ref.value("uid", "") == owner_uid)) kept.push_back(ref);
-    }
-    if (kept.empty()) {
-      next["metadata"].erase("ownerReferences");
-    } else {
-      refs = std::move(kept);
-    }
+    RemoveOwnerReference(next, owner_uid);
     ReplaceLocked(*state, it->second, std::move(next));
   }
 }
@@ -572,7 +456,7 @@ void ObjectStore::CloseChannelsLocked(const std::string& resource_key, const abs
 }
 
 void ObjectStore::Compact() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   history_.clear();
   compacted_version_ = resource_version_;
   CloseChannelsLocked(
@@ -581,13 +465,13 @@ void ObjectStore::Compact() {
 }
 
 void ObjectStore::CloseWatches() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   CloseChannelsLocked("", absl::OkStatus(), /*final_bookmark=*/true);
 }
 
 void ObjectStore::SetValidator(const kube::Resource& resource,
                                std::function<absl::Status(const Json&)> validator) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   if (validator) {
     validators_[ResourceKey(resource)] = std::move(validator);
   } else {
@@ -596,23 +480,23 @@ void ObjectStore::SetValidator(const kube::Resource& resource,
 }
 
 int64_t ObjectStore::WriteCount() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   return writes_;
 }
 
 int64_t ObjectStore::OperationCount(absl::string_view verb) const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   auto it = operations_.find(verb);
   return it == operations_.end() ? 0 : it->second;
 }
 
 int64_t ObjectStore::CurrentResourceVersion() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   return resource_version_;
 }
 
 size_t ObjectStore::OpenWatchCount() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   return std::count_if(channels_.begin(), channels_.end(),
                        [](const auto& c) { return !c->done(); });
 }
@@ -625,7 +509,7 @@ absl::StatusOr<Json> ObjectStore::SetPodStatusLocked(
   ASSIGN_OR_RETURN(ResourceState * state, FindLocked(kube::Pods()));
   auto it = state->objects.find(ObjectKey(ns, name));
   if (it == state->objects.end()) {
-    return absl::NotFoundError(What(state->registered.resource, name) + " not found");
+    return absl::NotFoundError(QuotedName(state->registered.resource, name) + " not found");
   }
   ASSIGN_OR_RETURN(Json status, make_status(it->second.object));
   Json body = it->second.object;
@@ -636,7 +520,7 @@ absl::StatusOr<Json> ObjectStore::SetPodStatusLocked(
 absl::StatusOr<Json> ObjectStore::SetPodPhase(absl::string_view ns, absl::string_view name,
                                               absl::string_view phase, int exit_code,
                                               absl::string_view reason) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   return SetPodStatusLocked(ns, name, [&](const Json& pod) {
     return PodStatusForPhase(pod, phase, exit_code, reason, options_.clock());
   });
@@ -645,7 +529,7 @@ absl::StatusOr<Json> ObjectStore::SetPodPhase(absl::string_view ns, absl::string
 absl::StatusOr<Json> ObjectStore::RestartContainer(absl::string_view ns, absl::string_view name,
                                                    int exit_code, absl::string_view reason,
                                                    absl::string_view container) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   return SetPodStatusLocked(ns, name, [&](const Json& pod) {
     return PodStatusAfterRestart(pod, container, exit_code, reason, options_.clock());
   });

@@ -41,6 +41,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
@@ -52,7 +53,6 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "operator/kube/kube_client.h"
@@ -209,7 +209,7 @@ class ObjectStore {
                            bool final_bookmark) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
-  mutable absl::Mutex mu_;
+  mutable std::mutex mu_;
   std::map<std::string, ResourceState> resources_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::function<absl::Status(const Json&)>> validators_ ABSL_GUARDED_BY(mu_);
   int64_t resource_version_ ABSL_GUARDED_BY(mu_) = 0;

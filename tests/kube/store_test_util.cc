@@ -45,6 +45,57 @@ void AddOwner(nlohmann::json& object, const nlohmann::json& owner, bool controll
                                                    {"controller", controller}});
 }
 
+const kube::Resource& Widgets() {
+  static const kube::Resource* r =
+      new kube::Resource{"example.com", "v1", "widgets", "Widget", true};
+  return *r;
+}
+
+kube::DeleteOptions Propagate(kube::Propagation propagation) {
+  kube::DeleteOptions options;
+  options.propagation = propagation;
+  return options;
+}
+
+kube::DeleteOptions WithUid(const std::string& uid) {
+  kube::DeleteOptions options;
+  options.precondition_uid = uid;
+  return options;
+}
+
+kube::ListOptions From(const std::string& version) {
+  kube::ListOptions options;
+  options.resource_version = version;
+  options.allow_bookmarks = false;
+  return options;
+}
+
+StoreTest::StoreTest() : store_(TestStoreOptions()) {
+  RegisterTestResources(store_);
+  store_.RegisterResource(Widgets(), /*has_status_subresource=*/false);
+}
+
+nlohmann::json StoreTest::MustCreate(const kube::Resource& r, const nlohmann::json& object,
+                                     const std::string& ns) {
+  absl::StatusOr<nlohmann::json> created = store_.Create(r, ns, object);
+  EXPECT_TRUE(created.ok()) << created.status();
+  return created.ok() ? *created : nlohmann::json();
+}
+
+nlohmann::json StoreTest::MustGet(const kube::Resource& r, const std::string& name,
+                                  const std::string& ns) {
+  absl::StatusOr<nlohmann::json> got = store_.Get(r, ns, name);
+  EXPECT_TRUE(got.ok()) << got.status();
+  return got.ok() ? *got : nlohmann::json();
+}
+
+std::unique_ptr<Watcher> StoreTest::MustWatch(const kube::Resource& r, const std::string& ns,
+                                              const kube::ListOptions& options) {
+  absl::StatusOr<std::unique_ptr<Watcher>> watcher = store_.Watch(r, ns, options);
+  EXPECT_TRUE(watcher.ok()) << watcher.status();
+  return watcher.ok() ? std::move(*watcher) : nullptr;
+}
+
 std::string Describe(const kube::WatchEvent& event) {
   const char* type = "";
   switch (event.type) {

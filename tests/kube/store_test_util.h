@@ -2,7 +2,10 @@
 #ifndef PSFLOW_TESTS_KUBE_STORE_TEST_UTIL_H_
 #define PSFLOW_TESTS_KUBE_STORE_TEST_UTIL_H_
 
+#include <gtest/gtest.h>
+
 #include <chrono>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
@@ -32,6 +35,30 @@ nlohmann::json PodObject(const std::string& name,
 nlohmann::json JobObject(const std::string& name, int replicas = 1);
 // Adds an ownerReference (controller when `controller`) to `owner` in `object`.
 void AddOwner(nlohmann::json& object, const nlohmann::json& owner, bool controller = true);
+
+// A resource without a status subresource whose objects carry a status (example.com/v1 widgets).
+const kube::Resource& Widgets();
+
+kube::DeleteOptions Propagate(kube::Propagation propagation);
+kube::DeleteOptions WithUid(const std::string& uid);
+// Watch options from `version`, without bookmarks.
+kube::ListOptions From(const std::string& version);
+
+// A store as TestStoreOptions makes it, with the test resources and Widgets registered, and
+// calls that must succeed.
+class StoreTest : public ::testing::Test {
+ protected:
+  StoreTest();
+
+  nlohmann::json MustCreate(const kube::Resource& r, const nlohmann::json& object,
+                            const std::string& ns = "default");
+  nlohmann::json MustGet(const kube::Resource& r, const std::string& name,
+                         const std::string& ns = "default");
+  std::unique_ptr<Watcher> MustWatch(const kube::Resource& r, const std::string& ns,
+                                     const kube::ListOptions& options);
+
+  ObjectStore store_;
+};
 
 // "ADDED default/a 3": type, namespace/name and resourceVersion; "BOOKMARK 7" for bookmarks.
 std::string Describe(const kube::WatchEvent& event);

@@ -26,7 +26,7 @@ absl::StatusOr<std::unique_ptr<TestApiServer>> TestApiServer::Start(ObjectStore*
   const int port = options.port;
   std::unique_ptr<TestApiServer> server(new TestApiServer(store, std::move(options)));
   {
-    absl::MutexLock lock(&server->lifecycle_mu_);
+    std::lock_guard lock(server->lifecycle_mu_);
     RETURN_IF_ERROR(server->Listen(port));
   }
   return server;
@@ -58,7 +58,7 @@ absl::Status TestApiServer::Listen(int port) {
   port_ = ntohs(addr.sin_port);
   stopping_ = false;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard lock(mu_);
     listen_fd_ = fd;
   }
   accept_thread_ = std::thread(&TestApiServer::AcceptLoop, this);
@@ -68,7 +68,7 @@ absl::Status TestApiServer::Listen(int port) {
 void TestApiServer::AcceptLoop() {
   int listen_fd;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard lock(mu_);
     listen_fd = listen_fd_;  // closed only after this thread is joined
   }
   for (;;) {
@@ -84,7 +84,7 @@ void TestApiServer::AcceptLoop() {
     const int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     ReapFinished();
-    absl::MutexLock lock(&mu_);
+    std::lock_guard lock(mu_);
     if (stopping_.load()) {
       ::close(fd);
       return;
@@ -99,7 +99,7 @@ void TestApiServer::AcceptLoop() {
 void TestApiServer::Serve(Connection* connection) {
   int fd;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard lock(mu_);
     fd = connection->fd;
   }
   HttpConnection http(fd);
@@ -120,7 +120,7 @@ void TestApiServer::Serve(Connection* connection) {
     }
     if (!handler_.Handle(*request, http, address, stopping_) || stopping_.load()) break;
   }
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   ::close(connection->fd);
   connection->fd = -1;
   connection->done = true;
@@ -129,7 +129,7 @@ void TestApiServer::Serve(Connection* connection) {
 void TestApiServer::ReapFinished() {
   std::list<std::unique_ptr<Connection>> finished;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard lock(mu_);
     for (auto it = connections_.begin(); it != connections_.end();) {
       if ((*it)->done) {
         finished.push_back(std::move(*it));
@@ -143,9 +143,9 @@ void TestApiServer::ReapFinished() {
 }
 
 void TestApiServer::Stop() {
-  absl::MutexLock lifecycle(&lifecycle_mu_);
+  std::lock_guard lifecycle(lifecycle_mu_);
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard lock(mu_);
     if (listen_fd_ < 0) return;
     stopping_ = true;
     ::shutdown(listen_fd_, SHUT_RDWR);
@@ -157,7 +157,7 @@ void TestApiServer::Stop() {
   accept_thread_.join();
   std::list<std::unique_ptr<Connection>> all;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard lock(mu_);
     ::close(listen_fd_);
     listen_fd_ = -1;
     all.swap(connections_);
@@ -166,21 +166,21 @@ void TestApiServer::Stop() {
 }
 
 absl::Status TestApiServer::Resume() {
-  absl::MutexLock lifecycle(&lifecycle_mu_);
+  std::lock_guard lifecycle(lifecycle_mu_);
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard lock(mu_);
     if (listen_fd_ >= 0) return absl::OkStatus();
   }
   return Listen(port_.load());
 }
 
 bool TestApiServer::serving() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   return listen_fd_ >= 0;
 }
 
 int TestApiServer::OpenConnectionCount() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   int open = 0;
   for (const auto& connection : connections_) open += connection->done ? 0 : 1;
   return open;

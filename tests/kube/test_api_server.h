@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <list>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -23,7 +24,6 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "operator/kube/resource.h"
 #include "tests/kube/api_handler.h"
 #include "tests/kube/object_store.h"
@@ -97,8 +97,8 @@ class TestApiServer {
   ApiHandler handler_;
   std::atomic<int> port_{0};
   std::atomic<bool> stopping_{false};
-  absl::Mutex lifecycle_mu_;  // serializes Stop and Resume
-  mutable absl::Mutex mu_;
+  std::mutex lifecycle_mu_;  // serializes Stop and Resume
+  mutable std::mutex mu_;
   int listen_fd_ ABSL_GUARDED_BY(mu_) = -1;
   std::thread accept_thread_;  // written by Listen/Stop under lifecycle_mu_
   std::list<std::unique_ptr<Connection>> connections_ ABSL_GUARDED_BY(mu_);

@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <utility>
 
-#include "absl/time/time.h"
-
 namespace psflow::kubetest {
 namespace {
 
@@ -31,14 +29,14 @@ bool WatchChannel::Matches(const Json& object, const std::string& ns) const {
 
 void WatchChannel::OfferInitial(const Json& object, const std::string& ns) {
   if (!Matches(object, ns)) return;
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   // The initial state is not held against max_pending: the API server sends it apart from the
   // buffered changes too.
   if (!closing_) pending_.push_back({kube::WatchEventType::kAdded, object});
 }
 
 void WatchChannel::Offer(const Change& change) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   if (closing_) return;
   seen_version_ = std::max(seen_version_, change.resource_version);
   if (change.resource_version <= params_.after_version ||
@@ -62,7 +60,7 @@ void WatchChannel::Offer(const Change& change) {
 }
 
 void WatchChannel::MarkSeen(int64_t version) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   if (!closing_) seen_version_ = std::max(seen_version_, version);
 }
 
@@ -76,11 +74,11 @@ void WatchChannel::PushLocked(kube::WatchEventType type, Json object) {
     return;
   }
   pending_.push_back({type, std::move(object)});
-  wake_.Signal();
+  wake_.notify_one();
 }
 
 void WatchChannel::Close(absl::Status why, bool final_bookmark) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   CloseLocked(std::move(why), final_bookmark);
 }
 
@@ -89,16 +87,16 @@ void WatchChannel::CloseLocked(absl::Status why, bool final_bookmark) {
   closing_ = true;
   final_bookmark_ = final_bookmark && params_.bookmarks;
   why_ = std::move(why);
-  wake_.SignalAll();
+  wake_.notify_all();
 }
 
 bool WatchChannel::done() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   return closing_ || abandoned_;
 }
 
 void WatchChannel::Abandon() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   abandoned_ = true;
   CloseLocked(absl::OkStatus(), false);
 }
@@ -111,7 +109,7 @@ kube::WatchEvent WatchChannel::BookmarkLocked() const {
 }
 
 std::optional<kube::WatchEvent> WatchChannel::Next(std::chrono::milliseconds timeout) {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock lock(mu_);
   const Clock::time_point give_up = Clock::now() + timeout;
   for (;;) {
     if (!pending_.empty()) {
@@ -135,17 +133,17 @@ std::optional<kube::WatchEvent> WatchChannel::Next(std::chrono::milliseconds tim
     if (now >= give_up) return std::nullopt;
     Clock::time_point wake_at = std::min(give_up, params_.deadline);
     if (params_.bookmarks) wake_at = std::min(wake_at, next_bookmark_);
-    wake_.WaitWithTimeout(&mu_, absl::FromChrono(wake_at - now));
+    wake_.wait_until(lock, wake_at);
   }
 }
 
 bool WatchChannel::closed() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   return closed_;
 }
 
 absl::Status WatchChannel::status() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   return closed_ ? why_ : absl::OkStatus();
 }
 

@@ -3,16 +3,17 @@
 #define PSFLOW_TESTS_KUBE_WATCHER_H_
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "operator/kube/kube_client.h"
 #include "operator/kube/label_selector.h"
 
@@ -82,8 +83,8 @@ class WatchChannel {
   kube::WatchEvent BookmarkLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Params params_;
-  mutable absl::Mutex mu_;
-  absl::CondVar wake_;
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
   std::deque<kube::WatchEvent> pending_ ABSL_GUARDED_BY(mu_);
   int64_t seen_version_ ABSL_GUARDED_BY(mu_) = 0;
   std::chrono::steady_clock::time_point next_bookmark_ ABSL_GUARDED_BY(mu_);
