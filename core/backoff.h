@@ -5,6 +5,7 @@
 #define PSFLOW_CORE_BACKOFF_H_
 
 #include <chrono>
+#include <optional>
 #include <random>
 
 namespace psflow {
@@ -20,9 +21,15 @@ class Backoff {
   // Sleeps for the next delay (never past the deadline). Returns false, without sleeping, when
   // the deadline has already passed: the caller stops retrying.
   bool Wait();
+  // The delay Wait() would sleep, without sleeping (counted as an attempt): for callers whose
+  // sleep must end early on a stop request. nullopt once the deadline has passed.
+  std::optional<std::chrono::milliseconds> NextDelay();
+  // After a success: the next delay is `initial` again and attempts() is 0.
+  void Reset();
   int attempts() const { return attempts_; }
 
  private:
+  std::chrono::milliseconds initial_;
   std::chrono::milliseconds next_;
   std::chrono::milliseconds max_;
   Clock::time_point deadline_;

@@ -24,5 +24,29 @@ TEST(Backoff, ExpiredDeadlineMeansNoAttempt) {
   EXPECT_EQ(b.attempts(), 0);
 }
 
+TEST(Backoff, NextDelayDoublesWithJitterUpToTheCapAndResetStartsOver) {
+  Backoff b(milliseconds(100), milliseconds(400), Backoff::Clock::time_point::max());
+  const int64_t expected_max[] = {100, 200, 400, 400};
+  for (int64_t max : expected_max) {
+    const std::optional<milliseconds> delay = b.NextDelay();
+    ASSERT_TRUE(delay.has_value());
+    EXPECT_GE(delay->count(), max / 2);
+    EXPECT_LE(delay->count(), max);
+  }
+  EXPECT_EQ(b.attempts(), 4);
+  b.Reset();
+  EXPECT_EQ(b.attempts(), 0);
+  const std::optional<milliseconds> delay = b.NextDelay();
+  ASSERT_TRUE(delay.has_value());
+  EXPECT_GE(delay->count(), 50);
+  EXPECT_LE(delay->count(), 100);
+}
+
+TEST(Backoff, NextDelayIsNulloptPastTheDeadline) {
+  Backoff b(milliseconds(5), milliseconds(5), Backoff::Clock::now() - milliseconds(1));
+  EXPECT_FALSE(b.NextDelay().has_value());
+  EXPECT_EQ(b.attempts(), 0);
+}
+
 }  // namespace
 }  // namespace psflow

@@ -12,6 +12,11 @@ namespace psflow {
 
 enum class LogLevel { kInfo, kWarning, kError };
 
+// kText (the default) as above; kJson writes one JSON object per line for log collectors:
+//   {"ts":"2026-11-23T03:21:07.123Z","level":"info","caller":"ps_service.cc:42","msg":"..."}
+enum class LogFormat { kText, kJson };
+void SetLogFormat(LogFormat format);
+
 class LogMessage {
  public:
   LogMessage(LogLevel level, const char* file, int line);
@@ -21,6 +26,9 @@ class LogMessage {
   std::ostream& stream() { return stream_; }
 
  private:
+  LogLevel level_;
+  const char* file_;
+  int line_;
   std::ostringstream stream_;
 };
 

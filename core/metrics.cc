@@ -108,6 +108,11 @@ void MetricsEndpoint::Serve() {
   }
 }
 
+void MetricsEndpoint::SetReadinessCheck(std::function<absl::Status()> check) {
+  std::lock_guard<std::mutex> lock(readiness_mu_);
+  readiness_ = std::move(check);
+}
+
 void MetricsEndpoint::Answer(int fd) {
   // A scraper that stalls must not hold the endpoint: bounded waits on both directions.
   timeval tv{2, 0};
@@ -139,8 +144,18 @@ void MetricsEndpoint::Answer(int fd) {
     SendAll(fd, Response("200 OK", "text/plain; version=0.0.4; charset=utf-8", body));
   } else if (path == "/healthz") {
     SendAll(fd, Response("200 OK", "text/plain", "ok\n"));
+  } else if (path == "/readyz") {
+    absl::Status ready = absl::OkStatus();
+    {
+      std::lock_guard<std::mutex> lock(readiness_mu_);
+      if (readiness_) ready = readiness_();
+    }
+    SendAll(fd, ready.ok() ? Response("200 OK", "text/plain", "ok\n")
+                           : Response("503 Service Unavailable", "text/plain",
+                                      std::string(ready.message()) + "\n"));
   } else {
-    SendAll(fd, Response("404 Not Found", "text/plain", "see /metrics and /healthz\n"));
+    SendAll(fd,
+            Response("404 Not Found", "text/plain", "see /metrics, /healthz and /readyz\n"));
   }
 }
 

@@ -1,5 +1,7 @@
 // The Prometheus endpoint every psflow process serves: GET /metrics (text exposition format
-// 0.0.4 of `registry()`, serialised by prometheus-cpp) and GET /healthz (200 "ok").
+// 0.0.4 of `registry()`, serialised by prometheus-cpp), GET /healthz (200 "ok") and GET /readyz
+// (200 "ok" while the readiness check passes, 503 with its reason otherwise; always ready when
+// no check is set).
 //
 // Why not prometheus-cpp's Exposer: it serves from civetweb threads with a fixed ~100 KiB stack,
 // and glibc carves each thread's static TLS out of that stack. OpenBLAS alone takes 60 KiB of
@@ -12,8 +14,10 @@
 #define PSFLOW_CORE_METRICS_H_
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -48,6 +52,9 @@ class MetricsEndpoint {
 
   // Thread-safe, as prometheus-cpp's registry is; lives as long as the endpoint.
   prometheus::Registry& registry() { return registry_; }
+  // OK when ready; the message of a non-OK status is served with the 503. Thread-safe; call
+  // before the check's captures can dangle, e.g. set it back to nullptr before they go.
+  void SetReadinessCheck(std::function<absl::Status()> check);
   int port() const { return port_; }
 
  private:
@@ -56,6 +63,8 @@ class MetricsEndpoint {
   void Answer(int fd);
 
   prometheus::Registry registry_;
+  std::mutex readiness_mu_;
+  std::function<absl::Status()> readiness_;
   int listen_fd_;
   int port_;
   int wake_pipe_[2] = {-1, -1};  // written by the destructor to stop Serve()

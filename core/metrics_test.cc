@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+
 #include "absl/strings/match.h"
 #include "core/http_get.h"
 #include "prometheus/counter.h"
@@ -30,6 +32,21 @@ TEST(MetricsEndpoint, ServesRegistryAndHealth) {
   auto missing = HttpGet("127.0.0.1", (*m)->port(), "/nope", milliseconds(2000));
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kInternal);
   EXPECT_TRUE(absl::StrContains(missing.status().message(), "404")) << missing.status();
+}
+
+TEST(MetricsEndpoint, ReadyzFollowsTheReadinessCheck) {
+  auto m = MetricsEndpoint::Start("127.0.0.1", 0);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(HttpGet("127.0.0.1", (*m)->port(), "/readyz", milliseconds(2000)).value(), "ok\n");
+  std::atomic<bool> ready{false};
+  (*m)->SetReadinessCheck([&ready] {
+    return ready.load() ? absl::OkStatus() : absl::UnavailableError("caches not synced");
+  });
+  auto not_ready = HttpGet("127.0.0.1", (*m)->port(), "/readyz", milliseconds(2000));
+  EXPECT_TRUE(absl::StrContains(not_ready.status().message(), "503")) << not_ready.status();
+  ready = true;
+  EXPECT_EQ(HttpGet("127.0.0.1", (*m)->port(), "/readyz", milliseconds(2000)).value(), "ok\n");
+  (*m)->SetReadinessCheck(nullptr);
 }
 
 TEST(MetricsEndpoint, PortInUseIsUnavailable) {

@@ -1,0 +1,246 @@
+#include "operator/controller/job_status.h"
+
+#include <array>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace psflow::controller {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::array<std::pair<ConditionType, const char*>, 6> kConditionNames = {{
+    {ConditionType::kCreated, "Created"},
+    {ConditionType::kRunning, "Running"},
+    {ConditionType::kRestarting, "Restarting"},
+    {ConditionType::kSucceeded, "Succeeded"},
+    {ConditionType::kFailed, "Failed"},
+    {ConditionType::kSuspended, "Suspended"},
+}};
+
+constexpr int kMaxIndex = 100000;
+
+constexpr std::array<api::ReplicaType, 4> kReplicaTypes = {
+    api::ReplicaType::kChief, api::ReplicaType::kPS, api::ReplicaType::kWorker,
+    api::ReplicaType::kEvaluator};
+
+std::string String(const json& object, const char* key) {
+  auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+int64_t Int(const json& object, const char* key) {
+  auto it = object.find(key);
+  return it != object.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
+}
+
+std::optional<double> Number(const json& object, const char* key) {
+  auto it = object.find(key);
+  if (it == object.end() || !it->is_number()) return std::nullopt;
+  return it->get<double>();
+}
+
+}  // namespace
+
+const char* ConditionTypeName(ConditionType type) {
+  for (const auto& [t, name] : kConditionNames) {
+    if (t == type) return name;
+  }
+  return "";
+}
+
+std::string FormatIndexes(const std::set<int>& indexes) {
+  std::string out;
+  for (auto it = indexes.begin(); it != indexes.end();) {
+    int first = *it;
+    int last = first;
+    for (++it; it != indexes.end() && *it == last + 1; ++it) last = *it;
+    if (!out.empty()) out += ',';
+    absl::StrAppend(&out, first);
+    if (last != first) absl::StrAppend(&out, "-", last);
+  }
+  return out;
+}
+
+std::set<int> ParseIndexes(const std::string& text) {
+  std::set<int> out;
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    std::pair<std::string, std::string> range = absl::StrSplit(part, absl::MaxSplits('-', 1));
+    int first = 0;
+    int last = 0;
+    if (!absl::SimpleAtoi(range.first, &first) || first < 0) continue;
+    if (range.second.empty()) {
+      last = first;
+    } else if (!absl::SimpleAtoi(range.second, &last) || last < first) {
+      continue;
+    }
+    // Replica indexes are below 10000 (the parser's limit): anything above is not ours.
+    if (last >= kMaxIndex) continue;
+    for (int i = first; i <= last; ++i) out.insert(i);
+  }
+  return out;
+}
+
+std::string FormatTimestamp(absl::Time t) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", t, absl::UTCTimeZone());
+}
+
+absl::Time ParseTimestamp(const std::string& text) {
+  absl::Time t;
+  std::string error;
+  if (text.empty() || !absl::ParseTime(absl::RFC3339_full, text, &t, &error)) {
+    return absl::InfinitePast();
+  }
+  return t;
+}
+
+JobStatus JobStatus::FromJson(const json& status) {
+  JobStatus s;
+  if (!status.is_object()) return s;
+  if (auto it = status.find("conditions"); it != status.end() && it->is_array()) {
+    for (const json& c : *it) {
+      if (!c.is_object()) continue;
+      const std::string type = String(c, "type");
+      for (const auto& [t, name] : kConditionNames) {
+        if (type != name) continue;
+        s.conditions.push_back({t, String(c, "status") == "True", String(c, "reason"),
+                                String(c, "message"), String(c, "lastUpdateTime"),
+                                String(c, "lastTransitionTime")});
+      }
+    }
+  }
+  if (auto it = status.find("replicaStatuses"); it != status.end() && it->is_object()) {
+    for (api::ReplicaType type : kReplicaTypes) {
+      auto r = it->find(std::string(api::ReplicaTypeName(type)));
+      if (r == it->end() || !r->is_object()) continue;
+      ReplicaStatus& rs = s.replica_statuses[type];
+      rs.active = static_cast<int>(Int(*r, "active"));
+      rs.ready = static_cast<int>(Int(*r, "ready"));
+      rs.succeeded = static_cast<int>(Int(*r, "succeeded"));
+      rs.failed = static_cast<int>(Int(*r, "failed"));
+      rs.restarts = static_cast<int>(Int(*r, "restarts"));
+      rs.replaced_restarts = static_cast<int>(Int(*r, "replacedPodRestarts"));
+      rs.completed_indexes = ParseIndexes(String(*r, "completedIndexes"));
+    }
+  }
+  s.start_time = String(status, "startTime");
+  s.completion_time = String(status, "completionTime");
+  s.observed_generation = Int(status, "observedGeneration");
+  s.restart_count = static_cast<int>(Int(status, "restartCount"));
+  s.workers = String(status, "workers");
+  s.worker_selector = String(status, "workerSelector");
+  if (auto it = status.find("throughput"); it != status.end() && it->is_object()) {
+    s.words_per_second = Number(*it, "wordsPerSecond");
+    s.examples_per_second = Number(*it, "examplesPerSecond");
+  }
+  return s;
+}
+
+json JobStatus::ToJson() const {
+  json out = json::object();
+  const std::string state = State();
+  if (!state.empty()) out["state"] = state;
+  if (!conditions.empty()) {
+    json list = json::array();
+    for (const Condition& c : conditions) {
+      list.push_back({{"type", ConditionTypeName(c.type)},
+                      {"status", c.status ? "True" : "False"},
+                      {"reason", c.reason},
+                      {"message", c.message},
+                      {"lastUpdateTime", c.last_update_time},
+                      {"lastTransitionTime", c.last_transition_time}});
+    }
+    out["conditions"] = std::move(list);
+  }
+  if (!replica_statuses.empty()) {
+    json replicas = json::object();
+    for (const auto& [type, rs] : replica_statuses) {
+      json r = {{"active", rs.active},       {"ready", rs.ready},
+                {"succeeded", rs.succeeded}, {"failed", rs.failed},
+                {"restarts", rs.restarts},   {"replacedPodRestarts", rs.replaced_restarts}};
+      if (!rs.completed_indexes.empty()) {
+        r["completedIndexes"] = FormatIndexes(rs.completed_indexes);
+      }
+      replicas[std::string(api::ReplicaTypeName(type))] = std::move(r);
+    }
+    out["replicaStatuses"] = std::move(replicas);
+  }
+  if (!start_time.empty()) out["startTime"] = start_time;
+  if (!completion_time.empty()) out["completionTime"] = completion_time;
+  out["observedGeneration"] = observed_generation;
+  out["restartCount"] = restart_count;
+  if (!workers.empty()) out["workers"] = workers;
+  if (!worker_selector.empty()) out["workerSelector"] = worker_selector;
+  if (words_per_second || examples_per_second) {
+    json t = json::object();
+    if (words_per_second) t["wordsPerSecond"] = *words_per_second;
+    if (examples_per_second) t["examplesPerSecond"] = *examples_per_second;
+    out["throughput"] = std::move(t);
+  }
+  return out;
+}
+
+const Condition* JobStatus::Find(ConditionType type) const {
+  for (const Condition& c : conditions) {
+    if (c.type == type) return &c;
+  }
+  return nullptr;
+}
+
+bool JobStatus::Is(ConditionType type) const {
+  const Condition* c = Find(type);
+  return c != nullptr && c->status;
+}
+
+std::string JobStatus::State() const {
+  for (ConditionType type : {ConditionType::kFailed, ConditionType::kSucceeded,
+                             ConditionType::kSuspended, ConditionType::kRestarting,
+                             ConditionType::kRunning, ConditionType::kCreated}) {
+    if (Is(type)) return ConditionTypeName(type);
+  }
+  return "";
+}
+
+void JobStatus::SetCondition(ConditionType type, bool status, const std::string& reason,
+                             const std::string& message, absl::Time now) {
+  const std::string stamp = FormatTimestamp(now);
+  auto set_one = [&](ConditionType t, bool s, const std::string& r, const std::string& m) {
+    for (Condition& c : conditions) {
+      if (c.type != t) continue;
+      if (c.status == s && c.reason == r && c.message == m) return;
+      if (c.status != s) c.last_transition_time = stamp;
+      c.status = s;
+      c.reason = r;
+      c.message = m;
+      c.last_update_time = stamp;
+      return;
+    }
+    if (s) conditions.push_back({t, s, r, m, stamp, stamp});
+  };
+  auto clear = [&](ConditionType t, const std::string& r, const std::string& m) {
+    if (Is(t)) set_one(t, false, r, m);
+  };
+  set_one(type, status, reason, message);
+  if (!status) return;
+  switch (type) {
+    case ConditionType::kRunning:
+      clear(ConditionType::kRestarting, reason, message);
+      break;
+    case ConditionType::kRestarting:
+      clear(ConditionType::kRunning, reason, message);
+      break;
+    case ConditionType::kSucceeded:
+    case ConditionType::kFailed:
+    case ConditionType::kSuspended:
+      clear(ConditionType::kRunning, reason, message);
+      clear(ConditionType::kRestarting, reason, message);
+      break;
+    case ConditionType::kCreated:
+      break;
+  }
+}
+
+}  // namespace psflow::controller

@@ -1,0 +1,50 @@
+// The operator's Prometheus metrics (psflow_operator_*), registered on the process's
+// MetricsEndpoint registry. Every member is thread-safe (prometheus-cpp's are).
+#ifndef PSFLOW_OPERATOR_CONTROLLER_OPERATOR_METRICS_H_
+#define PSFLOW_OPERATOR_CONTROLLER_OPERATOR_METRICS_H_
+
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "absl/strings/string_view.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+
+namespace psflow::controller {
+
+class OperatorMetrics {
+ public:
+  explicit OperatorMetrics(prometheus::Registry& registry);
+
+  prometheus::Counter& reconcile_total;
+  prometheus::Counter& reconcile_errors_total;
+  prometheus::Histogram& reconcile_duration_seconds;
+  prometheus::Gauge& workqueue_depth;
+  prometheus::Counter& pods_created_total;
+  prometheus::Counter& pods_deleted_total;
+  prometheus::Counter& services_created_total;
+  prometheus::Counter& services_deleted_total;
+  prometheus::Counter& replica_restarts_total;
+  prometheus::Histogram& job_time_to_running_seconds;
+  prometheus::Gauge& leader;
+
+  // psflow_operator_jobs{state}: sets every state's count (states absent from `counts` to 0).
+  void SetJobsByState(const std::map<std::string, int>& counts);
+  // psflow_operator_api_requests_total{verb,code}: one request to the API server.
+  void CountApiRequest(absl::string_view verb, int http_code);
+
+ private:
+  prometheus::Family<prometheus::Gauge>& jobs_;
+  prometheus::Family<prometheus::Counter>& api_requests_;
+  std::mutex mu_;
+  std::map<std::string, prometheus::Gauge*> jobs_by_state_;
+  std::map<std::pair<std::string, int>, prometheus::Counter*> api_by_verb_code_;
+};
+
+}  // namespace psflow::controller
+
+#endif  // PSFLOW_OPERATOR_CONTROLLER_OPERATOR_METRICS_H_

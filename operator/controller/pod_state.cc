@@ -1,0 +1,104 @@
+#include "operator/controller/pod_state.h"
+
+#include "absl/strings/str_cat.h"
+#include "operator/kube/object_meta.h"
+
+namespace psflow::controller {
+namespace {
+
+using nlohmann::json;
+
+const json* Field(const json& object, const char* key) {
+  if (!object.is_object()) return nullptr;
+  auto it = object.find(key);
+  return it == object.end() ? nullptr : &*it;
+}
+
+std::string String(const json& object, const char* key) {
+  const json* v = Field(object, key);
+  return v != nullptr && v->is_string() ? v->get<std::string>() : std::string();
+}
+
+// Name of the main container: "psflow" when the spec has it, else the first.
+std::string MainContainerName(const json& pod) {
+  const json* spec = Field(pod, "spec");
+  const json* containers = spec ? Field(*spec, "containers") : nullptr;
+  if (containers == nullptr || !containers->is_array() || containers->empty()) return "";
+  for (const json& c : *containers) {
+    if (String(c, "name") == "psflow") return "psflow";
+  }
+  return String((*containers)[0], "name");
+}
+
+bool ReadTerminated(const json& container_state, PodState& out) {
+  const json* terminated = Field(container_state, "terminated");
+  if (terminated == nullptr || !terminated->is_object()) return false;
+  const json* code = Field(*terminated, "exitCode");
+  if (code != nullptr && code->is_number_integer()) out.exit_code = code->get<int>();
+  out.reason = String(*terminated, "reason");
+  out.message = String(*terminated, "message");
+  return true;
+}
+
+}  // namespace
+
+std::string PodState::DescribeEnd() const {
+  if (exit_code) {
+    return reason.empty() ? absl::StrCat("exit code ", *exit_code)
+                          : absl::StrCat("exit code ", *exit_code, " (", reason, ")");
+  }
+  if (!reason.empty()) return message.empty() ? reason : absl::StrCat(reason, ": ", message);
+  return "unknown cause";
+}
+
+PodState ReadPodState(const json& pod) {
+  PodState out;
+  out.being_deleted = kube::BeingDeleted(pod);
+  const json* status = Field(pod, "status");
+  if (status == nullptr || !status->is_object()) return out;
+  const std::string phase = String(*status, "phase");
+  if (phase == "Pending") out.phase = PodPhase::kPending;
+  if (phase == "Running") out.phase = PodPhase::kRunning;
+  if (phase == "Succeeded") out.phase = PodPhase::kSucceeded;
+  if (phase == "Failed") out.phase = PodPhase::kFailed;
+  if (const json* conditions = Field(*status, "conditions");
+      conditions != nullptr && conditions->is_array()) {
+    for (const json& c : *conditions) {
+      if (String(c, "type") == "Ready") out.ready = String(c, "status") == "True";
+    }
+  }
+  const std::string main = MainContainerName(pod);
+  if (const json* statuses = Field(*status, "containerStatuses");
+      statuses != nullptr && statuses->is_array()) {
+    for (const json& cs : *statuses) {
+      const json* count = Field(cs, "restartCount");
+      if (count != nullptr && count->is_number_integer()) out.restarts += count->get<int>();
+      if (String(cs, "name") != main) continue;
+      const json* state = Field(cs, "state");
+      const json* last = Field(cs, "lastState");
+      if (!(state && ReadTerminated(*state, out)) && last != nullptr) ReadTerminated(*last, out);
+    }
+  }
+  // Pod-level reasons (Evicted, NodeLost, UnexpectedAdmissionError) say more than a container's.
+  if (const std::string reason = String(*status, "reason"); !reason.empty()) {
+    out.reason = reason;
+    out.message = String(*status, "message");
+    if (out.phase == PodPhase::kFailed && reason == "Evicted") out.exit_code.reset();
+  }
+  return out;
+}
+
+bool Retryable(api::RestartPolicy policy, const PodState& state) {
+  switch (policy) {
+    case api::RestartPolicy::kNever:
+      return false;
+    case api::RestartPolicy::kOnFailure:
+    case api::RestartPolicy::kAlways:
+      return true;
+    case api::RestartPolicy::kExitCode:
+      return !state.exit_code || *state.exit_code <= 0 || *state.exit_code >= 128;
+  }
+  return false;
+}
+
+}  // namespace psflow::controller

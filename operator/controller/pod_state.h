@@ -1,0 +1,42 @@
+// What the operator reads from a replica's pod: phase, readiness, restarts and how its main
+// container ended — and whether a failure is retried under a replica's restartPolicy.
+#ifndef PSFLOW_OPERATOR_CONTROLLER_POD_STATE_H_
+#define PSFLOW_OPERATOR_CONTROLLER_POD_STATE_H_
+
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "operator/api/training_job.h"
+
+namespace psflow::controller {
+
+enum class PodPhase { kPending, kRunning, kSucceeded, kFailed, kUnknown };
+
+struct PodState {
+  PodPhase phase = PodPhase::kUnknown;
+  bool ready = false;          // condition Ready is True
+  bool being_deleted = false;  // metadata.deletionTimestamp set
+  int restarts = 0;            // sum of containerStatuses[].restartCount (kubelet restarts)
+  // How the main container last ended: state.terminated, else lastState.terminated.
+  std::optional<int> exit_code;
+  std::string reason;  // "OOMKilled", "Error", "Completed", or the pod's own ("Evicted")
+  std::string message;
+
+  bool Active() const { return phase == PodPhase::kPending || phase == PodPhase::kRunning; }
+  // "exit code 137 (OOMKilled)", "Evicted: <message>", "unknown cause".
+  std::string DescribeEnd() const;
+};
+
+// Never throws: a malformed pod reads as phase Unknown with no details.
+PodState ReadPodState(const nlohmann::json& pod);
+
+// Whether a Failed pod is replaced. Never: no. OnFailure, Always: yes. ExitCode: exit codes
+// 1-127 are permanent (the program said it failed); 128+signal (137 = SIGKILL/OOM, 143 = SIGTERM)
+// and failures with no exit code (eviction, node loss) are retried.
+bool Retryable(api::RestartPolicy policy, const PodState& state);
+
+}  // namespace psflow::controller
+
+#endif  // PSFLOW_OPERATOR_CONTROLLER_POD_STATE_H_

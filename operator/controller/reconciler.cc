@@ -1,0 +1,630 @@
+#include "operator/controller/reconciler.h"
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/log.h"
+#include "operator/api/cluster_spec_builder.h"
+#include "operator/api/training_job.h"
+#include "operator/controller/job_status.h"
+#include "operator/controller/pod_state.h"
+#include "operator/controller/replica_objects.h"
+#include "operator/kube/api_status.h"
+#include "operator/kube/object_meta.h"
+
+namespace psflow::controller {
+
+using api::ReplicaType;
+using kube::Json;
+
+namespace {
+
+constexpr ReplicaType kTypes[] = {ReplicaType::kChief, ReplicaType::kPS, ReplicaType::kWorker,
+                                  ReplicaType::kEvaluator};
+
+std::optional<ReplicaType> TypeFromLabel(const std::string& task_type) {
+  for (ReplicaType t : kTypes) {
+    if (api::TaskTypeName(t) == task_type) return t;
+  }
+  return std::nullopt;
+}
+
+// The replica a pod or service stands for, from its labels; nullopt when they are not ours.
+std::optional<std::pair<ReplicaType, int>> Slot(const Json& object) {
+  std::optional<ReplicaType> type = TypeFromLabel(kube::Label(object, kReplicaTypeLabel));
+  int index = -1;
+  if (!type || !absl::SimpleAtoi(kube::Label(object, kReplicaIndexLabel), &index) || index < 0) {
+    return std::nullopt;
+  }
+  return std::make_pair(*type, index);
+}
+
+std::string ReplicaLabel(ReplicaType type, int index) {
+  return absl::StrCat(api::ReplicaTypeName(type), " ", index);
+}
+
+// Runs `tasks` on up to `max_parallel` threads; returns the first error (all tasks run).
+absl::Status RunParallel(const std::vector<std::function<absl::Status()>>& tasks,
+                         int max_parallel) {
+  std::mutex mu;
+  absl::Status first = absl::OkStatus();
+  std::atomic<size_t> next{0};
+  auto drain = [&] {
+    for (size_t i = next++; i < tasks.size(); i = next++) {
+      absl::Status s = tasks[i]();
+      if (!s.ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (first.ok()) first = std::move(s);
+      }
+    }
+  };
+  const size_t threads = std::min<size_t>(tasks.size(), std::max(1, max_parallel));
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(drain);
+  drain();
+  for (std::thread& t : pool) t.join();
+  return first;
+}
+
+}  // namespace
+
+struct Reconciler::Pass {
+  std::string ns;
+  std::string name;
+  std::string key;
+  ObjectPtr object;
+  std::string cached_version;  // resourceVersion of the job as the cache gave it
+  api::TrainingJob job;
+  JobStatus status;
+  absl::Time now;
+  // Owned pods and services by replica; pods of replicas the spec no longer has go to `extra`.
+  std::map<std::pair<ReplicaType, int>, ObjectPtr> pods;
+  std::map<std::pair<ReplicaType, int>, ObjectPtr> services;
+  std::vector<ObjectPtr> extra_pods;
+  std::vector<ObjectPtr> extra_services;
+  ReconcileResult result;
+};
+
+Reconciler::Reconciler(kube::KubeClient& client, const ClusterView& view,
+                       Expectations& expectations, EventRecorder& events,
+                       std::function<absl::Time()> now, ReconcilerOptions options)
+    : client_(client),
+      view_(view),
+      expectations_(expectations),
+      events_(events),
+      now_(std::move(now)),
+      options_(options) {}
+
+ReconcileResult Reconciler::Reconcile(const std::string& ns, const std::string& name) {
+  Pass pass;
+  pass.ns = ns;
+  pass.name = name;
+  pass.key = kube::Key(ns, name);
+  pass.object = view_.Job(ns, name);
+  if (pass.object == nullptr) {
+    expectations_.Forget(pass.key);
+    return {};
+  }
+  const Json& object = *pass.object;
+  if (!object.is_object() || kube::BeingDeleted(object)) return {};
+  // Until the caches show what this operator did last, acting on them could undo it.
+  if (!expectations_.Satisfied(pass.key) || CacheBehindOwnWrite(pass.key, object)) {
+    pass.result.requeue_after = options_.expectations_recheck;
+    return pass.result;
+  }
+  const std::string uid = kube::Uid(object);
+  if (uid.empty()) {
+    PSFLOW_LOG(WARNING) << "TrainingJob " << pass.key << " has no metadata.uid: ignored";
+    return {};
+  }
+  pass.now = now_();
+  pass.cached_version = kube::ResourceVersion(object);
+  pass.status = JobStatus::FromJson(object.contains("status") ? object["status"] : Json());
+  pass.status.observed_generation = kube::Generation(object);
+
+  // The parser reads the manifest form: make sure apiVersion/kind/namespace are there.
+  Json manifest = object;
+  manifest["apiVersion"] = kube::TrainingJobs().ApiVersion();
+  manifest["kind"] = kube::TrainingJobs().kind;
+  if (manifest["metadata"].is_object()) manifest["metadata"]["namespace"] = ns;
+  absl::StatusOr<api::TrainingJob> job =
+      api::ParseTrainingJob(manifest.dump(), absl::StrCat("TrainingJob ", pass.key));
+  if (!job.ok()) {
+    if (!pass.status.Is(ConditionType::kFailed)) {
+      const std::string message(job.status().message());
+      PSFLOW_LOG(WARNING) << message;
+      Fail(pass, "InvalidSpec", message);
+      if (!WriteStatus(pass)) return pass.result;
+    }
+    // A running job edited into one psflow cannot run: stop what it had started.
+    std::vector<ObjectPtr> active;
+    for (const ObjectPtr& pod : view_.Pods(ns, name)) {
+      const PodState state = ReadPodState(*pod);
+      if (kube::ControllerUid(*pod) == uid && state.Active() && !state.being_deleted) {
+        active.push_back(pod);
+      }
+    }
+    if (!active.empty()) DeletePods(pass, active, "the spec cannot be run");
+    return pass.result;
+  }
+  pass.job = *std::move(job);
+  pass.status.worker_selector = WorkerSelector(name);
+
+  for (const ObjectPtr& pod : view_.Pods(ns, name)) {
+    if (kube::ControllerUid(*pod) != uid) continue;  // not this incarnation's
+    auto slot = Slot(*pod);
+    if (slot && slot->second < pass.job.Replicas(slot->first)) {
+      pass.pods[*slot] = pod;
+    } else {
+      pass.extra_pods.push_back(pod);
+    }
+  }
+  for (const ObjectPtr& service : view_.Services(ns, name)) {
+    if (kube::ControllerUid(*service) != uid) continue;
+    auto slot = Slot(*service);
+    if (slot && slot->second < pass.job.Replicas(slot->first)) {
+      pass.services[*slot] = service;
+    } else {
+      pass.extra_services.push_back(service);
+    }
+  }
+  if (pass.status.Finished()) {
+    Finish(pass);
+  } else if (pass.job.run_policy.suspend) {
+    Suspend(pass);
+  } else {
+    ReconcileActive(pass);
+  }
+  return pass.result;
+}
+
+void Reconciler::CountPods(Pass& pass) {
+  int ready_workers = 0;
+  pass.status.restart_count = 0;
+  for (ReplicaType type : kTypes) {
+    const int replicas = pass.job.Replicas(type);
+    if (replicas == 0 && !pass.status.replica_statuses.count(type)) continue;
+    ReplicaStatus& rs = pass.status.replica_statuses[type];
+    rs.active = rs.ready = 0;
+    int live_restarts = 0;
+    for (int i = 0; i < replicas; ++i) {
+      auto it = pass.pods.find({type, i});
+      if (it == pass.pods.end()) continue;
+      const PodState state = ReadPodState(*it->second);
+      if (state.being_deleted) continue;  // its restarts were folded in when it was deleted
+      live_restarts += state.restarts;
+      if (!state.Active()) continue;
+      ++rs.active;
+      if (state.phase == PodPhase::kRunning && state.ready) ++rs.ready;
+    }
+    rs.succeeded = static_cast<int>(rs.completed_indexes.size());
+    rs.restarts = rs.replaced_restarts + live_restarts;
+    pass.status.restart_count += rs.restarts;
+    if (type == ReplicaType::kWorker) ready_workers = rs.ready;
+  }
+  pass.status.workers =
+      absl::StrCat(ready_workers, "/", pass.job.Replicas(ReplicaType::kWorker));
+}
+
+void Reconciler::Fail(Pass& pass, const std::string& reason, const std::string& message) {
+  pass.status.SetCondition(ConditionType::kFailed, true, reason, message, pass.now);
+  if (pass.status.completion_time.empty()) pass.status.completion_time = FormatTimestamp(pass.now);
+  events_.Record(*pass.object, EventType::kWarning, reason, message);
+}
+
+void Reconciler::ReconcileActive(Pass& pass) {
+  JobStatus& status = pass.status;
+  const api::TrainingJob& job = pass.job;
+  if (status.Is(ConditionType::kSuspended)) {
+    status.SetCondition(ConditionType::kSuspended, false, "Resumed", "TrainingJob resumed",
+                        pass.now);
+    events_.Record(*pass.object, EventType::kNormal, "Resumed", "TrainingJob resumed");
+  }
+  if (ParseTimestamp(status.start_time) == absl::InfinitePast()) {
+    status.start_time = FormatTimestamp(pass.now);  // unset, or not a time: from now
+  }
+
+  // Deadline.
+  if (job.run_policy.active_deadline_seconds) {
+    const absl::Time end = ParseTimestamp(status.start_time) +
+                           absl::Seconds(*job.run_policy.active_deadline_seconds);
+    if (pass.now >= end) {
+      Fail(pass, "DeadlineExceeded",
+           absl::StrCat("TrainingJob ", pass.key, " ran longer than activeDeadlineSeconds=",
+                        *job.run_policy.active_deadline_seconds));
+      CountPods(pass);
+      if (WriteStatus(pass)) Finish(pass);
+      return;
+    }
+    pass.result.requeue_after = end - pass.now;
+  }
+
+  // Replicas.
+  std::vector<Json> create_pods;
+  std::vector<Json> create_services;
+  std::vector<ObjectPtr> delete_pods = pass.extra_pods;
+  struct Replacement {
+    ReplicaType type;
+    int index;
+    ObjectPtr pod;
+    PodState state;
+  };
+  std::vector<Replacement> replacements;
+  std::optional<std::pair<std::string, std::string>> failure;  // reason, message
+  bool all_running = true;
+  int live_restarts = 0;
+  for (const auto& [type, spec] : job.replica_specs) {
+    ReplicaStatus& rs = status.replica_statuses[type];
+    for (int i = 0; i < spec.replicas; ++i) {
+      if (!pass.services.count({type, i})) {
+        create_services.push_back(BuildService(*pass.object, job, type, i));
+      }
+      if (rs.completed_indexes.count(i)) continue;
+      auto it = pass.pods.find({type, i});
+      if (it == pass.pods.end()) {
+        create_pods.push_back(BuildPod(*pass.object, job, type, i));
+        all_running = false;
+        continue;
+      }
+      const PodState state = ReadPodState(*it->second);
+      if (state.being_deleted) {
+        all_running = false;
+        continue;
+      }
+      live_restarts += state.restarts;
+      switch (state.phase) {
+        case PodPhase::kRunning:
+          break;
+        case PodPhase::kPending:
+        case PodPhase::kUnknown:
+          all_running = false;
+          break;
+        case PodPhase::kSucceeded:
+          rs.completed_indexes.insert(i);
+          break;
+        case PodPhase::kFailed:
+          all_running = false;
+          ++rs.failed;
+          if (Retryable(spec.restart_policy, state)) {
+            replacements.push_back({type, i, it->second, state});
+          } else if (!failure) {
+            failure = {"ReplicaFailed",
+                       absl::StrCat(ReplicaLabel(type, i), " (pod ", kube::Name(*it->second),
+                                    ") failed: ", state.DescribeEnd(), "; restartPolicy ",
+                                    api::RestartPolicyName(spec.restart_policy),
+                                    " does not restart it")};
+          }
+          break;
+      }
+    }
+  }
+
+  // backoffLimit counts every restart: replacements so far, the kubelet's, and these.
+  if (!failure && job.run_policy.backoff_limit) {
+    int restarts = live_restarts;
+    for (const auto& [type, rs] : status.replica_statuses) restarts += rs.replaced_restarts;
+    const int limit = *job.run_policy.backoff_limit;
+    if (restarts + static_cast<int>(replacements.size()) > limit) {
+      std::string cause = "replicas restarted in place";
+      if (!replacements.empty()) {
+        const Replacement& r = replacements.front();
+        cause = absl::StrCat(ReplicaLabel(r.type, r.index), " (pod ", kube::Name(*r.pod),
+                             ") failed: ", r.state.DescribeEnd());
+      } else {
+        for (const auto& [slot, pod] : pass.pods) {
+          const PodState state = ReadPodState(*pod);
+          if (state.restarts > 0) {
+            cause = absl::StrCat(ReplicaLabel(slot.first, slot.second), " (pod ",
+                                 kube::Name(*pod), ") restarted ", state.restarts,
+                                 " times, last end: ", state.DescribeEnd());
+            break;
+          }
+        }
+      }
+      failure = {"BackoffLimitExceeded",
+                 absl::StrCat(cause, "; ", restarts, " restarts reached backoffLimit ", limit)};
+    }
+  }
+
+  // Success.
+  bool succeeded = false;
+  std::string success_message;
+  const auto completed = [&](ReplicaType type, int index) {
+    auto it = status.replica_statuses.find(type);
+    return it != status.replica_statuses.end() && it->second.completed_indexes.count(index) > 0;
+  };
+  if (job.success_policy == api::SuccessPolicy::kAllWorkers) {
+    succeeded = true;
+    for (ReplicaType type : {ReplicaType::kChief, ReplicaType::kWorker}) {
+      for (int i = 0; i < job.Replicas(type); ++i) succeeded = succeeded && completed(type, i);
+    }
+    success_message = "every worker completed";
+  } else if (job.Replicas(ReplicaType::kChief) > 0) {
+    succeeded = completed(ReplicaType::kChief, 0);
+    success_message = "Chief 0 completed";
+  } else {
+    succeeded = completed(ReplicaType::kWorker, 0);
+    success_message = "Worker 0 completed";
+  }
+
+  if (failure || succeeded) {
+    if (failure) {
+      Fail(pass, failure->first, failure->second);
+    } else {
+      status.SetCondition(ConditionType::kSucceeded, true, "TrainingJobSucceeded",
+                          absl::StrCat("TrainingJob ", pass.key, " succeeded: ", success_message),
+                          pass.now);
+      if (status.completion_time.empty()) status.completion_time = FormatTimestamp(pass.now);
+      events_.Record(*pass.object, EventType::kNormal, "TrainingJobSucceeded", success_message);
+    }
+    // The outcome is written before any pod is touched, so it survives whatever comes next.
+    CountPods(pass);
+    if (WriteStatus(pass)) Finish(pass);
+    return;
+  }
+
+  // Replace failed pods (re-created on a later pass, once the deletion is seen). A restart is
+  // counted only once its pod is gone, so a failed delete is not counted twice.
+  for (const Replacement& r : replacements) delete_pods.push_back(r.pod);
+  const std::set<std::string> deleted =
+      delete_pods.empty() ? std::set<std::string>()
+                          : DeletePods(pass, delete_pods, "replaced or beyond the replica count");
+  for (const Replacement& r : replacements) {
+    if (!deleted.count(kube::Name(*r.pod))) continue;
+    ++status.replica_statuses[r.type].replaced_restarts;
+    ++pass.result.restarts;
+    const std::string message =
+        absl::StrCat(ReplicaLabel(r.type, r.index), " (pod ", kube::Name(*r.pod), ") failed: ",
+                     r.state.DescribeEnd(), "; restarting it");
+    events_.Record(*pass.object, EventType::kWarning, "RestartingReplica", message);
+    status.SetCondition(ConditionType::kRestarting, true, "ReplicaRestarting", message, pass.now);
+  }
+  for (const ObjectPtr& service : pass.extra_services) {
+    absl::Status s = client_.Delete(kube::Services(), pass.ns, kube::Name(*service),
+                                    {kube::Propagation::kBackground, kube::Uid(*service), -1});
+    if (s.ok()) ++pass.result.services_deleted;
+  }
+  if (!create_pods.empty() || !create_services.empty()) {
+    CreateAll(pass, std::move(create_pods), std::move(create_services));
+    if (!pass.result.status.ok()) {
+      CountPods(pass);
+      WriteStatus(pass);
+      return;
+    }
+  }
+
+  // Conditions.
+  const int total = [&] {
+    int n = 0;
+    for (const auto& [type, spec] : job.replica_specs) n += spec.replicas;
+    return n;
+  }();
+  if (!status.Find(ConditionType::kCreated) && pass.result.pods_created > 0) {
+    status.SetCondition(ConditionType::kCreated, true, "TrainingJobCreated",
+                        absl::StrCat("TrainingJob ", pass.key, " created its ", total,
+                                     " replicas"),
+                        pass.now);
+  }
+  if (all_running && replacements.empty() && pass.result.pods_created == 0) {
+    const bool first_time = !status.Find(ConditionType::kRunning);
+    status.SetCondition(ConditionType::kRunning, true, "TrainingJobRunning",
+                        absl::StrCat("all ", total, " replicas are running"), pass.now);
+    const absl::Time created =
+        ParseTimestamp(kube::StringAt(*pass.object, "metadata", "creationTimestamp"));
+    if (first_time && created != absl::InfinitePast()) {
+      pass.result.time_to_running = pass.now - created;
+    }
+  }
+  CountPods(pass);
+  WriteStatus(pass);
+}
+
+void Reconciler::Suspend(Pass& pass) {
+  std::vector<ObjectPtr> active = pass.extra_pods;
+  for (const auto& [slot, pod] : pass.pods) {
+    const PodState state = ReadPodState(*pod);
+    if (state.Active() && !state.being_deleted) active.push_back(pod);
+  }
+  if (!active.empty()) DeletePods(pass, active, "suspended");
+  if (!pass.status.Is(ConditionType::kSuspended)) {
+    pass.status.SetCondition(ConditionType::kSuspended, true, "Suspended",
+                             absl::StrCat("TrainingJob ", pass.key, " is suspended"), pass.now);
+    events_.Record(*pass.object, EventType::kNormal, "Suspended",
+                   absl::StrCat("suspended: ", active.size(), " pods deleted"));
+  }
+  // activeDeadlineSeconds restarts from the resume.
+  pass.status.start_time.clear();
+  CountPods(pass);
+  WriteStatus(pass);
+}
+
+void Reconciler::Finish(Pass& pass) {
+  const api::TrainingJob& job = pass.job;
+  const bool succeeded = pass.status.Is(ConditionType::kSucceeded);
+  const api::CleanPodPolicy policy = job.run_policy.clean_pod_policy;
+  std::vector<ObjectPtr> doomed = pass.extra_pods;
+  for (const auto& [slot, pod] : pass.pods) {
+    const PodState state = ReadPodState(*pod);
+    if (state.being_deleted) continue;
+    const bool stop_ps = succeeded && slot.first == ReplicaType::kPS && state.Active();
+    if (policy == api::CleanPodPolicy::kAll ||
+        (policy == api::CleanPodPolicy::kRunning && state.Active()) || stop_ps) {
+      doomed.push_back(pod);
+    }
+  }
+  if (!doomed.empty()) DeletePods(pass, doomed, "TrainingJob finished");
+  if (policy != api::CleanPodPolicy::kNone) {
+    std::vector<ObjectPtr> services = pass.extra_services;
+    for (const auto& [slot, service] : pass.services) {
+      if (!kube::BeingDeleted(*service)) services.push_back(service);
+    }
+    for (const ObjectPtr& service : services) {
+      absl::Status s = client_.Delete(kube::Services(), pass.ns, kube::Name(*service),
+                                      {kube::Propagation::kBackground, kube::Uid(*service), -1});
+      if (s.ok() || s.code() == absl::StatusCode::kNotFound) {
+        ++pass.result.services_deleted;
+      } else if (pass.result.status.ok()) {
+        pass.result.status = s;
+      }
+    }
+  }
+  if (ParseTimestamp(pass.status.completion_time) == absl::InfinitePast()) {
+    pass.status.completion_time = FormatTimestamp(pass.now);  // unset or not a time: from now
+  }
+  CountPods(pass);
+  if (!WriteStatus(pass)) return;
+
+  if (job.run_policy.ttl_seconds_after_finished) {
+    const absl::Time expire = ParseTimestamp(pass.status.completion_time) +
+                              absl::Seconds(*job.run_policy.ttl_seconds_after_finished);
+    if (pass.now >= expire) {
+      absl::Status s = client_.Delete(kube::TrainingJobs(), pass.ns, pass.name,
+                                      {kube::Propagation::kBackground, kube::Uid(*pass.object),
+                                       -1});
+      if (s.ok() || s.code() == absl::StatusCode::kNotFound) {
+        PSFLOW_LOG(INFO) << "TrainingJob " << pass.key
+                         << " deleted: ttlSecondsAfterFinished passed";
+        pass.result.job_deleted = true;
+        expectations_.Forget(pass.key);
+      } else if (pass.result.status.ok()) {
+        pass.result.status = s;
+      }
+    } else {
+      pass.result.requeue_after = expire - pass.now;
+    }
+  }
+}
+
+std::set<std::string> Reconciler::DeletePods(Pass& pass, const std::vector<ObjectPtr>& pods,
+                                             const std::string& why) {
+  expectations_.Expect(pass.key, 0, static_cast<int>(pods.size()));
+  std::vector<std::string> names;
+  for (const ObjectPtr& pod : pods) {
+    const std::string name = kube::Name(*pod);
+    absl::Status s = client_.Delete(kube::Pods(), pass.ns, name,
+                                    {kube::Propagation::kBackground, kube::Uid(*pod), -1});
+    if (s.ok()) {
+      ++pass.result.pods_deleted;
+      names.push_back(name);
+      // The kubelet's restarts of a pod that goes are kept in the status from now on.
+      if (auto slot = Slot(*pod)) {
+        auto it = pass.pods.find(*slot);
+        if (it != pass.pods.end() && it->second == pod) {
+          pass.status.replica_statuses[slot->first].replaced_restarts +=
+              ReadPodState(*pod).restarts;
+          pass.pods.erase(it);
+        }
+      }
+      continue;
+    }
+    // Not going to be observed: do not wait for it.
+    expectations_.DeletionObserved(pass.key);
+    if (s.code() == absl::StatusCode::kNotFound) continue;  // already gone
+    PSFLOW_LOG(WARNING) << "deleting pod " << pass.ns << "/" << name << ": " << s.message();
+    if (pass.result.status.ok()) pass.result.status = s;
+  }
+  if (!names.empty()) {
+    events_.Record(*pass.object, EventType::kNormal, "SuccessfulDeletePod",
+                   absl::StrCat("Deleted pods (", why, "): ", absl::StrJoin(names, ", ")));
+  }
+  return std::set<std::string>(names.begin(), names.end());
+}
+
+void Reconciler::CreateAll(Pass& pass, std::vector<Json> pods, std::vector<Json> services) {
+  expectations_.Expect(pass.key, static_cast<int>(pods.size()), 0);
+  std::mutex mu;
+  std::vector<std::string> created_pods;
+  std::vector<std::string> created_services;
+  std::vector<std::function<absl::Status()>> tasks;
+  for (const Json& service : services) {
+    tasks.push_back([&]() -> absl::Status {
+      absl::StatusOr<Json> out = client_.Create(kube::Services(), pass.ns, service);
+      if (out.ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        created_services.push_back(kube::Name(service));
+        return absl::OkStatus();
+      }
+      // Exists already: the cache was behind, nothing to do.
+      return out.status().code() == absl::StatusCode::kAlreadyExists ? absl::OkStatus()
+                                                                     : out.status();
+    });
+  }
+  for (const Json& pod : pods) {
+    tasks.push_back([&]() -> absl::Status {
+      absl::StatusOr<Json> out = client_.Create(kube::Pods(), pass.ns, pod);
+      if (out.ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        created_pods.push_back(kube::Name(pod));
+        // Counted as they are now (Pending), so the status written below is already right.
+        if (auto slot = Slot(*out)) {
+          pass.pods[*slot] = std::make_shared<const Json>(*std::move(out));
+        }
+        return absl::OkStatus();
+      }
+      expectations_.CreationObserved(pass.key);  // nothing new will be observed
+      return out.status().code() == absl::StatusCode::kAlreadyExists ? absl::OkStatus()
+                                                                     : out.status();
+    });
+  }
+  absl::Status s = RunParallel(tasks, options_.max_parallel_creates);
+  if (!s.ok()) {
+    PSFLOW_LOG(WARNING) << "TrainingJob " << pass.key << ": " << s.message();
+    if (pass.result.status.ok()) pass.result.status = s;
+  }
+  pass.result.pods_created = static_cast<int>(created_pods.size());
+  pass.result.services_created = static_cast<int>(created_services.size());
+  std::sort(created_pods.begin(), created_pods.end());
+  std::sort(created_services.begin(), created_services.end());
+  if (!created_pods.empty()) {
+    events_.Record(*pass.object, EventType::kNormal, "SuccessfulCreatePod",
+                   absl::StrCat("Created pods: ", absl::StrJoin(created_pods, ", ")));
+  }
+  if (!created_services.empty()) {
+    events_.Record(*pass.object, EventType::kNormal, "SuccessfulCreateService",
+                   absl::StrCat("Created services: ", absl::StrJoin(created_services, ", ")));
+  }
+}
+
+bool Reconciler::WriteStatus(Pass& pass) {
+  const Json& object = *pass.object;
+  Json status = pass.status.ToJson();
+  if (object.contains("status") && object["status"] == status) return true;
+  Json updated = object;
+  updated["status"] = std::move(status);
+  absl::StatusOr<Json> written = client_.UpdateStatus(kube::TrainingJobs(), pass.ns, updated);
+  if (!written.ok()) {
+    if (!kube::IsConflict(written.status())) {
+      PSFLOW_LOG(WARNING) << "TrainingJob " << pass.key
+                          << ": status not written: " << written.status().message();
+    }
+    if (pass.result.status.ok()) pass.result.status = written.status();
+    return false;
+  }
+  pass.result.status_written = true;
+  {
+    std::lock_guard<std::mutex> lock(written_mu_);
+    written_from_[pass.key] = pass.cached_version;  // every write of the pass builds on it
+  }
+  if (written->is_object()) pass.object = std::make_shared<const Json>(*std::move(written));
+  return true;
+}
+
+bool Reconciler::CacheBehindOwnWrite(const std::string& key, const Json& cached) {
+  std::lock_guard<std::mutex> lock(written_mu_);
+  auto it = written_from_.find(key);
+  if (it == written_from_.end()) return false;
+  if (it->second == kube::ResourceVersion(cached)) return true;
+  written_from_.erase(it);  // the cache has moved past it
+  return false;
+}
+
+}  // namespace psflow::controller

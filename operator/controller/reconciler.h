@@ -1,0 +1,106 @@
+// One level-triggered, idempotent pass over one TrainingJob: compare what the job asks for with
+// the pods and services that exist, act on the difference, and write the status.
+//
+// A pass, in order:
+//  1. The job is parsed; a spec the operator cannot run (e.g. no Worker and no Chief) makes the
+//     job Failed (reason InvalidSpec) with the parser's one-line message. Nothing else happens.
+//  2. A finished job (Succeeded/Failed) is cleaned up: cleanPodPolicy All deletes every pod,
+//     Running the active ones, None none — except that after success the ps pods are always
+//     stopped (they never end by themselves); services go unless the policy is None. With
+//     ttlSecondsAfterFinished the job itself is deleted that long after completionTime (its
+//     pods and services go with it through their ownerReferences).
+//  3. runPolicy.suspend deletes the active pods and sets Suspended; resuming clears it and
+//     restarts activeDeadlineSeconds from the resume time (as Kubernetes Jobs do).
+//  4. activeDeadlineSeconds past startTime -> Failed (DeadlineExceeded).
+//  5. For each replica `<job>-<type>-<index>`: a missing Service is created; a missing pod is
+//     created unless the replica already completed (completedIndexes in status: a deleted
+//     completed pod is never run again); a Failed pod is replaced when its restartPolicy allows
+//     (pod_state.h) and backoffLimit is not reached — every restart kind counts: the operator's
+//     replacements and the kubelet's in-place restarts — else the job fails with the replica,
+//     its exit code and reason in the Failed condition's message. Pods beyond the replica count
+//     (scaled down) are deleted.
+//  6. Success per successPolicy: the chief (or worker 0) completed, or every worker did.
+//  7. The status is written through the status subresource when it changed, with the cached
+//     object's resourceVersion (ABORTED on conflict: the caller retries with a fresh cache).
+//
+// Creations run in parallel. Every create/delete is first registered in Expectations and a job
+// with outstanding expectations is not acted on, so a cache that lags never causes duplicates.
+#ifndef PSFLOW_OPERATOR_CONTROLLER_RECONCILER_H_
+#define PSFLOW_OPERATOR_CONTROLLER_RECONCILER_H_
+
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "operator/controller/cluster_view.h"
+#include "operator/controller/event_recorder.h"
+#include "operator/controller/expectations.h"
+#include "operator/kube/kube_client.h"
+
+namespace psflow::controller {
+
+struct ReconcilerOptions {
+  int max_parallel_creates = 16;
+  // How soon a job waiting on expectations is looked at again (events usually come first).
+  absl::Duration expectations_recheck = absl::Seconds(5);
+};
+
+struct ReconcileResult {
+  absl::Status status;                         // non-OK: retry with backoff
+  std::optional<absl::Duration> requeue_after;  // come back for a deadline, TTL or expectation
+  int pods_created = 0;
+  int pods_deleted = 0;
+  int services_created = 0;
+  int services_deleted = 0;
+  int restarts = 0;
+  bool status_written = false;
+  bool job_deleted = false;  // by ttlSecondsAfterFinished
+  // Set on the pass that first saw every replica running: since the job's creationTimestamp.
+  std::optional<absl::Duration> time_to_running;
+};
+
+class Reconciler {
+ public:
+  Reconciler(kube::KubeClient& client, const ClusterView& view, Expectations& expectations,
+             EventRecorder& events, std::function<absl::Time()> now = absl::Now,
+             ReconcilerOptions options = {});
+
+  ReconcileResult Reconcile(const std::string& ns, const std::string& name);
+
+ private:
+  struct Pass;
+  void ReconcileActive(Pass& pass);
+  void Finish(Pass& pass);
+  void Suspend(Pass& pass);
+  void CountPods(Pass& pass);
+  void Fail(Pass& pass, const std::string& reason, const std::string& message);
+  // Deletes `pods` (uid preconditions), folds their kubelet restarts into the status and drops
+  // them from the pass. Returns the names deleted.
+  std::set<std::string> DeletePods(Pass& pass, const std::vector<ObjectPtr>& pods,
+                                   const std::string& why);
+  void CreateAll(Pass& pass, std::vector<kube::Json> pods, std::vector<kube::Json> services);
+  bool WriteStatus(Pass& pass);
+  // True while the cached job is still the version this reconciler last wrote a status over:
+  // the status it wrote (an outcome, completed indexes) is not in the cache yet.
+  bool CacheBehindOwnWrite(const std::string& key, const kube::Json& cached);
+
+  kube::KubeClient& client_;
+  const ClusterView& view_;
+  Expectations& expectations_;
+  EventRecorder& events_;
+  std::function<absl::Time()> now_;
+  ReconcilerOptions options_;
+  std::mutex written_mu_;
+  std::map<std::string, std::string> written_from_;  // job key -> resourceVersion written over
+};
+
+}  // namespace psflow::controller
+
+#endif  // PSFLOW_OPERATOR_CONTROLLER_RECONCILER_H_

@@ -1,0 +1,647 @@
+// The reconciler against the in-memory API (tests/kube: the same store the test API server
+// serves), read through DirectView (always fresh). The kubelet is played by the store's
+// SetPodPhase/RestartContainer; time is a test clock.
+#include "operator/controller/reconciler.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "core/cluster_spec.h"
+#include "operator/controller/cluster_view.h"
+#include "operator/controller/job_status.h"
+#include "operator/controller/replica_objects.h"
+#include "operator/kube/object_meta.h"
+#include "tests/kube/memory_kube_client.h"
+#include "tests/kube/object_store.h"
+
+namespace psflow::controller {
+namespace {
+
+using kube::Json;
+
+// A job of `ps` PS and `workers` Worker replicas (and a Chief when `chief`).
+Json MakeJob(const std::string& name, int ps, int workers, const std::string& restart_policy,
+             bool chief = false) {
+  auto replica = [&](int replicas, const std::string& image) {
+    return Json{{"replicas", replicas},
+                {"restartPolicy", restart_policy},
+                {"template",
+                 {{"metadata", {{"annotations", {{"team", "ml"}}}}},
+                  {"spec",
+                   {{"containers",
+                     Json::array({{{"name", "psflow"},
+                                   {"image", image},
+                                   {"env", Json::array({{{"name", "KEEP"}, {"value", "1"}}})},
+                                   {"resources", {{"limits", {{"cpu", "1"}}}}}}})}}}}}};
+  };
+  Json job = {{"apiVersion", "psflow.io/v1alpha1"},
+              {"kind", "TrainingJob"},
+              {"metadata", {{"name", name}, {"namespace", "default"}}},
+              {"spec",
+               {{"replicaSpecs",
+                 {{"PS", replica(ps, "psflow/ps:1")}, {"Worker", replica(workers, "psflow/worker:1")}}}}}};
+  if (chief) job["spec"]["replicaSpecs"]["Chief"] = replica(1, "psflow/worker:1");
+  return job;
+}
+
+class ReconcilerTest : public ::testing::Test {
+ protected:
+  ReconcilerTest()
+      : store_(StoreOptions(&now_)),
+        client_(&store_),
+        view_(client_),
+        expectations_(absl::Minutes(5), [this] { return now_; }),
+        events_(client_, "psflow-operator", [this] { return now_; }),
+        reconciler_(client_, view_, expectations_, events_, [this] { return now_; }) {
+    store_.RegisterBuiltins();
+    store_.RegisterResource(kube::TrainingJobs(), /*has_status_subresource=*/true);
+  }
+
+  static kubetest::ObjectStore::Options StoreOptions(absl::Time* now) {
+    kubetest::ObjectStore::Options options;
+    options.clock = [now] { return *now; };
+    options.seed = 7;
+    return options;
+  }
+
+  void Create(const Json& job) {
+    ASSERT_TRUE(client_.Create(kube::TrainingJobs(), "default", job).ok());
+  }
+
+  // One pass with a fresh view: what the informers would have observed is observed.
+  ReconcileResult Pass(const std::string& name) {
+    ReconcileResult r = reconciler_.Reconcile("default", name);
+    expectations_.Forget(kube::Key("default", name));
+    return r;
+  }
+
+  Json Job(const std::string& name) {
+    return client_.Get(kube::TrainingJobs(), "default", name).value();
+  }
+  JobStatus Status(const std::string& name) { return JobStatus::FromJson(Job(name)["status"]); }
+
+  std::vector<std::string> Names(const kube::Resource& resource) {
+    std::vector<std::string> names;
+    const kube::ObjectList list = client_.List(resource, "default", {}).value();
+    for (const Json& o : list.items) {
+      names.push_back(kube::Name(o));
+    }
+    return names;
+  }
+
+  void SetPhase(const std::string& pod, const std::string& phase, int exit_code = 0,
+                const std::string& reason = "") {
+    ASSERT_TRUE(store_.SetPodPhase("default", pod, phase, exit_code, reason).ok()) << pod;
+  }
+
+  // Edits the job's spec as `kubectl edit` would.
+  void EditSpec(const std::string& name, const std::function<void(Json&)>& edit) {
+    Json job = Job(name);
+    edit(job["spec"]);
+    ASSERT_TRUE(client_.Update(kube::TrainingJobs(), "default", job).ok());
+  }
+
+  std::string Env(const Json& pod, const std::string& name) {
+    for (const Json& e : pod["spec"]["containers"][0]["env"]) {
+      if (e["name"] == name) return e["value"];
+    }
+    return "<unset>";
+  }
+
+  absl::Time now_ = absl::FromUnixSeconds(1'800'000'000);
+  kubetest::ObjectStore store_;
+  kubetest::MemoryKubeClient client_;
+  DirectView view_;
+  Expectations expectations_;
+  EventRecorder events_;
+  Reconciler reconciler_;
+};
+
+TEST_F(ReconcilerTest, CreatesOnePodAndHeadlessServicePerReplicaWithTfConfig) {
+  Create(MakeJob("mnist", 1, 2, "OnFailure"));
+  ReconcileResult r = Pass("mnist");
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.pods_created, 3);
+  EXPECT_EQ(r.services_created, 3);
+  const std::vector<std::string> expected = {"mnist-ps-0", "mnist-worker-0", "mnist-worker-1"};
+  EXPECT_EQ(Names(kube::Pods()), expected);
+  EXPECT_EQ(Names(kube::Services()), expected);
+
+  const Json job = Job("mnist");
+  const Json pod = client_.Get(kube::Pods(), "default", "mnist-worker-1").value();
+  EXPECT_EQ(kube::Label(pod, kJobNameLabel), "mnist");
+  EXPECT_EQ(kube::Label(pod, kReplicaTypeLabel), "worker");
+  EXPECT_EQ(kube::Label(pod, kReplicaIndexLabel), "1");
+  EXPECT_EQ(kube::Label(pod, kJobRoleLabel), "");
+  EXPECT_EQ(kube::Label(client_.Get(kube::Pods(), "default", "mnist-worker-0").value(),
+                        kJobRoleLabel),
+            "chief");
+  EXPECT_EQ(pod["metadata"]["annotations"]["team"], "ml");  // the template passes through
+  EXPECT_EQ(pod["spec"]["containers"][0]["resources"]["limits"]["cpu"], "1");
+  EXPECT_EQ(pod["spec"]["restartPolicy"], "OnFailure");
+  EXPECT_EQ(kube::ControllerUid(pod), kube::Uid(job));
+  EXPECT_EQ(pod["metadata"]["ownerReferences"][0]["kind"], "TrainingJob");
+  EXPECT_EQ(Env(pod, "KEEP"), "1");
+  EXPECT_EQ(Env(pod, "PSFLOW_JOB_NAME"), "mnist");
+  EXPECT_EQ(Env(pod, "PSFLOW_REPLICA_TYPE"), "worker");
+  EXPECT_EQ(Env(pod, "PSFLOW_REPLICA_INDEX"), "1");
+  EXPECT_EQ(Env(pod, "PSFLOW_METRICS_PORT"), "9100");
+  absl::StatusOr<ClusterSpec> tf = ParseTfConfig(Env(pod, "TF_CONFIG"));
+  ASSERT_TRUE(tf.ok()) << tf.status();
+  EXPECT_EQ(tf->Tasks("ps"), std::vector<std::string>{"mnist-ps-0.default.svc:2222"});
+  EXPECT_EQ(tf->Tasks("worker"),
+            (std::vector<std::string>{"mnist-worker-0.default.svc:2222",
+                                      "mnist-worker-1.default.svc:2222"}));
+  EXPECT_EQ(tf->task, (TaskId{"worker", 1}));
+
+  const Json service = client_.Get(kube::Services(), "default", "mnist-ps-0").value();
+  EXPECT_EQ(service["spec"]["clusterIP"], "None");
+  EXPECT_EQ(service["spec"]["publishNotReadyAddresses"], true);
+  EXPECT_EQ(service["spec"]["selector"][kReplicaTypeLabel], "ps");
+  EXPECT_EQ(service["spec"]["ports"][0]["port"], 2222);
+  EXPECT_EQ(kube::ControllerUid(service), kube::Uid(job));
+
+  const JobStatus status = Status("mnist");
+  EXPECT_EQ(status.State(), "Created");
+  EXPECT_EQ(status.workers, "0/2");
+  EXPECT_EQ(status.worker_selector, "psflow.io/job-name=mnist,psflow.io/replica-type=worker");
+  EXPECT_EQ(status.observed_generation, 1);
+  EXPECT_EQ(status.start_time, "2027-01-15T08:00:00Z");
+  EXPECT_EQ(events_.recorded(), 2);  // one for the pods, one for the services
+}
+
+TEST_F(ReconcilerTest, PortFromTheNamedContainerPort) {
+  Json job = MakeJob("p", 1, 1, "Never");
+  job["spec"]["replicaSpecs"]["PS"]["template"]["spec"]["containers"][0]["ports"] =
+      Json::array({{{"name", "psflow-port"}, {"containerPort", 3333}}});
+  Create(job);
+  ASSERT_TRUE(Pass("p").status.ok());
+  const Json worker = client_.Get(kube::Pods(), "default", "p-worker-0").value();
+  EXPECT_EQ(ParseTfConfig(Env(worker, "TF_CONFIG"))->Tasks("ps"),
+            std::vector<std::string>{"p-ps-0.default.svc:3333"});
+  EXPECT_EQ(client_.Get(kube::Services(), "default", "p-ps-0").value()["spec"]["ports"][0]["port"],
+            3333);
+}
+
+TEST_F(ReconcilerTest, SecondPassChangesNothingAndWritesNothing) {
+  Create(MakeJob("idle", 1, 2, "OnFailure"));
+  ASSERT_TRUE(Pass("idle").status.ok());
+  const int64_t writes = store_.WriteCount();
+  ReconcileResult r = Pass("idle");
+  EXPECT_TRUE(r.status.ok());
+  EXPECT_EQ(r.pods_created + r.services_created + r.pods_deleted, 0);
+  EXPECT_FALSE(r.status_written);
+  EXPECT_EQ(store_.WriteCount(), writes);
+}
+
+TEST_F(ReconcilerTest, RunningOnceEveryReplicaRuns) {
+  Create(MakeJob("run", 1, 2, "OnFailure"));
+  ASSERT_TRUE(Pass("run").status.ok());
+  SetPhase("run-ps-0", "Running");
+  SetPhase("run-worker-0", "Running");
+  EXPECT_EQ(Status("run").State(), "Created");
+  now_ += absl::Seconds(7);
+  ASSERT_TRUE(Pass("run").status.ok());
+  EXPECT_EQ(Status("run").State(), "Created");  // worker 1 still pending
+  SetPhase("run-worker-1", "Running");
+  ReconcileResult r = Pass("run");
+  const JobStatus status = Status("run");
+  EXPECT_EQ(status.State(), "Running");
+  EXPECT_EQ(status.workers, "2/2");
+  EXPECT_EQ(status.replica_statuses.at(api::ReplicaType::kPS).active, 1);
+  ASSERT_TRUE(r.time_to_running.has_value());
+  EXPECT_EQ(*r.time_to_running, absl::Seconds(7));
+  EXPECT_FALSE(Pass("run").time_to_running.has_value());  // only the first time
+}
+
+TEST_F(ReconcilerTest, ChiefSuccessSucceedsStopsPsAndHonoursCleanPodPolicyNone) {
+  Json job = MakeJob("done", 1, 2, "OnFailure");
+  job["spec"]["runPolicy"]["cleanPodPolicy"] = "None";
+  Create(job);
+  ASSERT_TRUE(Pass("done").status.ok());
+  for (const char* pod : {"done-ps-0", "done-worker-0", "done-worker-1"}) SetPhase(pod, "Running");
+  ASSERT_TRUE(Pass("done").status.ok());
+  SetPhase("done-worker-0", "Succeeded");
+  ReconcileResult r = Pass("done");
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  const JobStatus status = Status("done");
+  EXPECT_EQ(status.State(), "Succeeded");
+  EXPECT_FALSE(status.Is(ConditionType::kRunning));
+  EXPECT_EQ(status.completion_time, "2027-01-15T08:00:00Z");
+  EXPECT_EQ(status.replica_statuses.at(api::ReplicaType::kWorker).completed_indexes,
+            std::set<int>{0});
+  // The ps is stopped even under None; the other worker and the services are kept.
+  EXPECT_EQ(Names(kube::Pods()), (std::vector<std::string>{"done-worker-0", "done-worker-1"}));
+  EXPECT_EQ(Names(kube::Services()).size(), 3u);
+}
+
+TEST_F(ReconcilerTest, CleanPodPolicyRunningDeletesActivePodsAndServices) {
+  Create(MakeJob("clean", 1, 2, "OnFailure"));
+  ASSERT_TRUE(Pass("clean").status.ok());
+  for (const char* pod : {"clean-ps-0", "clean-worker-0", "clean-worker-1"}) {
+    SetPhase(pod, "Running");
+  }
+  SetPhase("clean-worker-0", "Succeeded");
+  ASSERT_TRUE(Pass("clean").status.ok());
+  EXPECT_EQ(Names(kube::Pods()), std::vector<std::string>{"clean-worker-0"});
+  EXPECT_TRUE(Names(kube::Services()).empty());
+  const JobStatus status = Status("clean");
+  EXPECT_EQ(status.replica_statuses.at(api::ReplicaType::kPS).active, 0);
+  EXPECT_EQ(status.replica_statuses.at(api::ReplicaType::kWorker).succeeded, 1);
+}
+
+TEST_F(ReconcilerTest, ChiefDecidesWhenTheJobHasOne) {
+  Create(MakeJob("c", 1, 1, "Never", /*chief=*/true));
+  ASSERT_TRUE(Pass("c").status.ok());
+  EXPECT_EQ(kube::Label(client_.Get(kube::Pods(), "default", "c-chief-0").value(), kJobRoleLabel),
+            "chief");
+  SetPhase("c-worker-0", "Succeeded");
+  ASSERT_TRUE(Pass("c").status.ok());
+  EXPECT_FALSE(Status("c").Finished());
+  SetPhase("c-chief-0", "Succeeded");
+  ASSERT_TRUE(Pass("c").status.ok());
+  EXPECT_EQ(Status("c").State(), "Succeeded");
+}
+
+TEST_F(ReconcilerTest, ACompletedReplicaWhosePodWasDeletedIsNeverRunAgain) {
+  Json job = MakeJob("keep", 1, 2, "Never");
+  job["spec"]["successPolicy"] = "AllWorkers";
+  Create(job);
+  ASSERT_TRUE(Pass("keep").status.ok());
+  SetPhase("keep-worker-1", "Succeeded");
+  ASSERT_TRUE(Pass("keep").status.ok());
+  ASSERT_TRUE(client_.Delete(kube::Pods(), "default", "keep-worker-1", {}).ok());
+  ReconcileResult r = Pass("keep");
+  EXPECT_EQ(r.pods_created, 0);
+  EXPECT_EQ(Names(kube::Pods()), (std::vector<std::string>{"keep-ps-0", "keep-worker-0"}));
+  EXPECT_EQ(Job("keep")["status"]["replicaStatuses"]["Worker"]["completedIndexes"], "1");
+  SetPhase("keep-worker-0", "Succeeded");
+  ASSERT_TRUE(Pass("keep").status.ok());
+  EXPECT_EQ(Status("keep").State(), "Succeeded");
+}
+
+struct PolicyCase {
+  std::string policy;
+  int exit_code;
+  std::string reason;
+  bool restarted;
+};
+
+class RestartPolicyTest : public ReconcilerTest,
+                          public ::testing::WithParamInterface<PolicyCase> {};
+
+TEST_P(RestartPolicyTest, FailedWorkerIsReplacedOrFailsTheJob) {
+  const PolicyCase& c = GetParam();
+  Create(MakeJob("rp", 1, 2, c.policy));
+  ASSERT_TRUE(Pass("rp").status.ok());
+  for (const char* pod : {"rp-ps-0", "rp-worker-0", "rp-worker-1"}) SetPhase(pod, "Running");
+  ASSERT_TRUE(Pass("rp").status.ok());
+  const std::string old_uid =
+      kube::Uid(client_.Get(kube::Pods(), "default", "rp-worker-1").value());
+  SetPhase("rp-worker-1", "Failed", c.exit_code, c.reason);
+  ReconcileResult r = Pass("rp");
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  JobStatus status = Status("rp");
+  if (c.restarted) {
+    EXPECT_EQ(r.restarts, 1);
+    EXPECT_EQ(status.State(), "Restarting");
+    EXPECT_FALSE(status.Is(ConditionType::kRunning));
+    EXPECT_TRUE(absl::StrContains(status.Find(ConditionType::kRestarting)->message,
+                                  "Worker 1 (pod rp-worker-1) failed"));
+    EXPECT_EQ(status.replica_statuses.at(api::ReplicaType::kWorker).restarts, 1);
+    EXPECT_EQ(status.restart_count, 1);
+    // The next pass re-creates it; once it runs the job is Running again, not Restarting.
+    ASSERT_TRUE(Pass("rp").status.ok());
+    const Json pod = client_.Get(kube::Pods(), "default", "rp-worker-1").value();
+    EXPECT_NE(kube::Uid(pod), old_uid);
+    SetPhase("rp-worker-1", "Running");
+    ASSERT_TRUE(Pass("rp").status.ok());
+    status = Status("rp");
+    EXPECT_EQ(status.State(), "Running");
+    EXPECT_FALSE(status.Is(ConditionType::kRestarting));
+  } else {
+    EXPECT_EQ(status.State(), "Failed");
+    const Condition* failed = status.Find(ConditionType::kFailed);
+    EXPECT_EQ(failed->reason, "ReplicaFailed");
+    EXPECT_TRUE(absl::StrContains(failed->message,
+                                  "Worker 1 (pod rp-worker-1) failed: exit code " +
+                                      std::to_string(c.exit_code)))
+        << failed->message;
+    // cleanPodPolicy Running (the default): the active pods are deleted, the failed one kept.
+    EXPECT_EQ(Names(kube::Pods()), std::vector<std::string>{"rp-worker-1"});
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Policies, RestartPolicyTest,
+    ::testing::Values(PolicyCase{"Never", 1, "Error", false},
+                      PolicyCase{"Never", 137, "OOMKilled", false},
+                      PolicyCase{"OnFailure", 137, "Evicted", true},
+                      PolicyCase{"Always", 2, "Error", true},
+                      PolicyCase{"ExitCode", 137, "OOMKilled", true},
+                      PolicyCase{"ExitCode", 143, "Error", true},
+                      PolicyCase{"ExitCode", 1, "Error", false},
+                      PolicyCase{"ExitCode", 127, "Error", false}));
+
+TEST_F(ReconcilerTest, BackoffLimitCountsReplacementsAndNamesTheCause) {
+  Json job = MakeJob("bo", 1, 1, "ExitCode");
+  job["spec"]["runPolicy"]["backoffLimit"] = 1;
+  Create(job);
+  ASSERT_TRUE(Pass("bo").status.ok());
+  SetPhase("bo-worker-0", "Failed", 137, "OOMKilled");
+  ASSERT_EQ(Pass("bo").restarts, 1);
+  ASSERT_TRUE(Pass("bo").status.ok());  // re-created
+  SetPhase("bo-worker-0", "Failed", 137, "OOMKilled");
+  ReconcileResult r = Pass("bo");
+  EXPECT_EQ(r.restarts, 0);
+  const JobStatus status = Status("bo");
+  EXPECT_EQ(status.State(), "Failed");
+  const Condition* failed = status.Find(ConditionType::kFailed);
+  EXPECT_EQ(failed->reason, "BackoffLimitExceeded");
+  EXPECT_EQ(failed->message,
+            "Worker 0 (pod bo-worker-0) failed: exit code 137 (OOMKilled); 1 restarts reached "
+            "backoffLimit 1");
+}
+
+TEST_F(ReconcilerTest, BackoffLimitCountsTheKubeletsInPlaceRestarts) {
+  Json job = MakeJob("inplace", 1, 1, "OnFailure");
+  job["spec"]["runPolicy"]["backoffLimit"] = 1;
+  Create(job);
+  ASSERT_TRUE(Pass("inplace").status.ok());
+  SetPhase("inplace-worker-0", "Running");
+  ASSERT_TRUE(store_.RestartContainer("default", "inplace-worker-0", 1, "Error").ok());
+  ASSERT_TRUE(Pass("inplace").status.ok());
+  EXPECT_EQ(Status("inplace").restart_count, 1);
+  EXPECT_FALSE(Status("inplace").Finished());
+  ASSERT_TRUE(store_.RestartContainer("default", "inplace-worker-0", 1, "Error").ok());
+  ASSERT_TRUE(Pass("inplace").status.ok());
+  const JobStatus status = Status("inplace");
+  EXPECT_EQ(status.State(), "Failed");
+  EXPECT_EQ(status.Find(ConditionType::kFailed)->reason, "BackoffLimitExceeded");
+  EXPECT_TRUE(absl::StrContains(status.Find(ConditionType::kFailed)->message,
+                                "restarted 2 times, last end: exit code 1 (Error)"))
+      << status.Find(ConditionType::kFailed)->message;
+}
+
+TEST_F(ReconcilerTest, ActiveDeadlineFailsTheJobAndCleansUp) {
+  Json job = MakeJob("late", 1, 1, "OnFailure");
+  job["spec"]["runPolicy"]["activeDeadlineSeconds"] = 60;
+  Create(job);
+  ReconcileResult r = Pass("late");
+  ASSERT_TRUE(r.requeue_after.has_value());
+  EXPECT_EQ(*r.requeue_after, absl::Seconds(60));
+  SetPhase("late-ps-0", "Running");
+  SetPhase("late-worker-0", "Running");
+  now_ += absl::Seconds(59);
+  EXPECT_EQ(*Pass("late").requeue_after, absl::Seconds(1));
+  now_ += absl::Seconds(1);
+  ASSERT_TRUE(Pass("late").status.ok());
+  const JobStatus status = Status("late");
+  EXPECT_EQ(status.State(), "Failed");
+  EXPECT_EQ(status.Find(ConditionType::kFailed)->reason, "DeadlineExceeded");
+  EXPECT_TRUE(Names(kube::Pods()).empty());
+}
+
+TEST_F(ReconcilerTest, SuspendDeletesPodsAndResumeRestartsTheDeadline) {
+  Json job = MakeJob("sus", 1, 2, "OnFailure");
+  job["spec"]["runPolicy"]["activeDeadlineSeconds"] = 100;
+  Create(job);
+  ASSERT_TRUE(Pass("sus").status.ok());
+  for (const char* pod : {"sus-ps-0", "sus-worker-0", "sus-worker-1"}) SetPhase(pod, "Running");
+  ASSERT_TRUE(Pass("sus").status.ok());
+  now_ += absl::Seconds(80);
+  EditSpec("sus", [](Json& spec) { spec["runPolicy"]["suspend"] = true; });
+  ASSERT_TRUE(Pass("sus").status.ok());
+  JobStatus status = Status("sus");
+  EXPECT_EQ(status.State(), "Suspended");
+  EXPECT_FALSE(status.Is(ConditionType::kRunning));
+  EXPECT_TRUE(Names(kube::Pods()).empty());
+  EXPECT_EQ(status.start_time, "");
+  EXPECT_EQ(status.observed_generation, 2);
+  now_ += absl::Seconds(500);  // suspended time does not count
+  EditSpec("sus", [](Json& spec) { spec["runPolicy"]["suspend"] = false; });
+  ReconcileResult r = Pass("sus");
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_EQ(r.pods_created, 3);
+  EXPECT_EQ(*r.requeue_after, absl::Seconds(100));
+  status = Status("sus");
+  EXPECT_FALSE(status.Is(ConditionType::kSuspended));
+  EXPECT_EQ(status.Find(ConditionType::kSuspended)->reason, "Resumed");
+  EXPECT_EQ(status.State(), "Created");
+}
+
+TEST_F(ReconcilerTest, ASpecPsflowCannotRunFailsWithAClearMessage) {
+  Json job = MakeJob("bad", 1, 0, "Never");
+  job["spec"]["replicaSpecs"].erase("Worker");
+  Create(job);
+  ReconcileResult r = Pass("bad");
+  EXPECT_TRUE(r.status.ok());
+  const JobStatus status = Status("bad");
+  EXPECT_EQ(status.State(), "Failed");
+  EXPECT_EQ(status.Find(ConditionType::kFailed)->reason, "InvalidSpec");
+  EXPECT_EQ(status.Find(ConditionType::kFailed)->message,
+            "TrainingJob default/bad: spec.replicaSpecs: needs at least one Worker (or a Chief) "
+            "replica");
+  EXPECT_TRUE(Names(kube::Pods()).empty());
+  EXPECT_FALSE(Pass("bad").status_written);  // reported once
+}
+
+TEST_F(ReconcilerTest, MalformedStatusAndFieldsNeverCrash) {
+  Json job = MakeJob("odd", 1, 1, "Never");
+  Create(job);
+  Json stored = Job("odd");
+  stored["status"] = {{"conditions", "not a list"},
+                      {"replicaStatuses", {{"Worker", {{"completedIndexes", "x,-3,9-2"}}}}},
+                      {"startTime", 17}};
+  ASSERT_TRUE(client_.UpdateStatus(kube::TrainingJobs(), "default", stored).ok());
+  ReconcileResult r = Pass("odd");
+  EXPECT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.pods_created, 2);
+  EXPECT_EQ(Status("odd").State(), "Created");
+}
+
+TEST_F(ReconcilerTest, OddlyTypedTemplateFieldsAndHugeIndexesNeverCrash) {
+  Json job = MakeJob("types", 1, 1, "Never");
+  Json& container = job["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"][0];
+  container["env"].push_back({{"name", 5}, {"value", "x"}});
+  container["ports"] = Json::array({{{"name", true}, {"containerPort", 1}}});
+  job["spec"]["replicaSpecs"]["PS"]["template"]["metadata"] = "not an object";
+  Create(job);
+  Json stored = Job("types");
+  stored["status"] = {{"replicaStatuses",
+                       {{"Worker", {{"completedIndexes", "2147483647,0-2147483647"}}}}}};
+  ASSERT_TRUE(client_.UpdateStatus(kube::TrainingJobs(), "default", stored).ok());
+  ReconcileResult r = Pass("types");
+  EXPECT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.pods_created, 2);
+  const Json pod = client_.Get(kube::Pods(), "default", "types-worker-0").value();
+  EXPECT_EQ(Env(pod, "PSFLOW_REPLICA_TYPE"), "worker");
+}
+
+TEST_F(ReconcilerTest, SimultaneousFailuresDoNotOvershootBackoffLimit) {
+  Json job = MakeJob("two", 1, 2, "ExitCode");
+  job["spec"]["runPolicy"]["backoffLimit"] = 1;
+  Create(job);
+  ASSERT_TRUE(Pass("two").status.ok());
+  SetPhase("two-worker-0", "Failed", 137, "OOMKilled");
+  SetPhase("two-worker-1", "Failed", 137, "OOMKilled");
+  ReconcileResult r = Pass("two");
+  EXPECT_EQ(r.restarts, 0);
+  EXPECT_EQ(Status("two").Find(ConditionType::kFailed)->reason, "BackoffLimitExceeded");
+}
+
+TEST_F(ReconcilerTest, ARunningJobEditedIntoAnInvalidSpecStopsItsPods) {
+  Create(MakeJob("edit", 1, 1, "OnFailure"));
+  ASSERT_TRUE(Pass("edit").status.ok());
+  SetPhase("edit-ps-0", "Running");
+  SetPhase("edit-worker-0", "Running");
+  EditSpec("edit", [](Json& spec) { spec["replicaSpecs"].erase("Worker"); });
+  ASSERT_TRUE(Pass("edit").status.ok());
+  EXPECT_EQ(Status("edit").Find(ConditionType::kFailed)->reason, "InvalidSpec");
+  EXPECT_TRUE(Names(kube::Pods()).empty());
+}
+
+TEST_F(ReconcilerTest, ACacheThatHasNotSeenOurStatusWriteIsNotActedOn) {
+  // A view that serves the job as it was before our status write.
+  class StaleJobView : public ClusterView {
+   public:
+    explicit StaleJobView(kube::KubeClient& client) : fresh_(client) {}
+    ObjectPtr Job(const std::string& ns, const std::string& name) const override {
+      if (frozen_ == nullptr) frozen_ = fresh_.Job(ns, name);
+      return frozen_;
+    }
+    std::vector<ObjectPtr> Pods(const std::string& ns, const std::string& j) const override {
+      return fresh_.Pods(ns, j);
+    }
+    std::vector<ObjectPtr> Services(const std::string& ns, const std::string& j) const override {
+      return fresh_.Services(ns, j);
+    }
+
+   private:
+    DirectView fresh_;
+    mutable ObjectPtr frozen_;
+  };
+  Json job = MakeJob("stale", 1, 1, "OnFailure");
+  job["spec"]["runPolicy"]["cleanPodPolicy"] = "All";
+  Create(job);
+  ASSERT_TRUE(Pass("stale").status.ok());
+  StaleJobView stale(client_);
+  Reconciler lagging(client_, stale, expectations_, events_, [this] { return now_; });
+  SetPhase("stale-worker-0", "Succeeded");
+  ASSERT_TRUE(lagging.Reconcile("default", "stale").status.ok());  // Succeeded, cleaned up
+  expectations_.Forget("default/stale");
+  EXPECT_TRUE(Names(kube::Pods()).empty());
+  // The cache still shows the job before Succeeded: nothing is re-created.
+  ReconcileResult r = lagging.Reconcile("default", "stale");
+  EXPECT_EQ(r.pods_created, 0);
+  EXPECT_TRUE(Names(kube::Pods()).empty());
+}
+
+TEST_F(ReconcilerTest, TtlDeletesTheFinishedJobAndItsObjects) {
+  Json job = MakeJob("ttl", 1, 1, "Never");
+  job["spec"]["runPolicy"]["ttlSecondsAfterFinished"] = 30;
+  job["spec"]["runPolicy"]["cleanPodPolicy"] = "None";
+  Create(job);
+  ASSERT_TRUE(Pass("ttl").status.ok());
+  SetPhase("ttl-worker-0", "Succeeded");
+  ReconcileResult r = Pass("ttl");
+  EXPECT_EQ(*r.requeue_after, absl::Seconds(30));
+  now_ += absl::Seconds(30);
+  r = Pass("ttl");
+  EXPECT_TRUE(r.job_deleted);
+  EXPECT_FALSE(client_.Get(kube::TrainingJobs(), "default", "ttl").ok());
+  EXPECT_TRUE(Names(kube::Pods()).empty());      // garbage-collected with their owner
+  EXPECT_TRUE(Names(kube::Services()).empty());
+}
+
+TEST_F(ReconcilerTest, ScalingWorkersDownDeletesTheExtraPods) {
+  Create(MakeJob("scale", 1, 3, "OnFailure"));
+  ASSERT_TRUE(Pass("scale").status.ok());
+  EditSpec("scale", [](Json& spec) { spec["replicaSpecs"]["Worker"]["replicas"] = 2; });
+  ReconcileResult r = Pass("scale");
+  EXPECT_EQ(r.pods_deleted, 1);
+  EXPECT_EQ(r.services_deleted, 1);
+  EXPECT_EQ(Names(kube::Pods()),
+            (std::vector<std::string>{"scale-ps-0", "scale-worker-0", "scale-worker-1"}));
+  EXPECT_EQ(Status("scale").workers, "0/2");
+}
+
+// A view whose pod and service lists never change: the informer cache lagging behind.
+class FrozenView : public ClusterView {
+ public:
+  explicit FrozenView(kube::KubeClient& client) : fresh_(client) {}
+  ObjectPtr Job(const std::string& ns, const std::string& name) const override {
+    return fresh_.Job(ns, name);
+  }
+  std::vector<ObjectPtr> Pods(const std::string&, const std::string&) const override {
+    return {};
+  }
+  std::vector<ObjectPtr> Services(const std::string&, const std::string&) const override {
+    return {};
+  }
+
+ private:
+  DirectView fresh_;
+};
+
+TEST_F(ReconcilerTest, ALaggingCacheNeverCausesDuplicates) {
+  FrozenView frozen(client_);
+  Reconciler lagging(client_, frozen, expectations_, events_, [this] { return now_; });
+  Create(MakeJob("lag", 1, 2, "OnFailure"));
+  ASSERT_EQ(lagging.Reconcile("default", "lag").pods_created, 3);
+  // The cache has not shown the pods: expectations hold the next pass back.
+  ReconcileResult held = lagging.Reconcile("default", "lag");
+  EXPECT_EQ(held.pods_created, 0);
+  EXPECT_EQ(*held.requeue_after, absl::Seconds(5));
+  EXPECT_EQ(client_.CallCount("create"), 1 + 3 + 3 + 2);  // job, pods, services, 2 events
+  // Even with expectations gone the names are fixed: the API answers AlreadyExists.
+  expectations_.Forget("default/lag");
+  ReconcileResult again = lagging.Reconcile("default", "lag");
+  EXPECT_TRUE(again.status.ok()) << again.status;
+  EXPECT_EQ(Names(kube::Pods()).size(), 3u);
+  EXPECT_EQ(Names(kube::Services()).size(), 3u);
+}
+
+TEST_F(ReconcilerTest, FailedCreationsAreRetriedAndExpectationsReleased) {
+  Create(MakeJob("flaky", 1, 1, "OnFailure"));
+  client_.SetFault([](absl::string_view verb, const kube::Resource& r, absl::string_view name) {
+    if (verb == "create" && r.plural == "pods" && name == "flaky-worker-0") {
+      return absl::UnavailableError("connection refused");
+    }
+    return absl::OkStatus();
+  });
+  ReconcileResult r = reconciler_.Reconcile("default", "flaky");
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(Names(kube::Pods()), std::vector<std::string>{"flaky-ps-0"});
+  expectations_.CreationObserved("default/flaky");  // the informer sees flaky-ps-0
+  EXPECT_TRUE(expectations_.Satisfied("default/flaky"));
+  client_.SetFault(nullptr);
+  r = Pass("flaky");
+  EXPECT_TRUE(r.status.ok());
+  EXPECT_EQ(r.pods_created, 1);
+}
+
+TEST_F(ReconcilerTest, StatusConflictIsReportedForRetry) {
+  Create(MakeJob("race", 1, 1, "OnFailure"));
+  ASSERT_TRUE(Pass("race").status.ok());
+  // Another writer bumps the job between our read and our status write.
+  client_.SetFault([this](absl::string_view verb, const kube::Resource& r, absl::string_view) {
+    if (verb == "update_status" && r.plural == "trainingjobs") {
+      client_.SetFault(nullptr);
+      return absl::AbortedError("Operation cannot be fulfilled: the object has been modified");
+    }
+    return absl::OkStatus();
+  });
+  SetPhase("race-ps-0", "Running");
+  ReconcileResult r = Pass("race");
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kAborted);
+  r = Pass("race");
+  EXPECT_TRUE(r.status.ok());
+  EXPECT_TRUE(r.status_written);
+}
+
+}  // namespace
+}  // namespace psflow::controller

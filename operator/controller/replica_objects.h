@@ -1,0 +1,48 @@
+// The Pod and headless Service the operator creates for each replica `<job>-<type>-<index>`.
+//
+// A pod is the replica spec's template (passed through untouched) plus: name, namespace, the
+// labels below, an ownerReference to the job (controller=true, so deleting the job deletes it),
+// restartPolicy mapped from the replica's policy, and on the main container (the one named
+// "psflow", else the first) the env TF_CONFIG, PSFLOW_JOB_NAME, PSFLOW_NAMESPACE,
+// PSFLOW_REPLICA_TYPE, PSFLOW_REPLICA_INDEX, PSFLOW_METRICS_PORT, and the ports "psflow-port"
+// (default 2222) and "metrics" (default 9100) when the template does not declare them.
+#ifndef PSFLOW_OPERATOR_CONTROLLER_REPLICA_OBJECTS_H_
+#define PSFLOW_OPERATOR_CONTROLLER_REPLICA_OBJECTS_H_
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "operator/api/training_job.h"
+
+namespace psflow::controller {
+
+inline constexpr char kJobNameLabel[] = "psflow.io/job-name";
+inline constexpr char kReplicaTypeLabel[] = "psflow.io/replica-type";    // "ps", "worker", ...
+inline constexpr char kReplicaIndexLabel[] = "psflow.io/replica-index";  // "0", "1", ...
+inline constexpr char kJobRoleLabel[] = "psflow.io/job-role";            // "chief" on one pod
+inline constexpr char kMetricsPortName[] = "metrics";
+inline constexpr int kDefaultMetricsPort = 9100;
+
+// "psflow.io/job-name=<job>": selects every object of one job.
+std::string JobSelector(const std::string& job_name);
+// "psflow.io/job-name=<job>,psflow.io/replica-type=worker" (the scale subresource's selector).
+std::string WorkerSelector(const std::string& job_name);
+
+// The replica that initialises variables: Chief 0 when the job has a Chief, else Worker 0.
+bool IsChiefReplica(const api::TrainingJob& job, api::ReplicaType type, int index);
+
+// Pod restartPolicy for a replica policy: OnFailure and Always map to themselves (the kubelet
+// restarts in place); Never and ExitCode map to Never (the operator decides).
+const char* PodRestartPolicy(api::RestartPolicy policy);
+
+// `job_object` is the TrainingJob as stored (its metadata.uid and spec.replicaSpecs.<T>.template
+// are read); `job` is its parsed form.
+nlohmann::json BuildPod(const nlohmann::json& job_object, const api::TrainingJob& job,
+                        api::ReplicaType type, int index);
+nlohmann::json BuildService(const nlohmann::json& job_object, const api::TrainingJob& job,
+                            api::ReplicaType type, int index);
+
+}  // namespace psflow::controller
+
+#endif  // PSFLOW_OPERATOR_CONTROLLER_REPLICA_OBJECTS_H_
