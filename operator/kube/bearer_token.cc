@@ -5,8 +5,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "operator/kube/read_file.h"
 
 namespace psflow::kube {

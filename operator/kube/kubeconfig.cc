@@ -5,11 +5,11 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "core/status_macros.h"
 #include "operator/kube/read_file.h"
 

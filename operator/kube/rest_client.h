@@ -26,11 +26,11 @@ std::string DefaultUserAgent();
 
 class RestKubeClient final : public KubeClient {
  public:
-  // Called once per request, after it ends, on the calling thread: verb is one of get, list,
-  // watch, create, update, update_status, delete; http_code is the answer's status (0 when there
-  // was none: connection failure, timeout, cancelled before the answer); seconds is the time
-  // from sending to the end of the answer (for a watch: the whole watch), rate-limiter wait
-  // excluded. Must not block.
+  // Called once per request, after it ends, on the calling thread. verb: get, list, watch,
+  // create, update, update_status or delete (CheckResourceServed's discovery request is a get).
+  // http_code: the answer's status, 0 when there was none (connection failure, timeout,
+  // cancelled before the answer). seconds: from sending to the end of the answer (for a watch,
+  // the whole watch), rate-limiter wait excluded. Must not block.
   using RequestObserver = std::function<void(absl::string_view verb, const Resource& resource,
                                              int http_code, double seconds)>;
 
