@@ -51,7 +51,7 @@ class ApiHandler {
   void AllowAll();
   // Every request received, discovery and rejected ones included.
   int64_t RequestCount() const;
-  // Requests of one verb (verbs.h), whatever their outcome.
+  // Authenticated requests of one verb (verbs.h), whatever their outcome (403s included).
   int64_t RequestCount(absl::string_view verb) const;
 
  private:

@@ -75,9 +75,11 @@ void ObjectStore::UnregisterResource(const kube::Resource& resource) {
   for (const auto& [key, entry] : state.objects) keys.push_back(key);
   std::set<std::string> removing;
   for (const std::string& key : keys) {
-    // Finalizers do not hold objects here: the namespace-less CRD teardown of a test.
-    if (state.objects.contains(key))
+    // Unlike the API server, finalizers do not hold the objects of a deleted CRD here: a test
+    // tears the resource down at once. (Garbage collection may have taken a key already.)
+    if (state.objects.contains(key)) {
       RemoveLocked(state, key, kube::Propagation::kBackground, removing);
+    }
   }
   CloseChannelsLocked(resource_key, absl::OkStatus(), /*final_bookmark=*/false);
   resources_.erase(resource_key);

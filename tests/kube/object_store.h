@@ -102,7 +102,8 @@ class ObjectStore {
   // pods and services (with a status subresource), events and leases (without).
   void RegisterBuiltins();
   // As deleting a CRD: its objects are deleted (DELETED events; their dependents are garbage
-  // collected), open watches of it end, and requests for it are NOT_FOUND again.
+  // collected; finalizers are not waited for), open watches of it end, and requests for it are
+  // NOT_FOUND again.
   void UnregisterResource(const kube::Resource& resource);
   std::vector<Registered> Resources() const;
   std::optional<Registered> FindResource(absl::string_view group, absl::string_view version,

@@ -70,7 +70,8 @@ class TestApiServer {
   }
   void AllowAll() { handler_.AllowAll(); }
 
-  // Requests received: all of them (discovery, 401s and 403s included), or one verb's.
+  // Requests received: all of them (discovery, 401s and 403s included), or the authenticated
+  // ones of one verb.
   int64_t RequestCount() const { return handler_.RequestCount(); }
   int64_t RequestCount(absl::string_view verb) const { return handler_.RequestCount(verb); }
   // Connections open now.

@@ -86,7 +86,7 @@ void WatchChannel::CloseLocked(absl::Status why, bool final_bookmark) {
   if (closing_) return;
   closing_ = true;
   final_bookmark_ = final_bookmark && params_.bookmarks;
-  why_ = std::move(why);
+  why_ = absl::Status(why.code(), why.message());  // not shared with other channels
   wake_.notify_all();
 }
 
@@ -144,7 +144,9 @@ bool WatchChannel::closed() const {
 
 absl::Status WatchChannel::status() const {
   std::lock_guard lock(mu_);
-  return closed_ ? why_ : absl::OkStatus();
+  // A copy with a rep of its own: the statuses' shared reps are reference-counted inside the
+  // (uninstrumented) absl library, which ThreadSanitizer cannot see.
+  return closed_ ? absl::Status(why_.code(), why_.message()) : absl::OkStatus();
 }
 
 }  // namespace psflow::kubetest
