@@ -55,7 +55,11 @@ class OperatorProcess {
       std::string chunk;
       while (true) {
         chunk.clear();
-        auto exit = child_->WaitWithOutput(milliseconds(100), &chunk);
+        std::optional<local::ExitStatus> exit;
+        {
+          std::lock_guard<std::mutex> lock(child_mu_);  // ChildProcess is not thread-safe
+          exit = child_->WaitWithOutput(milliseconds(100), &chunk);
+        }
         {
           std::lock_guard<std::mutex> lock(mu_);
           output_ += chunk;
@@ -74,8 +78,8 @@ class OperatorProcess {
     reader_.join();
   }
   void Signal(int sig) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!exit_) child_->Signal(sig);
+    std::lock_guard<std::mutex> lock(child_mu_);
+    child_->Signal(sig);  // a no-op once the child has been reaped
   }
   // Waits for the exit; nullopt after `timeout`.
   std::optional<local::ExitStatus> Wait(milliseconds timeout) {
@@ -95,6 +99,7 @@ class OperatorProcess {
   }
 
  private:
+  std::mutex child_mu_;  // guards child_, used by the reader and Signal
   std::unique_ptr<local::ChildProcess> child_;
   std::thread reader_;
   std::atomic<bool> stop_reading_{false};
