@@ -7,16 +7,24 @@
 
 namespace psflow {
 
-ClassifierEvaluation EvaluateClassifier(nn::Model& model, const data::Dataset& test) {
+absl::StatusOr<ClassifierEvaluation> EvaluateClassifier(nn::Model& model,
+                                                        const data::Dataset& test) {
   double loss_sum = 0;
   int64_t correct = 0;
+  absl::Status status;
   data::ForEachBatch(test, model.max_batch(), [&](const nn::Batch& batch) {
-    const auto e = model.Evaluate(batch);
-    loss_sum += e.loss_sum;
-    correct += e.correct;
+    if (!status.ok()) return;
+    absl::StatusOr<nn::SoftmaxCrossEntropy::Eval> e = model.Evaluate(batch);
+    if (!e.ok()) {
+      status = e.status();
+      return;
+    }
+    loss_sum += e->loss_sum;
+    correct += e->correct;
   });
-  if (test.size() == 0) return {};
-  return {loss_sum / test.size(), static_cast<double>(correct) / test.size()};
+  RETURN_IF_ERROR(status);
+  if (test.size() == 0) return ClassifierEvaluation{};
+  return ClassifierEvaluation{loss_sum / test.size(), static_cast<double>(correct) / test.size()};
 }
 
 absl::StatusOr<double> EvaluatePerplexity(nn::Model& model, std::span<const int32_t> ids,
@@ -30,7 +38,8 @@ absl::StatusOr<double> EvaluatePerplexity(nn::Model& model, std::span<const int3
   double loss_sum = 0;
   for (int64_t b = 0; b < batches; ++b) {
     source->Fill(buffer);
-    loss_sum += model.Evaluate(buffer.view()).loss_sum;
+    ASSIGN_OR_RETURN(const nn::SoftmaxCrossEntropy::Eval e, model.Evaluate(buffer.view()));
+    loss_sum += e.loss_sum;
   }
   model.ResetState();
   return std::exp(loss_sum / static_cast<double>(batches * batch_size * steps));

@@ -17,7 +17,8 @@ struct ClassifierEvaluation {
 };
 
 // Every example of `test`, in batches of the model's max_batch.
-ClassifierEvaluation EvaluateClassifier(nn::Model& model, const data::Dataset& test);
+absl::StatusOr<ClassifierEvaluation> EvaluateClassifier(nn::Model& model,
+                                                        const data::Dataset& test);
 
 // exp(mean cross-entropy per word) over `ids`, batched as ptb_producer does with batch_size x
 // the model's time steps, the LSTM state carried from zeros through the whole pass (the seed's

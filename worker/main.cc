@@ -97,7 +97,7 @@ absl::Status EvaluateAndReport(const models::ZooModel& zoo, nn::Model& model, nn
       r.global_step, r.last_loss, 1e3 * r.pull_seconds / r.steps, 1e3 * r.compute_seconds / r.steps,
       1e3 * r.push_seconds / r.steps, 1e3 * r.input_wait_seconds / r.steps, r.dropped_pushes);
   if (input.test.has_value()) {
-    const ClassifierEvaluation e = EvaluateClassifier(model, *input.test);
+    ASSIGN_OR_RETURN(const ClassifierEvaluation e, EvaluateClassifier(model, *input.test));
     if (metrics != nullptr) metrics->test_accuracy.Set(e.accuracy);
     PSFLOW_LOG(INFO) << absl::StrFormat("%s test_loss=%.4f test_accuracy=%.4f", head, e.loss,
                                         e.accuracy);

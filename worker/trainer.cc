@@ -7,7 +7,6 @@
 #include "absl/strings/str_format.h"
 #include "core/log.h"
 #include "core/status_macros.h"
-#include "worker/clip.h"
 
 namespace psflow {
 namespace {
@@ -49,6 +48,7 @@ absl::StatusOr<TrainResult> Trainer::Run() {
   nn::ParameterSet& params = model_.params();
   if (options_.is_chief) params.Initialize(options_.seed);
   RETURN_IF_ERROR(sync_.Prepare(params, options_.is_chief));
+  model_.UploadParameters();
 
   TrainResult result;
   const double input_wait_before = input_.wait_seconds();
@@ -70,10 +70,10 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     }
     const auto step_start = Clock::now();
     ASSIGN_OR_RETURN(SyncResult pulled, sync_.Pull(params));
+    model_.UploadParameters();
     const auto pulled_at = Clock::now();
     const nn::Batch batch = input_.Next();
-    result.last_loss = model_.ComputeGradients(batch);
-    if (options_.max_grad_norm > 0) ClipByGlobalNorm(params, options_.max_grad_norm);
+    ASSIGN_OR_RETURN(result.last_loss, model_.ComputeGradients(batch, options_.max_grad_norm));
     const auto computed_at = Clock::now();
     ASSIGN_OR_RETURN(SyncResult pushed, sync_.Push(params, batch.size));
     if (pushed.dropped) ++result.dropped_pushes;
@@ -124,6 +124,7 @@ absl::StatusOr<TrainResult> Trainer::Run() {
   RETURN_IF_ERROR(sync_.Leave());
   // Evaluate what the ps holds now, not this worker's last pulled copy.
   ASSIGN_OR_RETURN(SyncResult pulled, sync_.Pull(params));
+  model_.UploadParameters();
   result.global_step = std::max(result.global_step, pulled.global_step);
   return result;
 }

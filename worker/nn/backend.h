@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "worker/nn/layer.h"
 #include "worker/nn/layer_spec.h"
@@ -33,6 +34,34 @@ class Backend {
   // Copies `floats` host floats to device memory (a memcpy on the CPU backend).
   virtual void CopyToDevice(const float* host, float* device, int64_t floats) = 0;
 
+  // ---- Parameters on the device. The CPU backend computes on the host buffers themselves, so
+  // every one of these is trivial there; a GPU backend keeps a mirror in device memory.
+
+  // Called once by Model::Create after params.Finalize(): allocates the device mirror of values
+  // and gradients (ParameterSet::AttachDevice) and pins the host buffers for fast copies.
+  virtual absl::Status AttachParameters(ParameterSet& /*params*/) { return absl::OkStatus(); }
+
+  // The host values changed (a pull, Initialize): copy them to the device before the next step.
+  virtual void UploadParameters(ParameterSet& /*params*/) {}
+
+  // Zeroes the gradients the layers accumulate into.
+  virtual void ZeroGradients(ParameterSet& params) { params.ZeroGrads(); }
+
+  // Model::ComputeGradients calls this right after the Backward of a layer whose parameters are
+  // handles [first, last): a GPU backend starts copying those gradients to the host on a side
+  // stream while backward goes on with earlier layers. Not called when gradients are clipped
+  // (clipping needs all of them first).
+  virtual void GradientsReady(ParameterSet& /*params*/, int /*first*/, int /*last*/) {}
+
+  // Ends a step's backward: clips the gradients by global norm when clip_norm > 0 (on the
+  // device), makes params.grads() on the host hold them, and returns the global norm before
+  // clipping (0 when clip_norm == 0 and nothing was measured). The first error of any kernel
+  // since the last call, naming the layer and its shapes.
+  virtual absl::StatusOr<double> FinishGradients(ParameterSet& params, float clip_norm);
+
+  // Waits for queued device work; the first error since the last call, as FinishGradients.
+  virtual absl::Status Synchronize() { return absl::OkStatus(); }
+
  protected:
   virtual float* AllocateRaw(int64_t floats) = 0;
   virtual void Free(float* p) const = 0;
@@ -42,6 +71,13 @@ class Backend {
 // 0 keeps OpenBLAS's default (one per core). Several workers sharing a machine want 1 each:
 // OpenBLAS threads spin while they wait, and compete with the ps and each other.
 std::unique_ptr<Backend> MakeCpuBackend(int threads = 0);
+
+// The CUDA backend on GPU `device` (an index among the visible GPUs). FAILED_PRECONDITION, one
+// line saying why, when this binary was built without CUDA, no GPU is usable or `device` is not
+// one of them.
+// allow_tf32: fp32 products and convolutions may use TF32 tensor cores (faster, ~1e-3 relative
+// error); off, results match the CPU reference to ~1e-5.
+absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(int device, bool allow_tf32 = false);
 
 }  // namespace psflow::nn
 

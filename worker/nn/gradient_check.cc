@@ -37,12 +37,13 @@ absl::StatusOr<double> MaxGradientError(const ModelSpec& spec, const GradientChe
     }
   }
   const Batch b{input.inputs.data(), input.labels.data(), input.batch};
-  auto loss = [&] {
+  auto loss = [&]() -> absl::StatusOr<double> {
+    model->UploadParameters();
     model->ResetState();
     model->RewindRandomness(0);
-    return static_cast<double>(model->ComputeGradients(b));
+    return model->ComputeGradients(b);
   };
-  loss();
+  RETURN_IF_ERROR(loss().status());
   const std::vector<float> analytic(p.grads().begin(), p.grads().end());
   double worst = 0;
   const float h = options.step;
@@ -51,9 +52,9 @@ absl::StatusOr<double> MaxGradientError(const ModelSpec& spec, const GradientChe
       float& w = p.values()[d.offset + i];
       const float saved = w;
       w = saved + h;
-      const double up = loss();
+      ASSIGN_OR_RETURN(const double up, loss());
       w = saved - h;
-      const double down = loss();
+      ASSIGN_OR_RETURN(const double down, loss());
       w = saved;
       const double numeric = (up - down) / (2.0 * h);
       const double a = analytic[d.offset + i];

@@ -22,6 +22,9 @@ struct RunContext {
   ParameterSet* params = nullptr;
   bool training = true;
   uint64_t step = 0;  // counts training steps: dropout masks derive from (seed, step)
+  // The batch's inputs in host memory (what the first layer's x holds, before the copy to the
+  // device): an embedding on a GPU reads its token ids here to know which rows it touches.
+  const float* host_input = nullptr;
 };
 
 // What a layer may use while it is built.

@@ -24,6 +24,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(const ModelSpec& spec, Back
   std::unique_ptr<Model> m(new Model(spec, backend, max_batch));
   Shape shape = spec.input_shape;
   m->widths_.push_back(NumElements(shape));
+  m->param_begin_.push_back(0);
   for (size_t i = 0; i < spec.layers.size(); ++i) {
     auto layer = backend.MakeLayer(spec.layers[i], absl::StrCat(LayerKindName(spec.layers[i]), i));
     if (!layer.ok()) return layer.status();
@@ -36,6 +37,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(const ModelSpec& spec, Back
     shape = *out;
     m->widths_.push_back(NumElements(shape));
     m->layers_.push_back(*std::move(layer));
+    m->param_begin_.push_back(static_cast<int>(m->params_.descs().size()));
   }
   if (shape.empty() || shape.back() != spec.num_classes) {
     return absl::InvalidArgumentError(absl::StrCat(spec.name, ": last layer outputs [",
@@ -44,6 +46,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(const ModelSpec& spec, Back
   }
   m->labels_per_example_ = NumElements(shape) / spec.num_classes;
   m->params_.Finalize();
+  if (absl::Status s = backend.AttachParameters(m->params_); !s.ok()) return s;
   m->loss_ = backend.MakeSoftmaxCrossEntropy();
   for (size_t i = 0; i < m->widths_.size(); ++i) {
     m->acts_.push_back(backend.Allocate(max_batch * m->widths_[i]));
@@ -67,32 +70,40 @@ const Matrix& Model::Forward(const Batch& batch, bool training) {
   assert(batch.size >= 1 && batch.size <= max_batch_);
   backend_.CopyToDevice(batch.inputs, acts_[0].get(), batch.size * widths_[0]);
   MakeViews(batch.size);
-  const RunContext ctx{&params_, training, step_};
+  const RunContext ctx{&params_, training, step_, batch.inputs};
   for (size_t l = 0; l < layers_.size(); ++l) layers_[l]->Forward(ctx, views_[l], views_[l + 1]);
   return views_.back();
 }
 
-double Model::ComputeGradients(const Batch& batch) {
+absl::StatusOr<double> Model::ComputeGradients(const Batch& batch, float clip_norm) {
   const Matrix& logits = Forward(batch, /*training=*/true);
-  params_.ZeroGrads();
+  backend_.ZeroGradients(params_);
   const size_t n = layers_.size();
   const float scale = 1.0f / static_cast<float>(batch.size);
   double loss = loss_->ForwardBackward(Predictions(logits, spec_.num_classes), batch.labels, scale,
                                        Predictions(grad_views_[n], spec_.num_classes)) *
                 scale;
-  const RunContext ctx{&params_, true, step_};
+  const RunContext ctx{&params_, true, step_, batch.inputs};
   for (size_t l = n; l-- > 0;) {
     layers_[l]->Backward(ctx, views_[l], views_[l + 1], grad_views_[l + 1],
                          l == 0 ? nullptr : &grad_views_[l]);
     loss += layers_[l]->RegularizationLoss(params_);
+    if (clip_norm <= 0 && param_begin_[l] < param_begin_[l + 1]) {
+      backend_.GradientsReady(params_, param_begin_[l], param_begin_[l + 1]);
+    }
   }
   ++step_;
+  if (absl::StatusOr<double> norm = backend_.FinishGradients(params_, clip_norm); !norm.ok()) {
+    return norm.status();
+  }
   return loss;
 }
 
-SoftmaxCrossEntropy::Eval Model::Evaluate(const Batch& batch) {
-  return loss_->Evaluate(Predictions(Forward(batch, /*training=*/false), spec_.num_classes),
-                         batch.labels);
+absl::StatusOr<SoftmaxCrossEntropy::Eval> Model::Evaluate(const Batch& batch) {
+  const SoftmaxCrossEntropy::Eval eval = loss_->Evaluate(
+      Predictions(Forward(batch, /*training=*/false), spec_.num_classes), batch.labels);
+  if (absl::Status s = backend_.Synchronize(); !s.ok()) return s;
+  return eval;
 }
 
 void Model::ResetState() {

@@ -46,15 +46,21 @@ class Model {
   ParameterSet& params() { return params_; }
   const ParameterSet& params() const { return params_; }
 
-  // Sets params().grads() to the gradient of the loss on `batch` and returns the loss: the
-  // cross-entropy summed over each example's predictions, averaged over the examples (for a
-  // classifier the mean cross-entropy; for a language model the seed's per-sequence cost), plus
-  // any regularisation. batch.size must be in [1, max_batch].
-  double ComputeGradients(const Batch& batch);
+  // The host values in params() changed (a pull, Initialize): the next step must compute with
+  // them. A copy to the device on a GPU backend; nothing on the CPU.
+  void UploadParameters() { backend_.UploadParameters(params_); }
+
+  // Sets params().grads() (on the host) to the gradient of the loss on `batch` and returns the
+  // loss: the cross-entropy summed over each example's predictions, averaged over the examples
+  // (for a classifier the mean cross-entropy; for a language model the seed's per-sequence cost),
+  // plus any regularisation. With clip_norm > 0 the gradients are first clipped by their global
+  // norm (tf.clip_by_global_norm). batch.size must be in [1, max_batch]. Errors: a device
+  // failure, naming the layer and its shapes.
+  absl::StatusOr<double> ComputeGradients(const Batch& batch, float clip_norm = 0);
 
   // Forward only (inference mode): cross-entropy summed over all predictions and the number of
   // correct arg-max predictions.
-  SoftmaxCrossEntropy::Eval Evaluate(const Batch& batch);
+  absl::StatusOr<SoftmaxCrossEntropy::Eval> Evaluate(const Batch& batch);
 
   // Starts stateful layers (LSTMs) from zeros again: at an epoch's start, before evaluation.
   void ResetState();
@@ -76,6 +82,8 @@ class Model {
   uint64_t step_ = 0;
   ParameterSet params_;
   std::vector<std::unique_ptr<Layer>> layers_;
+  // layers_[i] owns the parameter handles [param_begin_[i], param_begin_[i + 1]).
+  std::vector<int> param_begin_;
   std::unique_ptr<SoftmaxCrossEntropy> loss_;
   std::vector<int64_t> widths_;  // elements per example of acts_[i]; acts_[0] is the input
   std::vector<Backend::Buffer> acts_;

@@ -75,6 +75,18 @@ class ParameterSet {
   std::span<const float> values() const { return {values_.get(), static_cast<size_t>(total_)}; }
   std::span<float> grads() { return {grads_.get(), static_cast<size_t>(total_)}; }
   std::span<const float> grads() const { return {grads_.get(), static_cast<size_t>(total_)}; }
+  // The copies layers compute with: the host buffers above on the CPU backend; on a GPU a mirror
+  // in device memory that the backend attached (values and gradients, same layout).
+  void AttachDevice(float* device_values, float* device_grads) {
+    device_values_ = device_values;
+    device_grads_ = device_grads;
+  }
+  float* device_values() { return device_values_ != nullptr ? device_values_ : values_.get(); }
+  float* device_grads() { return device_grads_ != nullptr ? device_grads_ : grads_.get(); }
+  std::span<float> device_value(Handle h) { return Slice(device_values(), h); }
+  std::span<float> device_grad(Handle h) { return Slice(device_grads(), h); }
+  bool on_device() const { return device_values_ != nullptr; }
+
   std::span<float> value(Handle h) { return Slice(values_.get(), h); }
   std::span<float> grad(Handle h) { return Slice(grads_.get(), h); }
   std::span<const float> value(Handle h) const { return Slice(values_.get(), h); }
@@ -93,6 +105,8 @@ class ParameterSet {
   int64_t total_ = 0;
   std::unique_ptr<float[], FreeDeleter> values_;
   std::unique_ptr<float[], FreeDeleter> grads_;
+  float* device_values_ = nullptr;  // owned by the backend
+  float* device_grads_ = nullptr;
 };
 
 }  // namespace psflow::nn

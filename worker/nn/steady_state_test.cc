@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <new>
 
-#include "worker/clip.h"
+#include "worker/nn/clip.h"
 #include "worker/models/model_zoo.h"
 #include "worker/nn/gradient_check.h"
 
@@ -35,14 +35,10 @@ int64_t AllocationsPerSteadyStep(const ModelSpec& spec, int64_t batch, int vocab
   const int64_t labels = (*model)->labels_per_example();
   const GradientCheckInput in = RandomInput(spec, batch, labels, 9, vocab);
   const Batch b{in.inputs.data(), in.labels.data(), batch};
-  (*model)->ComputeGradients(b);
-  ClipByGlobalNorm((*model)->params(), 1.0f);
+  EXPECT_TRUE((*model)->ComputeGradients(b, 1.0f).ok());
   const int64_t before = g_allocations.load();
-  for (int s = 0; s < steps; ++s) {
-    (*model)->ComputeGradients(b);
-    ClipByGlobalNorm((*model)->params(), 1.0f);
-  }
-  (*model)->Evaluate(b);
+  for (int s = 0; s < steps; ++s) EXPECT_TRUE((*model)->ComputeGradients(b, 1.0f).ok());
+  EXPECT_TRUE((*model)->Evaluate(b).ok());
   return g_allocations.load() - before;
 }
 

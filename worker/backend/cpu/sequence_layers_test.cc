@@ -59,7 +59,7 @@ double SummedLoss(int steps, const std::vector<float>& ids, const std::vector<in
   (*model)->params().Initialize(5);
   double sum = 0;
   for (size_t at = 0; at < ids.size(); at += static_cast<size_t>(steps)) {
-    sum += (*model)->Evaluate(Batch{ids.data() + at, labels.data() + at, 1}).loss_sum;
+    sum += (*model)->Evaluate(Batch{ids.data() + at, labels.data() + at, 1})->loss_sum;
   }
   return sum;
 }
@@ -81,11 +81,11 @@ TEST(SequenceLayers, ResetStateStartsFromZeros) {
   const std::vector<float> ids = {3, 1};
   const std::vector<int32_t> labels = {1, 5};
   const Batch b{ids.data(), labels.data(), 1};
-  const double first = (*model)->Evaluate(b).loss_sum;
-  const double carried = (*model)->Evaluate(b).loss_sum;
+  const double first = (*model)->Evaluate(b)->loss_sum;
+  const double carried = (*model)->Evaluate(b)->loss_sum;
   (*model)->ResetState();
   EXPECT_NE(first, carried);
-  EXPECT_EQ((*model)->Evaluate(b).loss_sum, first);
+  EXPECT_EQ((*model)->Evaluate(b)->loss_sum, first);
 }
 
 TEST(SequenceLayers, EmbeddingReportsTouchedRowsSortedAndUnique) {
@@ -96,7 +96,7 @@ TEST(SequenceLayers, EmbeddingReportsTouchedRowsSortedAndUnique) {
   p.Initialize(1);
   const std::vector<float> ids = {5, 2, 5, 0, 2, 2};
   const std::vector<int32_t> labels(6, 1);
-  (*model)->ComputeGradients(Batch{ids.data(), labels.data(), 2});
+  ASSERT_TRUE((*model)->ComputeGradients(Batch{ids.data(), labels.data(), 2}).ok());
   ASSERT_TRUE(p.sparse(0));
   const auto rows = p.touched_rows(0);
   EXPECT_EQ(std::vector<int64_t>(rows.begin(), rows.end()), (std::vector<int64_t>{0, 2, 5}));
@@ -114,15 +114,17 @@ TEST(SequenceLayers, DropoutKeepsTheStatedFractionScaled) {
   // All inputs 1: inference gives uniform logits; training gives 4 (kept, 1 / 0.25) or 0.
   std::vector<float> x(10000, 1.0f);
   std::vector<int32_t> labels(10, 0);
-  const double eval = (*model)->Evaluate(Batch{x.data(), labels.data(), 10}).loss_sum;
+  const double eval = (*model)->Evaluate(Batch{x.data(), labels.data(), 10})->loss_sum;
   EXPECT_NEAR(eval, 10 * std::log(1000.0), 1e-3);  // identity: uniform logits
   // A row with k kept has loss log(k e^4 + 1000 - k) - logit[label]: bound k in [230, 270].
-  const double loss = (*model)->ComputeGradients(Batch{x.data(), labels.data(), 10});
+  const absl::StatusOr<double> loss =
+      (*model)->ComputeGradients(Batch{x.data(), labels.data(), 10});
+  ASSERT_TRUE(loss.ok()) << loss.status();
   auto row_loss = [](double k, double logit) {
     return std::log(k * std::exp(4.0) + 1000 - k) - logit;
   };
-  EXPECT_GT(loss, row_loss(230, 4.0));
-  EXPECT_LT(loss, row_loss(270, 0.0));
+  EXPECT_GT(*loss, row_loss(230, 4.0));
+  EXPECT_LT(*loss, row_loss(270, 0.0));
 }
 
 }  // namespace

@@ -1,16 +1,16 @@
-#include "worker/clip.h"
+#include "worker/nn/clip.h"
 
 #include <cmath>
 
-namespace psflow {
+namespace psflow::nn {
 namespace {
 
 // Calls fn(span) on each run of gradient elements that takes part: whole dense parameters, the
 // touched rows of sparse ones.
 template <class Fn>
-void ForEachGradientRun(nn::ParameterSet& params, Fn fn) {
+void ForEachGradientRun(ParameterSet& params, Fn fn) {
   for (size_t i = 0; i < params.descs().size(); ++i) {
-    const auto h = static_cast<nn::ParameterSet::Handle>(i);
+    const auto h = static_cast<ParameterSet::Handle>(i);
     std::span<float> g = params.grad(h);
     if (!params.sparse(h)) {
       fn(g);
@@ -27,7 +27,7 @@ void ForEachGradientRun(nn::ParameterSet& params, Fn fn) {
 
 }  // namespace
 
-double ClipByGlobalNorm(nn::ParameterSet& params, float clip_norm) {
+double ClipByGlobalNorm(ParameterSet& params, float clip_norm) {
   double sum = 0;
   ForEachGradientRun(params, [&sum](std::span<float> g) {
     for (float x : g) sum += static_cast<double>(x) * x;
@@ -42,4 +42,4 @@ double ClipByGlobalNorm(nn::ParameterSet& params, float clip_norm) {
   return norm;
 }
 
-}  // namespace psflow
+}  // namespace psflow::nn

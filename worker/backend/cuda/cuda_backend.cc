@@ -1,0 +1,225 @@
+// The CUDA backend: layers on one GPU (cuBLAS, cuDNN, psflow's kernels), parameters and
+// gradients mirrored in one device allocation, gradients streamed to pinned host memory per
+// layer as backward produces them.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <new>
+#include <variant>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/log.h"
+#include "worker/backend/cuda/activation.h"
+#include "worker/backend/cuda/context.h"
+#include "worker/backend/cuda/conv2d.h"
+#include "worker/backend/cuda/dense.h"
+#include "worker/backend/cuda/dropout.h"
+#include "worker/backend/cuda/embedding.h"
+#include "worker/backend/cuda/flatten.h"
+#include "worker/backend/cuda/kernels.h"
+#include "worker/backend/cuda/lrn.h"
+#include "worker/backend/cuda/lstm.h"
+#include "worker/backend/cuda/max_pool.h"
+#include "worker/backend/cuda/softmax_cross_entropy.h"
+#include "worker/nn/backend.h"
+
+namespace psflow::nn {
+namespace {
+
+template <class... F>
+struct Overloaded : F... {
+  using F::operator()...;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(std::unique_ptr<cuda::Context> ctx) : ctx_(std::move(ctx)) {}
+  ~CudaBackend() override {
+    // Queued copies may still target the pinned buffers.
+    (void)ctx_->Synchronize("shutdown");
+    for (void* p : registered_) cudaHostUnregister(p);
+    if (host_sum_sq_ != nullptr) cudaFreeHost(host_sum_sq_);
+  }
+
+  Device device() const override { return Device::kCuda; }
+
+  absl::StatusOr<std::unique_ptr<Layer>> MakeLayer(const LayerSpec& spec,
+                                                   std::string name) override {
+    using Made = absl::StatusOr<std::unique_ptr<Layer>>;
+    cuda::Context& c = *ctx_;
+    return std::visit(
+        Overloaded{
+            [&](const DenseSpec& s) -> Made {
+              return std::make_unique<cuda::Dense>(c, s, std::move(name));
+            },
+            [&](const ActivationSpec& s) -> Made {
+              return std::make_unique<cuda::Activation>(c, s, std::move(name));
+            },
+            [&](const Conv2DSpec& s) -> Made {
+              return std::make_unique<cuda::Conv2D>(c, s, std::move(name));
+            },
+            [&](const MaxPoolSpec& s) -> Made {
+              return std::make_unique<cuda::MaxPool>(c, s, std::move(name));
+            },
+            [&](const LrnSpec& s) -> Made {
+              return std::make_unique<cuda::Lrn>(c, s, std::move(name));
+            },
+            [&](const FlattenSpec&) -> Made {
+              return std::make_unique<cuda::Flatten>(c, std::move(name));
+            },
+            [&](const DropoutSpec& s) -> Made {
+              return std::make_unique<cuda::Dropout>(c, s, std::move(name));
+            },
+            [&](const EmbeddingSpec& s) -> Made {
+              return std::make_unique<cuda::Embedding>(c, s, std::move(name));
+            },
+            [&](const LstmSpec& s) -> Made {
+              return std::make_unique<cuda::Lstm>(c, s, std::move(name));
+            },
+        },
+        spec);
+  }
+
+  std::unique_ptr<SoftmaxCrossEntropy> MakeSoftmaxCrossEntropy() override {
+    return std::make_unique<cuda::SoftmaxCrossEntropy>(*ctx_);
+  }
+
+  void CopyToDevice(const float* host, float* device, int64_t floats) override {
+    if (floats <= 0) return;
+    ctx_->Check(cudaMemcpyAsync(device, host, static_cast<size_t>(floats) * sizeof(float),
+                                cudaMemcpyHostToDevice, ctx_->stream()),
+                absl::StrCat("copying ", floats, " input floats to the GPU"));
+  }
+
+  absl::Status AttachParameters(ParameterSet& params) override {
+    const int64_t total = std::max<int64_t>(params.total_size(), 1);
+    const std::string what = absl::StrCat("the model's ", params.total_size(),
+                                          " parameters and their gradients");
+    absl::StatusOr<cuda::DeviceArray<float>> mirror = ctx_->Allocate<float>(2 * total, what);
+    if (!mirror.ok()) return mirror.status();
+    mirror_ = *std::move(mirror);
+    params.AttachDevice(mirror_.get(), mirror_.get() + total);
+    // Pinned host buffers: the copies run at full bus speed and truly asynchronously.
+    // Best effort: unpinned memory still works, only slower.
+    const size_t bytes = static_cast<size_t>(params.total_size()) * sizeof(float);
+    for (float* p : {params.values().data(), params.grads().data()}) {
+      if (bytes == 0) break;
+      if (cudaHostRegister(p, bytes, cudaHostRegisterDefault) == cudaSuccess) {
+        registered_.push_back(p);
+      } else {
+        cudaGetLastError();
+        PSFLOW_LOG(WARNING) << "could not pin " << bytes << " bytes of host parameters; "
+                            << "copies to and from the GPU will be slower";
+      }
+    }
+    event_ = MakeEvent();
+    return ctx_->Synchronize("attaching the parameters");
+  }
+
+  void UploadParameters(ParameterSet& params) override {
+    ctx_->Check(cudaMemcpyAsync(params.device_values(), params.values().data(),
+                                static_cast<size_t>(params.total_size()) * sizeof(float),
+                                cudaMemcpyHostToDevice, ctx_->stream()),
+                "copying the parameters to the GPU");
+  }
+
+  void ZeroGradients(ParameterSet& params) override {
+    ctx_->Check(cudaMemsetAsync(params.device_grads(), 0,
+                                static_cast<size_t>(params.total_size()) * sizeof(float),
+                                ctx_->stream()),
+                "zeroing the gradients");
+  }
+
+  void GradientsReady(ParameterSet& params, int first, int last) override {
+    const auto& descs = params.descs();
+    const int64_t begin = descs[static_cast<size_t>(first)].offset;
+    const ParameterDesc& end_desc = descs[static_cast<size_t>(last - 1)];
+    const int64_t end = end_desc.offset + end_desc.size;
+    // The copy stream waits for backward to have produced them, then copies while backward goes
+    // on with the layers below.
+    ctx_->Check(cudaEventRecord(event_.get(), ctx_->stream()), "recording a gradient event");
+    ctx_->Check(cudaStreamWaitEvent(ctx_->copy_stream(), event_.get(), 0),
+                "waiting for a gradient event");
+    ctx_->Check(cudaMemcpyAsync(params.grads().data() + begin, params.device_grads() + begin,
+                                static_cast<size_t>(end - begin) * sizeof(float),
+                                cudaMemcpyDeviceToHost, ctx_->copy_stream()),
+                absl::StrCat("copying gradients of ", descs[static_cast<size_t>(first)].name,
+                             " to the host"));
+  }
+
+  absl::StatusOr<double> FinishGradients(ParameterSet& params, float clip_norm) override {
+    double norm = 0;
+    if (clip_norm > 0) {
+      const int64_t n = params.total_size();
+      // Untouched rows of a sparse gradient are zero on the device: the norm over the whole
+      // buffer is the norm over the touched rows.
+      cuda::LaunchSumOfSquares(params.device_grads(), n, sum_sq_.get(), ctx_->stream());
+      cuda::LaunchClipScale(params.device_grads(), n, sum_sq_.get(), clip_norm, ctx_->stream());
+      ctx_->CheckLaunch("clipping the gradients by global norm");
+      ctx_->Check(cudaMemcpyAsync(host_sum_sq_, sum_sq_.get(), sizeof(double),
+                                  cudaMemcpyDeviceToHost, ctx_->stream()),
+                  "reading the global norm");
+      ctx_->Check(cudaMemcpyAsync(params.grads().data(), params.device_grads(),
+                                  static_cast<size_t>(n) * sizeof(float), cudaMemcpyDeviceToHost,
+                                  ctx_->stream()),
+                  "copying the gradients to the host");
+    }
+    if (absl::Status s = ctx_->Synchronize("a training step"); !s.ok()) return s;
+    if (clip_norm > 0) norm = std::sqrt(*host_sum_sq_);
+    return norm;
+  }
+
+  absl::Status Synchronize() override { return ctx_->Synchronize("a forward pass"); }
+
+  absl::Status Prepare() {
+    absl::StatusOr<cuda::DeviceArray<double>> s = ctx_->Allocate<double>(1, "the global norm");
+    if (!s.ok()) return s.status();
+    sum_sq_ = *std::move(s);
+    if (cudaError_t e = cudaMallocHost(&host_sum_sq_, sizeof(double)); e != cudaSuccess) {
+      return cuda::CudaError(e, "pinned memory for the global norm");
+    }
+    return absl::OkStatus();
+  }
+
+ protected:
+  float* AllocateRaw(int64_t floats) override {
+    absl::StatusOr<cuda::DeviceArray<float>> p =
+        ctx_->Allocate<float>(std::max<int64_t>(floats, 16), "activations");
+    if (!p.ok()) {
+      PSFLOW_LOG(ERROR) << p.status().message();
+      return nullptr;
+    }
+    return p->release();
+  }
+  void Free(float* p) const override { cudaFree(p); }
+
+ private:
+  struct EventDestroy {
+    void operator()(CUevent_st* e) const { cudaEventDestroy(e); }
+  };
+  std::unique_ptr<CUevent_st, EventDestroy> MakeEvent() {
+    cudaEvent_t e = nullptr;
+    ctx_->Check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "creating an event");
+    return std::unique_ptr<CUevent_st, EventDestroy>(e);
+  }
+
+  std::unique_ptr<cuda::Context> ctx_;
+  cuda::DeviceArray<float> mirror_;  // values then gradients
+  std::vector<void*> registered_;    // pinned host buffers
+  std::unique_ptr<CUevent_st, EventDestroy> event_;
+  cuda::DeviceArray<double> sum_sq_;
+  double* host_sum_sq_ = nullptr;  // pinned
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(int device, bool allow_tf32) {
+  absl::StatusOr<std::unique_ptr<cuda::Context>> ctx = cuda::Context::Create(device, allow_tf32);
+  if (!ctx.ok()) return ctx.status();
+  auto backend = std::make_unique<CudaBackend>(*std::move(ctx));
+  if (absl::Status s = backend->Prepare(); !s.ok()) return s;
+  return backend;
+}
+
+}  // namespace psflow::nn
