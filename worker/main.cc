@@ -17,6 +17,7 @@
 #include "core/task_main.h"
 #include "worker/backend/cuda/devices.h"
 #include "worker/evaluation.h"
+#include "worker/gpu_monitor.h"
 #include "worker/models/model_zoo.h"
 #include "worker/ps_client.h"
 #include "worker/trainer.h"
@@ -65,6 +66,12 @@ ABSL_FLAG(int64_t, log_every_steps, 100, "Progress line every N steps (0: none)"
 ABSL_FLAG(int, compute_threads, 0,
           "Threads for the CPU backend's matrix products (0: one per core). Use 1 when several "
           "workers share a machine");
+ABSL_FLAG(std::string, device, "cpu",
+          "cpu: the OpenBLAS backend; gpu: the CUDA backend (cuBLAS, cuDNN) on GPU --gpu");
+ABSL_FLAG(int, gpu, 0, "--device=gpu: index of the GPU among the visible ones");
+ABSL_FLAG(bool, tf32, false,
+          "--device=gpu: fp32 products and convolutions may use TF32 tensor cores (faster, "
+          "about 1e-3 relative error)");
 ABSL_FLAG(int, ps_timeout_s, 60,
           "Seconds to keep retrying an unreachable ps, or waiting for the chief to initialise");
 
@@ -117,6 +124,7 @@ absl::Status EvaluateAndReport(const models::ZooModel& zoo, nn::Model& model, nn
                      nn::Model::Create(zoo.eval_spec, backend, 1));
     std::span<const float> trained = model.params().values();
     std::copy(trained.begin(), trained.end(), test_model->params().values().begin());
+    test_model->UploadParameters();
     ASSIGN_OR_RETURN(const double test,
                      EvaluatePerplexity(*test_model, input.corpus->test, 1, max_batches));
     if (metrics != nullptr) metrics->test_perplexity.Set(test);
@@ -204,11 +212,28 @@ absl::Status Main() {
   if (absl::GetFlag(FLAGS_compute_threads) < 0) {
     return absl::InvalidArgumentError("--compute_threads must be >= 0");
   }
+  const std::string device = absl::GetFlag(FLAGS_device);
+  if (device != "cpu" && device != "gpu") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--device must be cpu or gpu, got \"", device, "\""));
+  }
+  if (absl::GetFlag(FLAGS_gpu) < 0) return absl::InvalidArgumentError("--gpu must be >= 0");
   if (absl::GetFlag(FLAGS_ps_timeout_s) < 1) {
     return absl::InvalidArgumentError("--ps_timeout_s must be >= 1");
   }
   ASSIGN_OR_RETURN(const int metrics_port, ResolveMetricsPort());
 
+  // The device before the data: a worker that cannot get its GPU says so at once.
+  std::unique_ptr<nn::Backend> backend;
+  std::string backend_name = "the CPU backend";
+  if (device == "gpu") {
+    ASSIGN_OR_RETURN(backend,
+                     nn::MakeCudaBackend(absl::GetFlag(FLAGS_gpu), absl::GetFlag(FLAGS_tf32)));
+    backend_name = absl::StrCat("GPU ", absl::GetFlag(FLAGS_gpu),
+                                absl::GetFlag(FLAGS_tf32) ? " (TF32 allowed)" : "");
+  } else {
+    backend = nn::MakeCpuBackend(absl::GetFlag(FLAGS_compute_threads));
+  }
   InputOptions input_options;
   input_options.synthetic = data_source == "synthetic";
   input_options.data_path = absl::GetFlag(FLAGS_data_path);
@@ -218,11 +243,10 @@ absl::Status Main() {
   input_options.seed = absl::GetFlag(FLAGS_seed);
   ASSIGN_OR_RETURN(std::unique_ptr<WorkerInput> input, LoadWorkerInput(zoo, input_options));
 
-  PSFLOW_LOG(INFO) << cuda::BuildInfo() << "; training " << zoo.spec.name
-                   << " on the CPU backend: batch " << batch_size << ", "
+  PSFLOW_LOG(INFO) << cuda::BuildInfo() << "; training " << zoo.spec.name << " on "
+                   << backend_name << ": batch " << batch_size << ", "
                    << training.optimizer.name() << " learning rate " << learning_rate
                    << (max_grad_norm > 0 ? absl::StrCat(", clip norm ", max_grad_norm) : "");
-  std::unique_ptr<nn::Backend> backend = nn::MakeCpuBackend(absl::GetFlag(FLAGS_compute_threads));
   ASSIGN_OR_RETURN(std::unique_ptr<nn::Model> model,
                    nn::Model::Create(zoo.spec, *backend, batch_size,
                                      absl::GetFlag(FLAGS_seed) * 31 + shard_index));
@@ -234,6 +258,21 @@ absl::Status Main() {
     metrics = std::make_unique<WorkerMetrics>(endpoint->registry(),
                                               StandardLabels(spec.task.type, spec.task.index));
     PSFLOW_LOG(INFO) << "metrics on :" << endpoint->port() << "/metrics";
+  }
+  // GPU utilization and memory, when the NVIDIA driver's NVML is there to ask.
+  std::unique_ptr<GpuMonitor> gpu_monitor;
+  std::unique_ptr<GpuMetricsExporter> gpu_metrics;
+  if (metrics != nullptr && device == "gpu") {
+    absl::StatusOr<std::unique_ptr<GpuMonitor>> opened = GpuMonitor::Open();
+    if (opened.ok()) {
+      gpu_monitor = *std::move(opened);
+      const int gpu = absl::GetFlag(FLAGS_gpu);
+      gpu_metrics = std::make_unique<GpuMetricsExporter>(
+          *gpu_monitor, endpoint->registry(), StandardLabels(spec.task.type, spec.task.index),
+          std::vector<MonitoredGpu>{{gpu, cuda::PciBusId(gpu)}}, std::chrono::seconds(1));
+    } else {
+      PSFLOW_LOG(WARNING) << opened.status().message() << "; no GPU metrics";
+    }
   }
 
   std::unique_ptr<ParameterSync> sync;

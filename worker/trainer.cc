@@ -71,14 +71,16 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     const auto step_start = Clock::now();
     ASSIGN_OR_RETURN(SyncResult pulled, sync_.Pull(params));
     model_.UploadParameters();
-    const auto pulled_at = Clock::now();
+    const double waited_before = input_.wait_seconds();
     const nn::Batch batch = input_.Next();
+    const double input_wait = input_.wait_seconds() - waited_before;
+    const auto ready_at = Clock::now();  // parameters pulled and the batch at hand
     ASSIGN_OR_RETURN(result.last_loss, model_.ComputeGradients(batch, options_.max_grad_norm));
     const auto computed_at = Clock::now();
     ASSIGN_OR_RETURN(SyncResult pushed, sync_.Push(params, batch.size));
     if (pushed.dropped) ++result.dropped_pushes;
-    result.pull_seconds += Seconds(pulled_at - step_start);
-    result.compute_seconds += Seconds(computed_at - pulled_at);
+    result.pull_seconds += Seconds(ready_at - step_start) - input_wait;
+    result.compute_seconds += Seconds(computed_at - ready_at);
     result.push_seconds += Seconds(Clock::now() - computed_at);
     result.global_step = pushed.global_step;
     result.examples += batch.size;
@@ -96,6 +98,10 @@ absl::StatusOr<TrainResult> Trainer::Run() {
       metrics_->pulled_bytes.Increment(static_cast<double>(pulled.bytes));
       metrics_->pushed_bytes.Increment(static_cast<double>(pushed.bytes));
       metrics_->global_step.Set(static_cast<double>(pushed.global_step));
+      metrics_->pull_seconds.Increment(Seconds(ready_at - step_start) - input_wait);
+      metrics_->input_wait_seconds.Increment(input_wait);
+      metrics_->compute_seconds.Increment(Seconds(computed_at - ready_at));
+      metrics_->push_seconds.Increment(Seconds(Clock::now() - computed_at));
     }
     if (options_.log_every_steps > 0 &&
         (result.steps % options_.log_every_steps == 0 || result.steps == total_steps)) {

@@ -1,6 +1,23 @@
 #include "worker/worker_metrics.h"
 
 namespace psflow {
+namespace {
+
+prometheus::Counter& PhaseCounter(prometheus::Family<prometheus::Counter>& family, Labels labels,
+                                  const char* phase) {
+  labels["phase"] = phase;
+  return family.Add(labels);
+}
+
+prometheus::Family<prometheus::Counter>& PhaseFamily(prometheus::Registry& r) {
+  return prometheus::BuildCounter()
+      .Name("psflow_worker_step_phase_seconds_total")
+      .Help("Seconds of training steps by phase: pull, compute, push, wait (for input).")
+      .Register(r);
+}
+
+}  // namespace
+
 WorkerMetrics::WorkerMetrics(prometheus::Registry& r, const Labels& labels)
     : examples(
           AddCounter(r, "psflow_worker_examples_total", "Training examples processed.", labels)),
@@ -26,6 +43,11 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r, const Labels& labels)
                              "Accuracy on the test set after training (0..1).", labels)),
       test_perplexity(AddGauge(r, "psflow_worker_test_perplexity",
                                "Language models: perplexity on the test set after training.",
-                               labels)) {}
+                               labels)),
+      step_phases(PhaseFamily(r)),
+      pull_seconds(PhaseCounter(step_phases, labels, "pull")),
+      compute_seconds(PhaseCounter(step_phases, labels, "compute")),
+      push_seconds(PhaseCounter(step_phases, labels, "push")),
+      input_wait_seconds(PhaseCounter(step_phases, labels, "wait")) {}
 
 }  // namespace psflow

@@ -23,6 +23,14 @@ struct WorkerMetrics {
   prometheus::Gauge& global_step;      // psflow_worker_global_step (as last seen from the ps)
   prometheus::Gauge& test_accuracy;    // psflow_worker_test_accuracy_ratio (after training)
   prometheus::Gauge& test_perplexity;  // psflow_worker_test_perplexity (language models)
+  // psflow_worker_step_phase_seconds_total{phase=...}: where the steps' time went. pull: waiting
+  // for parameters; compute: forward, backward, clipping and the gradients' way to host memory;
+  // push: sending gradients; wait: waiting for the next input batch.
+  prometheus::Family<prometheus::Counter>& step_phases;
+  prometheus::Counter& pull_seconds;
+  prometheus::Counter& compute_seconds;
+  prometheus::Counter& push_seconds;
+  prometheus::Counter& input_wait_seconds;
 };
 
 }  // namespace psflow

@@ -23,7 +23,8 @@ class Backend {
                                                            std::string name) = 0;
   virtual std::unique_ptr<SoftmaxCrossEntropy> MakeSoftmaxCrossEntropy() = 0;
 
-  // Device memory for activations: `floats` zeroed floats, freed with the returned owner.
+  // Device memory for activations: `floats` zeroed floats, freed with the returned owner; null
+  // when the device is out of memory.
   struct BufferDeleter {
     const Backend* backend;
     void operator()(float* p) const { backend->Free(p); }

@@ -51,6 +51,12 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(const ModelSpec& spec, Back
   for (size_t i = 0; i < m->widths_.size(); ++i) {
     m->acts_.push_back(backend.Allocate(max_batch * m->widths_[i]));
     m->grads_.push_back(backend.Allocate(i == 0 ? 0 : max_batch * m->widths_[i]));
+    if (m->acts_.back() == nullptr || m->grads_.back() == nullptr) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          spec.name, ": out of device memory for the activations of ",
+          i == 0 ? std::string("the input") : m->layers_[i - 1]->name(), " (", max_batch, " x ",
+          m->widths_[i], " floats)"));
+    }
   }
   m->views_.reserve(m->widths_.size());
   m->grad_views_.reserve(m->widths_.size());

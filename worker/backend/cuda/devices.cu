@@ -13,4 +13,13 @@ std::string BuildInfo() {
          std::to_string(CUDART_VERSION % 1000 / 10) + " compiled in";
 }
 
+std::string PciBusId(int device) {
+  char id[32] = {};
+  if (cudaDeviceGetPCIBusId(id, sizeof(id), device) != cudaSuccess) {
+    cudaGetLastError();
+    return "";
+  }
+  return id;
+}
+
 }  // namespace psflow::cuda

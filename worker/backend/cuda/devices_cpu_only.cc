@@ -5,5 +5,6 @@ namespace psflow::cuda {
 
 bool CompiledIn() { return false; }
 std::string BuildInfo() { return "CUDA not compiled in"; }
+std::string PciBusId(int /*device*/) { return ""; }
 
 }  // namespace psflow::cuda
