@@ -6,23 +6,42 @@
 //   1ps+2w  : a psflow-ps process and two psflow-worker processes (aggregate rate)
 // Each configuration runs --repeats times; the median is reported with ratios to the baseline.
 //
+// --device=gpu runs every configuration on the CUDA backend (the workers get --device=gpu, --gpu
+// and --tf32 as given here; two workers share the GPU) and adds
+//   compute : in this process, Model::ComputeGradients alone: forward, backward and the
+//             gradients' copy to host memory, no update. local minus compute is what the
+//             host-side update (and the parameters' upload each step) costs
+//   PyTorch : with --pytorch=bench/gpu/torch_models.py, the same models in PyTorch on the same
+//             GPU after psflow's runs, and a second table of psflow / PyTorch ratios with the
+//             targets of issue 6 (bench/gpu/README.md)
+// Where no GPU is usable, --device=gpu prints one line saying so and exits 0.
+//
 //   build/bin/bench_model_throughput [--models=mnist_mlp,mnist_cnn,cifar10_cnn,ptb_lstm:small]
 //       [--seconds=10] [--repeats=1] [--compute_threads=1] [--workers=1,2]
+//       [--device=gpu [--gpu=0] [--tf32] [--pytorch=bench/gpu/torch_models.py]]
 #include <signal.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "core/free_ports.h"
 #include "operator/local/child_process.h"
+#include "worker/backend/cuda/devices.h"
 #include "worker/models/model_zoo.h"
 #include "worker/trainer.h"
 #include "worker/worker_input.h"
@@ -33,9 +52,33 @@ ABSL_FLAG(double, seconds, 10, "Approximate training time per run (steps are siz
 ABSL_FLAG(int, compute_threads, 1, "OpenBLAS threads per worker (0: one per core)");
 ABSL_FLAG(int, repeats, 1, "Runs per configuration (median reported)");
 ABSL_FLAG(std::string, workers, "1,2", "Worker counts to run through one ps");
+ABSL_FLAG(std::string, device, "cpu",
+          "cpu: the OpenBLAS backend; gpu: the CUDA backend on GPU --gpu, in this process and in "
+          "the workers (which share the GPU)");
+ABSL_FLAG(int, gpu, 0, "--device=gpu: index of the GPU among the visible ones");
+ABSL_FLAG(bool, tf32, false,
+          "--device=gpu: fp32 products and convolutions may use TF32 tensor cores (psflow and "
+          "PyTorch alike)");
+ABSL_FLAG(std::string, pytorch, "",
+          "--device=gpu: path of bench/gpu/torch_models.py; after psflow's runs, the same models "
+          "in PyTorch on the same GPU and psflow / PyTorch ratios (empty: no PyTorch run)");
+ABSL_FLAG(std::string, python, "python3",
+          "--pytorch: the command (words split at spaces) that runs the Python with PyTorch, e.g. "
+          "\"env -u LD_LIBRARY_PATH python3\"");
 
 namespace psflow {
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+bool OnGpu() { return absl::GetFlag(FLAGS_device) == "gpu"; }
+
+absl::StatusOr<std::unique_ptr<nn::Backend>> MakeBackend() {
+  if (OnGpu()) return nn::MakeCudaBackend(absl::GetFlag(FLAGS_gpu), absl::GetFlag(FLAGS_tf32));
+  return nn::MakeCpuBackend(absl::GetFlag(FLAGS_compute_threads));
+}
 
 struct Figures {
   double rate = 0;  // examples/s, or words/s for language models
@@ -60,6 +103,7 @@ double Field(const std::string& text, const std::string& key) {
 
 struct Subject {
   std::string name, config;
+  std::string item;  // as --models names it: "ptb_lstm:small"
   models::ZooModel zoo;
   bool language_model() const { return zoo.data == models::DataKind::kPtb; }
 };
@@ -71,8 +115,9 @@ absl::StatusOr<Figures> RunLocal(const Subject& s, int64_t steps) {
   in.batch_size = s.zoo.recipe.batch_size;
   auto input = LoadWorkerInput(s.zoo, in);
   if (!input.ok()) return input.status();
-  auto backend = nn::MakeCpuBackend(absl::GetFlag(FLAGS_compute_threads));
-  auto model = nn::Model::Create(s.zoo.spec, *backend, in.batch_size);
+  auto backend = MakeBackend();
+  if (!backend.ok()) return backend.status();
+  auto model = nn::Model::Create(s.zoo.spec, **backend, in.batch_size);
   if (!model.ok()) return model.status();
   TrainingConfig config;
   config.optimizer.set_name(s.zoo.recipe.optimizer);
@@ -92,6 +137,38 @@ absl::StatusOr<Figures> RunLocal(const Subject& s, int64_t steps) {
   return Figures{s.language_model() ? r->words_per_second() : r->examples_per_second(),
                  r->pull_seconds * per_step, r->compute_seconds * per_step,
                  r->push_seconds * per_step};
+}
+
+// Model::ComputeGradients alone for `steps` steps, as the trainer calls it (clipping included) but
+// with no update and no upload of parameters: on a GPU forward, backward and the gradients' copy
+// to host memory. The input comes through a Prefetcher, as the trainer's does.
+absl::StatusOr<Figures> RunCompute(const Subject& s, int64_t steps) {
+  InputOptions in;
+  in.synthetic = true;
+  in.batch_size = s.zoo.recipe.batch_size;
+  auto input = LoadWorkerInput(s.zoo, in);
+  if (!input.ok()) return input.status();
+  auto backend = MakeBackend();
+  if (!backend.ok()) return backend.status();
+  auto model = nn::Model::Create(s.zoo.spec, **backend, in.batch_size);
+  if (!model.ok()) return model.status();
+  (*model)->params().Initialize(1);
+  (*model)->UploadParameters();
+  data::Prefetcher prefetcher(std::move((*input)->train));
+  double compute_seconds = 0;
+  int64_t units = 0;  // examples, or words
+  const auto start = Clock::now();
+  for (int64_t step = 0; step < steps; ++step) {
+    const nn::Batch batch = prefetcher.Next();
+    const auto before = Clock::now();
+    auto loss = (*model)->ComputeGradients(batch, s.zoo.recipe.max_grad_norm);
+    if (!loss.ok()) return loss.status();
+    compute_seconds += Seconds(Clock::now() - before);
+    units += batch.size * (*model)->labels_per_example();
+  }
+  const double seconds = Seconds(Clock::now() - start);
+  return Figures{static_cast<double>(units) / seconds, 0,
+                 1e3 * compute_seconds / static_cast<double>(steps), 0};
 }
 
 std::string BinDir() {
@@ -140,6 +217,11 @@ absl::StatusOr<Figures> RunThroughPs(const Subject& s, int workers, int64_t step
         "--log_every_steps=0",
         absl::StrCat("--compute_threads=", absl::GetFlag(FLAGS_compute_threads))};
     if (!s.config.empty()) argv.push_back("--model_config=" + s.config);
+    if (OnGpu()) {
+      argv.push_back("--device=gpu");
+      argv.push_back(absl::StrCat("--gpu=", absl::GetFlag(FLAGS_gpu)));
+      if (absl::GetFlag(FLAGS_tf32)) argv.push_back("--tf32");
+    }
     auto w = local::ChildProcess::Spawn(argv, env);
     if (!w.ok()) return w.status();
     procs.push_back(*std::move(w));
@@ -166,6 +248,165 @@ int Fail(const absl::Status& s) {
   return 1;
 }
 
+// ---- PyTorch on the same GPU (--pytorch).
+
+std::string RealPath(const std::string& path) {
+  char* resolved = realpath(path.c_str(), nullptr);
+  if (resolved == nullptr) return "";
+  std::string out(resolved);
+  free(resolved);
+  return out;
+}
+
+// This process's environment less the device bundle's lib/ folder on LD_LIBRARY_PATH
+// (tools/device-bundle puts it first; bin/ is this binary's folder): those are this machine's
+// builds of libraries such as libz or libssl, which Python and PyTorch should not pick up in
+// place of their system's own.
+std::vector<std::string> PythonEnv() {
+  const std::string bundled = RealPath(BinDir() + "/../lib");
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    absl::string_view entry(*e);
+    if (bundled.empty() || !absl::ConsumePrefix(&entry, "LD_LIBRARY_PATH=")) {
+      env.emplace_back(*e);
+      continue;
+    }
+    std::vector<std::string> kept;
+    for (absl::string_view dir : absl::StrSplit(entry, ':')) {
+      if (RealPath(std::string(dir)) != bundled) kept.emplace_back(dir);
+    }
+    env.push_back(absl::StrCat("LD_LIBRARY_PATH=", absl::StrJoin(kept, ":")));
+  }
+  return env;
+}
+
+// The value of "key" in a line of Python's json.dumps (default separators): a string without
+// escapes, or "" when absent.
+std::string JsonString(absl::string_view line, absl::string_view key) {
+  const std::string quoted = absl::StrCat("\"", key, "\": \"");
+  const size_t at = line.find(quoted);
+  if (at == absl::string_view::npos) return "";
+  const size_t begin = at + quoted.size();
+  const size_t end = line.find('"', begin);
+  return end == absl::string_view::npos ? "" : std::string(line.substr(begin, end - begin));
+}
+
+// A number's value, or -1 when absent (or null).
+double JsonNumber(absl::string_view line, absl::string_view key) {
+  const std::string quoted = absl::StrCat("\"", key, "\": ");
+  const size_t at = line.find(quoted);
+  if (at == absl::string_view::npos) return -1;
+  const std::string rest(line.substr(at + quoted.size()));
+  char* end = nullptr;
+  const double value = std::strtod(rest.c_str(), &end);
+  return end == rest.c_str() ? -1 : value;
+}
+
+struct PytorchRun {
+  std::map<std::string, double> rates;  // by --models item: examples/s, or words/s for PTB
+  std::string about;                    // "PyTorch 2.11.0+cu130 on NVIDIA H100 80GB HBM3"
+};
+
+// Runs torch_models.py once for every model, with this run's --seconds, --repeats, --gpu and
+// --tf32, and reads its JSON lines.
+absl::StatusOr<PytorchRun> RunPytorch(const std::vector<std::string>& items) {
+  const double seconds = absl::GetFlag(FLAGS_seconds);
+  const int repeats = absl::GetFlag(FLAGS_repeats);
+  std::vector<std::string> argv =
+      absl::StrSplit(absl::GetFlag(FLAGS_python), ' ', absl::SkipEmpty());
+  if (argv.empty()) return absl::InvalidArgumentError("--python is empty");
+  for (std::string arg : {absl::GetFlag(FLAGS_pytorch), "--models=" + absl::StrJoin(items, ","),
+                          absl::StrCat("--seconds=", seconds), absl::StrCat("--repeats=", repeats),
+                          absl::StrCat("--gpu=", absl::GetFlag(FLAGS_gpu))}) {
+    argv.push_back(std::move(arg));
+  }
+  if (absl::GetFlag(FLAGS_tf32)) argv.push_back("--tf32");
+  const std::string command = absl::StrJoin(argv, " ");
+  std::printf("\n%s\n", command.c_str());
+  std::fflush(stdout);
+  auto p = local::ChildProcess::Spawn(argv, PythonEnv());
+  if (!p.ok()) return p.status();
+  // Each model: start-up, warm-up and calibration, then its timed runs; generously.
+  const auto limit = std::chrono::seconds(static_cast<int64_t>(
+      120 + static_cast<double>(items.size()) * (120 + 2 * seconds * repeats)));
+  std::string out;
+  if (!(*p)->WaitWithOutput(std::chrono::duration_cast<std::chrono::milliseconds>(limit), &out)) {
+    (*p)->Signal(SIGKILL);
+    return absl::DeadlineExceededError(
+        absl::StrCat(command, ": still running after ", limit.count(), " s:\n", out));
+  }
+  if (!(*p)->exit_status()->ok()) {
+    return absl::InternalError(
+        absl::StrCat(command, ": ", (*p)->exit_status()->Describe(), ":\n", out));
+  }
+  PytorchRun run;
+  for (absl::string_view line : absl::StrSplit(out, '\n')) {
+    line = absl::StripAsciiWhitespace(line);
+    if (!absl::StartsWith(line, "{")) continue;
+    const std::string model = JsonString(line, "model");
+    if (model.empty()) continue;
+    const bool language_model = absl::StartsWith(model, "ptb_lstm");
+    run.rates[model] = JsonNumber(line, language_model ? "words_per_sec" : "examples_per_sec");
+    if (run.about.empty()) {
+      run.about =
+          absl::StrCat("PyTorch ", JsonString(line, "torch"), " on ", JsonString(line, "device"));
+    }
+  }
+  for (const std::string& item : items) {
+    if (!run.rates.contains(item) || run.rates[item] <= 0) {
+      return absl::InternalError(
+          absl::StrCat(command, ": no figure for ", item, " in its output:\n", out));
+    }
+  }
+  return run;
+}
+
+// One model's psflow figures (medians), for the comparison with PyTorch.
+struct Measured {
+  Subject subject;
+  std::string label;
+  Figures compute, local;
+  std::vector<Figures> through;  // by worker count
+};
+
+// psflow / PyTorch for every configuration, and the targets of issue 6: local >= 1.0x PyTorch
+// (1.5x on PTB small), every 1 ps + N workers >= 0.9x local.
+void PrintComparison(const std::vector<Measured>& measured, const std::vector<int>& worker_counts,
+                     const PytorchRun& pytorch) {
+  std::printf("\npsflow / PyTorch, same GPU, same run: %s, TF32 %s\n", pytorch.about.c_str(),
+              absl::GetFlag(FLAGS_tf32) ? "allowed" : "off");
+  std::printf(
+      "targets: local >= 1.0x PyTorch (1.5x on ptb_lstm small); "
+      "every 1 ps + N worker(s) >= 0.9x local\n");
+  std::printf("%-22s %-4s %10s %8s %8s", "model", "unit", "PyTorch", "compute", "local");
+  for (int n : worker_counts) std::printf(" %8s", absl::StrCat("1ps+", n, "w").c_str());
+  std::printf("  %s\n", "targets");
+  for (const Measured& m : measured) {
+    const Subject& s = m.subject;
+    const double torch = pytorch.rates.at(s.item);
+    const bool small_ptb = s.name == "ptb_lstm" && (s.config.empty() || s.config == "small");
+    const double need = small_ptb ? 1.5 : 1.0;
+    std::vector<std::string> missed;
+    if (m.local.rate / torch < need) {
+      missed.push_back(absl::StrFormat("local %.2fx < %.1fx PyTorch", m.local.rate / torch, need));
+    }
+    std::printf("%-22s %-4s %10.0f %7.2fx %7.2fx", m.label.c_str(),
+                s.language_model() ? "wps" : "eps", torch, m.compute.rate / torch,
+                m.local.rate / torch);
+    for (size_t i = 0; i < worker_counts.size(); ++i) {
+      std::printf(" %7.2fx", m.through[i].rate / torch);
+      if (m.through[i].rate < 0.9 * m.local.rate) {
+        missed.push_back(absl::StrFormat("1ps+%dw %.2fx < 0.9x local", worker_counts[i],
+                                         m.through[i].rate / m.local.rate));
+      }
+    }
+    const std::string verdict =
+        missed.empty() ? "met" : absl::StrCat("MISSED: ", absl::StrJoin(missed, "; "));
+    std::printf("  %s\n", verdict.c_str());
+  }
+  std::fflush(stdout);
+}
+
 int Main() {
   std::vector<int> worker_counts;
   for (absl::string_view w : absl::StrSplit(absl::GetFlag(FLAGS_workers), ',')) {
@@ -173,30 +414,72 @@ int Main() {
     if (!absl::SimpleAtoi(w, &n) || n < 1) return Fail(absl::InvalidArgumentError("--workers"));
     worker_counts.push_back(n);
   }
-  std::printf(
-      "synthetic data, seed batch sizes and optimizers, %d CPU cores, "
-      "--compute_threads=%d, median of %d\n",
-      static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)), absl::GetFlag(FLAGS_compute_threads),
-      absl::GetFlag(FLAGS_repeats));
+  const std::string device = absl::GetFlag(FLAGS_device);
+  if (device != "cpu" && device != "gpu") {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("--device must be cpu or gpu, got \"", device, "\"")));
+  }
+  if (absl::GetFlag(FLAGS_gpu) < 0) return Fail(absl::InvalidArgumentError("--gpu must be >= 0"));
+  const bool gpu = OnGpu();
+  const bool with_pytorch = gpu && !absl::GetFlag(FLAGS_pytorch).empty();
+  if (gpu) {
+    // A machine without a GPU (CI, a laptop) measures nothing and is no failure.
+    absl::StatusOr<std::unique_ptr<nn::Backend>> probe =
+        nn::MakeCudaBackend(absl::GetFlag(FLAGS_gpu), absl::GetFlag(FLAGS_tf32));
+    if (absl::IsFailedPrecondition(probe.status())) {
+      std::printf("bench_model_throughput: --device=gpu: %s; nothing measured\n",
+                  std::string(probe.status().message()).c_str());
+      return 0;
+    }
+    if (!probe.ok()) return Fail(probe.status());
+    std::printf(
+        "synthetic data, seed batch sizes and optimizers, GPU %d (PCI %s), TF32 %s, %s, "
+        "%d CPU cores, median of %d\n",
+        absl::GetFlag(FLAGS_gpu), cuda::PciBusId(absl::GetFlag(FLAGS_gpu)).c_str(),
+        absl::GetFlag(FLAGS_tf32) ? "allowed" : "off", cuda::BuildInfo().c_str(),
+        static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)), absl::GetFlag(FLAGS_repeats));
+  } else {
+    if (!absl::GetFlag(FLAGS_pytorch).empty()) {
+      std::printf("--pytorch is for --device=gpu: no PyTorch run\n");
+    }
+    std::printf(
+        "synthetic data, seed batch sizes and optimizers, %d CPU cores, "
+        "--compute_threads=%d, median of %d\n",
+        static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)), absl::GetFlag(FLAGS_compute_threads),
+        absl::GetFlag(FLAGS_repeats));
+  }
   std::printf("%-22s %-24s %7s %12s %9s %8s %10s %8s\n", "model", "configuration", "steps", "rate",
               "vs local", "pull ms", "compute ms", "push ms");
+  std::vector<Measured> measured;
   for (absl::string_view item : absl::StrSplit(absl::GetFlag(FLAGS_models), ',')) {
     const std::vector<std::string> parts = absl::StrSplit(item, ':');
-    Subject s{parts[0], parts.size() > 1 ? parts[1] : "", {}};
+    Subject s{parts[0], parts.size() > 1 ? parts[1] : "", std::string(item), {}};
     auto zoo = models::FindModel(s.name, s.config);
     if (!zoo.ok()) return Fail(zoo.status());
     s.zoo = *zoo;
     // Size the runs to --seconds from a short calibration.
-    auto calibration = RunLocal(s, 5);
-    if (!calibration.ok()) return Fail(calibration.status());
     const double units_per_step =
         static_cast<double>(s.zoo.recipe.batch_size) * (s.language_model() ? s.zoo.num_steps : 1);
+    auto calibration = RunLocal(s, 5);
+    if (!calibration.ok()) return Fail(calibration.status());
+    if (gpu) {
+      // Five steps on a GPU are mostly first launches: a second calibration of about a second.
+      calibration = RunLocal(
+          s, std::max<int64_t>(20, static_cast<int64_t>(calibration->rate / units_per_step)));
+      if (!calibration.ok()) return Fail(calibration.status());
+    }
     const auto steps = std::max<int64_t>(
         20,
         static_cast<int64_t>(absl::GetFlag(FLAGS_seconds) * calibration->rate / units_per_step));
+    std::vector<Figures> compute;
     std::vector<Figures> local;
     std::vector<std::vector<Figures>> through(worker_counts.size());
     for (int r = 0; r < absl::GetFlag(FLAGS_repeats); ++r) {
+      if (gpu) {
+        auto c = RunCompute(s, steps);
+        if (!c.ok()) return Fail(c.status());
+        compute.push_back(*c);
+      }
       auto a = RunLocal(s, steps);
       if (!a.ok()) return Fail(a.status());
       local.push_back(*a);
@@ -216,10 +499,24 @@ int Main() {
                   f.push_ms);
     };
     row(absl::StrCat("local (", unit, ")"), base);
-    for (size_t i = 0; i < worker_counts.size(); ++i) {
-      row(absl::StrCat("1 ps + ", worker_counts[i], " worker(s)"), Median(through[i]));
+    Measured m{s, label, {}, base, {}};
+    if (gpu) {
+      m.compute = Median(compute);
+      row("compute only (no update)", m.compute);
     }
+    for (size_t i = 0; i < worker_counts.size(); ++i) {
+      m.through.push_back(Median(through[i]));
+      row(absl::StrCat("1 ps + ", worker_counts[i], " worker(s)"), m.through.back());
+    }
+    measured.push_back(std::move(m));
     std::fflush(stdout);
+  }
+  if (with_pytorch) {
+    std::vector<std::string> items;
+    for (const Measured& m : measured) items.push_back(m.subject.item);
+    auto pytorch = RunPytorch(items);
+    if (!pytorch.ok()) return Fail(pytorch.status());
+    PrintComparison(measured, worker_counts, *pytorch);
   }
   return 0;
 }
