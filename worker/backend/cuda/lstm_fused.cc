@@ -19,23 +19,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "worker/backend/cuda/context.h"
+#include "worker/backend/cuda/cublas_util.h"
 #include "worker/backend/cuda/kernels.h"
 #include "worker/backend/cuda/lstm_kernels.h"
 #include "worker/backend/cuda/lstm_path.h"
 
 namespace psflow::cuda {
 namespace {
-
-// Row-major C[m, n] = alpha * op(A)[m, k] op(B)[k, n] + beta * C. cuBLAS is column-major, where a
-// row-major matrix reads as its transpose: compute C^T = op(B)^T op(A)^T, operands swapped.
-// The handle's math mode (Context: TF32 or exact fp32) applies.
-cublasStatus_t RowMajorGemm(cublasHandle_t handle, bool trans_a, bool trans_b, int m, int n, int k,
-                            float alpha, const float* a, int lda, const float* b, int ldb,
-                            float beta, float* c, int ldc) {
-  return cublasSgemm(handle, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                     trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, ldb, a, lda, &beta, c,
-                     ldc);
-}
 
 class FusedLstm final : public LstmPath {
  public:

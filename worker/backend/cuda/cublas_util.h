@@ -1,0 +1,23 @@
+// Row-major matrix products on cuBLAS, which is column-major.
+#ifndef PSFLOW_WORKER_BACKEND_CUDA_CUBLAS_UTIL_H_
+#define PSFLOW_WORKER_BACKEND_CUDA_CUBLAS_UTIL_H_
+
+#include <cublas_v2.h>
+
+namespace psflow::cuda {
+
+// Row-major C[m, n] = alpha * op(A)[m, k] op(B)[k, n] + beta * C. In column-major a row-major
+// matrix reads as its transpose, so this computes C^T = op(B)^T op(A)^T with the operands
+// swapped. lda/ldb/ldc are row-major leading dimensions (elements per row as stored). The
+// handle's math mode (Context: TF32 or exact fp32) applies.
+inline cublasStatus_t RowMajorGemm(cublasHandle_t handle, bool trans_a, bool trans_b, int m, int n,
+                                   int k, float alpha, const float* a, int lda, const float* b,
+                                   int ldb, float beta, float* c, int ldc) {
+  return cublasSgemm(handle, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                     trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, ldb, a, lda, &beta, c,
+                     ldc);
+}
+
+}  // namespace psflow::cuda
+
+#endif  // PSFLOW_WORKER_BACKEND_CUDA_CUBLAS_UTIL_H_
