@@ -16,8 +16,8 @@ absl::Status CudaError(cudaError_t e, absl::string_view what) {
 }
 
 absl::Status CublasError(cublasStatus_t s, absl::string_view what) {
-  const std::string message = absl::StrCat(what, ": cuBLAS ", cublasGetStatusName(s), ": ",
-                                           cublasGetStatusString(s));
+  const std::string message =
+      absl::StrCat(what, ": cuBLAS ", cublasGetStatusName(s), ": ", cublasGetStatusString(s));
   if (s == CUBLAS_STATUS_ALLOC_FAILED) return absl::ResourceExhaustedError(message);
   return absl::InternalError(message);
 }
@@ -43,9 +43,9 @@ absl::StatusOr<std::unique_ptr<Context>> Context::Create(int device, bool allow_
   absl::StatusOr<int> count = VisibleDeviceCount();
   if (!count.ok()) return count.status();
   if (device < 0 || device >= *count) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "GPU ", device, " requested but ", *count, " CUDA GPU(s) are visible",
-        *count == 0 ? "" : absl::StrCat(" (indexes 0..", *count - 1, ")")));
+    return absl::FailedPreconditionError(
+        absl::StrCat("GPU ", device, " requested but ", *count, " CUDA GPU(s) are visible",
+                     *count == 0 ? "" : absl::StrCat(" (indexes 0..", *count - 1, ")")));
   }
   std::unique_ptr<Context> c(new Context());
   c->device_ = device;

@@ -48,37 +48,36 @@ class CudaBackend final : public Backend {
                                                    std::string name) override {
     using Made = absl::StatusOr<std::unique_ptr<Layer>>;
     cuda::Context& c = *ctx_;
-    return std::visit(
-        Overloaded{
-            [&](const DenseSpec& s) -> Made {
-              return std::make_unique<cuda::Dense>(c, s, std::move(name));
-            },
-            [&](const ActivationSpec& s) -> Made {
-              return std::make_unique<cuda::Activation>(c, s, std::move(name));
-            },
-            [&](const Conv2DSpec& s) -> Made {
-              return std::make_unique<cuda::Conv2D>(c, s, std::move(name));
-            },
-            [&](const MaxPoolSpec& s) -> Made {
-              return std::make_unique<cuda::MaxPool>(c, s, std::move(name));
-            },
-            [&](const LrnSpec& s) -> Made {
-              return std::make_unique<cuda::Lrn>(c, s, std::move(name));
-            },
-            [&](const FlattenSpec&) -> Made {
-              return std::make_unique<cuda::Flatten>(c, std::move(name));
-            },
-            [&](const DropoutSpec& s) -> Made {
-              return std::make_unique<cuda::Dropout>(c, s, std::move(name));
-            },
-            [&](const EmbeddingSpec& s) -> Made {
-              return std::make_unique<cuda::Embedding>(c, s, std::move(name));
-            },
-            [&](const LstmSpec& s) -> Made {
-              return std::make_unique<cuda::Lstm>(c, s, std::move(name));
-            },
-        },
-        spec);
+    return std::visit(Overloaded{
+                          [&](const DenseSpec& s) -> Made {
+                            return std::make_unique<cuda::Dense>(c, s, std::move(name));
+                          },
+                          [&](const ActivationSpec& s) -> Made {
+                            return std::make_unique<cuda::Activation>(c, s, std::move(name));
+                          },
+                          [&](const Conv2DSpec& s) -> Made {
+                            return std::make_unique<cuda::Conv2D>(c, s, std::move(name));
+                          },
+                          [&](const MaxPoolSpec& s) -> Made {
+                            return std::make_unique<cuda::MaxPool>(c, s, std::move(name));
+                          },
+                          [&](const LrnSpec& s) -> Made {
+                            return std::make_unique<cuda::Lrn>(c, s, std::move(name));
+                          },
+                          [&](const FlattenSpec&) -> Made {
+                            return std::make_unique<cuda::Flatten>(c, std::move(name));
+                          },
+                          [&](const DropoutSpec& s) -> Made {
+                            return std::make_unique<cuda::Dropout>(c, s, std::move(name));
+                          },
+                          [&](const EmbeddingSpec& s) -> Made {
+                            return std::make_unique<cuda::Embedding>(c, s, std::move(name));
+                          },
+                          [&](const LstmSpec& s) -> Made {
+                            return std::make_unique<cuda::Lstm>(c, s, std::move(name));
+                          },
+                      },
+                      spec);
   }
 
   std::unique_ptr<SoftmaxCrossEntropy> MakeSoftmaxCrossEntropy() override {
@@ -94,8 +93,8 @@ class CudaBackend final : public Backend {
 
   absl::Status AttachParameters(ParameterSet& params) override {
     const int64_t total = std::max<int64_t>(params.total_size(), 1);
-    const std::string what = absl::StrCat("the model's ", params.total_size(),
-                                          " parameters and their gradients");
+    const std::string what =
+        absl::StrCat("the model's ", params.total_size(), " parameters and their gradients");
     absl::StatusOr<cuda::DeviceArray<float>> mirror = ctx_->Allocate<float>(2 * total, what);
     if (!mirror.ok()) return mirror.status();
     mirror_ = *std::move(mirror);
@@ -125,10 +124,10 @@ class CudaBackend final : public Backend {
   }
 
   void ZeroGradients(ParameterSet& params) override {
-    ctx_->Check(cudaMemsetAsync(params.device_grads(), 0,
-                                static_cast<size_t>(params.total_size()) * sizeof(float),
-                                ctx_->stream()),
-                "zeroing the gradients");
+    ctx_->Check(
+        cudaMemsetAsync(params.device_grads(), 0,
+                        static_cast<size_t>(params.total_size()) * sizeof(float), ctx_->stream()),
+        "zeroing the gradients");
   }
 
   void GradientsReady(ParameterSet& params, int first, int last) override {
@@ -176,9 +175,11 @@ class CudaBackend final : public Backend {
     absl::StatusOr<cuda::DeviceArray<double>> s = ctx_->Allocate<double>(1, "the global norm");
     if (!s.ok()) return s.status();
     sum_sq_ = *std::move(s);
-    if (cudaError_t e = cudaMallocHost(&host_sum_sq_, sizeof(double)); e != cudaSuccess) {
+    void* pinned = nullptr;
+    if (cudaError_t e = cudaMallocHost(&pinned, sizeof(double)); e != cudaSuccess) {
       return cuda::CudaError(e, "pinned memory for the global norm");
     }
+    host_sum_sq_ = static_cast<double*>(pinned);
     return absl::OkStatus();
   }
 

@@ -215,8 +215,8 @@ TEST_F(LayerComparison, EmbeddingGathersAndReportsTouchedRows) {
   Make(EmbeddingSpec{.vocab_size = 50, .dim = 16}, {6}, 4);
   ASSERT_FALSE(HasFatalFailure());
   // Repeated ids: their gradients add up.
-  const std::vector<float> ids = {3, 7, 3, 49, 0, 7, 1, 1, 1, 2, 3, 4,
-                                  5, 6, 7, 8, 9, 10, 40, 41, 42, 43, 44, 3};
+  const std::vector<float> ids = {3, 7, 3, 49, 0, 7,  1,  1,  1,  2,  3,  4,
+                                  5, 6, 7, 8,  9, 10, 40, 41, 42, 43, 44, 3};
   Outputs cpu, gpu;
   Run(ids, 4, 300, cpu, gpu);
   ExpectClose(gpu, cpu);
@@ -237,8 +237,7 @@ class LstmComparison : public LayerComparison, public testing::WithParamInterfac
 };
 
 TEST_P(LstmComparison, CarriesStateAcrossCallsAndResets) {
-  Make(LstmSpec{.units = 24, .forget_bias = 1.0f, .init = Initializer::Uniform(0.3f)}, {9, 13},
-       5);
+  Make(LstmSpec{.units = 24, .forget_bias = 1.0f, .init = Initializer::Uniform(0.3f)}, {9, 13}, 5);
   ASSERT_FALSE(HasFatalFailure());
   // Three calls: zero state, carried state, then zero state again after ResetState.
   for (int call = 0; call < 3; ++call) {
@@ -264,8 +263,8 @@ TEST_P(LstmComparison, PtbSmallShape) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Implementations, LstmComparison, testing::Values("fused", "cudnn"),
-                         [](const testing::TestParamInfo<const char*>& info) {
-                           return std::string(info.param);
+                         [](const testing::TestParamInfo<const char*>& param_info) {
+                           return std::string(param_info.param);
                          });
 
 TEST_F(LayerComparison, DropoutDrawsTheCpuMasks) {
@@ -322,8 +321,7 @@ TEST_F(CudaBackendTest, SoftmaxCrossEntropyMatchesCpu) {
 
 // Whole models: same parameters, same batch, loss and every gradient (clipped on the device).
 class ModelComparison : public CudaBackendTest,
-                        public testing::WithParamInterface<std::pair<const char*, const char*>> {
-};
+                        public testing::WithParamInterface<std::pair<const char*, const char*>> {};
 
 TEST_P(ModelComparison, LossAndClippedGradientsMatchCpu) {
   auto zoo = models::FindModel(GetParam().first, GetParam().second);
@@ -355,15 +353,17 @@ TEST_P(ModelComparison, LossAndClippedGradientsMatchCpu) {
   EXPECT_LE(RelativeError(gg, cg), kFp32Tolerance);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Zoo, ModelComparison,
-    testing::Values(std::make_pair("mnist_mlp", ""), std::make_pair("mnist_cnn", ""),
-                    std::make_pair("cifar10_cnn", ""), std::make_pair("ptb_lstm", "small"),
-                    std::make_pair("ptb_lstm", "medium")),
-    [](const auto& info) {
-      return std::string(info.param.first) +
-             (*info.param.second != '\0' ? std::string("_") + info.param.second : "");
-    });
+INSTANTIATE_TEST_SUITE_P(Zoo, ModelComparison,
+                         testing::Values(std::make_pair("mnist_mlp", ""),
+                                         std::make_pair("mnist_cnn", ""),
+                                         std::make_pair("cifar10_cnn", ""),
+                                         std::make_pair("ptb_lstm", "small"),
+                                         std::make_pair("ptb_lstm", "medium")),
+                         [](const auto& param_info) {
+                           const char* config = param_info.param.second;
+                           return std::string(param_info.param.first) +
+                                  (*config != '\0' ? std::string("_") + config : "");
+                         });
 
 TEST(CudaBackendWithoutGpu, SaysWhyInOneLine) {
   int count = 0;

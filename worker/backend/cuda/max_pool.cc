@@ -1,1 +1,65 @@
-// placeholder: filled in by the layer work
+#include "worker/backend/cuda/max_pool.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "worker/backend/cpu/conv2d.h"  // WindowDim: TensorFlow's padding rule, shared
+
+namespace psflow::cuda {
+
+absl::StatusOr<nn::Shape> MaxPool::Build(const nn::Shape& input, const nn::BuildContext& ctx) {
+  if (input.size() != 3 || *std::min_element(input.begin(), input.end()) < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "maxpool needs a [height, width, channels] input, got [", absl::StrJoin(input, ","), "]"));
+  }
+  PoolGeometry& g = geometry_;
+  g.in_h = input[0];
+  g.in_w = input[1];
+  g.channels = input[2];
+  if (g.in_h * g.in_w * g.channels > std::numeric_limits<int32_t>::max()) {
+    return absl::InvalidArgumentError("maxpool input too large for 32-bit positions");
+  }
+  auto rows = cpu::WindowDim(g.in_h, spec_.window, spec_.stride, spec_.padding);
+  if (!rows.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("maxpool: ", rows.status().message()));
+  }
+  auto cols = cpu::WindowDim(g.in_w, spec_.window, spec_.stride, spec_.padding);
+  if (!cols.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("maxpool: ", cols.status().message()));
+  }
+  g.out_h = rows->out;
+  g.out_w = cols->out;
+  g.pad_top = rows->pad_before;
+  g.pad_left = cols->pad_before;
+  g.window = spec_.window;
+  g.stride = spec_.stride;
+  max_batch_ = std::max<int64_t>(ctx.max_batch, 1);
+  where_ = absl::StrCat(name(), " [batch<=", max_batch_, ", ", g.in_h, ", ", g.in_w, ", ",
+                        g.channels, "] -> [", g.out_h, ", ", g.out_w, ", ", g.channels, "]");
+  auto argmax = ctx_.Allocate<int32_t>(max_batch_ * g.out_h * g.out_w * g.channels,
+                                       absl::StrCat(where_, ": argmax"));
+  if (!argmax.ok()) return argmax.status();
+  argmax_ = *std::move(argmax);
+  return nn::Shape{g.out_h, g.out_w, g.channels};
+}
+
+void MaxPool::Forward(const nn::RunContext&, const nn::Matrix& x, const nn::Matrix& y) {
+  if (x.rows == 0) return;
+  if (x.rows > max_batch_) {
+    ctx_.Fail(absl::InvalidArgumentError(absl::StrCat(where_, ": called with ", x.rows, " rows")));
+    return;
+  }
+  LaunchMaxPoolForward(x.data, x.rows, geometry_, y.data, argmax_.get(), ctx_.stream());
+  ctx_.CheckLaunch(where_);
+}
+
+void MaxPool::Backward(const nn::RunContext&, const nn::Matrix& x, const nn::Matrix& /*y*/,
+                       const nn::Matrix& dy, const nn::Matrix* dx) {
+  if (dx == nullptr || x.rows == 0 || x.rows > max_batch_) return;
+  LaunchMaxPoolBackward(dy.data, argmax_.get(), x.rows, geometry_, dx->data, ctx_.stream());
+  ctx_.CheckLaunch(where_);
+}
+
+}  // namespace psflow::cuda
