@@ -47,13 +47,20 @@ TEST(Convergence, FashionMnistCnnReachesEightyEightPercent) {
   EXPECT_GE(Field(done, "test_accuracy"), 0.88) << done;
 }
 
-TEST(Convergence, TwoWorkersThroughThePsMatchOneWorkerOnTheSameExamples) {
-  // One worker: 2 epochs of all 60k examples (1200 steps). Two asynchronous workers: 2 epochs
-  // of their 30k halves each (600 steps each): the same 120k examples, the same 1200 updates.
+// One worker: 2 epochs of all 60k examples (1200 steps). Two asynchronous workers: 2 epochs of
+// their 30k halves each (600 steps each): the same 120k examples, the same 1200 updates. The test
+// accuracy of the model the ps ends with, and the one worker's.
+struct TwoWorkersVersusOne {
+  double through_ps = 0;
+  double alone = 0;
+};
+
+void TrainTwoWorkersAndOne(bool overlap, TwoWorkersVersusOne* out) {
   const std::string alone = TrainAlone(
       {"--model=mnist_mlp", "--learning_rate=0.2", "--train_epochs=2", "--batch_size=100"});
-  const std::string path = ::testing::TempDir() + "psflow_two_workers.yaml";
-  std::ofstream(path) << R"(apiVersion: psflow.io/v1alpha1
+  const std::string path = absl::StrCat(::testing::TempDir(), "psflow_two_workers_",
+                                        overlap ? "overlap" : "serial", ".yaml");
+  std::ofstream(path) << absl::StrCat(R"(apiVersion: psflow.io/v1alpha1
 kind: TrainingJob
 metadata: {name: two-workers}
 spec:
@@ -66,8 +73,8 @@ spec:
           containers:
             - command: [psflow-worker]
               args: [--model=mnist_mlp, --learning_rate=0.2, --train_epochs=2, --batch_size=100,
-                     --compute_threads=1, --log_every_steps=0]
-)";
+                     --compute_threads=1, --log_every_steps=0, --overlap=)",
+                                      overlap ? "true" : "false", "]\n");
   const CommandResult r = RunCommand({Binary("psflow"), "run", path}, Environment({}), kTimeout);
   ASSERT_TRUE(r.status.ok()) << r.status.Describe() << "\n" << r.output;
   // Each worker evaluates what the ps holds when it finishes; the one that finishes last sees
@@ -80,8 +87,24 @@ spec:
     if (Field(done[0], "global_step") == 1200) last = done[0];
   }
   ASSERT_FALSE(last.empty()) << r.output;
-  EXPECT_NEAR(Field(last, "test_accuracy"), Field(alone, "test_accuracy"), 0.01)
-      << last << "\nalone: " << alone;
+  out->through_ps = Field(last, "test_accuracy");
+  out->alone = Field(alone, "test_accuracy");
+}
+
+// Serially (pull, compute, push) the two workers' updates are those of one worker, but for
+// the order: the same accuracy (measured 0.8186-0.8229 vs 0.8245).
+TEST(Convergence, TwoWorkersThroughThePsMatchOneWorkerOnTheSameExamples) {
+  TwoWorkersVersusOne a;
+  ASSERT_NO_FATAL_FAILURE(TrainTwoWorkersAndOne(/*overlap=*/false, &a));
+  EXPECT_NEAR(a.through_ps, a.alone, 0.01);
+}
+
+// Overlapped, each worker's gradients lack its own previous step: slightly staler updates, a
+// little less accuracy for the same examples (measured 0.8167-0.8172 vs 0.8245).
+TEST(Convergence, TwoOverlappedWorkersNearlyMatchOneWorkerOnTheSameExamples) {
+  TwoWorkersVersusOne a;
+  ASSERT_NO_FATAL_FAILURE(TrainTwoWorkersAndOne(/*overlap=*/true, &a));
+  EXPECT_NEAR(a.through_ps, a.alone, 0.02);
 }
 
 // CIFAR-10 binary records whose class shows in the image in ways the tutorial's distortions keep:

@@ -45,6 +45,11 @@ ABSL_FLAG(std::string, wire_dtype, "float32",
 ABSL_FLAG(bool, sync_replicas, false,
           "Synchronous training: each step averages the gradients of --replicas_to_aggregate "
           "workers (TensorFlow's SyncReplicasOptimizer); otherwise every push is applied at once");
+ABSL_FLAG(bool, overlap, true,
+          "Asynchronous training through ps tasks: push each step's gradients and pull the "
+          "parameters on a background thread while the next step computes (that step then lacks "
+          "this worker's previous gradients: a delay of one step). Off, or in sync mode, or with "
+          "no ps: pull, compute and push one after the other");
 ABSL_FLAG(int, replicas_to_aggregate, 0,
           "Sync mode: gradients per step (0: every worker). Fewer than the workers leaves the "
           "rest as backup workers");
@@ -99,10 +104,12 @@ absl::Status EvaluateAndReport(const models::ZooModel& zoo, nn::Model& model, nn
                                const TrainResult& r, WorkerMetrics* metrics) {
   const std::string head = absl::StrFormat(
       "%s %d done: steps=%d examples=%d seconds=%.3f examples_per_sec=%.1f global_step=%d "
-      "loss=%.4f pull_ms=%.3f compute_ms=%.3f push_ms=%.3f input_wait_ms=%.3f dropped_pushes=%d",
+      "loss=%.4f pull_ms=%.3f compute_ms=%.3f push_ms=%.3f input_wait_ms=%.3f dropped_pushes=%d "
+      "exchange_ms=%.3f",
       spec.task.type, spec.task.index, r.steps, r.examples, r.seconds, r.examples_per_second(),
       r.global_step, r.last_loss, 1e3 * r.pull_seconds / r.steps, 1e3 * r.compute_seconds / r.steps,
-      1e3 * r.push_seconds / r.steps, 1e3 * r.input_wait_seconds / r.steps, r.dropped_pushes);
+      1e3 * r.push_seconds / r.steps, 1e3 * r.input_wait_seconds / r.steps, r.dropped_pushes,
+      1e3 * r.exchange_seconds / r.steps);
   if (input.test.has_value()) {
     ASSIGN_OR_RETURN(const ClassifierEvaluation e, EvaluateClassifier(model, *input.test));
     if (metrics != nullptr) metrics->test_accuracy.Set(e.accuracy);
@@ -243,9 +250,9 @@ absl::Status Main() {
   input_options.seed = absl::GetFlag(FLAGS_seed);
   ASSIGN_OR_RETURN(std::unique_ptr<WorkerInput> input, LoadWorkerInput(zoo, input_options));
 
-  PSFLOW_LOG(INFO) << cuda::BuildInfo() << "; training " << zoo.spec.name << " on "
-                   << backend_name << ": batch " << batch_size << ", "
-                   << training.optimizer.name() << " learning rate " << learning_rate
+  PSFLOW_LOG(INFO) << cuda::BuildInfo() << "; training " << zoo.spec.name << " on " << backend_name
+                   << ": batch " << batch_size << ", " << training.optimizer.name()
+                   << " learning rate " << learning_rate
                    << (max_grad_norm > 0 ? absl::StrCat(", clip norm ", max_grad_norm) : "");
   ASSIGN_OR_RETURN(std::unique_ptr<nn::Model> model,
                    nn::Model::Create(zoo.spec, *backend, batch_size,
@@ -298,6 +305,8 @@ absl::Status Main() {
   options.max_grad_norm = max_grad_norm;
   options.learning_rate = learning_rate;
   options.schedule = recipe.schedule;
+  options.overlap =
+      absl::GetFlag(FLAGS_overlap) && !ps_hosts.empty() && !absl::GetFlag(FLAGS_sync_replicas);
   data::Prefetcher prefetcher(std::move(input->train));
   Trainer trainer(*model, *sync, prefetcher, options, metrics.get());
   ASSIGN_OR_RETURN(const TrainResult r, trainer.Run());

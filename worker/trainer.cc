@@ -1,5 +1,6 @@
 #include "worker/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -37,18 +38,35 @@ absl::Status Trainer::StartEpoch(int epoch) {
   return absl::OkStatus();
 }
 
+absl::Status Trainer::FinishExchange(TrainResult& result) {
+  if (exchange_ == nullptr || !exchange_->in_flight()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(const Exchange x, exchange_->Finish(model_.params()));
+  model_.UploadParameters();
+  if (x.pushed.dropped) ++result.dropped_pushes;
+  result.global_step = std::max(x.pushed.global_step, x.pulled.global_step);
+  result.exchange_seconds += x.push_seconds + x.pull_seconds;
+  if (metrics_ != nullptr) {
+    metrics_->pulled_bytes.Increment(static_cast<double>(x.pulled.bytes));
+    metrics_->pushed_bytes.Increment(static_cast<double>(x.pushed.bytes));
+    metrics_->global_step.Set(static_cast<double>(result.global_step));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<TrainResult> Trainer::Run() {
   const int64_t per_epoch = input_.batches_per_epoch();
   const int64_t total_steps =
       options_.train_steps > 0 ? options_.train_steps : options_.train_epochs * per_epoch;
   const int64_t positions = model_.labels_per_example();
   const bool language_model = positions > 1;
-  PSFLOW_LOG(INFO) << total_steps << " steps, " << per_epoch << " per epoch";
+  PSFLOW_LOG(INFO) << total_steps << " steps, " << per_epoch << " per epoch"
+                   << (options_.overlap ? "; push and pull overlapped with the next step" : "");
 
   nn::ParameterSet& params = model_.params();
   if (options_.is_chief) params.Initialize(options_.seed);
   RETURN_IF_ERROR(sync_.Prepare(params, options_.is_chief));
   model_.UploadParameters();
+  if (options_.overlap) exchange_ = std::make_unique<BackgroundExchange>(sync_, params);
 
   TrainResult result;
   const double input_wait_before = input_.wait_seconds();
@@ -66,23 +84,48 @@ absl::StatusOr<TrainResult> Trainer::Run() {
       }
       epoch_cost = 0;
       epoch_positions = 0;
+      // The learning rate goes to the ps from this thread: no exchange may be in flight.
+      RETURN_IF_ERROR(FinishExchange(result));
       RETURN_IF_ERROR(StartEpoch(static_cast<int>(step / per_epoch)));
     }
     const auto step_start = Clock::now();
-    ASSIGN_OR_RETURN(SyncResult pulled, sync_.Pull(params));
-    model_.UploadParameters();
+    // Overlapped, the parameters come from the exchange started after the previous step; only
+    // the first step pulls here.
+    if (exchange_ == nullptr || step == 0) {
+      ASSIGN_OR_RETURN(SyncResult pulled, sync_.Pull(params));
+      model_.UploadParameters();
+      result.global_step = pulled.global_step;
+      if (metrics_ != nullptr) metrics_->pulled_bytes.Increment(static_cast<double>(pulled.bytes));
+    }
     const double waited_before = input_.wait_seconds();
     const nn::Batch batch = input_.Next();
     const double input_wait = input_.wait_seconds() - waited_before;
     const auto ready_at = Clock::now();  // parameters pulled and the batch at hand
     ASSIGN_OR_RETURN(result.last_loss, model_.ComputeGradients(batch, options_.max_grad_norm));
     const auto computed_at = Clock::now();
-    ASSIGN_OR_RETURN(SyncResult pushed, sync_.Push(params, batch.size));
-    if (pushed.dropped) ++result.dropped_pushes;
-    result.pull_seconds += Seconds(ready_at - step_start) - input_wait;
+    double pull_seconds = Seconds(ready_at - step_start) - input_wait;
+    if (exchange_ != nullptr) {
+      RETURN_IF_ERROR(FinishExchange(result));
+      const auto taken_at = Clock::now();
+      pull_seconds += Seconds(taken_at - computed_at);
+      exchange_->Start(params, batch.size);
+      const double handover = Seconds(Clock::now() - taken_at);
+      result.push_seconds += handover;
+      if (metrics_ != nullptr) metrics_->push_seconds.Increment(handover);
+    } else {
+      ASSIGN_OR_RETURN(SyncResult pushed, sync_.Push(params, batch.size));
+      if (pushed.dropped) ++result.dropped_pushes;
+      result.global_step = pushed.global_step;
+      const double push_seconds = Seconds(Clock::now() - computed_at);
+      result.push_seconds += push_seconds;
+      if (metrics_ != nullptr) {
+        metrics_->pushed_bytes.Increment(static_cast<double>(pushed.bytes));
+        metrics_->global_step.Set(static_cast<double>(pushed.global_step));
+        metrics_->push_seconds.Increment(push_seconds);
+      }
+    }
+    result.pull_seconds += pull_seconds;
     result.compute_seconds += Seconds(computed_at - ready_at);
-    result.push_seconds += Seconds(Clock::now() - computed_at);
-    result.global_step = pushed.global_step;
     result.examples += batch.size;
     result.words += batch.size * positions;
     window_words += batch.size * positions;
@@ -95,13 +138,9 @@ absl::StatusOr<TrainResult> Trainer::Run() {
       metrics_->steps.Increment();
       metrics_->step_time.Observe(Seconds(Clock::now() - step_start));
       metrics_->loss.Set(result.last_loss);
-      metrics_->pulled_bytes.Increment(static_cast<double>(pulled.bytes));
-      metrics_->pushed_bytes.Increment(static_cast<double>(pushed.bytes));
-      metrics_->global_step.Set(static_cast<double>(pushed.global_step));
-      metrics_->pull_seconds.Increment(Seconds(ready_at - step_start) - input_wait);
+      metrics_->pull_seconds.Increment(pull_seconds);
       metrics_->input_wait_seconds.Increment(input_wait);
       metrics_->compute_seconds.Increment(Seconds(computed_at - ready_at));
-      metrics_->push_seconds.Increment(Seconds(Clock::now() - computed_at));
     }
     if (options_.log_every_steps > 0 &&
         (result.steps % options_.log_every_steps == 0 || result.steps == total_steps)) {
@@ -121,6 +160,9 @@ absl::StatusOr<TrainResult> Trainer::Run() {
       window_words = 0;
     }
   }
+  // The last step's gradients still count.
+  RETURN_IF_ERROR(FinishExchange(result));
+  exchange_.reset();
   result.seconds = Seconds(Clock::now() - start);
   result.input_wait_seconds = input_.wait_seconds() - input_wait_before;
   if (language_model && epoch_positions > 0) {

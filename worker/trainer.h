@@ -6,8 +6,10 @@
 #define PSFLOW_WORKER_TRAINER_H_
 
 #include <cstdint>
+#include <memory>
 
 #include "absl/status/statusor.h"
+#include "worker/background_exchange.h"
 #include "worker/data/prefetcher.h"
 #include "worker/models/model_zoo.h"
 #include "worker/nn/model.h"
@@ -25,6 +27,9 @@ struct TrainerOptions {
   float max_grad_norm = 0;        // > 0: clip the gradients by global norm before each push
   float learning_rate = 0;        // the initial rate (the ParameterSync was configured with it)
   models::LearningRateSchedule schedule;
+  // Push and pull on a background thread while the next step computes (BackgroundExchange):
+  // asynchronous training through ps tasks only; the caller decides where it applies.
+  bool overlap = false;
 };
 
 struct TrainResult {
@@ -33,11 +38,14 @@ struct TrainResult {
   int64_t words = 0;   // predictions trained on: examples x time steps (= examples if not a LM)
   double seconds = 0;  // training loop only (not initialisation or evaluation)
   // Where the loop's time went: pulling parameters, computing gradients, pushing gradients, and
-  // waiting for input (the background thread falling behind).
+  // waiting for input (the background thread falling behind). With overlap, pull is the time the
+  // loop waited for the background exchange (the push and pull that computing did not hide) and
+  // push the time it took to hand the gradients over.
   double pull_seconds = 0;
   double compute_seconds = 0;
   double push_seconds = 0;
   double input_wait_seconds = 0;
+  double exchange_seconds = 0;  // overlap: the background thread's push + pull time
   double last_loss = 0;
   double train_perplexity = 0;  // language models: exp(loss per word) over the last epoch
   int64_t global_step = 0;      // last seen from the ps
@@ -59,13 +67,16 @@ class Trainer {
 
  private:
   absl::Status StartEpoch(int epoch);
+  // Overlap: waits for the exchange in flight (if any), takes its parameters and accounts it.
+  absl::Status FinishExchange(TrainResult& result);
 
   nn::Model& model_;
   ParameterSync& sync_;
   data::Prefetcher& input_;
   TrainerOptions options_;
   WorkerMetrics* metrics_;
-  float learning_rate_ = 0;  // as last set on the ps
+  float learning_rate_ = 0;                       // as last set on the ps
+  std::unique_ptr<BackgroundExchange> exchange_;  // overlap only
 };
 
 }  // namespace psflow

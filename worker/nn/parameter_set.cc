@@ -1,6 +1,7 @@
 #include "worker/nn/parameter_set.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -92,6 +93,40 @@ void ParameterSet::MarkSparse(Handle h) { descs_[static_cast<size_t>(h)].sparse 
 
 void ParameterSet::SetTouchedRows(Handle h, const std::vector<int64_t>& rows) {
   descs_[static_cast<size_t>(h)].touched_rows.assign(rows.begin(), rows.end());
+}
+
+std::unique_ptr<ParameterSet> ParameterSet::SameLayoutAs(const ParameterSet& other) {
+  auto set = std::make_unique<ParameterSet>();
+  for (const ParameterDesc& d : other.descs_) {
+    const Handle h = set->Declare(d.name, d.shape, d.init);
+    if (d.sparse) set->MarkSparse(h);
+  }
+  set->Finalize();
+  return set;
+}
+
+void ParameterSet::CopyValuesFrom(const ParameterSet& other) {
+  assert(other.total_ == total_ && other.descs_.size() == descs_.size());
+  std::memcpy(values_.get(), other.values_.get(), static_cast<size_t>(total_) * sizeof(float));
+}
+
+void ParameterSet::CopyGradientsFrom(const ParameterSet& other) {
+  assert(other.total_ == total_ && other.descs_.size() == descs_.size());
+  for (size_t i = 0; i < descs_.size(); ++i) {
+    ParameterDesc& d = descs_[i];
+    const ParameterDesc& from = other.descs_[i];
+    const float* src = other.grads_.get() + from.offset;
+    float* dst = grads_.get() + d.offset;
+    if (!d.sparse) {
+      std::memcpy(dst, src, static_cast<size_t>(d.size) * sizeof(float));
+      continue;
+    }
+    d.touched_rows.assign(from.touched_rows.begin(), from.touched_rows.end());
+    const int64_t row = d.shape.empty() || d.shape[0] == 0 ? 0 : d.size / d.shape[0];
+    for (const int64_t r : d.touched_rows) {
+      std::memcpy(dst + r * row, src + r * row, static_cast<size_t>(row) * sizeof(float));
+    }
+  }
 }
 
 void ParameterSet::ZeroGrads() { std::memset(grads_.get(), 0, total_ * sizeof(float)); }

@@ -54,6 +54,16 @@ class ParameterSet {
   void Finalize();
   bool finalized() const { return values_ != nullptr; }
 
+  // A finalized set with the same parameters (names, shapes, offsets, sparseness), zeroed: a
+  // second buffer pair for communication beside computation. No device mirror.
+  static std::unique_ptr<ParameterSet> SameLayoutAs(const ParameterSet& other);
+  // Copies other's values (whole buffer). other must have this set's layout.
+  void CopyValuesFrom(const ParameterSet& other);
+  // Copies other's gradients as a push reads them: dense parameters whole, sparse ones only in
+  // their touched rows, with the touched-row lists. other must have this set's layout. Allocates
+  // only while a touched-row list outgrows every earlier one.
+  void CopyGradientsFrom(const ParameterSet& other);
+
   // Fills values() from each parameter's initializer; the same seed gives the same values.
   void Initialize(uint64_t seed);
   void ZeroGrads();

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -52,6 +53,26 @@ TEST(ParameterSet, InitializersAreSeededAndBounded) {
   EXPECT_NEAR(sum / 78400, 0.0, 0.01 * limit);  // centred
   for (float x : p1->value(1)) EXPECT_EQ(x, 0.0f);
   for (float x : p1->value(2)) EXPECT_LE(std::fabs(x), 0.1f);
+}
+
+TEST(ParameterSet, SameLayoutKeepsOffsetsAndSparsenessAndCopiesValues) {
+  ParameterSet p;
+  p.Declare("w", {3, 5}, Initializer::Uniform(1.0f));
+  const auto e = p.Declare("emb", {10, 4}, Initializer::Uniform(1.0f));
+  p.MarkSparse(e);
+  p.Finalize();
+  p.Initialize(4);
+  const std::unique_ptr<ParameterSet> q = ParameterSet::SameLayoutAs(p);
+  ASSERT_TRUE(q->finalized());
+  ASSERT_EQ(q->descs().size(), 2u);
+  EXPECT_EQ(q->total_size(), p.total_size());
+  EXPECT_EQ(q->descs()[1].offset, p.descs()[1].offset);
+  EXPECT_EQ(q->descs()[1].name, "emb");
+  EXPECT_TRUE(q->sparse(e));
+  EXPECT_FALSE(q->on_device());
+  for (float v : q->values()) EXPECT_EQ(v, 0.0f);
+  q->CopyValuesFrom(p);
+  EXPECT_TRUE(std::equal(p.values().begin(), p.values().end(), q->values().begin()));
 }
 
 }  // namespace

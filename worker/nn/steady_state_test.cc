@@ -7,8 +7,9 @@
 #include <cstdlib>
 #include <new>
 
-#include "worker/nn/clip.h"
+#include "worker/background_exchange.h"
 #include "worker/models/model_zoo.h"
+#include "worker/nn/clip.h"
 #include "worker/nn/gradient_check.h"
 
 namespace {
@@ -61,6 +62,35 @@ TEST(SteadyState, PtbLstmWithDropoutStepAllocatesNothing) {
   c.keep_prob = 0.5f;
   c.vocab_size = 50;
   EXPECT_EQ(AllocationsPerSteadyStep(models::PtbLstm(c, 5), 4, 50, 3), 0);
+}
+
+// The background exchange hands gradients over and takes parameters back without allocating.
+class NullSync final : public ParameterSync {
+ public:
+  absl::Status Prepare(const ParameterSet&, bool) override { return absl::OkStatus(); }
+  absl::StatusOr<SyncResult> Pull(ParameterSet&) override { return SyncResult{}; }
+  absl::StatusOr<SyncResult> Push(ParameterSet&, int64_t) override { return SyncResult{}; }
+  absl::Status SetLearningRate(float) override { return absl::OkStatus(); }
+  absl::Status Leave() override { return absl::OkStatus(); }
+};
+
+TEST(SteadyState, BackgroundExchangeAllocatesNothing) {
+  ParameterSet p;
+  p.Declare("w", {100, 10}, Initializer::Zeros());
+  const auto e = p.Declare("emb", {50, 4}, Initializer::Zeros());
+  p.MarkSparse(e);
+  p.Finalize();
+  p.SetTouchedRows(e, {1, 2, 3, 7});
+  NullSync sync;
+  BackgroundExchange exchange(sync, p);
+  exchange.Start(p, 8);
+  ASSERT_TRUE(exchange.Finish(p).ok());
+  const int64_t before = g_allocations.load();
+  for (int s = 0; s < 5; ++s) {
+    exchange.Start(p, 8);
+    ASSERT_TRUE(exchange.Finish(p).ok());
+  }
+  EXPECT_EQ(g_allocations.load() - before, 0);
 }
 
 }  // namespace

@@ -1,0 +1,84 @@
+// Communication overlapped with computation (asynchronous training through ps tasks).
+//
+// After step t's gradients are computed, the trainer hands them over (a copy into a second
+// buffer pair of the same layout) and goes on computing step t+1 while a background thread pushes
+// step t's gradients and then pulls the parameters as they are after that push. At the end of
+// step t+1 the trainer takes those parameters and hands over step t+1's gradients. A step's
+// gradients are thus computed on parameters that lack this worker's previous step (a delay of
+// one step, like the staleness another asynchronous worker causes), and a step costs
+// max(compute, push + pull) instead of their sum.
+//
+// Synchronous training cannot overlap this way (its pull waits for the aggregate of the step this
+// worker has just pushed), nor is there anything to overlap without a ps: the trainer exchanges
+// serially there.
+//
+// Threads: Start and Finish are called by one thread (the trainer's); the ParameterSync is used
+// only by the background thread between Start and Finish, and must not be used by anyone while an
+// exchange is in flight.
+#ifndef PSFLOW_WORKER_BACKGROUND_EXCHANGE_H_
+#define PSFLOW_WORKER_BACKGROUND_EXCHANGE_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "worker/nn/parameter_set.h"
+#include "worker/parameter_sync.h"
+
+namespace psflow {
+
+// What one exchange did.
+struct Exchange {
+  SyncResult pushed;
+  SyncResult pulled;
+  double push_seconds = 0;  // on the background thread
+  double pull_seconds = 0;
+};
+
+class BackgroundExchange {
+ public:
+  // `sync` must outlive this object; `layout` fixes the parameters (it is not kept).
+  BackgroundExchange(ParameterSync& sync, const nn::ParameterSet& layout);
+  // Waits for an exchange in flight (its outcome is dropped), then stops the thread.
+  ~BackgroundExchange();
+  BackgroundExchange(const BackgroundExchange&) = delete;
+  BackgroundExchange& operator=(const BackgroundExchange&) = delete;
+
+  // Copies params' gradients (dense whole, sparse touched rows) and starts pushing them over
+  // `examples`, then pulling. Precondition: no exchange in flight. Allocates nothing in steady
+  // state.
+  void Start(const nn::ParameterSet& params, int64_t examples);
+
+  // Waits for the exchange in flight and, when its pull succeeded, copies the pulled values into
+  // params' values. The push's or pull's error as the ParameterSync returned it (params untouched
+  // then). Precondition: an exchange in flight.
+  absl::StatusOr<Exchange> Finish(nn::ParameterSet& params);
+
+  bool in_flight() const { return in_flight_; }
+
+ private:
+  void Run();
+
+  ParameterSync& sync_;
+  std::unique_ptr<nn::ParameterSet> buffers_;  // the gradients pushed, the values pulled
+  bool in_flight_ = false;                     // the trainer thread's view
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  // Guarded by mu_. The background thread owns buffers_ from Start (started_) until it sets
+  // done_; the trainer thread owns them otherwise.
+  bool started_ = false;
+  bool done_ = false;
+  bool stop_ = false;
+  int64_t examples_ = 0;
+  absl::Status status_;
+  Exchange result_;
+  std::thread thread_;  // last: started once the members above exist
+};
+
+}  // namespace psflow
+
+#endif  // PSFLOW_WORKER_BACKGROUND_EXCHANGE_H_

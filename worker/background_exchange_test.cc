@@ -1,0 +1,210 @@
+#include "worker/background_exchange.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <thread>
+#include <vector>
+
+#include "worker/data/prefetcher.h"
+#include "worker/data/synthetic.h"
+#include "worker/nn/backend.h"
+#include "worker/nn/model.h"
+#include "worker/trainer.h"
+
+namespace psflow {
+namespace {
+
+// A ps stand-in in memory: Pull fills every value with the number of pushes so far, Push
+// records the gradients it was given. Fails the test if two calls ever overlap.
+class RecordingSync final : public ParameterSync {
+ public:
+  absl::Status Prepare(const nn::ParameterSet&, bool) override { return absl::OkStatus(); }
+
+  absl::StatusOr<SyncResult> Pull(nn::ParameterSet& params) override {
+    Enter("pull");
+    pull_threads.push_back(std::this_thread::get_id());
+    if (!pull_error.ok()) return Leave(pull_error);
+    for (float& v : params.values()) v = static_cast<float>(pushes.size());
+    return Leave(SyncResult{.global_step = static_cast<int64_t>(pushes.size()), .bytes = 8});
+  }
+
+  absl::StatusOr<SyncResult> Push(nn::ParameterSet& params, int64_t examples) override {
+    Enter("push");
+    if (push_delay.count() > 0) std::this_thread::sleep_for(push_delay);
+    push_threads.push_back(std::this_thread::get_id());
+    if (!push_error.ok()) return Leave(push_error);
+    pushes.emplace_back(params.grads().begin(), params.grads().end());
+    touched.clear();
+    for (const auto& d : params.descs()) {
+      if (d.sparse) touched.assign(d.touched_rows.begin(), d.touched_rows.end());
+    }
+    pushed_examples += examples;
+    return Leave(SyncResult{.global_step = static_cast<int64_t>(pushes.size()), .bytes = 4});
+  }
+
+  absl::Status SetLearningRate(float rate) override {
+    Enter("rate");
+    rates.push_back(rate);
+    return Leave(absl::OkStatus());
+  }
+
+  absl::Status Leave() override {
+    Enter("leave");
+    return Leave(absl::OkStatus());
+  }
+
+  std::vector<std::string> log;  // calls in order
+  std::vector<std::vector<float>> pushes;
+  std::vector<int64_t> touched;
+  int64_t pushed_examples = 0;
+  std::vector<float> rates;
+  std::vector<std::thread::id> pull_threads, push_threads;
+  absl::Status push_error, pull_error;
+  std::chrono::milliseconds push_delay{0};
+
+ private:
+  void Enter(const char* what) {
+    EXPECT_FALSE(busy_.exchange(true)) << what << " while another call was in progress";
+    log.emplace_back(what);
+  }
+  template <class T>
+  T Leave(T value) {
+    busy_.store(false);
+    return value;
+  }
+  std::atomic<bool> busy_{false};
+};
+
+std::unique_ptr<nn::ParameterSet> TwoParameters() {
+  auto p = std::make_unique<nn::ParameterSet>();
+  p->Declare("w", {2, 3}, nn::Initializer::Zeros());
+  const auto e = p->Declare("emb", {4, 2}, nn::Initializer::Zeros());
+  p->MarkSparse(e);
+  p->Finalize();
+  return p;
+}
+
+TEST(BackgroundExchange, PushesTheGradientsAsHandedOverAndDeliversThePull) {
+  RecordingSync sync;
+  auto params = TwoParameters();
+  BackgroundExchange exchange(sync, *params);
+  for (size_t i = 0; i < 6; ++i) params->grad(0)[i] = static_cast<float>(i + 1);
+  for (float& g : params->grad(1)) g = 9;  // only rows 1 and 3 are pushed
+  params->SetTouchedRows(1, {1, 3});
+  exchange.Start(*params, 32);
+  EXPECT_TRUE(exchange.in_flight());
+  // The trainer goes on computing: its buffers change while the push is in flight.
+  for (float& g : params->grads()) g = -1;
+  params->SetTouchedRows(1, {0});
+  absl::StatusOr<Exchange> x = exchange.Finish(*params);
+  ASSERT_TRUE(x.ok()) << x.status();
+  EXPECT_FALSE(exchange.in_flight());
+  EXPECT_EQ(sync.log, (std::vector<std::string>{"push", "pull"}));
+  ASSERT_EQ(sync.pushes.size(), 1u);
+  const std::vector<float>& pushed = sync.pushes[0];
+  const int64_t emb = params->descs()[1].offset;
+  EXPECT_EQ(std::vector<float>(pushed.begin(), pushed.begin() + 6),
+            (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(std::vector<float>(pushed.begin() + emb, pushed.begin() + emb + 8),
+            (std::vector<float>{0, 0, 9, 9, 0, 0, 9, 9}));
+  EXPECT_EQ(sync.touched, (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(sync.pushed_examples, 32);
+  // The pull ran after the push: every value is 1 (one push so far), now in params.
+  for (float v : params->value(0)) EXPECT_EQ(v, 1.0f);
+  for (float v : params->value(1)) EXPECT_EQ(v, 1.0f);
+  EXPECT_EQ(x->pushed.global_step, 1);
+  EXPECT_EQ(x->pulled.global_step, 1);
+  EXPECT_EQ(x->pushed.bytes, 4);
+  EXPECT_EQ(x->pulled.bytes, 8);
+  EXPECT_GE(x->push_seconds, 0.0);
+  ASSERT_EQ(sync.push_threads.size(), 1u);
+  EXPECT_NE(sync.push_threads[0], std::this_thread::get_id());
+  EXPECT_EQ(sync.pull_threads[0], sync.push_threads[0]);
+}
+
+TEST(BackgroundExchange, AFailedPushSkipsThePullAndLeavesTheValues) {
+  RecordingSync sync;
+  sync.push_error = absl::DeadlineExceededError("ps task 0 did not answer");
+  auto params = TwoParameters();
+  for (float& v : params->values()) v = 7;
+  BackgroundExchange exchange(sync, *params);
+  exchange.Start(*params, 1);
+  absl::StatusOr<Exchange> x = exchange.Finish(*params);
+  EXPECT_EQ(x.status(), sync.push_error);
+  EXPECT_EQ(sync.log, (std::vector<std::string>{"push"}));
+  for (float v : params->values()) EXPECT_EQ(v, 7.0f);
+  // The next exchange starts clean.
+  sync.push_error = absl::OkStatus();
+  exchange.Start(*params, 1);
+  EXPECT_TRUE(exchange.Finish(*params).ok());
+}
+
+TEST(BackgroundExchange, AFailedPullIsReturnedAndLeavesTheValues) {
+  RecordingSync sync;
+  sync.pull_error = absl::UnavailableError("ps task 1 is gone");
+  auto params = TwoParameters();
+  for (float& v : params->values()) v = 7;
+  BackgroundExchange exchange(sync, *params);
+  exchange.Start(*params, 1);
+  EXPECT_EQ(exchange.Finish(*params).status(), sync.pull_error);
+  for (float v : params->values()) EXPECT_EQ(v, 7.0f);
+}
+
+TEST(BackgroundExchange, DestroyingItWaitsForTheExchangeInFlight) {
+  RecordingSync sync;
+  sync.push_delay = std::chrono::milliseconds(50);
+  auto params = TwoParameters();
+  {
+    BackgroundExchange exchange(sync, *params);
+    exchange.Start(*params, 1);
+  }
+  // The push and its pull both finished before the destructor returned.
+  EXPECT_EQ(sync.log, (std::vector<std::string>{"push", "pull"}));
+  EXPECT_EQ(sync.pushes.size(), 1u);
+}
+
+// The trainer with overlap: every step's gradients are pushed once, off the trainer's thread;
+// the learning rate and Leave are never sent while an exchange is in flight; the first and the
+// final pull are the trainer's own.
+TEST(TrainerOverlap, EveryStepPushedOnceAndControlCallsNeverOverlapAnExchange) {
+  auto backend = nn::MakeCpuBackend(1);
+  nn::ModelSpec spec{.name = "tiny", .input_shape = {4}, .num_classes = 3, .layers = {}};
+  spec.layers.push_back(nn::DenseSpec{.units = 3});
+  absl::StatusOr<std::unique_ptr<nn::Model>> model = nn::Model::Create(spec, *backend, 8);
+  ASSERT_TRUE(model.ok()) << model.status();
+  data::SyntheticShape shape{.example_elements = 4, .num_classes = 3, .batches_per_epoch = 5};
+  data::Prefetcher input(std::make_unique<data::SyntheticSource>(shape, 8, 1));
+  RecordingSync sync;
+  sync.push_delay = std::chrono::milliseconds(2);
+  TrainerOptions options;
+  options.train_epochs = 3;
+  options.learning_rate = 0.1f;
+  options.schedule = models::LearningRateSchedule{.decay = 0.5f, .first_decay_epoch = 1};
+  options.overlap = true;
+  options.log_every_steps = 0;
+  Trainer trainer(**model, sync, input, options, nullptr);
+  absl::StatusOr<TrainResult> r = trainer.Run();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->steps, 15);
+  EXPECT_EQ(sync.pushes.size(), 15u);
+  EXPECT_EQ(sync.pushed_examples, 15 * 8);
+  // The first pull, one after each push, and the final pull after Leave.
+  ASSERT_EQ(sync.pull_threads.size(), 17u);
+  EXPECT_EQ(sync.pull_threads.front(), std::this_thread::get_id());
+  EXPECT_EQ(sync.pull_threads.back(), std::this_thread::get_id());
+  for (const auto& id : sync.push_threads) EXPECT_NE(id, std::this_thread::get_id());
+  EXPECT_EQ(sync.log.back(), "pull");
+  EXPECT_EQ(sync.log[sync.log.size() - 2], "leave");
+  EXPECT_EQ(sync.log[sync.log.size() - 3], "pull");
+  EXPECT_EQ(sync.log[sync.log.size() - 4], "push");
+  EXPECT_EQ(sync.rates.size(), 2u);  // epochs 2 and 3 decay
+  EXPECT_EQ(r->global_step, 15);
+  EXPECT_GT(r->exchange_seconds, 0.0);
+  EXPECT_TRUE(std::isfinite(r->last_loss));
+}
+
+}  // namespace
+}  // namespace psflow
