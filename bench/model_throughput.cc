@@ -4,6 +4,9 @@
 //   local   : in this process, no ps (Trainer + LocalUpdate): the baseline
 //   1ps+1w  : a psflow-ps process and one psflow-worker process over gRPC on loopback
 //   1ps+2w  : a psflow-ps process and two psflow-worker processes (aggregate rate)
+// The workers overlap push and pull with the next step (psflow-worker --overlap, the default);
+// with --serial_too each ps configuration runs again with --overlap=false, so the overlap's gain
+// shows as a ratio within one run.
 // Each configuration runs --repeats times; the median is reported with ratios to the baseline.
 //
 // --device=gpu runs every configuration on the CUDA backend (the workers get --device=gpu, --gpu
@@ -17,7 +20,7 @@
 // Where no GPU is usable, --device=gpu prints one line saying so and exits 0.
 //
 //   build/bin/bench_model_throughput [--models=mnist_mlp,mnist_cnn,cifar10_cnn,ptb_lstm:small]
-//       [--seconds=10] [--repeats=1] [--compute_threads=1] [--workers=1,2]
+//       [--seconds=10] [--repeats=1] [--compute_threads=1] [--workers=1,2] [--serial_too]
 //       [--device=gpu [--gpu=0] [--tf32] [--pytorch=bench/gpu/torch_models.py]]
 #include <signal.h>
 #include <stdlib.h>
@@ -52,6 +55,9 @@ ABSL_FLAG(double, seconds, 10, "Approximate training time per run (steps are siz
 ABSL_FLAG(int, compute_threads, 1, "OpenBLAS threads per worker (0: one per core)");
 ABSL_FLAG(int, repeats, 1, "Runs per configuration (median reported)");
 ABSL_FLAG(std::string, workers, "1,2", "Worker counts to run through one ps");
+ABSL_FLAG(bool, serial_too, true,
+          "Also run every ps configuration with the workers' --overlap=false (pull, compute and "
+          "push one after the other)");
 ABSL_FLAG(std::string, device, "cpu",
           "cpu: the OpenBLAS backend; gpu: the CUDA backend on GPU --gpu, in this process and in "
           "the workers (which share the GPU)");
@@ -83,6 +89,7 @@ absl::StatusOr<std::unique_ptr<nn::Backend>> MakeBackend() {
 struct Figures {
   double rate = 0;  // examples/s, or words/s for language models
   double pull_ms = 0, compute_ms = 0, push_ms = 0;
+  double exchange_ms = 0;  // overlap: the background push + pull per step
 };
 
 Figures Median(std::vector<Figures> runs) {
@@ -93,7 +100,7 @@ Figures Median(std::vector<Figures> runs) {
     return v[v.size() / 2];
   };
   return {median(&Figures::rate), median(&Figures::pull_ms), median(&Figures::compute_ms),
-          median(&Figures::push_ms)};
+          median(&Figures::push_ms), median(&Figures::exchange_ms)};
 }
 
 double Field(const std::string& text, const std::string& key) {
@@ -185,7 +192,7 @@ std::string Collect(local::ChildProcess& p) {
 }
 
 // Aggregate rate of `workers` worker processes training against one ps process.
-absl::StatusOr<Figures> RunThroughPs(const Subject& s, int workers, int64_t steps) {
+absl::StatusOr<Figures> RunThroughPs(const Subject& s, int workers, int64_t steps, bool overlap) {
   auto ports = FreeLocalPorts(1 + workers);
   if (!ports.ok()) return ports.status();
   const std::string ps = absl::StrCat("127.0.0.1:", (*ports)[0]);
@@ -215,6 +222,7 @@ absl::StatusOr<Figures> RunThroughPs(const Subject& s, int workers, int64_t step
         "--data_source=synthetic",
         absl::StrCat("--train_steps=", steps),
         "--log_every_steps=0",
+        absl::StrCat("--overlap=", overlap ? "true" : "false"),
         absl::StrCat("--compute_threads=", absl::GetFlag(FLAGS_compute_threads))};
     if (!s.config.empty()) argv.push_back("--model_config=" + s.config);
     if (OnGpu()) {
@@ -237,6 +245,7 @@ absl::StatusOr<Figures> RunThroughPs(const Subject& s, int workers, int64_t step
     total.pull_ms += Field(out, "pull_ms") / workers;
     total.compute_ms += Field(out, "compute_ms") / workers;
     total.push_ms += Field(out, "push_ms") / workers;
+    total.exchange_ms += Field(out, "exchange_ms") / workers;
   }
   (*ps_process)->Signal(SIGTERM);
   Collect(**ps_process);
@@ -448,8 +457,8 @@ int Main() {
         static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)), absl::GetFlag(FLAGS_compute_threads),
         absl::GetFlag(FLAGS_repeats));
   }
-  std::printf("%-22s %-24s %7s %12s %9s %8s %10s %8s\n", "model", "configuration", "steps", "rate",
-              "vs local", "pull ms", "compute ms", "push ms");
+  std::printf("%-22s %-30s %7s %12s %9s %8s %10s %8s %11s\n", "model", "configuration", "steps",
+              "rate", "vs local", "pull ms", "compute ms", "push ms", "exchange ms");
   std::vector<Measured> measured;
   for (absl::string_view item : absl::StrSplit(absl::GetFlag(FLAGS_models), ',')) {
     const std::vector<std::string> parts = absl::StrSplit(item, ':');
@@ -474,6 +483,7 @@ int Main() {
     std::vector<Figures> compute;
     std::vector<Figures> local;
     std::vector<std::vector<Figures>> through(worker_counts.size());
+    std::vector<std::vector<Figures>> serial(worker_counts.size());
     for (int r = 0; r < absl::GetFlag(FLAGS_repeats); ++r) {
       if (gpu) {
         auto c = RunCompute(s, steps);
@@ -484,19 +494,23 @@ int Main() {
       if (!a.ok()) return Fail(a.status());
       local.push_back(*a);
       for (size_t i = 0; i < worker_counts.size(); ++i) {
-        auto b = RunThroughPs(s, worker_counts[i], steps);
+        auto b = RunThroughPs(s, worker_counts[i], steps, /*overlap=*/true);
         if (!b.ok()) return Fail(b.status());
         through[i].push_back(*b);
+        if (!absl::GetFlag(FLAGS_serial_too)) continue;
+        auto c = RunThroughPs(s, worker_counts[i], steps, /*overlap=*/false);
+        if (!c.ok()) return Fail(c.status());
+        serial[i].push_back(*c);
       }
     }
     const Figures base = Median(local);
     const std::string label = s.config.empty() ? s.name : absl::StrCat(s.name, " ", s.config);
     const char* unit = s.language_model() ? "words/s" : "examples/s";
     auto row = [&](const std::string& configuration, const Figures& f) {
-      std::printf("%-22s %-24s %7ld %8.0f %-3s %9.2f %8.2f %10.2f %8.2f\n", label.c_str(),
+      std::printf("%-22s %-30s %7ld %8.0f %-3s %9.2f %8.2f %10.2f %8.2f %11.2f\n", label.c_str(),
                   configuration.c_str(), static_cast<long>(steps), f.rate,
                   s.language_model() ? "wps" : "eps", f.rate / base.rate, f.pull_ms, f.compute_ms,
-                  f.push_ms);
+                  f.push_ms, f.exchange_ms);
     };
     row(absl::StrCat("local (", unit, ")"), base);
     Measured m{s, label, {}, base, {}};
@@ -507,6 +521,12 @@ int Main() {
     for (size_t i = 0; i < worker_counts.size(); ++i) {
       m.through.push_back(Median(through[i]));
       row(absl::StrCat("1 ps + ", worker_counts[i], " worker(s)"), m.through.back());
+      if (!serial[i].empty()) {
+        const Figures f = Median(serial[i]);
+        row(absl::StrCat("1 ps + ", worker_counts[i], " worker(s), serial"), f);
+        std::printf("%-22s %-30s %7s %8.2fx\n", label.c_str(), "  overlap / serial", "",
+                    m.through.back().rate / f.rate);
+      }
     }
     measured.push_back(std::move(m));
     std::fflush(stdout);
