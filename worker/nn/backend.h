@@ -41,6 +41,10 @@ class Backend {
   // Called once by Model::Create after params.Finalize(): allocates the device mirror of values
   // and gradients (ParameterSet::AttachDevice) and pins the host buffers for fast copies.
   virtual absl::Status AttachParameters(ParameterSet& /*params*/) { return absl::OkStatus(); }
+  // Called by ~Model while params is still alive: releases what AttachParameters made for it
+  // (the host buffers are unpinned before they are freed). A no-op for a set never attached.
+  // Several models may be attached to one backend at once.
+  virtual void DetachParameters(ParameterSet& /*params*/) {}
 
   // The host values changed (a pull, Initialize): copy them to the device before the next step.
   virtual void UploadParameters(ParameterSet& /*params*/) {}

@@ -52,10 +52,10 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(const ModelSpec& spec, Back
     m->acts_.push_back(backend.Allocate(max_batch * m->widths_[i]));
     m->grads_.push_back(backend.Allocate(i == 0 ? 0 : max_batch * m->widths_[i]));
     if (m->acts_.back() == nullptr || m->grads_.back() == nullptr) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          spec.name, ": out of device memory for the activations of ",
-          i == 0 ? std::string("the input") : m->layers_[i - 1]->name(), " (", max_batch, " x ",
-          m->widths_[i], " floats)"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat(spec.name, ": out of device memory for the activations of ",
+                       i == 0 ? std::string("the input") : m->layers_[i - 1]->name(), " (",
+                       max_batch, " x ", m->widths_[i], " floats)"));
     }
   }
   m->views_.reserve(m->widths_.size());
@@ -80,6 +80,8 @@ const Matrix& Model::Forward(const Batch& batch, bool training) {
   for (size_t l = 0; l < layers_.size(); ++l) layers_[l]->Forward(ctx, views_[l], views_[l + 1]);
   return views_.back();
 }
+
+Model::~Model() { backend_.DetachParameters(params_); }
 
 absl::StatusOr<double> Model::ComputeGradients(const Batch& batch, float clip_norm) {
   const Matrix& logits = Forward(batch, /*training=*/true);

@@ -38,6 +38,9 @@ class Model {
   // The backend must outlive the model. `seed` seeds the dropout masks.
   static absl::StatusOr<std::unique_ptr<Model>> Create(const ModelSpec& spec, Backend& backend,
                                                        int64_t max_batch, uint64_t seed = 1);
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
 
   const ModelSpec& spec() const { return spec_; }
   int64_t max_batch() const { return max_batch_; }

@@ -106,7 +106,9 @@ absl::StatusOr<void*> Context::AllocateBytes(size_t bytes, absl::string_view wha
         n / 1048576.0, device_, free_bytes / 1048576.0, total_bytes / 1048576.0,
         cudaGetErrorString(e)));
   }
-  if (cudaError_t e = cudaMemset(p, 0, n); e != cudaSuccess) {
+  // On the compute stream: a memset on the legacy default stream is not ordered before work on
+  // the (non-blocking) streams that will use this memory.
+  if (cudaError_t e = cudaMemsetAsync(p, 0, n, stream_); e != cudaSuccess) {
     cudaFree(p);
     return CudaError(e, what);
   }

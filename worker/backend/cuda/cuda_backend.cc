@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <new>
 #include <variant>
 #include <vector>
@@ -38,7 +39,10 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override {
     // Queued copies may still target the pinned buffers.
     (void)ctx_->Synchronize("shutdown");
-    for (void* p : registered_) cudaHostUnregister(p);
+    // Models are destroyed (and detached) before their backend; anything left is unpinned.
+    for (auto& [params, a] : attached_) {
+      for (void* p : a.registered) cudaHostUnregister(p);
+    }
     if (host_sum_sq_ != nullptr) cudaFreeHost(host_sum_sq_);
   }
 
@@ -92,28 +96,39 @@ class CudaBackend final : public Backend {
   }
 
   absl::Status AttachParameters(ParameterSet& params) override {
+    DetachParameters(params);  // a set at the address of one destroyed without detaching
     const int64_t total = std::max<int64_t>(params.total_size(), 1);
     const std::string what =
         absl::StrCat("the model's ", params.total_size(), " parameters and their gradients");
     absl::StatusOr<cuda::DeviceArray<float>> mirror = ctx_->Allocate<float>(2 * total, what);
     if (!mirror.ok()) return mirror.status();
-    mirror_ = *std::move(mirror);
-    params.AttachDevice(mirror_.get(), mirror_.get() + total);
+    Attached& a = attached_[&params];
+    a.mirror = *std::move(mirror);
+    params.AttachDevice(a.mirror.get(), a.mirror.get() + total);
     // Pinned host buffers: the copies run at full bus speed and truly asynchronously.
     // Best effort: unpinned memory still works, only slower.
     const size_t bytes = static_cast<size_t>(params.total_size()) * sizeof(float);
     for (float* p : {params.values().data(), params.grads().data()}) {
       if (bytes == 0) break;
       if (cudaHostRegister(p, bytes, cudaHostRegisterDefault) == cudaSuccess) {
-        registered_.push_back(p);
+        a.registered.push_back(p);
       } else {
         cudaGetLastError();
         PSFLOW_LOG(WARNING) << "could not pin " << bytes << " bytes of host parameters; "
                             << "copies to and from the GPU will be slower";
       }
     }
-    event_ = MakeEvent();
     return ctx_->Synchronize("attaching the parameters");
+  }
+
+  void DetachParameters(ParameterSet& params) override {
+    auto it = attached_.find(&params);
+    if (it == attached_.end()) return;
+    // Queued copies may still target the pinned buffers or the mirror.
+    (void)ctx_->Synchronize("detaching the parameters");
+    for (void* p : it->second.registered) cudaHostUnregister(p);
+    params.AttachDevice(nullptr, nullptr);
+    attached_.erase(it);
   }
 
   void UploadParameters(ParameterSet& params) override {
@@ -180,6 +195,7 @@ class CudaBackend final : public Backend {
       return cuda::CudaError(e, "pinned memory for the global norm");
     }
     host_sum_sq_ = static_cast<double*>(pinned);
+    event_ = MakeEvent();
     return absl::OkStatus();
   }
 
@@ -205,9 +221,14 @@ class CudaBackend final : public Backend {
     return std::unique_ptr<CUevent_st, EventDestroy>(e);
   }
 
+  // What AttachParameters made for one parameter set.
+  struct Attached {
+    cuda::DeviceArray<float> mirror;  // values then gradients
+    std::vector<void*> registered;    // pinned host buffers
+  };
+
   std::unique_ptr<cuda::Context> ctx_;
-  cuda::DeviceArray<float> mirror_;  // values then gradients
-  std::vector<void*> registered_;    // pinned host buffers
+  std::map<const ParameterSet*, Attached> attached_;
   std::unique_ptr<CUevent_st, EventDestroy> event_;
   cuda::DeviceArray<double> sum_sq_;
   double* host_sum_sq_ = nullptr;  // pinned

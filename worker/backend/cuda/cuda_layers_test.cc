@@ -365,6 +365,35 @@ INSTANTIATE_TEST_SUITE_P(Zoo, ModelComparison,
                                   (*config != '\0' ? std::string("_") + config : "");
                          });
 
+// Two models on one backend (the worker's training and test models): each keeps its own
+// device parameters, and destroying one leaves the other's intact.
+TEST_F(CudaBackendTest, TwoModelsOnOneBackendKeepTheirOwnParameters) {
+  const ModelSpec spec = models::MnistMlp();
+  const int64_t batch = 8;
+  auto cpu = Model::Create(spec, *cpu_, batch);
+  auto first = Model::Create(spec, *gpu_, batch);
+  ASSERT_TRUE(cpu.ok() && first.ok());
+  (*cpu)->params().Initialize(5);
+  std::copy((*cpu)->params().values().begin(), (*cpu)->params().values().end(),
+            (*first)->params().values().begin());
+  (*first)->UploadParameters();
+  {
+    auto second = Model::Create(spec, *gpu_, batch);
+    ASSERT_TRUE(second.ok());
+    (*second)->params().Initialize(6);
+    (*second)->UploadParameters();
+    EXPECT_NE((*second)->params().device_values(), (*first)->params().device_values());
+  }
+  const GradientCheckInput in = RandomInput(spec, batch, 1, 8, 0);
+  const Batch b{in.inputs.data(), in.labels.data(), batch};
+  auto cl = (*cpu)->ComputeGradients(b), gl = (*first)->ComputeGradients(b);
+  ASSERT_TRUE(cl.ok() && gl.ok()) << gl.status();
+  EXPECT_NEAR(*gl, *cl, 1e-4 * std::fabs(*cl));
+  const std::vector<float> cg((*cpu)->params().grads().begin(), (*cpu)->params().grads().end());
+  const std::vector<float> gg((*first)->params().grads().begin(), (*first)->params().grads().end());
+  EXPECT_LE(RelativeError(gg, cg), kFp32Tolerance);
+}
+
 TEST(CudaBackendWithoutGpu, SaysWhyInOneLine) {
   int count = 0;
   if (cudaGetDeviceCount(&count) == cudaSuccess && count > 0) {
