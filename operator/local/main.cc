@@ -10,6 +10,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "operator/api/training_job.h"
 #include "operator/local/runner.h"
@@ -20,11 +22,16 @@ ABSL_FLAG(int, finish_grace_s, 30,
           "After the chief succeeds, seconds the other workers get to finish before they are "
           "stopped");
 ABSL_FLAG(int, stop_grace_s, 10, "Seconds between SIGTERM and SIGKILL when stopping replicas");
+ABSL_FLAG(std::string, prometheus_targets, "",
+          "Write a Prometheus file_sd JSON file here listing every replica's /metrics endpoint "
+          "(labels job, replica_type, replica_index; emptied when the run ends), for "
+          "deploy/prometheus/prometheus-local.yml; empty: none");
 
 namespace {
 
 constexpr char kUsage[] =
-    "psflow run [--progress=auto|always|never] JOB.yaml   run a TrainingJob locally\n"
+    "psflow run [--progress=auto|always|never] [--prometheus_targets=FILE.json] JOB.yaml\n"
+    "                                                      run a TrainingJob locally\n"
     "psflow validate JOB.yaml                              check a TrainingJob manifest";
 
 int Fail(int code, const std::string& message) {
@@ -48,6 +55,13 @@ void PrependOwnDirToPath() {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
+  // --help lists this file's flags (absl's default looks for a file named after the program).
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view file) {
+    return absl::EndsWith(file, "operator/local/main.cc");
+  };
+  usage.contains_helpshort_flags = usage.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage);
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (args.size() != 3 || (std::string(args[1]) != "run" && std::string(args[1]) != "validate")) {
     return Fail(2, absl::StrCat("usage:\n", kUsage));
@@ -74,6 +88,7 @@ int main(int argc, char** argv) {
   }
   options.finish_grace = std::chrono::seconds(absl::GetFlag(FLAGS_finish_grace_s));
   options.stop_grace = std::chrono::seconds(absl::GetFlag(FLAGS_stop_grace_s));
+  options.prometheus_targets = absl::GetFlag(FLAGS_prometheus_targets);
   PrependOwnDirToPath();
   auto outcome = psflow::local::RunLocally(*job, options);
   if (!outcome.ok()) return Fail(2, std::string(outcome.status().message()));

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@
 #include "core/status_macros.h"
 #include "operator/api/cluster_spec_builder.h"
 #include "operator/local/child_process.h"
+#include "operator/local/scrape_targets.h"
 
 extern char** environ;
 
@@ -158,6 +160,8 @@ class JobRun {
       : job_(job), options_(options), signals_(signals), console_(options.progress) {}
 
   absl::Status Plan();
+  // Writes options.prometheus_targets (when set): every replica's metrics endpoint, or none.
+  absl::Status PublishScrapeTargets(bool listed) const;
   absl::Status Start();
   JobOutcome Supervise();
 
@@ -281,6 +285,19 @@ absl::Status JobRun::Plan() {
     for (const auto& [name, value] : env) r.env.push_back(absl::StrCat(name, "=", value));
   }
   return absl::OkStatus();
+}
+
+absl::Status JobRun::PublishScrapeTargets(bool listed) const {
+  if (options_.prometheus_targets.empty()) return absl::OkStatus();
+  std::vector<ScrapeTarget> targets;
+  for (const Replica& r : replicas_) {
+    if (!listed) break;
+    targets.push_back({absl::StrCat("127.0.0.1:", r.metrics_port), job_.name,
+                       std::string(api::TaskTypeName(r.type)), r.index});
+  }
+  absl::Status written = WriteFileAtomically(options_.prometheus_targets, FileSdJson(targets));
+  if (written.ok()) return written;
+  return absl::Status(written.code(), absl::StrCat("--prometheus_targets: ", written.message()));
 }
 
 absl::Status JobRun::Start() {
@@ -502,6 +519,10 @@ JobOutcome JobRun::Supervise() {
     outcome_ = JobOutcome::kInterrupted;
     outcome_reason_ = "interrupted";
   }
+  // Unlisted before they stop: Prometheus drops the targets rather than alert on them.
+  if (absl::Status s = PublishScrapeTargets(/*listed=*/false); !s.ok()) {
+    console_.Line(Say(s.message()));
+  }
   StopAll(outcome_reason_.c_str());
   const char* state = *outcome_ == JobOutcome::kSucceeded ? "Succeeded"
                       : *outcome_ == JobOutcome::kFailed  ? "Failed"
@@ -523,7 +544,11 @@ absl::StatusOr<JobOutcome> RunLocally(const api::TrainingJob& job, const RunOpti
   ASSIGN_OR_RETURN(std::unique_ptr<StopSignals> signals, StopSignals::Install());
   JobRun run(job, options, *signals);
   RETURN_IF_ERROR(run.Plan());
-  RETURN_IF_ERROR(run.Start());
+  RETURN_IF_ERROR(run.PublishScrapeTargets(/*listed=*/true));
+  if (absl::Status started = run.Start(); !started.ok()) {
+    run.PublishScrapeTargets(/*listed=*/false).IgnoreError();  // nothing runs: best effort
+    return started;
+  }
   return run.Supervise();
 }
 

@@ -13,6 +13,7 @@
 #define PSFLOW_OPERATOR_LOCAL_RUNNER_H_
 
 #include <chrono>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "operator/api/training_job.h"
@@ -27,12 +28,19 @@ struct RunOptions {
   std::chrono::seconds finish_grace{30};
   // Between SIGTERM and SIGKILL when stopping replicas.
   std::chrono::seconds stop_grace{10};
+  // When set: a Prometheus file_sd JSON file listing every replica's metrics endpoint
+  // (127.0.0.1:<port>, labels job, replica_type, replica_index), written before any replica
+  // starts and emptied ("[]") as the run ends, before the replicas are stopped; each time
+  // atomically (a temporary file renamed over it). A path that cannot be written stops the run
+  // before it starts.
+  std::string prometheus_targets;
 };
 
 enum class JobOutcome { kSucceeded, kFailed, kInterrupted };
 
 // Runs the job to its end. Errors only for what stops it from starting (a replica without a
-// command, a command that cannot be run, no free ports); every started process is stopped then.
+// command, a command that cannot be run, no free ports, a prometheus_targets path that cannot be
+// written); every started process is stopped then.
 absl::StatusOr<JobOutcome> RunLocally(const api::TrainingJob& job, const RunOptions& options);
 
 }  // namespace psflow::local
