@@ -256,6 +256,14 @@ TEST_F(BadInput, WorkerFlagsAndEnvironmentOutOfRange) {
                                  "--ps_hosts=127.0.0.1:1", "--keep_checkpoints=0"},
                                 Environment({}, {"TF_CONFIG"}), kTimeout),
                      1, {"--keep_checkpoints must be >= 1"});
+  // More GPUs than the machine has: refused before anything is loaded, naming the flags.
+  ExpectOneLineError(RunCommand({Binary("psflow-worker"), "--num_gpus=0"}, no_cluster, kTimeout), 1,
+                     {"--num_gpus must be >= 1"});
+  ExpectOneLineError(RunCommand({Binary("psflow-worker"), "--num_gpus=2"}, no_cluster, kTimeout), 1,
+                     {"--num_gpus > 1 needs --device=gpu"});
+  ExpectOneLineError(RunCommand({Binary("psflow-worker"), "--device=gpu", "--num_gpus=4096"},
+                                no_cluster, kTimeout),
+                     1, {"--gpu=0 --num_gpus=4096: "});
   // A cluster named only in part is an error, not a silent solo run.
   ExpectOneLineError(
       RunCommand({Binary("psflow-worker"), "--ps_hosts=127.0.0.1:1"}, no_cluster, kTimeout), 1,

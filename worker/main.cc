@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
@@ -19,6 +20,7 @@
 #include "worker/evaluation.h"
 #include "worker/gpu_monitor.h"
 #include "worker/models/model_zoo.h"
+#include "worker/nn/towers.h"
 #include "worker/ps_client.h"
 #include "worker/trainer.h"
 #include "worker/worker_input.h"
@@ -74,6 +76,9 @@ ABSL_FLAG(int, compute_threads, 0,
 ABSL_FLAG(std::string, device, "cpu",
           "cpu: the OpenBLAS backend; gpu: the CUDA backend (cuBLAS, cuDNN) on GPU --gpu");
 ABSL_FLAG(int, gpu, 0, "--device=gpu: index of the GPU among the visible ones");
+ABSL_FLAG(int, num_gpus, 1,
+          "--device=gpu: GPUs this worker trains on, --gpu and the ones after it. Each takes a "
+          "slice of every batch (synchronous towers); their averaged gradients make one push");
 ABSL_FLAG(bool, tf32, false,
           "--device=gpu: fp32 products and convolutions may use TF32 tensor cores (faster, "
           "about 1e-3 relative error)");
@@ -225,21 +230,38 @@ absl::Status Main() {
         absl::StrCat("--device must be cpu or gpu, got \"", device, "\""));
   }
   if (absl::GetFlag(FLAGS_gpu) < 0) return absl::InvalidArgumentError("--gpu must be >= 0");
+  const int num_gpus = absl::GetFlag(FLAGS_num_gpus);
+  if (num_gpus < 1) return absl::InvalidArgumentError("--num_gpus must be >= 1");
+  if (num_gpus > 1 && device != "gpu") {
+    return absl::InvalidArgumentError("--num_gpus > 1 needs --device=gpu");
+  }
   if (absl::GetFlag(FLAGS_ps_timeout_s) < 1) {
     return absl::InvalidArgumentError("--ps_timeout_s must be >= 1");
   }
   ASSIGN_OR_RETURN(const int metrics_port, ResolveMetricsPort());
 
   // The device before the data: a worker that cannot get its GPU says so at once.
-  std::unique_ptr<nn::Backend> backend;
+  // One backend per GPU (towers), else one.
+  std::vector<std::unique_ptr<nn::Backend>> backends;
   std::string backend_name = "the CPU backend";
   if (device == "gpu") {
-    ASSIGN_OR_RETURN(backend,
-                     nn::MakeCudaBackend(absl::GetFlag(FLAGS_gpu), absl::GetFlag(FLAGS_tf32)));
-    backend_name = absl::StrCat("GPU ", absl::GetFlag(FLAGS_gpu),
+    const int first = absl::GetFlag(FLAGS_gpu);
+    for (int i = 0; i < num_gpus; ++i) {
+      absl::StatusOr<std::unique_ptr<nn::Backend>> b =
+          nn::MakeCudaBackend(first + i, absl::GetFlag(FLAGS_tf32));
+      if (!b.ok()) {
+        return num_gpus == 1 ? b.status()
+                             : absl::Status(b.status().code(),
+                                            absl::StrCat("--gpu=", first, " --num_gpus=", num_gpus,
+                                                         ": ", b.status().message()));
+      }
+      backends.push_back(*std::move(b));
+    }
+    backend_name = absl::StrCat(num_gpus == 1 ? "GPU " : "GPUs ", first,
+                                num_gpus == 1 ? "" : absl::StrCat("-", first + num_gpus - 1),
                                 absl::GetFlag(FLAGS_tf32) ? " (TF32 allowed)" : "");
   } else {
-    backend = nn::MakeCpuBackend(absl::GetFlag(FLAGS_compute_threads));
+    backends.push_back(nn::MakeCpuBackend(absl::GetFlag(FLAGS_compute_threads)));
   }
   InputOptions input_options;
   input_options.synthetic = data_source == "synthetic";
@@ -254,9 +276,23 @@ absl::Status Main() {
                    << ": batch " << batch_size << ", " << training.optimizer.name()
                    << " learning rate " << learning_rate
                    << (max_grad_norm > 0 ? absl::StrCat(", clip norm ", max_grad_norm) : "");
-  ASSIGN_OR_RETURN(std::unique_ptr<nn::Model> model,
-                   nn::Model::Create(zoo.spec, *backend, batch_size,
-                                     absl::GetFlag(FLAGS_seed) * 31 + shard_index));
+  const uint64_t model_seed = absl::GetFlag(FLAGS_seed) * 31 + shard_index;
+  // What trains (one model, or towers over the GPUs) and the model that evaluates (tower 0).
+  std::unique_ptr<nn::Towers> towers;
+  std::unique_ptr<nn::Model> single;
+  nn::Trainable* trainable = nullptr;
+  nn::Model* model = nullptr;
+  if (backends.size() > 1) {
+    std::vector<nn::Backend*> raw;
+    for (auto& b : backends) raw.push_back(b.get());
+    ASSIGN_OR_RETURN(towers, nn::Towers::Create(zoo.spec, raw, batch_size, model_seed));
+    trainable = towers.get();
+    model = &towers->tower(0);
+  } else {
+    ASSIGN_OR_RETURN(single, nn::Model::Create(zoo.spec, *backends[0], batch_size, model_seed));
+    trainable = single.get();
+    model = single.get();
+  }
 
   std::unique_ptr<MetricsEndpoint> endpoint;
   std::unique_ptr<WorkerMetrics> metrics;
@@ -273,10 +309,14 @@ absl::Status Main() {
     absl::StatusOr<std::unique_ptr<GpuMonitor>> opened = GpuMonitor::Open();
     if (opened.ok()) {
       gpu_monitor = *std::move(opened);
-      const int gpu = absl::GetFlag(FLAGS_gpu);
+      std::vector<MonitoredGpu> gpus;
+      for (int i = 0; i < num_gpus; ++i) {
+        const int gpu = absl::GetFlag(FLAGS_gpu) + i;
+        gpus.push_back({gpu, cuda::PciBusId(gpu)});
+      }
       gpu_metrics = std::make_unique<GpuMetricsExporter>(
           *gpu_monitor, endpoint->registry(), StandardLabels(spec.task.type, spec.task.index),
-          std::vector<MonitoredGpu>{{gpu, cuda::PciBusId(gpu)}}, std::chrono::seconds(1));
+          std::move(gpus), std::chrono::seconds(1));
     } else {
       PSFLOW_LOG(WARNING) << opened.status().message() << "; no GPU metrics";
     }
@@ -308,9 +348,9 @@ absl::Status Main() {
   options.overlap =
       absl::GetFlag(FLAGS_overlap) && !ps_hosts.empty() && !absl::GetFlag(FLAGS_sync_replicas);
   data::Prefetcher prefetcher(std::move(input->train));
-  Trainer trainer(*model, *sync, prefetcher, options, metrics.get());
+  Trainer trainer(*trainable, *sync, prefetcher, options, metrics.get());
   ASSIGN_OR_RETURN(const TrainResult r, trainer.Run());
-  return EvaluateAndReport(zoo, *model, *backend, *input, spec, is_chief, r, metrics.get());
+  return EvaluateAndReport(zoo, *model, *backends[0], *input, spec, is_chief, r, metrics.get());
 }
 
 }  // namespace

@@ -18,7 +18,7 @@ double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 
 }  // namespace
 
-Trainer::Trainer(nn::Model& model, ParameterSync& sync, data::Prefetcher& input,
+Trainer::Trainer(nn::Trainable& model, ParameterSync& sync, data::Prefetcher& input,
                  TrainerOptions options, WorkerMetrics* metrics)
     : model_(model),
       sync_(sync),

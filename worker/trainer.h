@@ -12,7 +12,7 @@
 #include "worker/background_exchange.h"
 #include "worker/data/prefetcher.h"
 #include "worker/models/model_zoo.h"
-#include "worker/nn/model.h"
+#include "worker/nn/trainable.h"
 #include "worker/parameter_sync.h"
 #include "worker/worker_metrics.h"
 
@@ -58,8 +58,8 @@ struct TrainResult {
 class Trainer {
  public:
   // All references must outlive the trainer; metrics may be null.
-  Trainer(nn::Model& model, ParameterSync& sync, data::Prefetcher& input, TrainerOptions options,
-          WorkerMetrics* metrics);
+  Trainer(nn::Trainable& model, ParameterSync& sync, data::Prefetcher& input,
+          TrainerOptions options, WorkerMetrics* metrics);
 
   // Trains, leaves (sync mode stops waiting for this worker), and pulls the final parameters
   // into the model, ready to evaluate. Errors from the ParameterSync as they come.
@@ -70,7 +70,7 @@ class Trainer {
   // Overlap: waits for the exchange in flight (if any), takes its parameters and accounts it.
   absl::Status FinishExchange(TrainResult& result);
 
-  nn::Model& model_;
+  nn::Trainable& model_;
   ParameterSync& sync_;
   data::Prefetcher& input_;
   TrainerOptions options_;

@@ -64,6 +64,11 @@ class Backend {
   // since the last call, naming the layer and its shapes.
   virtual absl::StatusOr<double> FinishGradients(ParameterSet& params, float clip_norm);
 
+  // Makes this backend's device the calling thread's current one (CUDA's current device is per
+  // thread): a thread other than the one that created the backend calls this before using it
+  // or a model built on it. Nothing on the CPU.
+  virtual void BindThread() {}
+
   // Waits for queued device work; the first error since the last call, as FinishGradients.
   virtual absl::Status Synchronize() { return absl::OkStatus(); }
 

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "worker/nn/backend.h"
 #include "worker/nn/layer_spec.h"
+#include "worker/nn/trainable.h"
 
 namespace psflow::nn {
 
@@ -24,34 +25,26 @@ struct ModelSpec {
   std::vector<LayerSpec> layers;  // the last produces [..., num_classes] logits
 };
 
-// One batch in host memory: inputs [size, NumElements(input_shape)],
-// labels [size, labels_per_example()].
-struct Batch {
-  const float* inputs = nullptr;
-  const int32_t* labels = nullptr;
-  int64_t size = 0;
-};
-
-class Model {
+class Model final : public Trainable {
  public:
   // INVALID_ARGUMENT when the layers do not fit together or do not end in num_classes outputs.
   // The backend must outlive the model. `seed` seeds the dropout masks.
   static absl::StatusOr<std::unique_ptr<Model>> Create(const ModelSpec& spec, Backend& backend,
                                                        int64_t max_batch, uint64_t seed = 1);
-  ~Model();
+  ~Model() override;
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
   const ModelSpec& spec() const { return spec_; }
   int64_t max_batch() const { return max_batch_; }
   // Predictions (and labels) per example: 1 for a classifier, the time steps of a sequence.
-  int64_t labels_per_example() const { return labels_per_example_; }
-  ParameterSet& params() { return params_; }
+  int64_t labels_per_example() const override { return labels_per_example_; }
+  ParameterSet& params() override { return params_; }
   const ParameterSet& params() const { return params_; }
 
   // The host values in params() changed (a pull, Initialize): the next step must compute with
   // them. A copy to the device on a GPU backend; nothing on the CPU.
-  void UploadParameters() { backend_.UploadParameters(params_); }
+  void UploadParameters() override { backend_.UploadParameters(params_); }
 
   // Sets params().grads() (on the host) to the gradient of the loss on `batch` and returns the
   // loss: the cross-entropy summed over each example's predictions, averaged over the examples
@@ -59,14 +52,14 @@ class Model {
   // plus any regularisation. With clip_norm > 0 the gradients are first clipped by their global
   // norm (tf.clip_by_global_norm). batch.size must be in [1, max_batch]. Errors: a device
   // failure, naming the layer and its shapes.
-  absl::StatusOr<double> ComputeGradients(const Batch& batch, float clip_norm = 0);
+  absl::StatusOr<double> ComputeGradients(const Batch& batch, float clip_norm = 0) override;
 
   // Forward only (inference mode): cross-entropy summed over all predictions and the number of
   // correct arg-max predictions.
   absl::StatusOr<SoftmaxCrossEntropy::Eval> Evaluate(const Batch& batch);
 
   // Starts stateful layers (LSTMs) from zeros again: at an epoch's start, before evaluation.
-  void ResetState();
+  void ResetState() override;
 
   // For gradient checks: the next ComputeGradients draws the dropout masks of training step
   // `step` (steps count from 0) again.

@@ -11,6 +11,7 @@
 #include "worker/models/model_zoo.h"
 #include "worker/nn/clip.h"
 #include "worker/nn/gradient_check.h"
+#include "worker/nn/towers.h"
 
 namespace {
 std::atomic<int64_t> g_allocations{0};
@@ -89,6 +90,30 @@ TEST(SteadyState, BackgroundExchangeAllocatesNothing) {
   for (int s = 0; s < 5; ++s) {
     exchange.Start(p, 8);
     ASSERT_TRUE(exchange.Finish(p).ok());
+  }
+  EXPECT_EQ(g_allocations.load() - before, 0);
+}
+
+// Towers: the hand-off to the tower threads, the slices and the average allocate nothing.
+TEST(SteadyState, LstmTowersStepAllocatesNothing) {
+  models::PtbConfig c = models::PtbConfigByName("test").value();
+  c.num_layers = 2;
+  c.hidden_size = 8;
+  c.keep_prob = 0.5f;
+  c.vocab_size = 50;
+  const ModelSpec spec = models::PtbLstm(c, 5);
+  auto b0 = MakeCpuBackend(1), b1 = MakeCpuBackend(1);
+  auto towers = Towers::Create(spec, {b0.get(), b1.get()}, 4);
+  ASSERT_TRUE(towers.ok()) << towers.status();
+  (*towers)->params().Initialize(3);
+  (*towers)->UploadParameters();
+  const GradientCheckInput in = RandomInput(spec, 4, (*towers)->labels_per_example(), 9, 50);
+  const Batch b{in.inputs.data(), in.labels.data(), 4};
+  ASSERT_TRUE((*towers)->ComputeGradients(b, 1.0f).ok());
+  const int64_t before = g_allocations.load();
+  for (int s = 0; s < 3; ++s) {
+    (*towers)->UploadParameters();
+    ASSERT_TRUE((*towers)->ComputeGradients(b, 1.0f).ok());
   }
   EXPECT_EQ(g_allocations.load() - before, 0);
 }

@@ -186,6 +186,10 @@ class CudaBackend final : public Backend {
 
   absl::Status Synchronize() override { return ctx_->Synchronize("a forward pass"); }
 
+  void BindThread() override {
+    ctx_->Check(cudaSetDevice(ctx_->device()), "making the GPU current for a thread");
+  }
+
   absl::Status Prepare() {
     absl::StatusOr<cuda::DeviceArray<double>> s = ctx_->Allocate<double>(1, "the global norm");
     if (!s.ok()) return s.status();

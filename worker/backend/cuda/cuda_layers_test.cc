@@ -19,6 +19,7 @@
 #include "worker/nn/backend.h"
 #include "worker/nn/gradient_check.h"
 #include "worker/nn/model.h"
+#include "worker/nn/towers.h"
 
 namespace psflow::nn {
 namespace {
@@ -392,6 +393,41 @@ TEST_F(CudaBackendTest, TwoModelsOnOneBackendKeepTheirOwnParameters) {
   const std::vector<float> cg((*cpu)->params().grads().begin(), (*cpu)->params().grads().end());
   const std::vector<float> gg((*first)->params().grads().begin(), (*first)->params().grads().end());
   EXPECT_LE(RelativeError(gg, cg), kFp32Tolerance);
+}
+
+// Towers (--num_gpus) on two backends of GPU 0 (so one GPU is enough to test them) against one
+// CPU model on the whole batch: each tower's thread binds its device, the average and the clip
+// happen on the host.
+TEST_F(CudaBackendTest, TowersOnOneGpuMatchOneCpuModel) {
+  absl::StatusOr<std::unique_ptr<Backend>> second = MakeCudaBackend(0);
+  ASSERT_TRUE(second.ok()) << second.status();
+  models::PtbConfig c = models::PtbConfigByName("test").value();
+  c.num_layers = 2;
+  c.hidden_size = 16;
+  c.vocab_size = 100;
+  const ModelSpec spec = models::PtbLstm(c, 5);
+  const int64_t batch = 6;
+  auto cpu = Model::Create(spec, *cpu_, batch);
+  auto towers = Towers::Create(spec, {gpu_.get(), second->get()}, batch);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  ASSERT_TRUE(towers.ok()) << towers.status();
+  (*cpu)->params().Initialize(5);
+  std::copy((*cpu)->params().values().begin(), (*cpu)->params().values().end(),
+            (*towers)->params().values().begin());
+  (*towers)->UploadParameters();
+  for (uint64_t step = 0; step < 2; ++step) {
+    const GradientCheckInput in =
+        RandomInput(spec, batch, (*cpu)->labels_per_example(), 30 + step, c.vocab_size);
+    const Batch b{in.inputs.data(), in.labels.data(), batch};
+    auto cl = (*cpu)->ComputeGradients(b, 1.0f);
+    auto tl = (*towers)->ComputeGradients(b, 1.0f);
+    ASSERT_TRUE(cl.ok() && tl.ok()) << tl.status();
+    EXPECT_NEAR(*tl, *cl, 1e-4 * std::fabs(*cl));
+    const std::vector<float> cg((*cpu)->params().grads().begin(), (*cpu)->params().grads().end());
+    const std::vector<float> tg((*towers)->params().grads().begin(),
+                                (*towers)->params().grads().end());
+    EXPECT_LE(RelativeError(tg, cg), kFp32Tolerance);
+  }
 }
 
 TEST(CudaBackendWithoutGpu, SaysWhyInOneLine) {

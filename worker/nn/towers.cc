@@ -1,0 +1,184 @@
+#include "worker/nn/towers.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "worker/nn/clip.h"
+
+namespace psflow::nn {
+
+absl::StatusOr<std::unique_ptr<Towers>> Towers::Create(const ModelSpec& spec,
+                                                       const std::vector<Backend*>& backends,
+                                                       int64_t max_batch, uint64_t seed) {
+  if (backends.empty()) return absl::InvalidArgumentError("towers need at least one backend");
+  const int64_t n = static_cast<int64_t>(backends.size());
+  std::unique_ptr<Towers> t(new Towers());
+  t->backends_ = backends;
+  const int64_t rows = (max_batch + n - 1) / n;
+  for (size_t k = 0; k < backends.size(); ++k) {
+    // Its memory on its own device.
+    backends[k]->BindThread();
+    absl::StatusOr<std::unique_ptr<Model>> m = Model::Create(spec, *backends[k], rows, seed + k);
+    if (!m.ok()) {
+      backends[0]->BindThread();
+      return absl::Status(m.status().code(), absl::StrCat("tower ", k, ": ", m.status().message()));
+    }
+    t->towers_.push_back(*std::move(m));
+  }
+  backends[0]->BindThread();
+  t->begin_.resize(backends.size());
+  t->rows_.resize(backends.size());
+  t->weight_.resize(backends.size());
+  t->losses_.resize(backends.size(), 0.0);
+  for (size_t k = 0; k < backends.size(); ++k) {
+    t->threads_.emplace_back([p = t.get(), k] { p->ThreadLoop(static_cast<int>(k)); });
+  }
+  return t;
+}
+
+Towers::~Towers() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  for (std::thread& thread : threads_) thread.join();
+  // Each model's device memory is released with its own device current.
+  for (size_t k = towers_.size(); k-- > 0;) {
+    backends_[k]->BindThread();
+    towers_[k].reset();
+  }
+  if (!backends_.empty()) backends_[0]->BindThread();
+}
+
+void Towers::ThreadLoop(int k) {
+  backends_[static_cast<size_t>(k)]->BindThread();
+  uint64_t seen = 0;
+  for (;;) {
+    Job job;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+      job = job_;
+    }
+    if (job == Job::kStep) {
+      Step(k);
+    } else {
+      towers_[static_cast<size_t>(k)]->ResetState();
+    }
+    {
+      std::lock_guard lock(mu_);
+      if (--pending_ == 0) cv_.notify_all();
+    }
+  }
+}
+
+void Towers::RunOnEveryTower(Job job) {
+  {
+    std::lock_guard lock(mu_);
+    job_ = job;
+    pending_ = static_cast<int>(towers_.size());
+    ++generation_;
+  }
+  cv_.notify_all();
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [this] { return pending_ == 0; });
+}
+
+void Towers::Step(int k) {
+  const size_t i = static_cast<size_t>(k);
+  Model& m = *towers_[i];
+  if (rows_[i] == 0) {
+    losses_[i] = 0.0;
+    return;
+  }
+  if (upload_) {
+    if (k > 0) m.params().CopyValuesFrom(towers_[0]->params());
+    m.UploadParameters();
+  }
+  const int64_t elements = NumElements(m.spec().input_shape);
+  const Batch slice{batch_.inputs + begin_[i] * elements,
+                    batch_.labels + begin_[i] * m.labels_per_example(), rows_[i]};
+  // Unclipped: the clip applies to the average.
+  losses_[i] = m.ComputeGradients(slice, 0);
+}
+
+absl::StatusOr<double> Towers::ComputeGradients(const Batch& batch, float clip_norm) {
+  const int64_t n = static_cast<int64_t>(towers_.size());
+  // The first batch % n towers take one row more: tower 0 always has a row.
+  int64_t begin = 0;
+  for (int64_t k = 0; k < n; ++k) {
+    const size_t i = static_cast<size_t>(k);
+    begin_[i] = begin;
+    rows_[i] = batch.size / n + (k < batch.size % n ? 1 : 0);
+    weight_[i] = static_cast<double>(rows_[i]) / static_cast<double>(batch.size);
+    begin += rows_[i];
+  }
+  batch_ = batch;
+  RunOnEveryTower(Job::kStep);
+  upload_ = false;
+  double loss = 0;
+  for (size_t k = 0; k < towers_.size(); ++k) {
+    if (!losses_[k].ok()) {
+      return absl::Status(losses_[k].status().code(),
+                          absl::StrCat("tower ", k, ": ", losses_[k].status().message()));
+    }
+    loss += weight_[k] * *losses_[k];
+  }
+  if (towers_.size() > 1) AverageGradients();
+  if (clip_norm > 0) ClipByGlobalNorm(params(), clip_norm);
+  return loss;
+}
+
+void Towers::AverageGradients() {
+  ParameterSet& out = params();
+  const auto& descs = out.descs();
+  const float w0 = static_cast<float>(weight_[0]);
+  for (size_t h = 0; h < descs.size(); ++h) {
+    const ParameterDesc& d = descs[h];
+    const int handle = static_cast<int>(h);
+    std::span<float> g = out.grad(handle);
+    if (!d.sparse) {
+      for (float& x : g) x *= w0;
+      for (size_t k = 1; k < towers_.size(); ++k) {
+        if (rows_[k] == 0) continue;
+        const float w = static_cast<float>(weight_[k]);
+        std::span<const float> gk = std::as_const(towers_[k]->params()).grad(handle);
+        for (size_t e = 0; e < g.size(); ++e) g[e] += w * gk[e];
+      }
+      continue;
+    }
+    // Sparse: the union of the towers' touched rows. Rows only other towers touched start from
+    // zero (tower 0's untouched rows are never read, so never assumed zero).
+    const int64_t row = d.shape.empty() || d.shape[0] == 0 ? 0 : d.size / d.shape[0];
+    const std::span<const int64_t> own = out.touched_rows(handle);
+    for (const int64_t r : own) {
+      for (int64_t e = 0; e < row; ++e) g[static_cast<size_t>(r * row + e)] *= w0;
+    }
+    touched_.assign(own.begin(), own.end());
+    for (size_t k = 1; k < towers_.size(); ++k) {
+      if (rows_[k] == 0) continue;
+      const ParameterSet& pk = towers_[k]->params();
+      const std::span<const int64_t> theirs = pk.touched_rows(handle);
+      const std::span<const float> gk = pk.grad(handle);
+      const float w = static_cast<float>(weight_[k]);
+      for (const int64_t r : theirs) {
+        float* dst = g.data() + r * row;
+        if (!std::binary_search(touched_.begin(), touched_.end(), r)) {
+          std::fill(dst, dst + row, 0.0f);
+          touched_.insert(std::upper_bound(touched_.begin(), touched_.end(), r), r);
+        }
+        const float* src = gk.data() + r * row;
+        for (int64_t e = 0; e < row; ++e) dst[e] += w * src[e];
+      }
+    }
+    out.SetTouchedRows(handle, touched_);
+  }
+}
+
+void Towers::ResetState() { RunOnEveryTower(Job::kResetState); }
+
+}  // namespace psflow::nn

@@ -1,0 +1,86 @@
+// Synchronous data parallelism inside one worker (`--num_gpus`, seed 002's advice: towers inside a
+// machine, the ps across machines): N replicas of a model, each on its own backend (a GPU each),
+// each computes the gradients of its slice of every batch on its own thread, and their weighted
+// average becomes the gradients the trainer pushes — one push per worker per step, whatever N.
+//
+// Slices: a batch of B rows gives tower k rows [k*B/N, (k+1)*B/N) (sizes differ by at most one;
+// a tower with no row sits the step out). The same rows go to the same tower every step, so an
+// LSTM tower carries the state of its own rows. Gradients and loss are the slice means weighted
+// by slice size: exactly the full batch's mean, up to the order of summation (dropout masks
+// differ: each tower draws its own). Clipping by global norm happens after the average, on the
+// host; so does the average itself (device-side averaging over peer copies is not built yet).
+//
+// params() is tower 0's ParameterSet: the trainer pulls into it and pushes from it. Threads:
+// one thread per tower, each bound to its tower's backend (BindThread); the caller's thread
+// only waits. Not thread-safe otherwise.
+#ifndef PSFLOW_WORKER_NN_TOWERS_H_
+#define PSFLOW_WORKER_NN_TOWERS_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "worker/nn/model.h"
+#include "worker/nn/trainable.h"
+
+namespace psflow::nn {
+
+class Towers final : public Trainable {
+ public:
+  // One tower per backend (at least one; the backends must outlive the towers). Each tower
+  // holds max_batch / N rows (rounded up); `seed` seeds tower k's dropout masks as seed + k.
+  // The errors of Model::Create, naming the tower.
+  static absl::StatusOr<std::unique_ptr<Towers>> Create(const ModelSpec& spec,
+                                                        const std::vector<Backend*>& backends,
+                                                        int64_t max_batch, uint64_t seed = 1);
+  ~Towers() override;
+
+  ParameterSet& params() override { return towers_[0]->params(); }
+  int64_t labels_per_example() const override { return towers_[0]->labels_per_example(); }
+  // Every tower takes params()' values at the start of the next step (on its own thread).
+  void UploadParameters() override { upload_ = true; }
+  // batch.size in [1, max_batch]. The first tower's error, naming the tower.
+  absl::StatusOr<double> ComputeGradients(const Batch& batch, float clip_norm) override;
+  void ResetState() override;
+
+  int size() const { return static_cast<int>(towers_.size()); }
+  Model& tower(int k) { return *towers_[static_cast<size_t>(k)]; }
+
+ private:
+  Towers() = default;
+  enum class Job { kStep, kResetState };
+  // Runs `job` for every tower on its own thread; returns when all are done.
+  void RunOnEveryTower(Job job);
+  void ThreadLoop(int k);
+  void Step(int k);
+  // params().grads() := sum over towers of weight[k] * their gradients (sparse: the union of
+  // the touched rows).
+  void AverageGradients();
+
+  std::vector<Backend*> backends_;
+  std::vector<std::unique_ptr<Model>> towers_;
+  std::vector<int64_t> begin_;  // this step's first row of each tower's slice
+  std::vector<int64_t> rows_;   // and its row count
+  std::vector<double> weight_;  // rows_[k] / batch size
+  std::vector<absl::StatusOr<double>> losses_;
+  std::vector<int64_t> touched_;  // scratch for the union of touched rows
+  Batch batch_;                   // the step's whole batch
+  bool upload_ = true;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  // Guarded by mu_.
+  Job job_ = Job::kStep;
+  uint64_t generation_ = 0;  // bumped for every job
+  int pending_ = 0;          // towers still running the current job
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace psflow::nn
+
+#endif  // PSFLOW_WORKER_NN_TOWERS_H_

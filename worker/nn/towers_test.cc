@@ -1,0 +1,120 @@
+// Towers on CPU backends against one model on the whole batch: the same parameters, the same
+// batch, the loss and every gradient equal up to the order of summation. (On GPUs:
+// cuda_layers_test's TowersOnOneGpuMatchOneCpuModel.)
+#include "worker/nn/towers.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "worker/models/model_zoo.h"
+#include "worker/nn/gradient_check.h"
+
+namespace psflow::nn {
+namespace {
+
+double RelativeError(std::span<const float> got, std::span<const float> want) {
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    diff = std::max(diff, static_cast<double>(std::fabs(got[i] - want[i])));
+    scale = std::max(scale, static_cast<double>(std::fabs(want[i])));
+  }
+  return scale == 0 ? diff : diff / scale;
+}
+
+// One CPU model and `n` CPU towers of `spec` with the same parameters.
+class TowersTest : public testing::Test {
+ protected:
+  void Make(const ModelSpec& spec, int n, int64_t max_batch) {
+    one_backend_ = MakeCpuBackend(1);
+    for (int k = 0; k < n; ++k) backends_.push_back(MakeCpuBackend(1));
+    std::vector<Backend*> raw;
+    for (auto& b : backends_) raw.push_back(b.get());
+    auto one = Model::Create(spec, *one_backend_, max_batch);
+    auto towers = Towers::Create(spec, raw, max_batch);
+    ASSERT_TRUE(one.ok()) << one.status();
+    ASSERT_TRUE(towers.ok()) << towers.status();
+    one_ = *std::move(one);
+    towers_ = *std::move(towers);
+    one_->params().Initialize(7);
+    std::copy(one_->params().values().begin(), one_->params().values().end(),
+              towers_->params().values().begin());
+    towers_->UploadParameters();
+    spec_ = spec;
+  }
+
+  // One step of both on the same random batch; the loss and every gradient compared.
+  void ExpectSameStep(int64_t batch, float clip, uint64_t seed, int vocab = 0) {
+    const GradientCheckInput in =
+        RandomInput(spec_, batch, one_->labels_per_example(), seed, vocab);
+    const Batch b{in.inputs.data(), in.labels.data(), batch};
+    absl::StatusOr<double> want = one_->ComputeGradients(b, clip);
+    absl::StatusOr<double> got = towers_->ComputeGradients(b, clip);
+    ASSERT_TRUE(want.ok() && got.ok()) << got.status();
+    EXPECT_NEAR(*got, *want, 1e-5 * std::fabs(*want));
+    EXPECT_LE(RelativeError(towers_->params().grads(), one_->params().grads()), 1e-5);
+    for (size_t h = 0; h < spec_descs().size(); ++h) {
+      if (!spec_descs()[h].sparse) continue;
+      const auto got_rows = towers_->params().touched_rows(static_cast<int>(h));
+      const auto want_rows = one_->params().touched_rows(static_cast<int>(h));
+      EXPECT_EQ(std::vector<int64_t>(got_rows.begin(), got_rows.end()),
+                std::vector<int64_t>(want_rows.begin(), want_rows.end()));
+    }
+  }
+
+  const std::vector<ParameterDesc>& spec_descs() const { return one_->params().descs(); }
+
+  ModelSpec spec_;
+  std::unique_ptr<Backend> one_backend_;
+  std::vector<std::unique_ptr<Backend>> backends_;
+  std::unique_ptr<Model> one_;
+  std::unique_ptr<Towers> towers_;
+};
+
+TEST_F(TowersTest, TwoTowersOfTheMlpMatchOneModel) {
+  Make(models::MnistMlp(), 2, 16);
+  ASSERT_FALSE(HasFatalFailure());
+  ExpectSameStep(16, 0, 1);
+}
+
+TEST_F(TowersTest, ThreeTowersSplitAnUnevenBatchAndClipTheAverage) {
+  Make(models::MnistMlp(), 3, 16);
+  ASSERT_FALSE(HasFatalFailure());
+  // 7 rows: 3, 2, 2. The clip applies to the averaged gradient's global norm.
+  ExpectSameStep(7, 0.05f, 2);
+}
+
+TEST_F(TowersTest, ATowerWithNoRowSitsTheStepOut) {
+  Make(models::MnistMlp(), 2, 4);
+  ASSERT_FALSE(HasFatalFailure());
+  ExpectSameStep(1, 0, 3);
+}
+
+TEST_F(TowersTest, CnnTowersWithWeightDecayMatchOneModel) {
+  Make(models::Cifar10Cnn(), 2, 4);
+  ASSERT_FALSE(HasFatalFailure());
+  ExpectSameStep(4, 0, 4);
+}
+
+// An embedding (sparse: the union of the towers' touched rows) and LSTM state carried over
+// steps: each tower keeps the rows of its slice.
+TEST_F(TowersTest, LstmTowersCarryTheirRowsStateAndUniteTheTouchedRows) {
+  models::PtbConfig c = models::PtbConfigByName("test").value();
+  c.num_layers = 2;
+  c.hidden_size = 8;
+  c.vocab_size = 50;
+  Make(models::PtbLstm(c, 5), 2, 6);
+  ASSERT_FALSE(HasFatalFailure());
+  for (uint64_t step = 0; step < 3; ++step) {
+    ExpectSameStep(6, 1.0f, 10 + step, 50);
+    ASSERT_FALSE(HasFatalFailure());
+  }
+  one_->ResetState();
+  towers_->ResetState();
+  ExpectSameStep(6, 1.0f, 20, 50);
+}
+
+}  // namespace
+}  // namespace psflow::nn

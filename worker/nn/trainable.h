@@ -1,0 +1,43 @@
+// What the trainer trains: one Model, or replicas of it that split each batch (Towers). The
+// parameters and gradients the trainer pulls into and pushes from are one ParameterSet either
+// way.
+#ifndef PSFLOW_WORKER_NN_TRAINABLE_H_
+#define PSFLOW_WORKER_NN_TRAINABLE_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "worker/nn/parameter_set.h"
+
+namespace psflow::nn {
+
+// One batch in host memory: inputs [size, elements per example], labels [size,
+// labels_per_example()].
+struct Batch {
+  const float* inputs = nullptr;
+  const int32_t* labels = nullptr;
+  int64_t size = 0;
+};
+
+class Trainable {
+ public:
+  virtual ~Trainable() = default;
+
+  // The parameters (host values the trainer overwrites with pulls) and their gradients (host,
+  // what the trainer pushes).
+  virtual ParameterSet& params() = 0;
+  // Predictions (and labels) per example: 1 for a classifier, the time steps of a sequence.
+  virtual int64_t labels_per_example() const = 0;
+  // The host values in params() changed (a pull, Initialize): the next step computes with them.
+  virtual void UploadParameters() = 0;
+  // params().grads() := the gradient of the mean loss over `batch`, clipped by global norm when
+  // clip_norm > 0; returns the loss (Model::ComputeGradients says which). Errors: a device
+  // failure, naming the layer and its shapes.
+  virtual absl::StatusOr<double> ComputeGradients(const Batch& batch, float clip_norm) = 0;
+  // Stateful layers (LSTMs) start from zeros again.
+  virtual void ResetState() = 0;
+};
+
+}  // namespace psflow::nn
+
+#endif  // PSFLOW_WORKER_NN_TRAINABLE_H_
