@@ -36,8 +36,11 @@ sys.exit(0 if rule["spec"]["groups"] == want else 1)
 PY
 
 check "the CRD comes with the chart (helm template --include-crds) and kubectl parses it"
-render --include-crds | kube_apply_dry_run "the rendering with the CRD" |
-  grep -q '"name": "trainingjobs.psflow.io"' || fail "helm template --include-crds has no CRD"
+# Into a file first: `grep -q` stops reading at its match, and the writer's SIGPIPE would fail
+# the pipeline (pipefail) whenever the rendering outgrows the pipe's buffer.
+render --include-crds | kube_apply_dry_run "the rendering with the CRD" >"$TMP/with-crds.json"
+grep -q '"name": "trainingjobs.psflow.io"' "$TMP/with-crds.json" ||
+  fail "helm template --include-crds has no CRD"
 
 check "operator.replicas=2 without leader election is refused"
 if render --set operator.replicas=2 --set operator.leaderElection.enabled=false >/dev/null 2>"$TMP/err"; then
