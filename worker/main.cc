@@ -350,6 +350,9 @@ absl::Status Main() {
   data::Prefetcher prefetcher(std::move(input->train));
   Trainer trainer(*trainable, *sync, prefetcher, options, metrics.get());
   ASSIGN_OR_RETURN(const TrainResult r, trainer.Run());
+  // Towers upload on their threads at the next step, which never comes: tower 0 evaluates here,
+  // on this thread (bound to its GPU), with the final parameters.
+  if (towers != nullptr) model->UploadParameters();
   return EvaluateAndReport(zoo, *model, *backends[0], *input, spec, is_chief, r, metrics.get());
 }
 
