@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Every check of the CUDA backend that needs a GPU, in one go (issue 6's verification), writing a
+# log per step and a summary into OUT_DIR. Run where the GPU is, from the repository's root:
+#
+#   scripts/gpu_check.sh OUT_DIR [BIN_DIR]          (BIN_DIR: default build/bin)
+#
+# With the workplace's device tool: build here, then
+#   ../shared/tools/device-bundle .device build/bin/cuda_backend_test build/bin/psflow-worker \
+#       build/bin/psflow-ps build/bin/bench_model_throughput
+# and run, carrying .device:  source .device/env.sh && scripts/gpu_check.sh $OUT .device/bin
+#
+# Steps (each continues after a failure; the summary says which passed):
+#   1. cuda_backend_test: every layer and model against the CPU reference (LSTM path chosen by
+#      measurement), then again with PSFLOW_LSTM_IMPL=cudnn and =fused forced.
+#   2. compute-sanitizer (memcheck, racecheck) on the layer tests, when the toolkit has it.
+#   3. psflow-worker --device=gpu: 30 synthetic steps of every model, alone, and mnist_cnn with
+#      --num_gpus=2 when two GPUs are visible.
+#   4. bench_model_throughput --device=gpu against PyTorch (bench/gpu/torch_models.py) when
+#      python3 can import torch; --seconds=$SECONDS_PER_RUN (default 5).
+# Exit status: 0 when every step that ran passed.
+set -uo pipefail
+[ $# -ge 1 ] || { sed -n '2,8p' "$0" >&2; exit 2; }
+out=$1
+bin=${2:-build/bin}
+seconds=${SECONDS_PER_RUN:-5}
+mkdir -p "$out"
+summary="$out/summary.txt"
+: >"$summary"
+failed=0
+
+step() {  # step NAME COMMAND...: runs it, its output into OUT/NAME.log, one summary line
+  local name=$1
+  shift
+  local start=$SECONDS
+  if "$@" >"$out/$name.log" 2>&1; then
+    echo "PASS $name ($((SECONDS - start)) s)" | tee -a "$summary"
+  else
+    echo "FAIL $name ($((SECONDS - start)) s): see $name.log" | tee -a "$summary"
+    failed=1
+  fi
+}
+
+gpus=0
+if command -v nvidia-smi >/dev/null; then
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >"$out/gpus.txt" 2>&1
+  gpus=$(grep -c . "$out/gpus.txt")
+  gpus=$((gpus - 1))
+fi
+echo "GPUs: $gpus $(tail -n +2 "$out/gpus.txt" 2>/dev/null | tr '\n' ' ')" | tee -a "$summary"
+
+step cuda_backend_test "$bin/cuda_backend_test"
+# Without a usable GPU every case skips and gtest passes: say so.
+skipped=$(grep -c '^\[  SKIPPED \]' "$out/cuda_backend_test.log" || true)
+[ "${skipped:-0}" -gt 1 ] && echo "NOTE cuda_backend_test skipped $skipped cases" | tee -a "$summary"
+step cuda_backend_test_cudnn env PSFLOW_LSTM_IMPL=cudnn "$bin/cuda_backend_test" \
+  --gtest_filter='*Lstm*:*Model*'
+step cuda_backend_test_fused env PSFLOW_LSTM_IMPL=fused "$bin/cuda_backend_test" \
+  --gtest_filter='*Lstm*:*Model*'
+
+sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+if [ -x "$sanitizer" ]; then
+  # The layer tests (the whole models are slow under the sanitizer and add no new kernels).
+  step memcheck "$sanitizer" --tool memcheck --error-exitcode 1 "$bin/cuda_backend_test" \
+    --gtest_filter='LayerComparison.*:CudaBackendTest.*'
+  step racecheck "$sanitizer" --tool racecheck --error-exitcode 1 "$bin/cuda_backend_test" \
+    --gtest_filter='LayerComparison.*'
+else
+  echo "SKIP compute-sanitizer: not found" | tee -a "$summary"
+fi
+
+for m in mnist_mlp mnist_cnn cifar10_cnn ptb_lstm:small ptb_lstm:medium ptb_lstm:large; do
+  name=${m%%:*}
+  config=${m#*:}
+  args=(--model="$name" --data_source=synthetic --train_steps=30 --log_every_steps=10
+        --device=gpu)
+  [ "$config" != "$m" ] && args+=(--model_config="$config")
+  step "worker_${m/:/_}" "$bin/psflow-worker" "${args[@]}"
+done
+if [ "${gpus:-0}" -ge 2 ]; then
+  step worker_mnist_cnn_2gpus "$bin/psflow-worker" --model=mnist_cnn --data_source=synthetic \
+    --train_steps=30 --device=gpu --num_gpus=2
+else
+  echo "SKIP --num_gpus=2: fewer than two GPUs" | tee -a "$summary"
+fi
+
+if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+  step bench_cnn "$bin/bench_model_throughput" --device=gpu --seconds="$seconds" \
+    --models=mnist_cnn,cifar10_cnn,ptb_lstm:small --pytorch=bench/gpu/torch_models.py
+  step bench_ptb "$bin/bench_model_throughput" --device=gpu --seconds="$seconds" \
+    --models=ptb_lstm:medium,ptb_lstm:large --pytorch=bench/gpu/torch_models.py
+else
+  echo "SKIP PyTorch comparison: python3 cannot use torch on a GPU" | tee -a "$summary"
+fi
+
+exit "$failed"
