@@ -53,6 +53,9 @@ ABSL_FLAG(double, lease_duration_s, 15, "Leader Lease duration");
 ABSL_FLAG(double, renew_deadline_s, 10, "Give up leadership when not renewed for this long");
 ABSL_FLAG(double, retry_period_s, 2, "Interval of Lease acquire/renew attempts");
 ABSL_FLAG(int, watch_timeout_s, 300, "Server-side timeout of each watch (then re-watched)");
+ABSL_FLAG(double, throughput_interval_s, 30,
+          "Seconds between scrapes of the running jobs' worker /metrics for status.throughput "
+          "(the WORDS/S and EXAMPLES/S columns); 0: off");
 ABSL_FLAG(std::string, log_format, "text", "Log lines: text or json");
 
 namespace {
@@ -132,6 +135,9 @@ int main(int argc, char** argv) {
     return Fail(absl::StrCat("--log_format=", log_format, ": must be text or json"));
   }
   if (absl::GetFlag(FLAGS_workers) < 1) return Fail("--workers must be at least 1");
+  if (!(absl::GetFlag(FLAGS_throughput_interval_s) >= 0)) {
+    return Fail("--throughput_interval_s must be 0 (off) or a number of seconds");
+  }
 
   // Signals go to one thread, which asks everything else to stop.
   sigset_t signals;
@@ -190,6 +196,7 @@ int main(int argc, char** argv) {
   options.ns = ns;
   options.workers = absl::GetFlag(FLAGS_workers);
   options.watch_timeout_seconds = absl::GetFlag(FLAGS_watch_timeout_s);
+  options.throughput_interval = absl::Seconds(absl::GetFlag(FLAGS_throughput_interval_s));
 
   // /readyz: a standby replica is ready (healthy, waiting); the leader once its caches synced.
   std::mutex active_mu;

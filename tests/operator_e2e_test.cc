@@ -18,6 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/http_get.h"
+#include "core/metrics.h"
 #include "operator/kube/object_meta.h"
 #include "operator/kube/resource.h"
 #include "tests/kube/object_store.h"
@@ -362,6 +363,64 @@ TEST_F(OperatorApiserverTest, ServesMetricsHealthAndReadiness) {
         "psflow_operator_job_time_to_running_seconds_count"}) {
     EXPECT_TRUE(absl::StrContains(text, metric)) << metric << "\n" << text;
   }
+}
+
+// The test plays the workers too: one /metrics endpoint whose counters grow at a known rate,
+// named by the pods' container port "metrics", with the pods' podIP 127.0.0.1.
+TEST_F(OperatorApiserverTest, ThroughputIsMeasuredFromTheWorkersIntoStatus) {
+  auto endpoint = MetricsEndpoint::Start("127.0.0.1", 0);
+  ASSERT_TRUE(endpoint.ok()) << endpoint.status();
+  const Labels labels = {{"job", "lm"}, {"replica_type", "worker"}, {"replica_index", "0"}};
+  prometheus::Counter& examples =
+      AddCounter((*endpoint)->registry(), "psflow_worker_examples_total", "Examples.", labels);
+  prometheus::Counter& words =
+      AddCounter((*endpoint)->registry(), "psflow_worker_words_total", "Words.", labels);
+  std::atomic<bool> stop{false};
+  std::thread feeder([&] {  // 10000 examples/s, 200000 words/s
+    while (!stop) {
+      examples.Increment(1000);
+      words.Increment(20000);
+      std::this_thread::sleep_for(milliseconds(100));
+    }
+  });
+  struct Join {
+    std::atomic<bool>& stop;
+    std::thread& thread;
+    ~Join() {
+      stop = true;
+      thread.join();
+    }
+  } join{stop, feeder};
+
+  OperatorProcess op(kubeconfig_, "op-a", {"--throughput_interval_s=1"});
+  Json job = Job("lm", 1, 1, "OnFailure");
+  for (const char* type : {"PS", "Worker"}) {  // the PS points there too: it must not count
+    job["spec"]["replicaSpecs"][type]["template"]["spec"]["containers"][0]["ports"] =
+        Json::array({{{"name", "metrics"}, {"containerPort", (*endpoint)->port()}}});
+  }
+  CreateJob(job);
+  ASSERT_TRUE(Eventually([&] { return Pods("lm").size() == 2; })) << op.output();
+  RunAll("lm");
+  for (const Json& running : Pods("lm")) {
+    Json pod = running;
+    pod["status"]["podIP"] = "127.0.0.1";
+    pod["status"]["podIPs"] = Json::array({{{"ip", "127.0.0.1"}}});
+    ASSERT_TRUE(store_.UpdateStatus(kube::Pods(), "default", pod).ok());
+  }
+  ASSERT_TRUE(Eventually([&] { return State("lm") == "Running"; })) << op.output();
+  Json throughput;
+  const bool near = Eventually(
+      [&] {
+        const Json status = store_.Get(kube::TrainingJobs(), "default", "lm").value()["status"];
+        if (!status.is_object() || !status.contains("throughput")) return false;
+        throughput = status["throughput"];
+        const double e = throughput.value("examplesPerSecond", 0.0);
+        const double w = throughput.value("wordsPerSecond", 0.0);
+        return e > 7000 && e < 13000 && w > 140000 && w < 260000;
+      },
+      milliseconds(30000));
+  EXPECT_TRUE(near) << throughput << "\n" << op.output();
+  RecordProperty("throughput", throughput.dump());
 }
 
 // --- Bad input: one clear line and a non-zero exit ---

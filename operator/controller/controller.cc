@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/http_get.h"
 #include "core/log.h"
 #include "operator/controller/job_status.h"
 #include "operator/controller/replica_objects.h"
@@ -71,6 +72,18 @@ Controller::Controller(kube::KubeClient& client, ControllerOptions options,
           [this](const kube::Json&, const kube::Json& o) { EnqueueOwner(o, false, false); },
           [this](const kube::Json& o) { EnqueueOwner(o, false, false); }});
   view_ = std::make_unique<InformerView>(*jobs_, *pods_, *services_);
+  if (options_.throughput_interval > absl::ZeroDuration()) {
+    ThroughputProbe::Options probe_options;
+    probe_options.interval = options_.throughput_interval;
+    const std::chrono::milliseconds timeout = options_.throughput_scrape_timeout;
+    probe_ = std::make_unique<ThroughputProbe>(
+        probe_options, [this] { return ProbedJobs(); },
+        [timeout](const ScrapeTarget& target) {
+          return HttpGet(target.ip, target.port, "/metrics", timeout);
+        },
+        [this](const std::string& key) { queue_.Add(key); }, absl::Now, metrics_);
+    options_.reconciler.throughput = [this](const std::string& key) { return probe_->Latest(key); };
+  }
   reconciler_ = std::make_unique<Reconciler>(client_, *view_, expectations_, events_, absl::Now,
                                              options_.reconciler);
 }
@@ -138,6 +151,17 @@ void Controller::Worker() {
   }
 }
 
+std::vector<ProbedJob> Controller::ProbedJobs() const {
+  std::vector<ProbedJob> out;
+  for (const ObjectPtr& job : jobs_->List(options_.ns, kube::LabelSelector())) {
+    if (!ProbedState(*job)) continue;
+    const std::string ns = kube::Namespace(*job);
+    out.push_back({kube::Key(*job),
+                   ScrapeTargets(*job, pods_->ListByLabel(ns, kJobNameLabel, kube::Name(*job)))});
+  }
+  return out;
+}
+
 void Controller::PublishGauges() {
   if (metrics_ == nullptr) return;
   std::map<std::string, int> by_state;
@@ -167,6 +191,11 @@ void Controller::Run(std::stop_token stop) {
     PSFLOW_LOG(INFO) << "controller: caches synced; " << options_.workers << " workers";
     std::vector<std::thread> workers;
     for (int i = 0; i < options_.workers; ++i) workers.emplace_back([this] { Worker(); });
+    std::stop_source probe_stop;
+    std::thread probe;
+    if (probe_ != nullptr) {
+      probe = std::thread([this, &probe_stop] { probe_->Run(probe_stop.get_token()); });
+    }
     std::mutex mu;
     std::condition_variable_any cv;
     std::unique_lock<std::mutex> lock(mu);
@@ -174,6 +203,8 @@ void Controller::Run(std::stop_token stop) {
       PublishGauges();
       cv.wait_for(lock, stop, options_.metrics_period, [] { return false; });
     }
+    probe_stop.request_stop();
+    if (probe.joinable()) probe.join();
     stopping_ = true;
     queue_.ShutDown();
     for (std::thread& t : workers) t.join();

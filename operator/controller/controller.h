@@ -1,7 +1,9 @@
 // The TrainingJob controller: three informers (TrainingJobs; the pods and services labelled
 // psflow.io/job-name), a rate-limited work queue of job keys, and N workers running the
 // Reconciler. Pod and service events enqueue their job; reconcile reads the informers' caches
-// only, so an idle operator sends no requests besides its watches.
+// only, so an idle operator sends no requests besides its watches. With a throughput interval,
+// a ThroughputProbe thread scrapes the running jobs' workers and enqueues a job whose rates
+// changed.
 #ifndef PSFLOW_OPERATOR_CONTROLLER_CONTROLLER_H_
 #define PSFLOW_OPERATOR_CONTROLLER_CONTROLLER_H_
 
@@ -17,6 +19,7 @@
 #include "operator/controller/expectations.h"
 #include "operator/controller/operator_metrics.h"
 #include "operator/controller/reconciler.h"
+#include "operator/controller/throughput_probe.h"
 #include "operator/controller/work_queue.h"
 #include "operator/kube/informer.h"
 #include "operator/kube/kube_client.h"
@@ -34,6 +37,10 @@ struct ControllerOptions {
   WorkQueue::Options queue;
   ReconcilerOptions reconciler;
   std::string component = "psflow-operator";  // Events' source
+  // How often the throughput probe scrapes the running jobs' workers (throughput_probe.h);
+  // zero: never (status.throughput is then left as it is).
+  absl::Duration throughput_interval = absl::ZeroDuration();
+  std::chrono::milliseconds throughput_scrape_timeout{2000};
 };
 
 class Controller {
@@ -58,6 +65,8 @@ class Controller {
   // `deleted` also settle the job's expectations.
   void EnqueueOwner(const kube::Json& object, bool created, bool deleted);
   void PublishGauges();
+  // The jobs the probe measures and their pods, from the caches.
+  std::vector<ProbedJob> ProbedJobs() const;
 
   kube::KubeClient& client_;
   ControllerOptions options_;
@@ -69,6 +78,7 @@ class Controller {
   std::unique_ptr<kube::Informer> pods_;
   std::unique_ptr<kube::Informer> services_;
   std::unique_ptr<InformerView> view_;
+  std::unique_ptr<ThroughputProbe> probe_;  // null when the throughput interval is zero
   std::unique_ptr<Reconciler> reconciler_;
   std::atomic<bool> synced_{false};
   std::atomic<bool> stopping_{false};  // set before the queue shuts down: workers only drain

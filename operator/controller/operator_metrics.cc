@@ -58,7 +58,13 @@ OperatorMetrics::OperatorMetrics(prometheus::Registry& r)
                         .Name("psflow_operator_api_requests_total")
                         .Help("Requests to the Kubernetes API server, by verb and HTTP code "
                               "(0: no answer).")
-                        .Register(r)) {
+                        .Register(r)),
+      throughput_scrapes_(prometheus::BuildCounter()
+                              .Name("psflow_operator_throughput_scrapes_total")
+                              .Help("GETs of worker /metrics by the throughput probe, by result.")
+                              .Register(r)),
+      throughput_scrapes_ok_(throughput_scrapes_.Add({{"result", "ok"}})),
+      throughput_scrapes_error_(throughput_scrapes_.Add({{"result", "error"}})) {
   for (const char* state : kStates) jobs_by_state_[state] = &jobs_.Add({{"state", state}});
 }
 
@@ -80,6 +86,10 @@ void OperatorMetrics::CountApiRequest(absl::string_view verb, int http_code) {
     it = api_by_verb_code_.emplace(key, &c).first;
   }
   it->second->Increment();
+}
+
+void OperatorMetrics::CountThroughputScrape(bool ok) {
+  (ok ? throughput_scrapes_ok_ : throughput_scrapes_error_).Increment();
 }
 
 }  // namespace psflow::controller

@@ -36,10 +36,16 @@ class OperatorMetrics {
   void SetJobsByState(const std::map<std::string, int>& counts);
   // psflow_operator_api_requests_total{verb,code}: one request to the API server.
   void CountApiRequest(absl::string_view verb, int http_code);
+  // psflow_operator_throughput_scrapes_total{result="ok"|"error"}: one GET of a pod's /metrics
+  // by the throughput probe (error: no answer, or no psflow_worker_examples_total in it).
+  void CountThroughputScrape(bool ok);
 
  private:
   prometheus::Family<prometheus::Gauge>& jobs_;
   prometheus::Family<prometheus::Counter>& api_requests_;
+  prometheus::Family<prometheus::Counter>& throughput_scrapes_;
+  prometheus::Counter& throughput_scrapes_ok_;
+  prometheus::Counter& throughput_scrapes_error_;
   std::mutex mu_;
   std::map<std::string, prometheus::Gauge*> jobs_by_state_;
   std::map<std::pair<std::string, int>, prometheus::Counter*> api_by_verb_code_;

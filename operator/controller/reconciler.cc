@@ -130,6 +130,12 @@ ReconcileResult Reconciler::Reconcile(const std::string& ns, const std::string& 
   pass.cached_version = kube::ResourceVersion(object);
   pass.status = JobStatus::FromJson(object.contains("status") ? object["status"] : Json());
   pass.status.observed_generation = kube::Generation(object);
+  if (options_.throughput) {
+    if (std::optional<Throughput> rates = options_.throughput(pass.key)) {
+      pass.status.words_per_second = rates->words_per_second;
+      pass.status.examples_per_second = rates->examples_per_second;
+    }
+  }
 
   // The parser reads the manifest form: make sure apiVersion/kind/namespace are there.
   Json manifest = object;

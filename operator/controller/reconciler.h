@@ -20,7 +20,10 @@
 //     its exit code and reason in the Failed condition's message. Pods beyond the replica count
 //     (scaled down) are deleted.
 //  6. Success per successPolicy: the chief (or worker 0) completed, or every worker did.
-//  7. The status is written through the status subresource when it changed, with the cached
+//  7. status.throughput takes the throughput probe's latest rates for the job when it has some
+//     (ReconcilerOptions::throughput); otherwise the status keeps what it had, so a finished job
+//     shows what it last did.
+//  8. The status is written through the status subresource when it changed, with the cached
 //     object's resourceVersion (ABORTED on conflict: the caller retries with a fresh cache).
 //
 // Creations run in parallel. Every create/delete is first registered in Expectations and a job
@@ -42,6 +45,7 @@
 #include "operator/controller/cluster_view.h"
 #include "operator/controller/event_recorder.h"
 #include "operator/controller/expectations.h"
+#include "operator/controller/throughput_rate.h"
 #include "operator/kube/kube_client.h"
 
 namespace psflow::controller {
@@ -50,6 +54,9 @@ struct ReconcilerOptions {
   int max_parallel_creates = 16;
   // How soon a job waiting on expectations is looked at again (events usually come first).
   absl::Duration expectations_recheck = absl::Seconds(5);
+  // The latest measured throughput of a job ("namespace/name"), nullopt when none; called from
+  // the reconcile workers, so thread-safe. Empty: nothing measured (status.throughput is kept).
+  std::function<std::optional<Throughput>(const std::string& key)> throughput;
 };
 
 struct ReconcileResult {

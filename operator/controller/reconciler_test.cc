@@ -646,5 +646,43 @@ TEST_F(ReconcilerTest, StatusConflictIsReportedForRetry) {
   EXPECT_TRUE(r.status_written);
 }
 
+TEST_F(ReconcilerTest, ThroughputComesFromTheProbeAndStaysWhenItHasNone) {
+  std::optional<Throughput> measured;
+  ReconcilerOptions options;
+  options.throughput = [&measured](const std::string& key) {
+    EXPECT_EQ(key, "default/lm");
+    return measured;
+  };
+  Reconciler reconciler(
+      client_, view_, expectations_, events_, [this] { return now_; }, options);
+  auto pass = [&] {
+    ReconcileResult r = reconciler.Reconcile("default", "lm");
+    expectations_.Forget(kube::Key("default", "lm"));
+    return r;
+  };
+  Create(MakeJob("lm", 1, 1, "OnFailure"));
+  ASSERT_TRUE(pass().status.ok());
+  EXPECT_FALSE(Job("lm")["status"].contains("throughput"));
+  SetPhase("lm-ps-0", "Running");
+  SetPhase("lm-worker-0", "Running");
+  measured = Throughput{20000.0, 1000.0};
+  ASSERT_TRUE(pass().status.ok());
+  EXPECT_EQ(Job("lm")["status"]["throughput"],
+            (Json{{"wordsPerSecond", 20000.0}, {"examplesPerSecond", 1000.0}}));
+  measured.reset();  // e.g. no scrape answered: the last value stays
+  ASSERT_TRUE(pass().status.ok());
+  EXPECT_DOUBLE_EQ(Status("lm").examples_per_second.value(), 1000.0);
+  measured = Throughput{std::nullopt, 900.0};
+  ASSERT_TRUE(pass().status.ok());
+  EXPECT_FALSE(Status("lm").words_per_second);
+  EXPECT_DOUBLE_EQ(Status("lm").examples_per_second.value(), 900.0);
+  // Finished: the probe drops the job; the status keeps what it last did.
+  measured.reset();
+  SetPhase("lm-worker-0", "Succeeded");
+  ASSERT_TRUE(pass().status.ok());
+  EXPECT_EQ(Status("lm").State(), "Succeeded");
+  EXPECT_DOUBLE_EQ(Status("lm").examples_per_second.value(), 900.0);
+}
+
 }  // namespace
 }  // namespace psflow::controller
