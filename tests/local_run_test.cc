@@ -22,6 +22,7 @@ TEST(LocalRun, DemoTrainsBetweenGraphToEightyPercent) {
   ASSERT_TRUE(r.status.ok()) << r.status.Describe() << "\n" << r.output;
 
   double steps_sum = 0;
+  std::string final_model;  // the summary of the worker that evaluated after all 3000 updates
   for (const int i : {0, 1}) {
     const auto summary = LinesWith(r.output, "worker " + std::to_string(i) + " done:");
     ASSERT_EQ(summary.size(), 1u) << r.output;
@@ -32,9 +33,15 @@ TEST(LocalRun, DemoTrainsBetweenGraphToEightyPercent) {
         << "lines are prefixed with the replica name: " << shown;
     const double steps = Field(summary[0], "steps");
     EXPECT_EQ(steps, 1500) << summary[0];  // 5 epochs of a 30000-example shard, batch 100
-    EXPECT_GE(Field(summary[0], "test_accuracy"), 0.80) << summary[0];
+    // The worker that finishes first evaluates the model as it was then (async SGD at lr 0.2 is
+    // noisy in between: 0.81-0.84 measured with a CPU burner beside it).
+    EXPECT_GE(Field(summary[0], "test_accuracy"), 0.78) << summary[0];
+    if (Field(summary[0], "global_step") == 3000) final_model = summary[0];
     steps_sum += steps;
   }
+  // The job's result, the model after every update: 0.837-0.838 measured (the seed's 80%).
+  ASSERT_FALSE(final_model.empty()) << r.output;
+  EXPECT_GE(Field(final_model, "test_accuracy"), 0.80) << final_model;
   // Every push advanced the global step once: the ps's final step is the sum of both workers'.
   const auto stopped = LinesWith(r.output, "ps task 0 stopped: global_step=");
   ASSERT_EQ(stopped.size(), 1u) << r.output;

@@ -2,7 +2,8 @@
 // process mid-training, the runner restarts it (restartPolicy OnFailure), it restores its
 // partitions and global step from the newest checkpoint, the workers reconnect, and the job
 // completes with the global step continuing from the checkpoint and the accuracy of an
-// uninterrupted run.
+// uninterrupted run. Five epochs, as the demo: with overlapped exchanges (one more step of
+// staleness) three left the first worker to finish at 0.797 once under CI load.
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -77,7 +78,7 @@ spec:
         spec:
           containers:
             - command: [psflow-worker]
-              args: [--learning_rate=0.2, --train_epochs=3, --compute_threads=1,
+              args: [--learning_rate=0.2, --train_epochs=5, --compute_threads=1,
                      --log_every_steps=0, --ps_timeout_s=60]
 )";
   CommandResult result;
@@ -108,15 +109,15 @@ spec:
   for (const int i : {0, 1}) {
     const auto summary = LinesWith(result.output, absl::StrCat("worker ", i, " done:"));
     ASSERT_EQ(summary.size(), 1u) << result.output;
-    EXPECT_EQ(Field(summary[0], "steps"), 900) << summary[0];
+    EXPECT_EQ(Field(summary[0], "steps"), 1500) << summary[0];
     EXPECT_GE(Field(summary[0], "test_accuracy"), 0.80) << summary[0];
   }
   // The step went on from the checkpoint: only the pushes after it and before the kill are lost.
   const auto stopped = LinesWith(result.output, "ps task 0 stopped: global_step=");
   ASSERT_EQ(stopped.size(), 1u) << result.output;
   const double final_step = Field(stopped[0], "global_step");
-  EXPECT_GT(final_step, restored_step + 900) << stopped[0];
-  EXPECT_LE(final_step, 1800) << stopped[0];
+  EXPECT_GT(final_step, restored_step + 1500) << stopped[0];
+  EXPECT_LE(final_step, 3000) << stopped[0];
   std::filesystem::remove_all(dir);
   std::filesystem::remove(manifest);
 }
