@@ -5,21 +5,10 @@
 #include <cmath>
 
 #include "worker/backend/cuda/cnn_kernels.h"
+#include "worker/backend/cuda/launch.h"
 
 namespace psflow::cuda {
 namespace {
-
-// As kThreads / Blocks() in context.h (which this nvcc-compiled file does not include).
-constexpr int kThreads = 256;
-int Blocks(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(b < 1 ? 1 : (b > 65535 ? 65535 : b));
-}
-
-__device__ __forceinline__ int64_t FirstIndex() {
-  return blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-}
-__device__ __forceinline__ int64_t Stride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
 
 // ---- Convolution helpers.
 

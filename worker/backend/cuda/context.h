@@ -110,14 +110,6 @@ class Context {
   absl::Status error_;
 };
 
-// Threads per block for elementwise kernels, and the grid that covers n elements (capped: the
-// kernels loop with a grid stride).
-inline constexpr int kThreads = 256;
-inline int Blocks(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(b < 1 ? 1 : (b > 65535 ? 65535 : b));
-}
-
 }  // namespace psflow::cuda
 
 #endif  // PSFLOW_WORKER_BACKEND_CUDA_CONTEXT_H_

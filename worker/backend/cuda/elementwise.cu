@@ -5,22 +5,10 @@
 #include <cmath>
 
 #include "worker/backend/cuda/kernels.h"
+#include "worker/backend/cuda/launch.h"
 
 namespace psflow::cuda {
 namespace {
-
-// As kThreads / Blocks() in context.h (which this nvcc-compiled file does not include).
-constexpr int kThreads = 256;
-int Blocks(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(b < 1 ? 1 : (b > 65535 ? 65535 : b));
-}
-
-// Grid-stride loop bounds: this thread's first index and the stride.
-__device__ __forceinline__ int64_t FirstIndex() {
-  return blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-}
-__device__ __forceinline__ int64_t Stride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
 
 // ---- Block reductions (blockDim.x a multiple of 32, at most 1024): every thread gets the
 // result. `shared` holds one value per warp; the leading barrier lets consecutive reductions

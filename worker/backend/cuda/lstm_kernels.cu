@@ -1,16 +1,10 @@
 // The CUDA LSTM's kernels (declared in lstm_kernels.h). Elementwise, grid-stride loops; the cell
 // math mirrors worker/backend/cpu/lstm.cc operation for operation (expf/tanhf, no fast math).
+#include "worker/backend/cuda/launch.h"
 #include "worker/backend/cuda/lstm_kernels.h"
 
 namespace psflow::cuda {
 namespace {
-
-// As kThreads / Blocks() in context.h (which this nvcc-compiled file does not include).
-constexpr int kLstmThreads = 256;
-int LstmBlocks(int64_t n) {
-  const int64_t b = (n + kLstmThreads - 1) / kLstmThreads;
-  return static_cast<int>(b < 1 ? 1 : (b > 65535 ? 65535 : b));
-}
 
 __device__ __forceinline__ float Sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
 
@@ -25,8 +19,7 @@ __global__ void LstmCellForwardKernel(float* gates, int64_t gates_stride, const 
                                       float* h, int64_t out_stride, int batch, int units,
                                       float forget_bias) {
   const int64_t n = static_cast<int64_t>(batch) * units;
-  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n;
-       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (int64_t idx = FirstIndex(); idx < n; idx += Stride()) {
     const int64_t b = idx / units;
     const int k = static_cast<int>(idx % units);
     float* g = gates + b * gates_stride;
@@ -49,8 +42,7 @@ __global__ void LstmCellBackwardKernel(float* gates, int64_t gates_stride, const
                                        int64_t out_stride, const float* dh_next, float* dc_next,
                                        int batch, int units) {
   const int64_t n = static_cast<int64_t>(batch) * units;
-  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n;
-       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (int64_t idx = FirstIndex(); idx < n; idx += Stride()) {
     const int64_t b = idx / units;
     const int k = static_cast<int>(idx % units);
     float* g = gates + b * gates_stride;
@@ -74,8 +66,7 @@ __global__ void PackLstmWeightsKernel(const float* kernel, const float* bias, in
   const int64_t g4 = 4 * static_cast<int64_t>(units);
   const int64_t kernel_size = (static_cast<int64_t>(in) + units) * g4;
   const int64_t n = kernel_size + g4;
-  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n;
-       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (int64_t idx = FirstIndex(); idx < n; idx += Stride()) {
     if (idx < kernel_size) {
       const int64_t row = idx / g4;
       const int col = static_cast<int>(idx % g4);
@@ -102,8 +93,7 @@ __global__ void UnpackLstmGradientsKernel(const float* dweight_space, CudnnLstmW
   const int64_t g4 = 4 * static_cast<int64_t>(units);
   const int64_t kernel_size = (static_cast<int64_t>(in) + units) * g4;
   const int64_t n = kernel_size + g4;
-  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n;
-       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (int64_t idx = FirstIndex(); idx < n; idx += Stride()) {
     if (idx < kernel_size) {
       const int64_t row = idx / g4;
       const int col = static_cast<int>(idx % g4);
@@ -128,9 +118,9 @@ void LaunchLstmCellForward(float* gates, int64_t gates_stride, const float* bias
                            cudaStream_t stream) {
   const int64_t n = static_cast<int64_t>(batch) * units;
   if (n <= 0) return;
-  LstmCellForwardKernel<<<LstmBlocks(n), kLstmThreads, 0, stream>>>(
-      gates, gates_stride, bias, c_prev, c_prev_stride, c, h, out_stride, batch, units,
-      forget_bias);
+  LstmCellForwardKernel<<<Blocks(n), kThreads, 0, stream>>>(gates, gates_stride, bias, c_prev,
+                                                            c_prev_stride, c, h, out_stride, batch,
+                                                            units, forget_bias);
 }
 
 void LaunchLstmCellBackward(float* gates, int64_t gates_stride, const float* c, const float* c_prev,
@@ -139,9 +129,9 @@ void LaunchLstmCellBackward(float* gates, int64_t gates_stride, const float* c, 
                             cudaStream_t stream) {
   const int64_t n = static_cast<int64_t>(batch) * units;
   if (n <= 0) return;
-  LstmCellBackwardKernel<<<LstmBlocks(n), kLstmThreads, 0, stream>>>(
-      gates, gates_stride, c, c_prev, c_prev_stride, dy, out_stride, dh_next, dc_next, batch,
-      units);
+  LstmCellBackwardKernel<<<Blocks(n), kThreads, 0, stream>>>(gates, gates_stride, c, c_prev,
+                                                             c_prev_stride, dy, out_stride, dh_next,
+                                                             dc_next, batch, units);
 }
 
 void LaunchPackLstmWeights(const float* kernel, const float* bias, int in, int units,
@@ -149,8 +139,8 @@ void LaunchPackLstmWeights(const float* kernel, const float* bias, int in, int u
                            float* weight_space, cudaStream_t stream) {
   const int64_t n = (static_cast<int64_t>(in) + units + 1) * 4 * units;
   if (n <= 0) return;
-  PackLstmWeightsKernel<<<LstmBlocks(n), kLstmThreads, 0, stream>>>(
-      kernel, bias, in, units, forget_bias, layout, weight_space);
+  PackLstmWeightsKernel<<<Blocks(n), kThreads, 0, stream>>>(kernel, bias, in, units, forget_bias,
+                                                            layout, weight_space);
 }
 
 void LaunchUnpackLstmGradients(const float* dweight_space, const CudnnLstmWeightLayout& layout,
@@ -158,8 +148,8 @@ void LaunchUnpackLstmGradients(const float* dweight_space, const CudnnLstmWeight
                                cudaStream_t stream) {
   const int64_t n = (static_cast<int64_t>(in) + units + 1) * 4 * units;
   if (n <= 0) return;
-  UnpackLstmGradientsKernel<<<LstmBlocks(n), kLstmThreads, 0, stream>>>(dweight_space, layout, in,
-                                                                        units, d_kernel, d_bias);
+  UnpackLstmGradientsKernel<<<Blocks(n), kThreads, 0, stream>>>(dweight_space, layout, in, units,
+                                                                d_kernel, d_bias);
 }
 
 }  // namespace psflow::cuda
