@@ -43,13 +43,14 @@ testing::CommandResult Promtool(const std::vector<std::string>& args,
   return RunCommand({"sh", "-c", command}, Environment({}), std::chrono::seconds(60));
 }
 
-#define SKIP_WITHOUT_PROMTOOL()                                                   \
+// scripts/setup.sh installs promtool: its absence is a broken setup, not a reason to skip.
+#define REQUIRE_PROMTOOL()                                                        \
   if (PromtoolBinary().empty()) {                                                 \
-    GTEST_SKIP() << "promtool not found: install Debian's prometheus (setup.sh)"; \
+    GTEST_FAIL() << "promtool not found: install Debian's prometheus (setup.sh)"; \
   }
 
 TEST(PrometheusConfig, LocalConfigPassesPromtool) {
-  SKIP_WITHOUT_PROMTOOL();
+  REQUIRE_PROMTOOL();
   const auto r = Promtool({"check", "config", "prometheus-local.yml"});
   EXPECT_TRUE(r.status.ok()) << r.output;
   EXPECT_THAT(r.output, HasSubstr("1 rule files found"));
@@ -59,7 +60,7 @@ TEST(PrometheusConfig, LocalConfigPassesPromtool) {
 // `kubernetes_sd_configs`. Then the file is checked with static targets in its place: the
 // relabel rules, rule files and everything else are still validated.
 TEST(PrometheusConfig, KubernetesScrapeConfigPassesPromtool) {
-  SKIP_WITHOUT_PROMTOOL();
+  REQUIRE_PROMTOOL();
   auto r = Promtool({"check", "config", "scrape-kubernetes.yml"});
   if (!r.status.ok() && absl::StrContains(r.output, "kubernetes_sd_configs not found")) {
     const std::string text = Read(PrometheusDir() + "/scrape-kubernetes.yml");
@@ -78,7 +79,7 @@ TEST(PrometheusConfig, KubernetesScrapeConfigPassesPromtool) {
 }
 
 TEST(PrometheusRules, AlertRulesPassPromtool) {
-  SKIP_WITHOUT_PROMTOOL();
+  REQUIRE_PROMTOOL();
   const auto r = Promtool({"check", "rules", "psflow-alerts.yml"});
   EXPECT_TRUE(r.status.ok()) << r.output;
   EXPECT_THAT(r.output, HasSubstr("SUCCESS: 4 rules found"));
@@ -87,7 +88,7 @@ TEST(PrometheusRules, AlertRulesPassPromtool) {
 // psflow-alerts.test.yml: a stalled job alerts after its `for`, a finished one does not; a ps
 // target down alerts and clears; a vanished ps alerts, a job that never had one does not.
 TEST(PrometheusRules, AlertUnitTestsPass) {
-  SKIP_WITHOUT_PROMTOOL();
+  REQUIRE_PROMTOOL();
   const auto r = Promtool({"test", "rules", "psflow-alerts.test.yml"});
   EXPECT_TRUE(r.status.ok()) << r.output;
   EXPECT_THAT(r.output, HasSubstr("SUCCESS"));
