@@ -47,7 +47,6 @@ class Towers final : public Trainable {
   absl::StatusOr<double> ComputeGradients(const Batch& batch, float clip_norm) override;
   void ResetState() override;
 
-  int size() const { return static_cast<int>(towers_.size()); }
   Model& tower(int k) { return *towers_[static_cast<size_t>(k)]; }
 
  private:
