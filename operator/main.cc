@@ -47,7 +47,8 @@ ABSL_FLAG(std::string, lease_name, "psflow-operator", "Name of the leader Lease"
 ABSL_FLAG(std::string, lease_namespace, "",
           "Namespace of the leader Lease (default: $POD_NAMESPACE, else the watched namespace, "
           "else default)");
-ABSL_FLAG(std::string, identity, "", "This replica's name in the Lease (default: $POD_NAME, "
+ABSL_FLAG(std::string, identity, "",
+          "This replica's name in the Lease (default: $POD_NAME, "
           "else hostname_pid)");
 ABSL_FLAG(double, lease_duration_s, 15, "Leader Lease duration");
 ABSL_FLAG(double, renew_deadline_s, 10, "Give up leadership when not renewed for this long");
@@ -89,8 +90,8 @@ std::string Explain(const absl::Status& status, const std::string& ns) {
   }
   if (status.code() == absl::StatusCode::kPermissionDenied) {
     return absl::StrCat("RBAC forbids what the operator needs in ",
-                        ns.empty() ? "all namespaces" : "namespace " + ns, ": ",
-                        status.message(), "; bind the psflow-operator ClusterRole");
+                        ns.empty() ? "all namespaces" : "namespace " + ns, ": ", status.message(),
+                        "; bind the psflow-operator ClusterRole");
   }
   if (status.code() == absl::StatusCode::kUnauthenticated) {
     return absl::StrCat("the API server rejected the credentials: ", status.message());
@@ -163,9 +164,8 @@ int main(int argc, char** argv) {
     return code;
   };
 
-  absl::StatusOr<psflow::kube::ClusterConfig> config =
-      psflow::kube::ResolveClusterConfig(absl::GetFlag(FLAGS_kubeconfig),
-                                         absl::GetFlag(FLAGS_context));
+  absl::StatusOr<psflow::kube::ClusterConfig> config = psflow::kube::ResolveClusterConfig(
+      absl::GetFlag(FLAGS_kubeconfig), absl::GetFlag(FLAGS_context));
   if (!config.ok()) return finish(Fail(std::string(config.status().message())));
 
   absl::StatusOr<std::unique_ptr<psflow::MetricsEndpoint>> endpoint =
@@ -173,8 +173,8 @@ int main(int argc, char** argv) {
                                      absl::GetFlag(FLAGS_metrics_port));
   if (!endpoint.ok()) return finish(Fail(std::string(endpoint.status().message())));
   OperatorMetrics metrics((*endpoint)->registry());
-  PSFLOW_LOG(INFO) << "serving /metrics, /healthz, /readyz on " << absl::GetFlag(FLAGS_metrics_address)
-                   << ":" << (*endpoint)->port();
+  PSFLOW_LOG(INFO) << "serving /metrics, /healthz, /readyz on "
+                   << absl::GetFlag(FLAGS_metrics_address) << ":" << (*endpoint)->port();
 
   psflow::kube::RestKubeClient::Options client_options;
   client_options.qps = absl::GetFlag(FLAGS_qps);
@@ -234,8 +234,8 @@ int main(int argc, char** argv) {
     election.lease_duration = Millis(absl::GetFlag(FLAGS_lease_duration_s));
     election.renew_deadline = Millis(absl::GetFlag(FLAGS_renew_deadline_s));
     election.retry_period = Millis(absl::GetFlag(FLAGS_retry_period_s));
-    PSFLOW_LOG(INFO) << "leader election: Lease " << election.ns << "/" << election.name
-                     << " as " << election.identity;
+    PSFLOW_LOG(INFO) << "leader election: Lease " << election.ns << "/" << election.name << " as "
+                     << election.identity;
     // Losing the Lease (the API server unreachable past the renew deadline, or another replica
     // took it) stops the controller (its workers drained, its informers stopped) and this
     // replica stands by to acquire the Lease again: no restart of the process is needed.

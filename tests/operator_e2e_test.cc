@@ -431,8 +431,10 @@ TEST_F(OperatorApiserverTest, MissingCrdExitsNamingIt) {
   auto exit = op.Wait(milliseconds(20000));
   ASSERT_TRUE(exit.has_value()) << op.output();
   EXPECT_EQ(exit->code, 1);
-  EXPECT_EQ(testing::LinesWith(op.output(), "psflow-operator: CRD trainingjobs.psflow.io is not "
-                                            "installed").size(),
+  EXPECT_EQ(testing::LinesWith(op.output(),
+                               "psflow-operator: CRD trainingjobs.psflow.io is not "
+                               "installed")
+                .size(),
             1u)
       << op.output();
 }

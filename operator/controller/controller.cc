@@ -52,11 +52,8 @@ Controller::Controller(kube::KubeClient& client, ControllerOptions options,
   auto enqueue = [this](const kube::Json& job) { queue_.Add(kube::Key(job)); };
   jobs_ = std::make_unique<kube::Informer>(
       client_, kube::TrainingJobs(), base,
-      kube::Informer::Handlers{enqueue,
-                               [enqueue](const kube::Json&, const kube::Json& job) {
-                                 enqueue(job);
-                               },
-                               enqueue});
+      kube::Informer::Handlers{
+          enqueue, [enqueue](const kube::Json&, const kube::Json& job) { enqueue(job); }, enqueue});
 
   kube::Informer::Options owned = base;
   owned.label_selector = kJobNameLabel;  // only objects some TrainingJob owns
@@ -144,8 +141,8 @@ void Controller::Worker() {
       queue_.Forget(*key);
     }
     if (r.requeue_after) {  // a deadline or TTL comes due whatever this pass's outcome
-      queue_.AddAfter(*key, std::chrono::milliseconds(
-                                absl::ToInt64Milliseconds(*r.requeue_after) + 1));
+      queue_.AddAfter(*key,
+                      std::chrono::milliseconds(absl::ToInt64Milliseconds(*r.requeue_after) + 1));
     }
     queue_.Done(*key);
   }
@@ -178,8 +175,7 @@ void Controller::Run(std::stop_token stop) {
   pods_->Start();
   services_->Start();
   PSFLOW_LOG(INFO) << "controller: waiting for caches ("
-                   << (options_.ns.empty() ? "all namespaces" : "namespace " + options_.ns)
-                   << ")";
+                   << (options_.ns.empty() ? "all namespaces" : "namespace " + options_.ns) << ")";
   while (!stop.stop_requested()) {
     const auto step = std::chrono::milliseconds(100);
     if (jobs_->WaitForSync(step) && pods_->WaitForSync(step) && services_->WaitForSync(step)) {

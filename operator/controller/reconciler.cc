@@ -217,8 +217,7 @@ void Reconciler::CountPods(Pass& pass) {
     pass.status.restart_count += rs.restarts;
     if (type == ReplicaType::kWorker) ready_workers = rs.ready;
   }
-  pass.status.workers =
-      absl::StrCat(ready_workers, "/", pass.job.Replicas(ReplicaType::kWorker));
+  pass.status.workers = absl::StrCat(ready_workers, "/", pass.job.Replicas(ReplicaType::kWorker));
 }
 
 void Reconciler::Fail(Pass& pass, const std::string& reason, const std::string& message) {
@@ -241,8 +240,8 @@ void Reconciler::ReconcileActive(Pass& pass) {
 
   // Deadline.
   if (job.run_policy.active_deadline_seconds) {
-    const absl::Time end = ParseTimestamp(status.start_time) +
-                           absl::Seconds(*job.run_policy.active_deadline_seconds);
+    const absl::Time end =
+        ParseTimestamp(status.start_time) + absl::Seconds(*job.run_policy.active_deadline_seconds);
     if (pass.now >= end) {
       Fail(pass, "DeadlineExceeded",
            absl::StrCat("TrainingJob ", pass.key, " ran longer than activeDeadlineSeconds=",
@@ -303,11 +302,11 @@ void Reconciler::ReconcileActive(Pass& pass) {
           if (Retryable(spec.restart_policy, state)) {
             replacements.push_back({type, i, it->second, state});
           } else if (!failure) {
-            failure = {"ReplicaFailed",
-                       absl::StrCat(ReplicaLabel(type, i), " (pod ", kube::Name(*it->second),
-                                    ") failed: ", state.DescribeEnd(), "; restartPolicy ",
-                                    api::RestartPolicyName(spec.restart_policy),
-                                    " does not restart it")};
+            failure = {
+                "ReplicaFailed",
+                absl::StrCat(ReplicaLabel(type, i), " (pod ", kube::Name(*it->second),
+                             ") failed: ", state.DescribeEnd(), "; restartPolicy ",
+                             api::RestartPolicyName(spec.restart_policy), " does not restart it")};
           }
           break;
       }
@@ -329,8 +328,8 @@ void Reconciler::ReconcileActive(Pass& pass) {
         for (const auto& [slot, pod] : pass.pods) {
           const PodState state = ReadPodState(*pod);
           if (state.restarts > 0) {
-            cause = absl::StrCat(ReplicaLabel(slot.first, slot.second), " (pod ",
-                                 kube::Name(*pod), ") restarted ", state.restarts,
+            cause = absl::StrCat(ReplicaLabel(slot.first, slot.second), " (pod ", kube::Name(*pod),
+                                 ") restarted ", state.restarts,
                                  " times, last end: ", state.DescribeEnd());
             break;
           }
@@ -389,8 +388,8 @@ void Reconciler::ReconcileActive(Pass& pass) {
     ++status.replica_statuses[r.type].replaced_restarts;
     ++pass.result.restarts;
     const std::string message =
-        absl::StrCat(ReplicaLabel(r.type, r.index), " (pod ", kube::Name(*r.pod), ") failed: ",
-                     r.state.DescribeEnd(), "; restarting it");
+        absl::StrCat(ReplicaLabel(r.type, r.index), " (pod ", kube::Name(*r.pod),
+                     ") failed: ", r.state.DescribeEnd(), "; restarting it");
     events_.Record(*pass.object, EventType::kWarning, "RestartingReplica", message);
     status.SetCondition(ConditionType::kRestarting, true, "ReplicaRestarting", message, pass.now);
   }
@@ -416,8 +415,7 @@ void Reconciler::ReconcileActive(Pass& pass) {
   }();
   if (!status.Find(ConditionType::kCreated) && pass.result.pods_created > 0) {
     status.SetCondition(ConditionType::kCreated, true, "TrainingJobCreated",
-                        absl::StrCat("TrainingJob ", pass.key, " created its ", total,
-                                     " replicas"),
+                        absl::StrCat("TrainingJob ", pass.key, " created its ", total, " replicas"),
                         pass.now);
   }
   if (all_running && replacements.empty() && pass.result.pods_created == 0) {
@@ -493,9 +491,9 @@ void Reconciler::Finish(Pass& pass) {
     const absl::Time expire = ParseTimestamp(pass.status.completion_time) +
                               absl::Seconds(*job.run_policy.ttl_seconds_after_finished);
     if (pass.now >= expire) {
-      absl::Status s = client_.Delete(kube::TrainingJobs(), pass.ns, pass.name,
-                                      {kube::Propagation::kBackground, kube::Uid(*pass.object),
-                                       -1});
+      absl::Status s =
+          client_.Delete(kube::TrainingJobs(), pass.ns, pass.name,
+                         {kube::Propagation::kBackground, kube::Uid(*pass.object), -1});
       if (s.ok() || s.code() == absl::StatusCode::kNotFound) {
         PSFLOW_LOG(INFO) << "TrainingJob " << pass.key
                          << " deleted: ttlSecondsAfterFinished passed";

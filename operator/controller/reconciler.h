@@ -60,7 +60,7 @@ struct ReconcilerOptions {
 };
 
 struct ReconcileResult {
-  absl::Status status;                         // non-OK: retry with backoff
+  absl::Status status;                          // non-OK: retry with backoff
   std::optional<absl::Duration> requeue_after;  // come back for a deadline, TTL or expectation
   int pods_created = 0;
   int pods_deleted = 0;

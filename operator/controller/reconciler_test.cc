@@ -26,23 +26,24 @@ using kube::Json;
 Json MakeJob(const std::string& name, int ps, int workers, const std::string& restart_policy,
              bool chief = false) {
   auto replica = [&](int replicas, const std::string& image) {
-    return Json{{"replicas", replicas},
-                {"restartPolicy", restart_policy},
-                {"template",
-                 {{"metadata", {{"annotations", {{"team", "ml"}}}}},
-                  {"spec",
-                   {{"containers",
-                     Json::array({{{"name", "psflow"},
-                                   {"image", image},
-                                   {"env", Json::array({{{"name", "KEEP"}, {"value", "1"}}})},
-                                   {"resources", {{"limits", {{"cpu", "1"}}}}}}})}}}}}};
+    return Json{
+        {"replicas", replicas},
+        {"restartPolicy", restart_policy},
+        {"template",
+         {{"metadata", {{"annotations", {{"team", "ml"}}}}},
+          {"spec",
+           {{"containers", Json::array({{{"name", "psflow"},
+                                         {"image", image},
+                                         {"env", Json::array({{{"name", "KEEP"}, {"value", "1"}}})},
+                                         {"resources", {{"limits", {{"cpu", "1"}}}}}}})}}}}}};
   };
-  Json job = {{"apiVersion", "psflow.io/v1alpha1"},
-              {"kind", "TrainingJob"},
-              {"metadata", {{"name", name}, {"namespace", "default"}}},
-              {"spec",
-               {{"replicaSpecs",
-                 {{"PS", replica(ps, "psflow/ps:1")}, {"Worker", replica(workers, "psflow/worker:1")}}}}}};
+  Json job = {
+      {"apiVersion", "psflow.io/v1alpha1"},
+      {"kind", "TrainingJob"},
+      {"metadata", {{"name", name}, {"namespace", "default"}}},
+      {"spec",
+       {{"replicaSpecs",
+         {{"PS", replica(ps, "psflow/ps:1")}, {"Worker", replica(workers, "psflow/worker:1")}}}}}};
   if (chief) job["spec"]["replicaSpecs"]["Chief"] = replica(1, "psflow/worker:1");
   return job;
 }
@@ -136,9 +137,9 @@ TEST_F(ReconcilerTest, CreatesOnePodAndHeadlessServicePerReplicaWithTfConfig) {
   EXPECT_EQ(kube::Label(pod, kReplicaTypeLabel), "worker");
   EXPECT_EQ(kube::Label(pod, kReplicaIndexLabel), "1");
   EXPECT_EQ(kube::Label(pod, kJobRoleLabel), "");
-  EXPECT_EQ(kube::Label(client_.Get(kube::Pods(), "default", "mnist-worker-0").value(),
-                        kJobRoleLabel),
-            "chief");
+  EXPECT_EQ(
+      kube::Label(client_.Get(kube::Pods(), "default", "mnist-worker-0").value(), kJobRoleLabel),
+      "chief");
   EXPECT_EQ(pod["metadata"]["annotations"]["team"], "ml");  // the template passes through
   EXPECT_EQ(pod["spec"]["containers"][0]["resources"]["limits"]["cpu"], "1");
   EXPECT_EQ(pod["spec"]["restartPolicy"], "OnFailure");
@@ -152,9 +153,8 @@ TEST_F(ReconcilerTest, CreatesOnePodAndHeadlessServicePerReplicaWithTfConfig) {
   absl::StatusOr<ClusterSpec> tf = ParseTfConfig(Env(pod, "TF_CONFIG"));
   ASSERT_TRUE(tf.ok()) << tf.status();
   EXPECT_EQ(tf->Tasks("ps"), std::vector<std::string>{"mnist-ps-0.default.svc:2222"});
-  EXPECT_EQ(tf->Tasks("worker"),
-            (std::vector<std::string>{"mnist-worker-0.default.svc:2222",
-                                      "mnist-worker-1.default.svc:2222"}));
+  EXPECT_EQ(tf->Tasks("worker"), (std::vector<std::string>{"mnist-worker-0.default.svc:2222",
+                                                           "mnist-worker-1.default.svc:2222"}));
   EXPECT_EQ(tf->task, (TaskId{"worker", 1}));
 
   const Json service = client_.Get(kube::Services(), "default", "mnist-ps-0").value();
@@ -326,28 +326,27 @@ TEST_P(RestartPolicyTest, FailedWorkerIsReplacedOrFailsTheJob) {
     EXPECT_EQ(status.State(), "Failed");
     const Condition* failed = status.Find(ConditionType::kFailed);
     EXPECT_EQ(failed->reason, "ReplicaFailed");
-    EXPECT_TRUE(absl::StrContains(failed->message,
-                                  "Worker 1 (pod rp-worker-1) failed: exit code " +
-                                      std::to_string(c.exit_code)))
+    EXPECT_TRUE(absl::StrContains(failed->message, "Worker 1 (pod rp-worker-1) failed: exit code " +
+                                                       std::to_string(c.exit_code)))
         << failed->message;
     // cleanPodPolicy Running (the default): the active pods are deleted, the failed one kept.
     EXPECT_EQ(Names(kube::Pods()), std::vector<std::string>{"rp-worker-1"});
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Policies, RestartPolicyTest,
-    ::testing::Values(PolicyCase{"Never", 1, "Error", false},
-                      PolicyCase{"Never", 137, "OOMKilled", false},
-                      PolicyCase{"OnFailure", 137, "Evicted", true},
-                      PolicyCase{"Always", 2, "Error", true},
-                      PolicyCase{"ExitCode", 137, "OOMKilled", true},
-                      PolicyCase{"ExitCode", 143, "Error", true},
-                      PolicyCase{"ExitCode", 1, "Error", false},
-                      PolicyCase{"ExitCode", 127, "Error", false}),
-    [](const ::testing::TestParamInfo<PolicyCase>& param) {
-      return param.param.policy + "Exit" + std::to_string(param.param.exit_code);
-    });
+INSTANTIATE_TEST_SUITE_P(Policies, RestartPolicyTest,
+                         ::testing::Values(PolicyCase{"Never", 1, "Error", false},
+                                           PolicyCase{"Never", 137, "OOMKilled", false},
+                                           PolicyCase{"OnFailure", 137, "Evicted", true},
+                                           PolicyCase{"Always", 2, "Error", true},
+                                           PolicyCase{"ExitCode", 137, "OOMKilled", true},
+                                           PolicyCase{"ExitCode", 143, "Error", true},
+                                           PolicyCase{"ExitCode", 1, "Error", false},
+                                           PolicyCase{"ExitCode", 127, "Error", false}),
+                         [](const ::testing::TestParamInfo<PolicyCase>& param) {
+                           return param.param.policy + "Exit" +
+                                  std::to_string(param.param.exit_code);
+                         });
 
 TEST_F(ReconcilerTest, BackoffLimitCountsReplacementsAndNamesTheCause) {
   Json job = MakeJob("bo", 1, 1, "ExitCode");
@@ -474,8 +473,8 @@ TEST_F(ReconcilerTest, OddlyTypedTemplateFieldsAndHugeIndexesNeverCrash) {
   job["spec"]["replicaSpecs"]["PS"]["template"]["metadata"] = "not an object";
   Create(job);
   Json stored = Job("types");
-  stored["status"] = {{"replicaStatuses",
-                       {{"Worker", {{"completedIndexes", "2147483647,0-2147483647"}}}}}};
+  stored["status"] = {
+      {"replicaStatuses", {{"Worker", {{"completedIndexes", "2147483647,0-2147483647"}}}}}};
   ASSERT_TRUE(client_.UpdateStatus(kube::TrainingJobs(), "default", stored).ok());
   ReconcileResult r = Pass("types");
   EXPECT_TRUE(r.status.ok()) << r.status;
@@ -556,7 +555,7 @@ TEST_F(ReconcilerTest, TtlDeletesTheFinishedJobAndItsObjects) {
   r = Pass("ttl");
   EXPECT_TRUE(r.job_deleted);
   EXPECT_FALSE(client_.Get(kube::TrainingJobs(), "default", "ttl").ok());
-  EXPECT_TRUE(Names(kube::Pods()).empty());      // garbage-collected with their owner
+  EXPECT_TRUE(Names(kube::Pods()).empty());  // garbage-collected with their owner
   EXPECT_TRUE(Names(kube::Services()).empty());
 }
 
@@ -579,9 +578,7 @@ class FrozenView : public ClusterView {
   ObjectPtr Job(const std::string& ns, const std::string& name) const override {
     return fresh_.Job(ns, name);
   }
-  std::vector<ObjectPtr> Pods(const std::string&, const std::string&) const override {
-    return {};
-  }
+  std::vector<ObjectPtr> Pods(const std::string&, const std::string&) const override { return {}; }
   std::vector<ObjectPtr> Services(const std::string&, const std::string&) const override {
     return {};
   }
