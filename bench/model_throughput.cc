@@ -10,7 +10,7 @@
 // Each configuration runs --repeats times; the median is reported with ratios to the baseline.
 //
 // --device=gpu runs every configuration on the CUDA backend (the workers get --device=gpu, --gpu
-// and --tf32 as given here; two workers share the GPU) and adds
+// and --dtype as given here; two workers share the GPU) and adds
 //   compute : in this process, Model::ComputeGradients alone: forward, backward and the
 //             gradients' copy to host memory, no update. local minus compute is what the
 //             host-side update (and the parameters' upload each step) costs
@@ -21,7 +21,8 @@
 //
 //   build/bin/bench_model_throughput [--models=mnist_mlp,mnist_cnn,cifar10_cnn,ptb_lstm:small]
 //       [--seconds=10] [--repeats=1] [--compute_threads=1] [--workers=1,2] [--serial_too]
-//       [--device=gpu [--gpu=0] [--tf32] [--pytorch=bench/gpu/torch_models.py]]
+//       [--device=gpu [--gpu=0] [--dtype=fp32|tf32|bf16|fp16]
+//        [--pytorch=bench/gpu/torch_models.py]]
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -62,9 +63,10 @@ ABSL_FLAG(std::string, device, "cpu",
           "cpu: the OpenBLAS backend; gpu: the CUDA backend on GPU --gpu, in this process and in "
           "the workers (which share the GPU)");
 ABSL_FLAG(int, gpu, 0, "--device=gpu: index of the GPU among the visible ones");
-ABSL_FLAG(bool, tf32, false,
-          "--device=gpu: fp32 products and convolutions may use TF32 tensor cores (psflow and "
-          "PyTorch alike)");
+ABSL_FLAG(std::string, dtype, "fp32",
+          "--device=gpu: what products compute in, psflow and PyTorch alike: fp32, tf32, bf16 or "
+          "fp16 (psflow's --dtype; PyTorch's autocast for bf16/fp16, with a dynamic loss scale "
+          "for fp16 as psflow's workers)");
 ABSL_FLAG(std::string, pytorch, "",
           "--device=gpu: path of bench/gpu/torch_models.py; after psflow's runs, the same models "
           "in PyTorch on the same GPU and psflow / PyTorch ratios (empty: no PyTorch run)");
@@ -81,8 +83,13 @@ double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 
 bool OnGpu() { return absl::GetFlag(FLAGS_device) == "gpu"; }
 
+// --dtype, checked in main.
+nn::Precision BenchPrecision() {
+  return nn::ParsePrecision(absl::GetFlag(FLAGS_dtype)).value_or(nn::Precision::kFp32);
+}
+
 absl::StatusOr<std::unique_ptr<nn::Backend>> MakeBackend() {
-  if (OnGpu()) return nn::MakeCudaBackend(absl::GetFlag(FLAGS_gpu), absl::GetFlag(FLAGS_tf32));
+  if (OnGpu()) return nn::MakeCudaBackend(absl::GetFlag(FLAGS_gpu), BenchPrecision());
   return nn::MakeCpuBackend(absl::GetFlag(FLAGS_compute_threads));
 }
 
@@ -136,6 +143,10 @@ absl::StatusOr<Figures> RunLocal(const Subject& s, int64_t steps) {
   o.log_every_steps = 0;
   o.max_grad_norm = s.zoo.recipe.max_grad_norm;
   o.learning_rate = s.zoo.recipe.learning_rate;
+  // As psflow-worker's --loss_scale=auto.
+  if (BenchPrecision() == nn::Precision::kFp16) {
+    o.loss_scale.mode = nn::LossScaleOptions::Mode::kDynamic;
+  }
   data::Prefetcher prefetcher(std::move((*input)->train));
   Trainer trainer(**model, **sync, prefetcher, o, nullptr);
   auto r = trainer.Run();
@@ -161,6 +172,8 @@ absl::StatusOr<Figures> RunCompute(const Subject& s, int64_t steps) {
   if (!model.ok()) return model.status();
   (*model)->params().Initialize(1);
   (*model)->UploadParameters();
+  // fp16 trains with a loss scale: the gradients are unscaled and measured on the device.
+  if (BenchPrecision() == nn::Precision::kFp16) (*model)->SetLossScale(65536.0f);
   data::Prefetcher prefetcher(std::move((*input)->train));
   double compute_seconds = 0;
   int64_t units = 0;  // examples, or words
@@ -228,7 +241,7 @@ absl::StatusOr<Figures> RunThroughPs(const Subject& s, int workers, int64_t step
     if (OnGpu()) {
       argv.push_back("--device=gpu");
       argv.push_back(absl::StrCat("--gpu=", absl::GetFlag(FLAGS_gpu)));
-      if (absl::GetFlag(FLAGS_tf32)) argv.push_back("--tf32");
+      argv.push_back("--dtype=" + absl::GetFlag(FLAGS_dtype));
     }
     auto w = local::ChildProcess::Spawn(argv, env);
     if (!w.ok()) return w.status();
@@ -317,7 +330,7 @@ struct PytorchRun {
 };
 
 // Runs torch_models.py once for every model, with this run's --seconds, --repeats, --gpu and
-// --tf32, and reads its JSON lines.
+// --dtype, and reads its JSON lines.
 absl::StatusOr<PytorchRun> RunPytorch(const std::vector<std::string>& items) {
   const double seconds = absl::GetFlag(FLAGS_seconds);
   const int repeats = absl::GetFlag(FLAGS_repeats);
@@ -329,7 +342,7 @@ absl::StatusOr<PytorchRun> RunPytorch(const std::vector<std::string>& items) {
                           absl::StrCat("--gpu=", absl::GetFlag(FLAGS_gpu))}) {
     argv.push_back(std::move(arg));
   }
-  if (absl::GetFlag(FLAGS_tf32)) argv.push_back("--tf32");
+  argv.push_back("--dtype=" + absl::GetFlag(FLAGS_dtype));
   const std::string command = absl::StrJoin(argv, " ");
   std::printf("\n%s\n", command.c_str());
   std::fflush(stdout);
@@ -382,8 +395,8 @@ struct Measured {
 // (1.5x on PTB small), every 1 ps + N workers >= 0.9x local.
 void PrintComparison(const std::vector<Measured>& measured, const std::vector<int>& worker_counts,
                      const PytorchRun& pytorch) {
-  std::printf("\npsflow / PyTorch, same GPU, same run: %s, TF32 %s\n", pytorch.about.c_str(),
-              absl::GetFlag(FLAGS_tf32) ? "allowed" : "off");
+  std::printf("\npsflow / PyTorch, same GPU, same run: %s, products in %s\n", pytorch.about.c_str(),
+              absl::GetFlag(FLAGS_dtype).c_str());
   std::printf(
       "targets: local >= 1.0x PyTorch (1.5x on ptb_lstm small); "
       "every 1 ps + N worker(s) >= 0.9x local\n");
@@ -429,12 +442,15 @@ int Main() {
         absl::StrCat("--device must be cpu or gpu, got \"", device, "\"")));
   }
   if (absl::GetFlag(FLAGS_gpu) < 0) return Fail(absl::InvalidArgumentError("--gpu must be >= 0"));
+  if (absl::Status s = nn::ParsePrecision(absl::GetFlag(FLAGS_dtype)).status(); !s.ok()) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat("--dtype ", s.message())));
+  }
   const bool gpu = OnGpu();
   const bool with_pytorch = gpu && !absl::GetFlag(FLAGS_pytorch).empty();
   if (gpu) {
     // A machine without a GPU (CI, a laptop) measures nothing and is no failure.
     absl::StatusOr<std::unique_ptr<nn::Backend>> probe =
-        nn::MakeCudaBackend(absl::GetFlag(FLAGS_gpu), absl::GetFlag(FLAGS_tf32));
+        nn::MakeCudaBackend(absl::GetFlag(FLAGS_gpu), BenchPrecision());
     if (absl::IsFailedPrecondition(probe.status())) {
       std::printf("bench_model_throughput: --device=gpu: %s; nothing measured\n",
                   std::string(probe.status().message()).c_str());
@@ -442,10 +458,10 @@ int Main() {
     }
     if (!probe.ok()) return Fail(probe.status());
     std::printf(
-        "synthetic data, seed batch sizes and optimizers, GPU %d (PCI %s), TF32 %s, %s, "
+        "synthetic data, seed batch sizes and optimizers, GPU %d (PCI %s), products in %s, %s, "
         "%d CPU cores, median of %d\n",
         absl::GetFlag(FLAGS_gpu), cuda::PciBusId(absl::GetFlag(FLAGS_gpu)).c_str(),
-        absl::GetFlag(FLAGS_tf32) ? "allowed" : "off", cuda::BuildInfo().c_str(),
+        absl::GetFlag(FLAGS_dtype).c_str(), cuda::BuildInfo().c_str(),
         static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)), absl::GetFlag(FLAGS_repeats));
   } else {
     if (!absl::GetFlag(FLAGS_pytorch).empty()) {

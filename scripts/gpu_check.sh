@@ -13,10 +13,12 @@
 #   1. cuda_backend_test: every layer and model against the CPU reference (LSTM path chosen by
 #      measurement), then again with PSFLOW_LSTM_IMPL=cudnn and =fused forced.
 #   2. compute-sanitizer (memcheck, racecheck) on the layer tests, when the toolkit has it.
-#   3. psflow-worker --device=gpu: 30 synthetic steps of every model, alone, and mnist_cnn with
+#   3. psflow-worker --device=gpu: 30 synthetic steps of every model, alone; cifar10_cnn and
+#      ptb_lstm small with --dtype=bf16 and --use_fp16 (dynamic loss scale); mnist_cnn with
 #      --num_gpus=2 when two GPUs are visible.
 #   4. bench_model_throughput --device=gpu against PyTorch (bench/gpu/torch_models.py) when
-#      python3 can import torch; --seconds=$SECONDS_PER_RUN (default 5).
+#      python3 can import torch, fp32 then bf16 and fp16 (PyTorch under autocast);
+#      --seconds=$SECONDS_PER_RUN (default 5).
 # Exit status: 0 when every step that ran passed.
 set -uo pipefail
 [ $# -ge 1 ] || { sed -n '2,8p' "$0" >&2; exit 2; }
@@ -76,6 +78,14 @@ for m in mnist_mlp mnist_cnn cifar10_cnn ptb_lstm:small ptb_lstm:medium ptb_lstm
   [ "$config" != "$m" ] && args+=(--model_config="$config")
   step "worker_${m/:/_}" "$bin/psflow-worker" "${args[@]}"
 done
+for m in cifar10_cnn ptb_lstm:small; do
+  name=${m%%:*}
+  args=(--model="$name" --data_source=synthetic --train_steps=200 --log_every_steps=50
+        --device=gpu)
+  [ "$name" != "$m" ] && args+=(--model_config="${m#*:}")
+  step "worker_${m/:/_}_bf16" "$bin/psflow-worker" "${args[@]}" --dtype=bf16
+  step "worker_${m/:/_}_fp16" "$bin/psflow-worker" "${args[@]}" --use_fp16
+done
 if [ "${gpus:-0}" -ge 2 ]; then
   step worker_mnist_cnn_2gpus "$bin/psflow-worker" --model=mnist_cnn --data_source=synthetic \
     --train_steps=30 --device=gpu --num_gpus=2
@@ -88,6 +98,12 @@ if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
     --models=mnist_cnn,cifar10_cnn,ptb_lstm:small --pytorch=bench/gpu/torch_models.py
   step bench_ptb "$bin/bench_model_throughput" --device=gpu --seconds="$seconds" \
     --models=ptb_lstm:medium,ptb_lstm:large --pytorch=bench/gpu/torch_models.py
+  for dtype in bf16 fp16; do
+    step "bench_$dtype" "$bin/bench_model_throughput" --device=gpu --seconds="$seconds" \
+      --dtype="$dtype" --workers=1 --serial_too=false \
+      --models=mnist_cnn,cifar10_cnn,ptb_lstm:small,ptb_lstm:large \
+      --pytorch=bench/gpu/torch_models.py
+  done
 else
   echo "SKIP PyTorch comparison: python3 cannot use torch on a GPU" | tee -a "$summary"
 fi

@@ -264,6 +264,17 @@ TEST_F(BadInput, WorkerFlagsAndEnvironmentOutOfRange) {
   ExpectOneLineError(RunCommand({Binary("psflow-worker"), "--device=gpu", "--num_gpus=4096"},
                                 no_cluster, kTimeout),
                      1, {"--gpu=0 --num_gpus=4096: "});
+  // Mixed precision: GPU only, one spelling at a time, a loss scale that makes sense.
+  ExpectOneLineError(RunCommand({Binary("psflow-worker"), "--dtype=bf16"}, no_cluster, kTimeout), 1,
+                     {"--dtype=bf16 needs --device=gpu"});
+  ExpectOneLineError(RunCommand({Binary("psflow-worker"), "--dtype=fp8"}, no_cluster, kTimeout), 1,
+                     {"--dtype must be fp32, tf32, bf16 or fp16, got \"fp8\""});
+  ExpectOneLineError(
+      RunCommand({Binary("psflow-worker"), "--device=gpu", "--use_fp16", "--dtype=bf16"},
+                 no_cluster, kTimeout),
+      1, {"--use_fp16 contradicts --dtype=bf16"});
+  ExpectOneLineError(RunCommand({Binary("psflow-worker"), "--loss_scale=-3"}, no_cluster, kTimeout),
+                     1, {"--loss_scale must be none, dynamic or a positive number, got \"-3\""});
   // A cluster named only in part is an error, not a silent solo run.
   ExpectOneLineError(
       RunCommand({Binary("psflow-worker"), "--ps_hosts=127.0.0.1:1"}, no_cluster, kTimeout), 1,

@@ -206,5 +206,92 @@ TEST(TrainerOverlap, EveryStepPushedOnceAndControlCallsNeverOverlapAnExchange) {
   EXPECT_TRUE(std::isfinite(r->last_loss));
 }
 
+// A model whose steps are finite or not as scripted (a GPU's fp16 overflow, made to order): it
+// records the loss scale of each step.
+class ScriptedOverflow final : public nn::Trainable {
+ public:
+  ScriptedOverflow(nn::Model& model, std::vector<bool> finite)
+      : model_(model), finite_(std::move(finite)) {}
+  nn::ParameterSet& params() override { return model_.params(); }
+  int64_t labels_per_example() const override { return model_.labels_per_example(); }
+  void UploadParameters() override { model_.UploadParameters(); }
+  absl::StatusOr<double> ComputeGradients(const nn::Batch& batch, float clip_norm) override {
+    scales.push_back(scale_);
+    last_finite_ = step_ < finite_.size() ? finite_[step_] : true;
+    ++step_;
+    return model_.ComputeGradients(batch, clip_norm);
+  }
+  void SetLossScale(float scale) override { scale_ = scale; }
+  bool last_step_finite() const override { return last_finite_; }
+  void ResetState() override { model_.ResetState(); }
+
+  std::vector<float> scales;
+
+ private:
+  nn::Model& model_;
+  std::vector<bool> finite_;
+  size_t step_ = 0;
+  float scale_ = 1;
+  bool last_finite_ = true;
+};
+
+struct LossScaleRun {
+  absl::StatusOr<TrainResult> result;
+  RecordingSync sync;
+  std::vector<float> scales;
+};
+
+void RunScripted(std::vector<bool> finite, nn::LossScaleOptions loss_scale, bool overlap,
+                 int64_t max_skipped, LossScaleRun& run) {
+  auto backend = nn::MakeCpuBackend(1);
+  nn::ModelSpec spec{.name = "tiny", .input_shape = {4}, .num_classes = 3, .layers = {}};
+  spec.layers.push_back(nn::DenseSpec{.units = 3});
+  absl::StatusOr<std::unique_ptr<nn::Model>> model = nn::Model::Create(spec, *backend, 8);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ScriptedOverflow scripted(**model, std::move(finite));
+  data::SyntheticShape shape{.example_elements = 4, .num_classes = 3, .batches_per_epoch = 8};
+  data::Prefetcher input(std::make_unique<data::SyntheticSource>(shape, 8, 1));
+  TrainerOptions options;
+  options.train_epochs = 1;
+  options.learning_rate = 0.1f;
+  options.overlap = overlap;
+  options.log_every_steps = 0;
+  options.loss_scale = loss_scale;
+  options.max_skipped_in_a_row = max_skipped;
+  Trainer trainer(scripted, run.sync, input, options, nullptr);
+  run.result = trainer.Run();
+  run.scales = scripted.scales;
+}
+
+// Dynamic loss scaling through the trainer: a non-finite step is never pushed and halves the
+// scale; `growth_interval` finite steps double it; serial and overlapped alike.
+TEST(TrainerLossScale, SkipsNonFiniteStepsAndAdjustsTheScale) {
+  for (bool overlap : {false, true}) {
+    SCOPED_TRACE(overlap ? "overlap" : "serial");
+    LossScaleRun run;
+    RunScripted({true, false, false, true, true, true, false, true},
+                nn::LossScaleOptions{nn::LossScaleOptions::Mode::kDynamic, 64.0f, 3}, overlap, 10,
+                run);
+    ASSERT_TRUE(run.result.ok()) << run.result.status();
+    EXPECT_EQ(run.result->steps, 8);
+    EXPECT_EQ(run.result->skipped_steps, 3);
+    EXPECT_EQ(run.sync.pushes.size(), 5u);
+    EXPECT_EQ(run.sync.pushed_examples, 5 * 8);
+    EXPECT_EQ(run.scales, (std::vector<float>{64, 64, 32, 16, 16, 16, 32, 16}));
+    EXPECT_FLOAT_EQ(run.result->loss_scale, 16.0f);
+  }
+}
+
+TEST(TrainerLossScale, FailsAfterTooManyNonFiniteStepsInARow) {
+  LossScaleRun run;
+  RunScripted({true, false, false, false, true}, nn::LossScaleOptions{}, false, 3, run);
+  ASSERT_FALSE(run.result.ok());
+  EXPECT_EQ(run.result.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(run.result.status().message().find("not finite in 3 steps in a row"), std::string::npos)
+      << run.result.status();
+  EXPECT_EQ(run.sync.pushes.size(), 1u);                    // only the first, finite step
+  EXPECT_EQ(run.scales, (std::vector<float>{1, 1, 1, 1}));  // no scaling: 1 throughout
+}
+
 }  // namespace
 }  // namespace psflow

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <tuple>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -20,6 +21,8 @@
 #include "worker/evaluation.h"
 #include "worker/gpu_monitor.h"
 #include "worker/models/model_zoo.h"
+#include "worker/nn/loss_scale.h"
+#include "worker/nn/precision.h"
 #include "worker/nn/towers.h"
 #include "worker/ps_client.h"
 #include "worker/trainer.h"
@@ -79,9 +82,16 @@ ABSL_FLAG(int, gpu, 0, "--device=gpu: index of the GPU among the visible ones");
 ABSL_FLAG(int, num_gpus, 1,
           "--device=gpu: GPUs this worker trains on, --gpu and the ones after it. Each takes a "
           "slice of every batch (synchronous towers); their averaged gradients make one push");
-ABSL_FLAG(bool, tf32, false,
-          "--device=gpu: fp32 products and convolutions may use TF32 tensor cores (faster, "
-          "about 1e-3 relative error)");
+ABSL_FLAG(std::string, dtype, "fp32",
+          "--device=gpu: what matrix products, convolutions and RNN cells compute in: fp32 "
+          "(exact), tf32, bf16 or fp16 (tensor cores, fp32 accumulation). Parameters, gradients "
+          "and activations stay fp32; the ps keeps fp32 master weights");
+ABSL_FLAG(bool, use_fp16, false, "The seed's flag: the same as --dtype=fp16");
+ABSL_FLAG(bool, tf32, false, "The same as --dtype=tf32");
+ABSL_FLAG(std::string, loss_scale, "auto",
+          "auto: dynamic with --dtype=fp16, none otherwise; none; dynamic (starts at 65536, halves "
+          "on a step whose gradients are not finite, which is skipped, doubles after 2000 finite "
+          "steps); or a positive number (a static scale)");
 ABSL_FLAG(int, ps_timeout_s, 60,
           "Seconds to keep retrying an unreachable ps, or waiting for the chief to initialise");
 
@@ -103,6 +113,40 @@ absl::StatusOr<WireType> ParseWireType(const std::string& wire) {
       absl::StrCat("--wire_dtype must be float32, bfloat16 or float16, got \"", wire, "\""));
 }
 
+// --dtype, with the older spellings --use_fp16 and --tf32 folded in.
+absl::StatusOr<nn::Precision> ResolvePrecision(const std::string& device) {
+  absl::StatusOr<nn::Precision> parsed = nn::ParsePrecision(absl::GetFlag(FLAGS_dtype));
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--dtype ", parsed.status().message()));
+  }
+  nn::Precision p = *parsed;
+  for (const auto& [set, implied, flag] :
+       {std::tuple{absl::GetFlag(FLAGS_use_fp16), nn::Precision::kFp16, "--use_fp16"},
+        std::tuple{absl::GetFlag(FLAGS_tf32), nn::Precision::kTf32, "--tf32"}}) {
+    if (!set) continue;
+    if (p != nn::Precision::kFp32 && p != implied) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, " contradicts --dtype=", nn::PrecisionName(p)));
+    }
+    p = implied;
+  }
+  if (p != nn::Precision::kFp32 && device != "gpu") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--dtype=", nn::PrecisionName(p), " needs --device=gpu: the CPU backend computes in fp32"));
+  }
+  return p;
+}
+
+// --loss_scale; "auto" is dynamic for fp16 products.
+absl::StatusOr<nn::LossScaleOptions> ResolveLossScale(nn::Precision precision) {
+  std::string text = absl::GetFlag(FLAGS_loss_scale);
+  if (text == "auto") text = precision == nn::Precision::kFp16 ? "dynamic" : "none";
+  absl::StatusOr<nn::LossScaleOptions> o = nn::ParseLossScale(text);
+  if (!o.ok())
+    return absl::InvalidArgumentError(absl::StrCat("--loss_scale ", o.status().message()));
+  return o;
+}
+
 // Test accuracy (classifiers) or valid/test perplexity (language models) of the final model.
 absl::Status EvaluateAndReport(const models::ZooModel& zoo, nn::Model& model, nn::Backend& backend,
                                const WorkerInput& input, const ClusterSpec& spec, bool is_chief,
@@ -110,11 +154,11 @@ absl::Status EvaluateAndReport(const models::ZooModel& zoo, nn::Model& model, nn
   const std::string head = absl::StrFormat(
       "%s %d done: steps=%d examples=%d seconds=%.3f examples_per_sec=%.1f global_step=%d "
       "loss=%.4f pull_ms=%.3f compute_ms=%.3f push_ms=%.3f input_wait_ms=%.3f dropped_pushes=%d "
-      "exchange_ms=%.3f",
+      "exchange_ms=%.3f skipped_steps=%d loss_scale=%g",
       spec.task.type, spec.task.index, r.steps, r.examples, r.seconds, r.examples_per_second(),
       r.global_step, r.last_loss, 1e3 * r.pull_seconds / r.steps, 1e3 * r.compute_seconds / r.steps,
       1e3 * r.push_seconds / r.steps, 1e3 * r.input_wait_seconds / r.steps, r.dropped_pushes,
-      1e3 * r.exchange_seconds / r.steps);
+      1e3 * r.exchange_seconds / r.steps, r.skipped_steps, r.loss_scale);
   if (input.test.has_value()) {
     ASSIGN_OR_RETURN(const ClassifierEvaluation e, EvaluateClassifier(model, *input.test));
     if (metrics != nullptr) metrics->test_accuracy.Set(e.accuracy);
@@ -239,6 +283,8 @@ absl::Status Main() {
     return absl::InvalidArgumentError("--ps_timeout_s must be >= 1");
   }
   ASSIGN_OR_RETURN(const int metrics_port, ResolveMetricsPort());
+  ASSIGN_OR_RETURN(const nn::Precision precision, ResolvePrecision(device));
+  ASSIGN_OR_RETURN(const nn::LossScaleOptions loss_scale, ResolveLossScale(precision));
 
   // The device before the data: a worker that cannot get its GPU says so at once.
   // One backend per GPU (towers), else one.
@@ -247,8 +293,7 @@ absl::Status Main() {
   if (device == "gpu") {
     const int first = absl::GetFlag(FLAGS_gpu);
     for (int i = 0; i < num_gpus; ++i) {
-      absl::StatusOr<std::unique_ptr<nn::Backend>> b =
-          nn::MakeCudaBackend(first + i, absl::GetFlag(FLAGS_tf32));
+      absl::StatusOr<std::unique_ptr<nn::Backend>> b = nn::MakeCudaBackend(first + i, precision);
       if (!b.ok()) {
         return num_gpus == 1 ? b.status()
                              : absl::Status(b.status().code(),
@@ -258,8 +303,8 @@ absl::Status Main() {
       backends.push_back(*std::move(b));
     }
     backend_name = absl::StrCat(num_gpus == 1 ? "GPU " : "GPUs ", first,
-                                num_gpus == 1 ? "" : absl::StrCat("-", first + num_gpus - 1),
-                                absl::GetFlag(FLAGS_tf32) ? " (TF32 allowed)" : "");
+                                num_gpus == 1 ? "" : absl::StrCat("-", first + num_gpus - 1), " (",
+                                nn::PrecisionName(precision), " products)");
   } else {
     backends.push_back(nn::MakeCpuBackend(absl::GetFlag(FLAGS_compute_threads)));
   }
@@ -275,7 +320,14 @@ absl::Status Main() {
   PSFLOW_LOG(INFO) << cuda::BuildInfo() << "; training " << zoo.spec.name << " on " << backend_name
                    << ": batch " << batch_size << ", " << training.optimizer.name()
                    << " learning rate " << learning_rate
-                   << (max_grad_norm > 0 ? absl::StrCat(", clip norm ", max_grad_norm) : "");
+                   << (max_grad_norm > 0 ? absl::StrCat(", clip norm ", max_grad_norm) : "")
+                   << (loss_scale.mode == nn::LossScaleOptions::Mode::kNone
+                           ? ""
+                           : absl::StrCat(", loss scale ",
+                                          loss_scale.mode == nn::LossScaleOptions::Mode::kDynamic
+                                              ? "dynamic from "
+                                              : "",
+                                          loss_scale.initial));
   const uint64_t model_seed = absl::GetFlag(FLAGS_seed) * 31 + shard_index;
   // What trains (one model, or towers over the GPUs) and the model that evaluates (tower 0).
   std::unique_ptr<nn::Towers> towers;
@@ -347,6 +399,7 @@ absl::Status Main() {
   options.schedule = recipe.schedule;
   options.overlap =
       absl::GetFlag(FLAGS_overlap) && !ps_hosts.empty() && !absl::GetFlag(FLAGS_sync_replicas);
+  options.loss_scale = loss_scale;
   data::Prefetcher prefetcher(std::move(input->train));
   Trainer trainer(*trainable, *sync, prefetcher, options, metrics.get());
   ASSIGN_OR_RETURN(const TrainResult r, trainer.Run());

@@ -25,7 +25,8 @@ Trainer::Trainer(nn::Trainable& model, ParameterSync& sync, data::Prefetcher& in
       input_(input),
       options_(options),
       metrics_(metrics),
-      learning_rate_(options.learning_rate) {}
+      learning_rate_(options.learning_rate),
+      scaler_(options.loss_scale) {}
 
 absl::Status Trainer::StartEpoch(int epoch) {
   model_.ResetState();
@@ -77,7 +78,7 @@ absl::StatusOr<TrainResult> Trainer::Run() {
   int64_t epoch_positions = 0;
   for (int64_t step = 0; step < total_steps; ++step) {
     if (step % per_epoch == 0) {
-      if (step > 0 && language_model) {
+      if (step > 0 && language_model && epoch_positions > 0) {
         result.train_perplexity = std::exp(epoch_cost / static_cast<double>(epoch_positions));
         PSFLOW_LOG(INFO) << absl::StrFormat("epoch %d: train perplexity %.3f", step / per_epoch,
                                             result.train_perplexity);
@@ -101,10 +102,26 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     const nn::Batch batch = input_.Next();
     const double input_wait = input_.wait_seconds() - waited_before;
     const auto ready_at = Clock::now();  // parameters pulled and the batch at hand
+    const float loss_scale = scaler_.scale();
+    model_.SetLossScale(loss_scale);
     ASSIGN_OR_RETURN(result.last_loss, model_.ComputeGradients(batch, options_.max_grad_norm));
     const auto computed_at = Clock::now();
     double pull_seconds = Seconds(ready_at - step_start) - input_wait;
-    if (exchange_ != nullptr) {
+    const bool applied = scaler_.Update(model_.last_step_finite());
+    if (!applied) {
+      // Not pushed: the parameters stay as they are, the next step computes with them again.
+      ++result.skipped_steps;
+      if (metrics_ != nullptr) metrics_->skipped_steps.Increment();
+      PSFLOW_LOG(WARNING) << absl::StrFormat(
+          "step %d: gradients not finite (loss scale %g): skipped; next loss scale %g",
+          result.steps + 1, loss_scale, scaler_.scale());
+      if (scaler_.consecutive_skipped() >= options_.max_skipped_in_a_row) {
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "gradients were not finite in %d steps in a row (loss %g): the model diverged; lower "
+            "the learning rate or set --max_grad_norm",
+            scaler_.consecutive_skipped(), result.last_loss));
+      }
+    } else if (exchange_ != nullptr) {
       RETURN_IF_ERROR(FinishExchange(result));
       const auto taken_at = Clock::now();
       pull_seconds += Seconds(taken_at - computed_at);
@@ -129,8 +146,10 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     result.examples += batch.size;
     result.words += batch.size * positions;
     window_words += batch.size * positions;
-    epoch_cost += result.last_loss;
-    epoch_positions += positions;
+    if (applied) {  // a skipped step's loss may be infinite too
+      epoch_cost += result.last_loss;
+      epoch_positions += positions;
+    }
     ++result.steps;
     if (metrics_ != nullptr) {
       metrics_->examples.Increment(static_cast<double>(batch.size));
@@ -138,6 +157,7 @@ absl::StatusOr<TrainResult> Trainer::Run() {
       metrics_->steps.Increment();
       metrics_->step_time.Observe(Seconds(Clock::now() - step_start));
       metrics_->loss.Set(result.last_loss);
+      metrics_->loss_scale.Set(scaler_.scale());
       metrics_->pull_seconds.Increment(pull_seconds);
       metrics_->input_wait_seconds.Increment(input_wait);
       metrics_->compute_seconds.Increment(Seconds(computed_at - ready_at));
@@ -164,6 +184,7 @@ absl::StatusOr<TrainResult> Trainer::Run() {
   RETURN_IF_ERROR(FinishExchange(result));
   exchange_.reset();
   result.seconds = Seconds(Clock::now() - start);
+  result.loss_scale = scaler_.scale();
   result.input_wait_seconds = input_.wait_seconds() - input_wait_before;
   if (language_model && epoch_positions > 0) {
     result.train_perplexity = std::exp(epoch_cost / static_cast<double>(epoch_positions));

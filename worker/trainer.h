@@ -12,6 +12,7 @@
 #include "worker/background_exchange.h"
 #include "worker/data/prefetcher.h"
 #include "worker/models/model_zoo.h"
+#include "worker/nn/loss_scale.h"
 #include "worker/nn/trainable.h"
 #include "worker/parameter_sync.h"
 #include "worker/worker_metrics.h"
@@ -30,6 +31,11 @@ struct TrainerOptions {
   // Push and pull on a background thread while the next step computes (BackgroundExchange):
   // asynchronous training through ps tasks only; the caller decides where it applies.
   bool overlap = false;
+  // Loss scaling (fp16 products). Whatever the mode, a step whose measured gradients are not all
+  // finite is not pushed; after max_skipped_in_a_row of them in a row Run fails (the model
+  // diverged: lower the learning rate).
+  nn::LossScaleOptions loss_scale;
+  int64_t max_skipped_in_a_row = 100;
 };
 
 struct TrainResult {
@@ -50,6 +56,8 @@ struct TrainResult {
   double train_perplexity = 0;  // language models: exp(loss per word) over the last epoch
   int64_t global_step = 0;      // last seen from the ps
   int64_t dropped_pushes = 0;   // pushes the ps did not apply (sync: stale or backup)
+  int64_t skipped_steps = 0;    // steps with non-finite gradients, never pushed
+  float loss_scale = 1;         // at the end
 
   double examples_per_second() const { return seconds > 0 ? examples / seconds : 0; }
   double words_per_second() const { return seconds > 0 ? words / seconds : 0; }
@@ -75,7 +83,8 @@ class Trainer {
   data::Prefetcher& input_;
   TrainerOptions options_;
   WorkerMetrics* metrics_;
-  float learning_rate_ = 0;                       // as last set on the ps
+  float learning_rate_ = 0;  // as last set on the ps
+  nn::LossScaler scaler_;
   std::unique_ptr<BackgroundExchange> exchange_;  // overlap only
 };
 

@@ -18,6 +18,8 @@ struct WorkerMetrics {
   prometheus::Counter& steps;          // psflow_worker_steps_total
   prometheus::Histogram& step_time;    // psflow_worker_step_duration_seconds
   prometheus::Gauge& loss;             // psflow_worker_loss (last step's mean loss)
+  prometheus::Counter& skipped_steps;  // psflow_worker_skipped_steps_total (non-finite gradients)
+  prometheus::Gauge& loss_scale;       // psflow_worker_loss_scale (1 without loss scaling)
   prometheus::Counter& pushed_bytes;   // psflow_worker_pushed_bytes_total
   prometheus::Counter& pulled_bytes;   // psflow_worker_pulled_bytes_total
   prometheus::Gauge& global_step;      // psflow_worker_global_step (as last seen from the ps)

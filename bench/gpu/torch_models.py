@@ -153,8 +153,13 @@ class PtbLstm(nn.Module):
 class Subject:
     """One --models item, built on `device`: a step function and the units it trains on."""
 
-    def __init__(self, item, device, channels_last):
+    def __init__(self, item, device, channels_last, dtype="fp32"):
         self.item = item
+        # Mixed precision as psflow's --dtype: bf16/fp16 products under autocast (which also keeps
+        # activations in half: PyTorch's usual recipe), fp16 with a dynamic loss scale.
+        self.autocast = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(dtype)
+        self.scaler = (torch.amp.GradScaler(device.type, init_scale=65536.0, growth_interval=2000)
+                       if dtype == "fp16" else None)
         name, _, config = item.partition(":")
         self.language_model = name == "ptb_lstm"
         gen = torch.Generator().manual_seed(1)
@@ -214,6 +219,24 @@ class Subject:
         x = x.to(self.device, non_blocking=True)
         y = y.to(self.device, non_blocking=True)
         self.optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(self.device.type, dtype=self.autocast or torch.float32,
+                            enabled=self.autocast is not None):
+            loss = self.forward_loss(x, y)
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+            self.scaler.unscale_(self.optimizer)
+            if self.clip > 0:
+                nn.utils.clip_grad_norm_(self.params, self.clip)
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+            return loss
+        loss.backward()
+        if self.clip > 0:
+            nn.utils.clip_grad_norm_(self.params, self.clip)
+        self.optimizer.step()
+        return loss
+
+    def forward_loss(self, x, y):
         if self.language_model:
             logits, state = self.model(x, self.state)
             # Truncated backpropagation: the next batch starts from this state, no further back.
@@ -225,10 +248,6 @@ class Subject:
             loss = F.cross_entropy(self.model(x), y)
             if isinstance(self.model, Cifar10Cnn):
                 loss = loss + self.model.regularization()
-        loss.backward()
-        if self.clip > 0:
-            nn.utils.clip_grad_norm_(self.params, self.clip)
-        self.optimizer.step()
         return loss
 
 
@@ -299,6 +318,9 @@ def main():
     parser.add_argument("--gpu", type=int, default=0, help="index among the visible GPUs")
     parser.add_argument("--tf32", action="store_true",
                         help="allow TF32 tensor cores for fp32 products, convolutions, RNNs")
+    parser.add_argument("--dtype", choices=["fp32", "tf32", "bf16", "fp16"], default="fp32",
+                        help="as psflow's --dtype: tf32 = --tf32; bf16/fp16: autocast (fp16 "
+                             "with a dynamic loss scale)")
     parser.add_argument("--channels-last", action="store_true",
                         help="CNNs in NHWC memory format (psflow's layout) instead of NCHW")
     parser.add_argument("--cpu", action="store_true",
@@ -331,12 +353,14 @@ def main():
 
         def sync():
             torch.cuda.synchronize(device)
+    if args.dtype == "tf32":
+        args.tf32 = True
     set_tf32(args.tf32)
     torch.backends.cudnn.benchmark = True
     torch.manual_seed(1)
 
     for item in args.models:
-        subject = Subject(item, device, args.channels_last)
+        subject = Subject(item, device, args.channels_last, args.dtype)
         examples_per_sec, steps, loss = measure(subject, args.seconds, args.repeats, sync)
         print(json.dumps({
             "model": item,
@@ -349,6 +373,7 @@ def main():
             "torch": torch.__version__,
             "cudnn": torch.backends.cudnn.version() if device.type == "cuda" else None,
             "tf32": args.tf32,
+            "dtype": args.dtype,
             "channels_last": args.channels_last,
         }), flush=True)
         del subject

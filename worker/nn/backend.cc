@@ -4,8 +4,17 @@
 
 namespace psflow::nn {
 
-absl::StatusOr<double> Backend::FinishGradients(ParameterSet& params, float clip_norm) {
-  return clip_norm > 0 ? ClipByGlobalNorm(params, clip_norm) : 0.0;
+absl::StatusOr<double> Backend::FinishGradients(ParameterSet& params, const GradientFinish& f) {
+  if (!f.to_host) return 0.0;
+  return UnscaleAndClip(params, f.unscale, f.clip_norm);
+}
+
+absl::StatusOr<double> Backend::ReduceGradients(ParameterSet& into,
+                                                std::span<ParameterSet* const> from,
+                                                std::span<const float> weights,
+                                                const GradientFinish& f) {
+  AddWeightedGradients(into, from, weights, reduce_scratch_);
+  return FinishGradients(into, f);
 }
 
 }  // namespace psflow::nn

@@ -4,14 +4,29 @@
 #define PSFLOW_WORKER_NN_BACKEND_H_
 
 #include <memory>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "worker/nn/layer.h"
 #include "worker/nn/layer_spec.h"
+#include "worker/nn/precision.h"
 
 namespace psflow::nn {
+
+// How a step's gradients are finished (Backend::FinishGradients, ReduceGradients).
+struct GradientFinish {
+  float clip_norm = 0;  // > 0: clip by global norm (tf.clip_by_global_norm)
+  float unscale = 1;    // every gradient is first multiplied by this: 1 / the loss scale
+  // false: leave them on the device, as backward made them (unscale and clip_norm unused), for
+  // ReduceGradients to combine with other towers' there.
+  bool to_host = true;
+  // Whether the global norm is measured: clipping needs it, and loss scaling needs to know
+  // whether every gradient is finite.
+  bool measures() const { return to_host && (clip_norm > 0 || unscale != 1); }
+};
 
 class Backend {
  public:
@@ -54,15 +69,28 @@ class Backend {
 
   // Model::ComputeGradients calls this right after the Backward of a layer whose parameters are
   // handles [first, last): a GPU backend starts copying those gradients to the host on a side
-  // stream while backward goes on with earlier layers. Not called when gradients are clipped
-  // (clipping needs all of them first).
+  // stream while backward goes on with earlier layers. Only called when the gradients go to the
+  // host as backward made them (GradientFinish::measures() false and to_host).
   virtual void GradientsReady(ParameterSet& /*params*/, int /*first*/, int /*last*/) {}
 
-  // Ends a step's backward: clips the gradients by global norm when clip_norm > 0 (on the
-  // device), makes params.grads() on the host hold them, and returns the global norm before
-  // clipping (0 when clip_norm == 0 and nothing was measured). The first error of any kernel
-  // since the last call, naming the layer and its shapes.
-  virtual absl::StatusOr<double> FinishGradients(ParameterSet& params, float clip_norm);
+  // Ends a step's backward. With f.to_host: multiplies every gradient by f.unscale, clips them by
+  // global norm when f.clip_norm > 0 (on the device), and makes params.grads() on the host hold
+  // them. Returns the global norm of the unscaled gradients before clipping when f.measures(),
+  // else 0; a norm that is not finite (inf, NaN) means some gradient is not: nothing was clipped
+  // and the step must not be applied. Without f.to_host: only waits for the step. Errors: the
+  // first of any kernel since the last call, naming the layer and its shapes.
+  virtual absl::StatusOr<double> FinishGradients(ParameterSet& params, const GradientFinish& f);
+
+  // Towers: finishes `into`'s gradients (as FinishGradients with `f`) after replacing them with
+  // weights[0] * into's + sum over k >= 1 of weights[k] * from[k - 1]'s; a sparse parameter's
+  // touched rows become the union of theirs. Every set was finished with to_host = false and
+  // none is in use; `into` is attached to this backend, the others to backends of the same kind
+  // (other GPUs: the CUDA backend adds them on this one's, over peer copies where the GPUs allow
+  // them). A weight of 0 skips its set. The default adds on the host.
+  virtual absl::StatusOr<double> ReduceGradients(ParameterSet& into,
+                                                 std::span<ParameterSet* const> from,
+                                                 std::span<const float> weights,
+                                                 const GradientFinish& f);
 
   // Makes this backend's device the calling thread's current one (CUDA's current device is per
   // thread): a thread other than the one that created the backend calls this before using it
@@ -75,6 +103,9 @@ class Backend {
  protected:
   virtual float* AllocateRaw(int64_t floats) = 0;
   virtual void Free(float* p) const = 0;
+
+  // ReduceGradients' touched-row union: kept between steps (no allocation once it is big enough).
+  std::vector<int64_t> reduce_scratch_;
 };
 
 // The OpenBLAS backend. `threads` > 0 sets how many threads OpenBLAS uses (process-wide);
@@ -82,12 +113,12 @@ class Backend {
 // OpenBLAS threads spin while they wait, and compete with the ps and each other.
 std::unique_ptr<Backend> MakeCpuBackend(int threads = 0);
 
-// The CUDA backend on GPU `device` (an index among the visible GPUs). FAILED_PRECONDITION, one
+// The CUDA backend on GPU `device` (an index among the visible GPUs), its products computed in
+// `precision` (precision.h: fp32 matches the CPU reference to ~1e-5). FAILED_PRECONDITION, one
 // line saying why, when this binary was built without CUDA, no GPU is usable or `device` is not
 // one of them.
-// allow_tf32: fp32 products and convolutions may use TF32 tensor cores (faster, ~1e-3 relative
-// error); off, results match the CPU reference to ~1e-5.
-absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(int device, bool allow_tf32 = false);
+absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(int device,
+                                                         Precision precision = Precision::kFp32);
 
 }  // namespace psflow::nn
 

@@ -1,17 +1,37 @@
-// Clipping by global norm (TensorFlow's tf.clip_by_global_norm) on the host: the CPU backend's
-// FinishGradients. It runs on the worker before a push: it needs every gradient, which no single
-// ps task has. (The CUDA backend clips on the device.)
+// Finishing gradients on the host: the CPU backend's FinishGradients and ReduceGradients (the
+// CUDA backend does the same on the device). Clipping runs on the worker before a push: it needs
+// every gradient, which no single ps task has.
 #ifndef PSFLOW_WORKER_NN_CLIP_H_
 #define PSFLOW_WORKER_NN_CLIP_H_
+
+#include <cstdint>
+#include <span>
+#include <vector>
 
 #include "worker/nn/parameter_set.h"
 
 namespace psflow::nn {
 
-// global_norm = sqrt(sum of every gradient element squared) over params' gradients (for a sparse
-// parameter, only its touched rows); when global_norm > clip_norm every gradient is scaled by
-// clip_norm / global_norm. Returns global_norm (before clipping). clip_norm must be > 0.
-double ClipByGlobalNorm(ParameterSet& params, float clip_norm);
+// Multiplies params' gradients by `unscale` (when != 1), then measures global_norm = sqrt(sum of
+// every gradient element squared) (for a sparse parameter only its touched rows; when
+// clip_norm > 0 or unscale != 1) and, when clip_norm > 0 and global_norm > clip_norm, scales
+// every gradient by clip_norm / global_norm (tf.clip_by_global_norm). Returns global_norm, or 0
+// when not measured; not finite (nothing clipped) when some gradient is not.
+double UnscaleAndClip(ParameterSet& params, float unscale, float clip_norm);
+
+// into's gradients := weights[0] * into's + sum over k of weights[k + 1] * from[k]'s, on the
+// host; a sparse parameter's touched rows become the union (rows only others touched start from
+// zero: into's untouched rows are never read). Sets with weight 0 are skipped. `scratch` keeps its
+// capacity between calls.
+void AddWeightedGradients(ParameterSet& into, std::span<ParameterSet* const> from,
+                          std::span<const float> weights, std::vector<int64_t>& scratch);
+
+// Only the touched rows of AddWeightedGradients: each sparse parameter of `into` gets the union of
+// its rows and those of every set in `from` whose weight (weights[k + 1]) is not 0. Rows new to
+// `into` are zeroed in into's host gradients when zero_new_rows.
+void MergeTouchedRows(ParameterSet& into, std::span<ParameterSet* const> from,
+                      std::span<const float> weights, bool zero_new_rows,
+                      std::vector<int64_t>& scratch);
 
 }  // namespace psflow::nn
 

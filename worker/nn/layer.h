@@ -25,6 +25,9 @@ struct RunContext {
   // The batch's inputs in host memory (what the first layer's x holds, before the copy to the
   // device): an embedding on a GPU reads its token ids here to know which rows it touches.
   const float* host_input = nullptr;
+  // Backward computes the gradients of loss_scale times the loss (loss scaling): a layer that
+  // adds a regularisation term's gradient itself multiplies it by this.
+  float loss_scale = 1;
 };
 
 // What a layer may use while it is built.

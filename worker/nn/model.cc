@@ -1,6 +1,7 @@
 #include "worker/nn/model.h"
 
 #include <cassert>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -84,26 +85,34 @@ const Matrix& Model::Forward(const Batch& batch, bool training) {
 Model::~Model() { backend_.DetachParameters(params_); }
 
 absl::StatusOr<double> Model::ComputeGradients(const Batch& batch, float clip_norm) {
+  return ComputeGradients(batch, GradientFinish{clip_norm, 1.0f / loss_scale_, true});
+}
+
+absl::StatusOr<double> Model::ComputeGradients(const Batch& batch, const GradientFinish& finish) {
   const Matrix& logits = Forward(batch, /*training=*/true);
   backend_.ZeroGradients(params_);
   const size_t n = layers_.size();
-  const float scale = 1.0f / static_cast<float>(batch.size);
-  double loss = loss_->ForwardBackward(Predictions(logits, spec_.num_classes), batch.labels, scale,
-                                       Predictions(grad_views_[n], spec_.num_classes)) *
-                scale;
-  const RunContext ctx{&params_, true, step_, batch.inputs};
+  const float mean = 1.0f / static_cast<float>(batch.size);
+  // Backward runs on loss_scale_ times the loss; the returned loss is unscaled.
+  double loss =
+      loss_->ForwardBackward(Predictions(logits, spec_.num_classes), batch.labels,
+                             loss_scale_ * mean, Predictions(grad_views_[n], spec_.num_classes)) *
+      mean;
+  // Layer by layer to the host only when nothing has to see all gradients first.
+  const bool stream_to_host = finish.to_host && !finish.measures();
+  const RunContext ctx{&params_, true, step_, batch.inputs, loss_scale_};
   for (size_t l = n; l-- > 0;) {
     layers_[l]->Backward(ctx, views_[l], views_[l + 1], grad_views_[l + 1],
                          l == 0 ? nullptr : &grad_views_[l]);
     loss += layers_[l]->RegularizationLoss(params_);
-    if (clip_norm <= 0 && param_begin_[l] < param_begin_[l + 1]) {
+    if (stream_to_host && param_begin_[l] < param_begin_[l + 1]) {
       backend_.GradientsReady(params_, param_begin_[l], param_begin_[l + 1]);
     }
   }
   ++step_;
-  if (absl::StatusOr<double> norm = backend_.FinishGradients(params_, clip_norm); !norm.ok()) {
-    return norm.status();
-  }
+  absl::StatusOr<double> norm = backend_.FinishGradients(params_, finish);
+  if (!norm.ok()) return norm.status();
+  last_step_finite_ = !finish.measures() || std::isfinite(*norm);
   return loss;
 }
 

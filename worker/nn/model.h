@@ -53,6 +53,12 @@ class Model final : public Trainable {
   // norm (tf.clip_by_global_norm). batch.size must be in [1, max_batch]. Errors: a device
   // failure, naming the layer and its shapes.
   absl::StatusOr<double> ComputeGradients(const Batch& batch, float clip_norm = 0) override;
+  // The same, finished as `finish` says (towers keep the gradients on the device with
+  // to_host = false; its unscale should then be 1 / the loss scale or 1).
+  absl::StatusOr<double> ComputeGradients(const Batch& batch, const GradientFinish& finish);
+  void SetLossScale(float scale) override { loss_scale_ = scale; }
+  float loss_scale() const { return loss_scale_; }
+  bool last_step_finite() const override { return last_step_finite_; }
 
   // Forward only (inference mode): cross-entropy summed over all predictions and the number of
   // correct arg-max predictions.
@@ -76,6 +82,8 @@ class Model final : public Trainable {
   int64_t max_batch_;
   int64_t labels_per_example_ = 1;
   uint64_t step_ = 0;
+  float loss_scale_ = 1;
+  bool last_step_finite_ = true;
   ParameterSet params_;
   std::vector<std::unique_ptr<Layer>> layers_;
   // layers_[i] owns the parameter handles [param_begin_[i], param_begin_[i + 1]).

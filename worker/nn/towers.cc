@@ -1,10 +1,10 @@
 #include "worker/nn/towers.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "worker/nn/clip.h"
 
 namespace psflow::nn {
 
@@ -25,6 +25,7 @@ absl::StatusOr<std::unique_ptr<Towers>> Towers::Create(const ModelSpec& spec,
       return absl::Status(m.status().code(), absl::StrCat("tower ", k, ": ", m.status().message()));
     }
     t->towers_.push_back(*std::move(m));
+    if (k > 0) t->others_.push_back(&t->towers_.back()->params());
   }
   backends[0]->BindThread();
   t->begin_.resize(backends.size());
@@ -102,8 +103,13 @@ void Towers::Step(int k) {
   const int64_t elements = NumElements(m.spec().input_shape);
   const Batch slice{batch_.inputs + begin_[i] * elements,
                     batch_.labels + begin_[i] * m.labels_per_example(), rows_[i]};
-  // Unclipped: the clip applies to the average.
-  losses_[i] = m.ComputeGradients(slice, 0);
+  // Left on the device, scaled: the unscaling and the clip apply to the sum.
+  losses_[i] = m.ComputeGradients(slice, GradientFinish{0, 1, /*to_host=*/false});
+}
+
+void Towers::SetLossScale(float scale) {
+  loss_scale_ = scale;
+  for (auto& tower : towers_) tower->SetLossScale(scale);
 }
 
 absl::StatusOr<double> Towers::ComputeGradients(const Batch& batch, float clip_norm) {
@@ -114,7 +120,8 @@ absl::StatusOr<double> Towers::ComputeGradients(const Batch& batch, float clip_n
     const size_t i = static_cast<size_t>(k);
     begin_[i] = begin;
     rows_[i] = batch.size / n + (k < batch.size % n ? 1 : 0);
-    weight_[i] = static_cast<double>(rows_[i]) / static_cast<double>(batch.size);
+    weight_[i] =
+        static_cast<float>(static_cast<double>(rows_[i]) / static_cast<double>(batch.size));
     begin += rows_[i];
   }
   batch_ = batch;
@@ -128,55 +135,11 @@ absl::StatusOr<double> Towers::ComputeGradients(const Batch& batch, float clip_n
     }
     loss += weight_[k] * *losses_[k];
   }
-  if (towers_.size() > 1) AverageGradients();
-  if (clip_norm > 0) ClipByGlobalNorm(params(), clip_norm);
+  const GradientFinish finish{clip_norm, 1.0f / loss_scale_, true};
+  absl::StatusOr<double> norm = backends_[0]->ReduceGradients(params(), others_, weight_, finish);
+  if (!norm.ok()) return norm.status();
+  last_step_finite_ = !finish.measures() || std::isfinite(*norm);
   return loss;
-}
-
-void Towers::AverageGradients() {
-  ParameterSet& out = params();
-  const auto& descs = out.descs();
-  const float w0 = static_cast<float>(weight_[0]);
-  for (size_t h = 0; h < descs.size(); ++h) {
-    const ParameterDesc& d = descs[h];
-    const int handle = static_cast<int>(h);
-    std::span<float> g = out.grad(handle);
-    if (!d.sparse) {
-      for (float& x : g) x *= w0;
-      for (size_t k = 1; k < towers_.size(); ++k) {
-        if (rows_[k] == 0) continue;
-        const float w = static_cast<float>(weight_[k]);
-        std::span<const float> gk = std::as_const(towers_[k]->params()).grad(handle);
-        for (size_t e = 0; e < g.size(); ++e) g[e] += w * gk[e];
-      }
-      continue;
-    }
-    // Sparse: the union of the towers' touched rows. Rows only other towers touched start from
-    // zero (tower 0's untouched rows are never read, so never assumed zero).
-    const int64_t row = d.shape.empty() || d.shape[0] == 0 ? 0 : d.size / d.shape[0];
-    const std::span<const int64_t> own = out.touched_rows(handle);
-    for (const int64_t r : own) {
-      for (int64_t e = 0; e < row; ++e) g[static_cast<size_t>(r * row + e)] *= w0;
-    }
-    touched_.assign(own.begin(), own.end());
-    for (size_t k = 1; k < towers_.size(); ++k) {
-      if (rows_[k] == 0) continue;
-      const ParameterSet& pk = towers_[k]->params();
-      const std::span<const int64_t> theirs = pk.touched_rows(handle);
-      const std::span<const float> gk = pk.grad(handle);
-      const float w = static_cast<float>(weight_[k]);
-      for (const int64_t r : theirs) {
-        float* dst = g.data() + r * row;
-        if (!std::binary_search(touched_.begin(), touched_.end(), r)) {
-          std::fill(dst, dst + row, 0.0f);
-          touched_.insert(std::upper_bound(touched_.begin(), touched_.end(), r), r);
-        }
-        const float* src = gk.data() + r * row;
-        for (int64_t e = 0; e < row; ++e) dst[e] += w * src[e];
-      }
-    }
-    out.SetTouchedRows(handle, touched_);
-  }
 }
 
 void Towers::ResetState() { RunOnEveryTower(Job::kResetState); }

@@ -7,8 +7,10 @@
 // a tower with no row sits the step out). The same rows go to the same tower every step, so an
 // LSTM tower carries the state of its own rows. Gradients and loss are the slice means weighted
 // by slice size: exactly the full batch's mean, up to the order of summation (dropout masks
-// differ: each tower draws its own). Clipping by global norm happens after the average, on the
-// host; so does the average itself (device-side averaging over peer copies is not built yet).
+// differ: each tower draws its own). The towers' gradients stay on their devices; tower 0's backend
+// adds them up (Backend::ReduceGradients: on GPU 0 over peer copies for CUDA towers, on the host
+// for CPU ones), then unscales and clips the sum by global norm there, and copies it to the host
+// once.
 //
 // params() is tower 0's ParameterSet: the trainer pulls into it and pushes from it. Threads:
 // one thread per tower, each bound to its tower's backend (BindThread); the caller's thread
@@ -45,6 +47,8 @@ class Towers final : public Trainable {
   void UploadParameters() override { upload_ = true; }
   // batch.size in [1, max_batch]. The first tower's error, naming the tower.
   absl::StatusOr<double> ComputeGradients(const Batch& batch, float clip_norm) override;
+  void SetLossScale(float scale) override;
+  bool last_step_finite() const override { return last_step_finite_; }
   void ResetState() override;
 
   Model& tower(int k) { return *towers_[static_cast<size_t>(k)]; }
@@ -56,19 +60,17 @@ class Towers final : public Trainable {
   void RunOnEveryTower(Job job);
   void ThreadLoop(int k);
   void Step(int k);
-  // params().grads() := sum over towers of weight[k] * their gradients (sparse: the union of
-  // the touched rows).
-  void AverageGradients();
-
   std::vector<Backend*> backends_;
   std::vector<std::unique_ptr<Model>> towers_;
-  std::vector<int64_t> begin_;  // this step's first row of each tower's slice
-  std::vector<int64_t> rows_;   // and its row count
-  std::vector<double> weight_;  // rows_[k] / batch size
+  std::vector<int64_t> begin_;         // this step's first row of each tower's slice
+  std::vector<int64_t> rows_;          // and its row count
+  std::vector<float> weight_;          // rows_[k] / batch size
+  std::vector<ParameterSet*> others_;  // towers 1.. parameter sets, for ReduceGradients
   std::vector<absl::StatusOr<double>> losses_;
-  std::vector<int64_t> touched_;  // scratch for the union of touched rows
-  Batch batch_;                   // the step's whole batch
+  Batch batch_;  // the step's whole batch
   bool upload_ = true;
+  float loss_scale_ = 1;
+  bool last_step_finite_ = true;
 
   std::mutex mu_;
   std::condition_variable cv_;

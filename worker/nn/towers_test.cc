@@ -116,5 +116,52 @@ TEST_F(TowersTest, LstmTowersCarryTheirRowsStateAndUniteTheTouchedRows) {
   ExpectSameStep(6, 1.0f, 20, 50);
 }
 
+// Loss scaling: backward on 1024 times the loss, gradients unscaled before the clip. Powers of two
+// scale fp32 exactly, so the gradients equal an unscaled model's (weight decay included: its
+// gradient is scaled with the rest).
+TEST_F(TowersTest, LossScaledTowersAndModelMatchAnUnscaledModel) {
+  Make(models::Cifar10Cnn(), 2, 4);
+  ASSERT_FALSE(HasFatalFailure());
+  const GradientCheckInput in = RandomInput(spec_, 4, 1, 40, 0);
+  const Batch b{in.inputs.data(), in.labels.data(), 4};
+  absl::StatusOr<double> want = one_->ComputeGradients(b, 0.5f);
+  ASSERT_TRUE(want.ok());
+  const std::vector<float> want_grads(one_->params().grads().begin(), one_->params().grads().end());
+  one_->SetLossScale(1024);
+  towers_->SetLossScale(1024);
+  absl::StatusOr<double> scaled = one_->ComputeGradients(b, 0.5f);
+  absl::StatusOr<double> got = towers_->ComputeGradients(b, 0.5f);
+  ASSERT_TRUE(scaled.ok() && got.ok());
+  EXPECT_DOUBLE_EQ(*scaled, *want);  // the loss is reported unscaled
+  EXPECT_NEAR(*got, *want, 1e-5 * std::fabs(*want));
+  EXPECT_TRUE(one_->last_step_finite());
+  EXPECT_TRUE(towers_->last_step_finite());
+  EXPECT_LE(RelativeError(one_->params().grads(), want_grads), 1e-6);
+  EXPECT_LE(RelativeError(towers_->params().grads(), want_grads), 1e-5);
+}
+
+// Gradients that overflow under the scale: the step is reported not finite (and not clipped by
+// an infinite norm); without a scale or clip nothing is measured, so it reports finite.
+TEST_F(TowersTest, AnOverflowingScaleIsReportedByModelAndTowers) {
+  ModelSpec spec{.name = "tiny", .input_shape = {3}, .num_classes = 2, .layers = {}};
+  spec.layers.push_back(DenseSpec{.units = 2});
+  Make(spec, 2, 4);
+  ASSERT_FALSE(HasFatalFailure());
+  const std::vector<float> inputs(12, 1e30f);  // dW = x^T dy: 1e30 * scale * ~0.1 / 4
+  const std::vector<int32_t> labels = {0, 1, 0, 1};
+  const Batch b{inputs.data(), labels.data(), 4};
+  ASSERT_TRUE(one_->ComputeGradients(b, 0).ok());
+  EXPECT_TRUE(one_->last_step_finite());
+  for (Trainable* t :
+       {static_cast<Trainable*>(one_.get()), static_cast<Trainable*>(towers_.get())}) {
+    t->SetLossScale(1e12f);
+    ASSERT_TRUE(t->ComputeGradients(b, 1.0f).ok());
+    EXPECT_FALSE(t->last_step_finite());
+    t->SetLossScale(1);
+    ASSERT_TRUE(t->ComputeGradients(b, 1.0f).ok());
+    EXPECT_TRUE(t->last_step_finite());
+  }
+}
+
 }  // namespace
 }  // namespace psflow::nn

@@ -32,8 +32,17 @@ class Trainable {
   virtual void UploadParameters() = 0;
   // params().grads() := the gradient of the mean loss over `batch`, clipped by global norm when
   // clip_norm > 0; returns the loss (Model::ComputeGradients says which). Errors: a device
-  // failure, naming the layer and its shapes.
+  // failure, naming the layer and its shapes. With a loss scale (SetLossScale) backward runs on
+  // the scaled loss and the gradients are unscaled before they are clipped; a step whose measured
+  // gradients are not all finite (last_step_finite() false) leaves params().grads() undefined:
+  // it must not be pushed.
   virtual absl::StatusOr<double> ComputeGradients(const Batch& batch, float clip_norm) = 0;
+  // What the loss's gradient is multiplied by before backward from the next step on (LossScaler;
+  // 1, the default, turns scaling off). scale > 0.
+  virtual void SetLossScale(float scale) = 0;
+  // Whether every gradient of the last ComputeGradients was finite. Measured (on the device)
+  // only when the gradients were clipped or a loss scale was set; true otherwise.
+  virtual bool last_step_finite() const = 0;
   // Stateful layers (LSTMs) start from zeros again.
   virtual void ResetState() = 0;
 };

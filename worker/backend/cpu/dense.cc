@@ -38,7 +38,9 @@ void Dense::Backward(const nn::RunContext& ctx, const nn::Matrix& x, const nn::M
   // dW += x^T * dy   [k, n]
   cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, n, m, 1.0f, x.data, k, dy.data, n, 1.0f,
               dw, n);
-  if (spec_.weight_decay > 0) cblas_saxpy(k * n, spec_.weight_decay, w, 1, dw, 1);
+  if (spec_.weight_decay > 0) {
+    cblas_saxpy(k * n, ctx.loss_scale * spec_.weight_decay, w, 1, dw, 1);
+  }
   // db += column sums of dy
   for (int r = 0; r < m; ++r) {
     const float* row = dy.data + static_cast<int64_t>(r) * n;

@@ -39,7 +39,7 @@ absl::StatusOr<int> VisibleDeviceCount() {
   return count;
 }
 
-absl::StatusOr<std::unique_ptr<Context>> Context::Create(int device, bool allow_tf32) {
+absl::StatusOr<std::unique_ptr<Context>> Context::Create(int device, nn::Precision precision) {
   absl::StatusOr<int> count = VisibleDeviceCount();
   if (!count.ok()) return count.status();
   if (device < 0 || device >= *count) {
@@ -49,7 +49,7 @@ absl::StatusOr<std::unique_ptr<Context>> Context::Create(int device, bool allow_
   }
   std::unique_ptr<Context> c(new Context());
   c->device_ = device;
-  c->allow_tf32_ = allow_tf32;
+  c->precision_ = precision;
   const std::string where = absl::StrCat("GPU ", device);
   if (cudaError_t e = cudaSetDevice(device); e != cudaSuccess) return CudaError(e, where);
   if (cudaError_t e = cudaGetDeviceProperties(&c->properties_, device); e != cudaSuccess) {
@@ -69,9 +69,9 @@ absl::StatusOr<std::unique_ptr<Context>> Context::Create(int device, bool allow_
   if (cublasStatus_t s = cublasSetStream(c->cublas_, c->stream_); s != CUBLAS_STATUS_SUCCESS) {
     return CublasError(s, where);
   }
-  // TF32 tensor cores for fp32 products only when allowed (PyTorch's allow_tf32 for matmul).
-  if (cublasStatus_t s = cublasSetMathMode(
-          c->cublas_, allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
+  // Matrix products name their compute type (gemm_compute); the handle's own math stays exact
+  // for anything else it runs (axpy).
+  if (cublasStatus_t s = cublasSetMathMode(c->cublas_, CUBLAS_DEFAULT_MATH);
       s != CUBLAS_STATUS_SUCCESS) {
     return CublasError(s, where);
   }
@@ -113,6 +113,33 @@ absl::StatusOr<void*> Context::AllocateBytes(size_t bytes, absl::string_view wha
     return CudaError(e, what);
   }
   return p;
+}
+
+cublasComputeType_t Context::gemm_compute() const {
+  switch (precision_) {
+    case nn::Precision::kFp32:
+      return CUBLAS_COMPUTE_32F;
+    case nn::Precision::kTf32:
+      return CUBLAS_COMPUTE_32F_FAST_TF32;
+    case nn::Precision::kBf16:
+      return CUBLAS_COMPUTE_32F_FAST_16BF;
+    case nn::Precision::kFp16:
+      return CUBLAS_COMPUTE_32F_FAST_16F;
+  }
+  return CUBLAS_COMPUTE_32F;
+}
+
+cudnnMathType_t Context::cudnn_math() const {
+  switch (precision_) {
+    case nn::Precision::kFp32:
+      return CUDNN_FMA_MATH;
+    case nn::Precision::kTf32:
+    case nn::Precision::kBf16:
+      return CUDNN_DEFAULT_MATH;
+    case nn::Precision::kFp16:
+      return CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+  }
+  return CUDNN_FMA_MATH;
 }
 
 absl::Status Context::ReserveWorkspace(size_t bytes, absl::string_view what) {

@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "worker/nn/precision.h"
 
 namespace psflow::cuda {
 
@@ -44,10 +45,9 @@ absl::StatusOr<int> VisibleDeviceCount();
 
 class Context {
  public:
-  // Selects `device` (an index among the visible ones) and creates the streams and handles.
-  // allow_tf32: fp32 products and convolutions may use TF32 tensor cores (10-bit mantissa
-  // inputs, fp32 accumulation); off, they are exact fp32 as the CPU reference.
-  static absl::StatusOr<std::unique_ptr<Context>> Create(int device, bool allow_tf32);
+  // Selects `device` (an index among the visible ones) and creates the streams and handles;
+  // products run in `precision` (nn/precision.h; kFp32: exact fp32 as the CPU reference).
+  static absl::StatusOr<std::unique_ptr<Context>> Create(int device, nn::Precision precision);
   ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
@@ -58,8 +58,17 @@ class Context {
   cudaStream_t copy_stream() const { return copy_stream_; }
   cublasHandle_t cublas() const { return cublas_; }
   cudnnHandle_t cudnn() const { return cudnn_; }
-  // Layers set cuDNN descriptors' math type from this (CUDNN_FMA_MATH when false).
-  bool allow_tf32() const { return allow_tf32_; }
+  nn::Precision precision() const { return precision_; }
+  // Whether products may leave exact fp32 (every precision but fp32): cuDNN algorithms offered
+  // with tensor-op math may be used; otherwise descriptors are set to CUDNN_FMA_MATH.
+  bool allow_tensor_ops() const { return precision_ != nn::Precision::kFp32; }
+  // The cuBLAS compute type of every matrix product (RowMajorGemm): CUBLAS_COMPUTE_32F,
+  // _32F_FAST_TF32, _32F_FAST_16BF or _32F_FAST_16F.
+  cublasComputeType_t gemm_compute() const;
+  // The math type cuDNN convolutions and RNNs are set up with: CUDNN_FMA_MATH (fp32),
+  // CUDNN_DEFAULT_MATH (TF32 allowed: tf32 and bf16, which cuDNN cannot convert fp32 to) or
+  // CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION (fp16).
+  cudnnMathType_t cudnn_math() const;
 
   // `count` zeroed elements of device memory. RESOURCE_EXHAUSTED naming `what` and the size
   // when the device is out of memory.
@@ -99,7 +108,7 @@ class Context {
   absl::StatusOr<void*> AllocateBytes(size_t bytes, absl::string_view what);
 
   int device_ = 0;
-  bool allow_tf32_ = false;
+  nn::Precision precision_ = nn::Precision::kFp32;
   cudaDeviceProp properties_{};
   cudaStream_t stream_ = nullptr;
   cudaStream_t copy_stream_ = nullptr;

@@ -202,14 +202,14 @@ absl::StatusOr<std::unique_ptr<Conv2D::Plan>> Conv2D::MakePlan(int64_t rows,
                                             ", ", ow, ", ", oc, "] for ", n, " rows"));
   }
 
-  // Offered with TF32 allowed or not (the descriptor's math type), each run with its own.
-  if (st = CudnnOk(SetMath(CUDNN_DEFAULT_MATH), where_); !st.ok()) return st;
+  // Offered with the precision's math type (the descriptor's), each run with its own.
+  if (st = CudnnOk(SetMath(ctx_.cudnn_math()), where_); !st.ok()) return st;
   const auto none = [&](const char* direction) {
     return absl::InternalError(absl::StrCat(where_, ": cuDNN offers no ", direction,
                                             " algorithm for ", n, " rows within ", workspace_limit,
                                             " bytes of workspace"));
   };
-  const bool exact = !ctx_.allow_tf32();
+  const bool exact = !ctx_.allow_tensor_ops();
   int count = 0;
   {
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
@@ -227,7 +227,7 @@ absl::StatusOr<std::unique_ptr<Conv2D::Plan>> Conv2D::MakePlan(int64_t rows,
     if (!a) return none("forward");
     plan->forward = *a;
   }
-  if (st = CudnnOk(SetMath(CUDNN_DEFAULT_MATH), where_); !st.ok()) return st;
+  if (st = CudnnOk(SetMath(ctx_.cudnn_math()), where_); !st.ok()) return st;
   {
     cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
     st = CudnnOk(cudnnGetConvolutionBackwardDataAlgorithm_v7(
@@ -244,7 +244,7 @@ absl::StatusOr<std::unique_ptr<Conv2D::Plan>> Conv2D::MakePlan(int64_t rows,
     if (!a) return none("backward data");
     plan->backward_data = *a;
   }
-  if (st = CudnnOk(SetMath(CUDNN_DEFAULT_MATH), where_); !st.ok()) return st;
+  if (st = CudnnOk(SetMath(ctx_.cudnn_math()), where_); !st.ok()) return st;
   {
     cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     st = CudnnOk(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
@@ -265,8 +265,8 @@ absl::StatusOr<std::unique_ptr<Conv2D::Plan>> Conv2D::MakePlan(int64_t rows,
 }
 
 cudnnStatus_t Conv2D::SetMath(cudnnMathType_t math) {
-  // Exact fp32 unless TF32 is allowed: then what the algorithm was offered with.
-  const cudnnMathType_t m = ctx_.allow_tf32() ? math : CUDNN_FMA_MATH;
+  // Exact fp32 unless the precision allows tensor ops: then what the algorithm was offered with.
+  const cudnnMathType_t m = ctx_.allow_tensor_ops() ? math : CUDNN_FMA_MATH;
   if (m == desc_->math) return CUDNN_STATUS_SUCCESS;
   const cudnnStatus_t s = cudnnSetConvolutionMathType(desc_->conv, m);
   if (s == CUDNN_STATUS_SUCCESS) desc_->math = m;

@@ -20,7 +20,8 @@
 // Context::ReserveWorkspace); a smaller batch size gets its plan on first use, within the
 // workspace already reserved, then kept: a first call with a new batch size allocates host
 // memory (descriptors, a map entry); steady-state calls allocate nothing and never wait for the
-// GPU. Math: CUDNN_FMA_MATH (exact fp32) unless Context::allow_tf32(), then the algorithm's.
+// GPU. Math: CUDNN_FMA_MATH (exact fp32) unless Context::allow_tensor_ops(), then the
+// algorithm's, as offered for Context::cudnn_math() (fp16: may convert fp32 to fp16).
 #ifndef PSFLOW_WORKER_BACKEND_CUDA_CONV2D_H_
 #define PSFLOW_WORKER_BACKEND_CUDA_CONV2D_H_
 

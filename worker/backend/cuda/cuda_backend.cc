@@ -6,6 +6,8 @@
 #include <cstring>
 #include <map>
 #include <new>
+#include <set>
+#include <span>
 #include <variant>
 #include <vector>
 
@@ -24,6 +26,7 @@
 #include "worker/backend/cuda/max_pool.h"
 #include "worker/backend/cuda/softmax_cross_entropy.h"
 #include "worker/nn/backend.h"
+#include "worker/nn/clip.h"
 
 namespace psflow::nn {
 namespace {
@@ -168,32 +171,109 @@ class CudaBackend final : public Backend {
     }
   }
 
-  absl::StatusOr<double> FinishGradients(ParameterSet& params, float clip_norm) override {
-    double norm = 0;
-    if (clip_norm > 0) {
+  absl::StatusOr<double> FinishGradients(ParameterSet& params, const GradientFinish& f) override {
+    const bool measure = f.measures();
+    if (f.to_host) {
       const int64_t n = params.total_size();
-      // Untouched rows of a sparse gradient are zero on the device: the norm over the whole
-      // buffer is the norm over the touched rows.
-      cuda::LaunchSumOfSquares(params.device_grads(), n, sum_sq_.get(), ctx_->stream());
-      cuda::LaunchClipScale(params.device_grads(), n, sum_sq_.get(), clip_norm, ctx_->stream());
-      ctx_->CheckLaunch("clipping the gradients by global norm");
-      ctx_->Check(cudaMemcpyAsync(host_sum_sq_, sum_sq_.get(), sizeof(double),
-                                  cudaMemcpyDeviceToHost, ctx_->stream()),
-                  "reading the global norm");
-      ctx_->Check(cudaMemcpyAsync(params.grads().data(), params.device_grads(),
+      if (measure) {
+        // Untouched rows of a sparse gradient are zero on the device: the norm over the whole
+        // buffer is the norm over the touched rows.
+        cuda::LaunchSumOfSquares(params.device_grads(), n, sum_sq_.get(), ctx_->stream());
+        cuda::LaunchUnscaleClip(params.device_grads(), n, sum_sq_.get(), f.unscale, f.clip_norm,
+                                ctx_->stream());
+        ctx_->CheckLaunch("unscaling and clipping the gradients by global norm");
+        ctx_->Check(cudaMemcpyAsync(host_sum_sq_, sum_sq_.get(), sizeof(double),
+                                    cudaMemcpyDeviceToHost, ctx_->stream()),
+                    "reading the global norm");
+        // Backward streamed nothing to the host (Model::ComputeGradients): all of it now.
+        ctx_->Check(cudaMemcpyAsync(params.grads().data(), params.device_grads(),
+                                    static_cast<size_t>(n) * sizeof(float), cudaMemcpyDeviceToHost,
+                                    ctx_->stream()),
+                    "copying the gradients to the host");
+      }
+    }
+    if (absl::Status s = ctx_->Synchronize("a training step"); !s.ok()) return s;
+    return measure ? static_cast<double>(f.unscale) * std::sqrt(*host_sum_sq_) : 0.0;
+  }
+
+  absl::StatusOr<double> ReduceGradients(ParameterSet& into, std::span<ParameterSet* const> from,
+                                         std::span<const float> weights,
+                                         const GradientFinish& f) override {
+    const int64_t n = into.total_size();
+    bool first = true;
+    for (size_t k = 0; k < from.size(); ++k) {
+      const float w = weights[k + 1];
+      if (w == 0) continue;
+      if (absl::Status s = PrepareReduce(*from[k], n); !s.ok()) return s;
+      // Unified addressing: a copy between two GPUs' memory, peer to peer where enabled.
+      if (cudaError_t e = cudaMemcpyAsync(reduce_staging_.get(), from[k]->device_grads(),
+                                          static_cast<size_t>(n) * sizeof(float), cudaMemcpyDefault,
+                                          ctx_->stream());
+          e != cudaSuccess) {
+        ctx_->Check(e,
+                    absl::StrCat("copying tower ", k + 1, "'s gradients to GPU ", ctx_->device()));
+      }
+      cuda::LaunchAxpby(first ? weights[0] : 1.0f, into.device_grads(), w, reduce_staging_.get(), n,
+                        ctx_->stream());
+      ctx_->CheckLaunch("adding up the towers' gradients");
+      first = false;
+    }
+    if (first && weights[0] != 1.0f) {
+      cuda::LaunchAxpby(weights[0], into.device_grads(), 0.0f, into.device_grads(), n,
+                        ctx_->stream());
+      ctx_->CheckLaunch("weighting the gradients");
+    }
+    // The rows on the device are summed whole (untouched ones are zero); the lists on the host.
+    MergeTouchedRows(into, from, weights, /*zero_new_rows=*/false, reduce_scratch_);
+    GradientFinish to_host = f;
+    to_host.to_host = true;
+    if (!to_host.measures()) {
+      // Nothing else copies them: as FinishGradients with a measure, minus the measuring.
+      ctx_->Check(cudaMemcpyAsync(into.grads().data(), into.device_grads(),
                                   static_cast<size_t>(n) * sizeof(float), cudaMemcpyDeviceToHost,
                                   ctx_->stream()),
                   "copying the gradients to the host");
     }
-    if (absl::Status s = ctx_->Synchronize("a training step"); !s.ok()) return s;
-    if (clip_norm > 0) norm = std::sqrt(*host_sum_sq_);
-    return norm;
+    return FinishGradients(into, to_host);
   }
 
   absl::Status Synchronize() override { return ctx_->Synchronize("a forward pass"); }
 
   void BindThread() override {
     ctx_->Check(cudaSetDevice(ctx_->device()), "making the GPU current for a thread");
+  }
+
+  // Staging for another tower's gradients (n floats, allocated on first use: the first towers
+  // step), and peer access to its GPU where the hardware allows it.
+  absl::Status PrepareReduce(ParameterSet& other, int64_t n) {
+    if (reduce_staging_floats_ < n) {
+      absl::StatusOr<cuda::DeviceArray<float>> a =
+          ctx_->Allocate<float>(n, "staging for the other towers' gradients");
+      if (!a.ok()) return a.status();
+      reduce_staging_ = *std::move(a);
+      reduce_staging_floats_ = n;
+    }
+    cudaPointerAttributes attributes{};
+    if (cudaPointerGetAttributes(&attributes, other.device_grads()) != cudaSuccess) {
+      cudaGetLastError();
+      return absl::OkStatus();  // the copy still works, through the host
+    }
+    const int peer = attributes.device;
+    if (peer == ctx_->device() || !peers_tried_.insert(peer).second) return absl::OkStatus();
+    int can = 0;
+    if (cudaDeviceCanAccessPeer(&can, ctx_->device(), peer) == cudaSuccess && can != 0) {
+      const cudaError_t e = cudaDeviceEnablePeerAccess(peer, 0);
+      if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled) {
+        PSFLOW_LOG(WARNING) << "GPU " << ctx_->device() << " cannot map GPU " << peer
+                            << "'s memory (" << cudaGetErrorString(e)
+                            << "): towers' gradients go through the host";
+      }
+    } else {
+      PSFLOW_LOG(INFO) << "GPU " << ctx_->device() << " has no peer access to GPU " << peer
+                       << ": towers' gradients go through the host";
+    }
+    cudaGetLastError();
+    return absl::OkStatus();
   }
 
   absl::Status Prepare() {
@@ -242,12 +322,15 @@ class CudaBackend final : public Backend {
   std::unique_ptr<CUevent_st, EventDestroy> event_;
   cuda::DeviceArray<double> sum_sq_;
   double* host_sum_sq_ = nullptr;  // pinned
+  cuda::DeviceArray<float> reduce_staging_;
+  int64_t reduce_staging_floats_ = 0;
+  std::set<int> peers_tried_;
 };
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(int device, bool allow_tf32) {
-  absl::StatusOr<std::unique_ptr<cuda::Context>> ctx = cuda::Context::Create(device, allow_tf32);
+absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(int device, Precision precision) {
+  absl::StatusOr<std::unique_ptr<cuda::Context>> ctx = cuda::Context::Create(device, precision);
   if (!ctx.ok()) return ctx.status();
   auto backend = std::make_unique<CudaBackend>(*std::move(ctx));
   if (absl::Status s = backend->Prepare(); !s.ok()) return s;

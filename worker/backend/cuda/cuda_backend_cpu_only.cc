@@ -3,7 +3,7 @@
 
 namespace psflow::nn {
 
-absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(int /*device*/, bool /*allow_tf32*/) {
+absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(int /*device*/, Precision /*precision*/) {
   return absl::FailedPreconditionError(
       "this psflow-worker was built without CUDA (no nvcc at build time): use --device=cpu, or "
       "rebuild where the CUDA toolkit is installed");

@@ -130,7 +130,7 @@ class LayerComparison : public CudaBackendTest {
       layer.Forward(ctx, xm, ym);
       layer.Backward(ctx, xm, ym, dym, &dxm);
       if (p.total_size() > 0) b.GradientsReady(p, 0, static_cast<int>(p.descs().size()));
-      auto norm = b.FinishGradients(p, 0);
+      auto norm = b.FinishGradients(p, GradientFinish{});
       ASSERT_TRUE(norm.ok()) << norm.status();
       if (d == Device::kCuda) {
         o.y = ToHost(ym.data, ym.size());
@@ -366,6 +366,92 @@ INSTANTIATE_TEST_SUITE_P(Zoo, ModelComparison,
                                   (*config != '\0' ? std::string("_") + config : "");
                          });
 
+// fp32 with a loss scale: backward on 65536 times the loss, gradients unscaled and clipped on the
+// device; powers of two scale exactly, so the fp32 bound holds.
+TEST_F(CudaBackendTest, LossScaledGradientsMatchTheUnscaledCpuModel) {
+  auto zoo = models::FindModel("cifar10_cnn", "");  // weight decay: its gradient is scaled too
+  ASSERT_TRUE(zoo.ok()) << zoo.status();
+  const int64_t batch = 4;
+  auto cpu = Model::Create(zoo->spec, *cpu_, batch);
+  auto gpu = Model::Create(zoo->spec, *gpu_, batch);
+  ASSERT_TRUE(cpu.ok() && gpu.ok());
+  (*cpu)->params().Initialize(3);
+  std::copy((*cpu)->params().values().begin(), (*cpu)->params().values().end(),
+            (*gpu)->params().values().begin());
+  (*gpu)->UploadParameters();
+  (*gpu)->SetLossScale(65536.0f);
+  const GradientCheckInput in = RandomInput(zoo->spec, batch, 1, 22, 0);
+  const Batch b{in.inputs.data(), in.labels.data(), batch};
+  auto cl = (*cpu)->ComputeGradients(b, 5.0f), gl = (*gpu)->ComputeGradients(b, 5.0f);
+  ASSERT_TRUE(cl.ok() && gl.ok()) << gl.status();
+  EXPECT_TRUE((*gpu)->last_step_finite());
+  EXPECT_NEAR(*gl, *cl, 1e-4 * std::fabs(*cl));
+  const std::vector<float> cg((*cpu)->params().grads().begin(), (*cpu)->params().grads().end());
+  const std::vector<float> gg((*gpu)->params().grads().begin(), (*gpu)->params().grads().end());
+  EXPECT_LE(RelativeError(gg, cg), kFp32Tolerance);
+  // A scale the gradients overflow at: reported, never clipped into finite garbage.
+  (*gpu)->SetLossScale(3e38f);
+  ASSERT_TRUE((*gpu)->ComputeGradients(b, 5.0f).ok());
+  EXPECT_FALSE((*gpu)->last_step_finite());
+}
+
+// Mixed precision (--dtype): each model's loss and gradients on a GPU computing its products in
+// tf32, bf16 or fp16 (fp16 with a loss scale, as the worker trains it) against the fp32 CPU
+// reference. Stated tolerances (max error relative to the tensor's largest magnitude): the
+// inputs of every product are rounded to 10 (tf32, fp16) or 7 (bf16) mantissa bits and errors
+// add up through the layers and the LSTM's time steps.
+struct PrecisionCase {
+  const char* model;
+  const char* config;
+  Precision precision;
+  double tolerance;
+};
+
+class MixedPrecision : public CudaBackendTest, public testing::WithParamInterface<PrecisionCase> {};
+
+TEST_P(MixedPrecision, LossAndGradientsWithinTheStatedTolerance) {
+  const PrecisionCase& c = GetParam();
+  absl::StatusOr<std::unique_ptr<Backend>> gpu = MakeCudaBackend(0, c.precision);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  auto zoo = models::FindModel(c.model, c.config);
+  ASSERT_TRUE(zoo.ok()) << zoo.status();
+  const int64_t batch = 4;
+  auto cpu = Model::Create(zoo->spec, *cpu_, batch);
+  auto mixed = Model::Create(zoo->spec, **gpu, batch);
+  ASSERT_TRUE(cpu.ok() && mixed.ok()) << mixed.status();
+  (*cpu)->params().Initialize(3);
+  std::copy((*cpu)->params().values().begin(), (*cpu)->params().values().end(),
+            (*mixed)->params().values().begin());
+  (*mixed)->UploadParameters();
+  if (c.precision == Precision::kFp16) (*mixed)->SetLossScale(1024.0f);
+  const int vocab = (*cpu)->labels_per_example() > 1 ? zoo->spec.num_classes : 0;
+  const GradientCheckInput in =
+      RandomInput(zoo->spec, batch, (*cpu)->labels_per_example(), 23, vocab);
+  const Batch b{in.inputs.data(), in.labels.data(), batch};
+  auto cl = (*cpu)->ComputeGradients(b, 0), ml = (*mixed)->ComputeGradients(b, 0);
+  ASSERT_TRUE(cl.ok() && ml.ok()) << ml.status();
+  EXPECT_TRUE((*mixed)->last_step_finite());
+  EXPECT_NEAR(*ml, *cl, c.tolerance * std::fabs(*cl));
+  const std::vector<float> cg((*cpu)->params().grads().begin(), (*cpu)->params().grads().end());
+  const std::vector<float> mg((*mixed)->params().grads().begin(), (*mixed)->params().grads().end());
+  EXPECT_LE(RelativeError(mg, cg), c.tolerance);
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, MixedPrecision,
+                         testing::Values(PrecisionCase{"mnist_cnn", "", Precision::kTf32, 1e-2},
+                                         PrecisionCase{"mnist_cnn", "", Precision::kBf16, 3e-2},
+                                         PrecisionCase{"mnist_cnn", "", Precision::kFp16, 1e-2},
+                                         PrecisionCase{"cifar10_cnn", "", Precision::kBf16, 3e-2},
+                                         PrecisionCase{"cifar10_cnn", "", Precision::kFp16, 1e-2},
+                                         PrecisionCase{"ptb_lstm", "small", Precision::kTf32, 1e-2},
+                                         PrecisionCase{"ptb_lstm", "small", Precision::kBf16, 5e-2},
+                                         PrecisionCase{"ptb_lstm", "small", Precision::kFp16,
+                                                       1e-2}),
+                         [](const auto& param_info) {
+                           return std::string(param_info.param.model) + "_" +
+                                  std::string(PrecisionName(param_info.param.precision));
+                         });
+
 // Two models on one backend (the worker's training and test models): each keeps its own
 // device parameters, and destroying one leaves the other's intact.
 TEST_F(CudaBackendTest, TwoModelsOnOneBackendKeepTheirOwnParameters) {
@@ -396,8 +482,8 @@ TEST_F(CudaBackendTest, TwoModelsOnOneBackendKeepTheirOwnParameters) {
 }
 
 // Towers (--num_gpus) on two backends of GPU 0 (so one GPU is enough to test them) against one
-// CPU model on the whole batch: each tower's thread binds its device, the average and the clip
-// happen on the host.
+// CPU model on the whole batch: each tower's thread binds its device; the towers' gradients are
+// added, unscaled and clipped on the first tower's GPU (ReduceGradients) and copied out once.
 TEST_F(CudaBackendTest, TowersOnOneGpuMatchOneCpuModel) {
   absl::StatusOr<std::unique_ptr<Backend>> second = MakeCudaBackend(0);
   ASSERT_TRUE(second.ok()) << second.status();
@@ -419,6 +505,7 @@ TEST_F(CudaBackendTest, TowersOnOneGpuMatchOneCpuModel) {
     const GradientCheckInput in =
         RandomInput(spec, batch, (*cpu)->labels_per_example(), 30 + step, c.vocab_size);
     const Batch b{in.inputs.data(), in.labels.data(), batch};
+    if (step == 1) (*towers)->SetLossScale(1024.0f);  // unscaled on the device after the sum
     auto cl = (*cpu)->ComputeGradients(b, 1.0f);
     auto tl = (*towers)->ComputeGradients(b, 1.0f);
     ASSERT_TRUE(cl.ok() && tl.ok()) << tl.status();

@@ -38,9 +38,9 @@ void Dense::Forward(const nn::RunContext& ctx, const nn::Matrix& x, const nn::Ma
   // y = broadcast(b); y += x * W
   LaunchBroadcastRows(b, y.data, m, n, ctx_.stream());
   ctx_.CheckLaunch(where_);
-  ctx_.Check(
-      RowMajorGemm(ctx_.cublas(), false, false, m, n, k, 1.0f, x.data, k, w, n, 1.0f, y.data, n),
-      where_);
+  ctx_.Check(RowMajorGemm(ctx_.cublas(), ctx_.gemm_compute(), false, false, m, n, k, 1.0f, x.data,
+                          k, w, n, 1.0f, y.data, n),
+             where_);
 }
 
 void Dense::Backward(const nn::RunContext& ctx, const nn::Matrix& x, const nn::Matrix& /*y*/,
@@ -50,20 +50,21 @@ void Dense::Backward(const nn::RunContext& ctx, const nn::Matrix& x, const nn::M
   float* dw = ctx.params->device_grad(kernel_).data();
   float* db = ctx.params->device_grad(bias_).data();
   // dW += x^T * dy   [k, n]
-  ctx_.Check(
-      RowMajorGemm(ctx_.cublas(), true, false, k, n, m, 1.0f, x.data, k, dy.data, n, 1.0f, dw, n),
-      where_);
+  ctx_.Check(RowMajorGemm(ctx_.cublas(), ctx_.gemm_compute(), true, false, k, n, m, 1.0f, x.data, k,
+                          dy.data, n, 1.0f, dw, n),
+             where_);
   if (spec_.weight_decay > 0) {
-    // Default (host) pointer mode: alpha is read from the host.
-    ctx_.Check(cublasSaxpy(ctx_.cublas(), k * n, &spec_.weight_decay, w, 1, dw, 1), where_);
+    // Default (host) pointer mode: alpha is read from the host when the call is made.
+    const float decay = ctx.loss_scale * spec_.weight_decay;
+    ctx_.Check(cublasSaxpy(ctx_.cublas(), k * n, &decay, w, 1, dw, 1), where_);
   }
   // db += column sums of dy
   LaunchColumnSums(dy.data, db, m, n, ctx_.stream());
   ctx_.CheckLaunch(where_);
   if (dx != nullptr) {
     // dx = dy * W^T   [m, k]
-    ctx_.Check(RowMajorGemm(ctx_.cublas(), false, true, m, k, n, 1.0f, dy.data, n, w, n, 0.0f,
-                            dx->data, k),
+    ctx_.Check(RowMajorGemm(ctx_.cublas(), ctx_.gemm_compute(), false, true, m, k, n, 1.0f, dy.data,
+                            n, w, n, 0.0f, dx->data, k),
                where_);
   }
 }

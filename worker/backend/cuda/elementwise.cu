@@ -47,11 +47,19 @@ __global__ void SumOfSquaresKernel(const float* x, int64_t n, double* sum_sq) {
   if (threadIdx.x == 0) atomicAdd(sum_sq, s);
 }
 
-__global__ void ClipScaleKernel(float* x, int64_t n, const double* sum_sq, float clip_norm) {
-  const double norm = sqrt(*sum_sq);
-  if (!(norm > clip_norm)) return;
-  const float scale = static_cast<float>(clip_norm / norm);
-  for (int64_t i = FirstIndex(); i < n; i += Stride()) x[i] *= scale;
+__global__ void UnscaleClipKernel(float* x, int64_t n, const double* sum_sq, float unscale,
+                                  float clip_norm) {
+  const double norm = unscale * sqrt(*sum_sq);
+  if (!isfinite(norm)) return;
+  double factor = unscale;
+  if (clip_norm > 0 && norm > clip_norm) factor *= clip_norm / norm;
+  if (factor == 1.0) return;
+  const float f = static_cast<float>(factor);
+  for (int64_t i = FirstIndex(); i < n; i += Stride()) x[i] *= f;
+}
+
+__global__ void AxpbyKernel(float a, float* y, float b, const float* x, int64_t n) {
+  for (int64_t i = FirstIndex(); i < n; i += Stride()) y[i] = a * y[i] + b * x[i];
 }
 
 // ---- Elementwise.
@@ -189,9 +197,14 @@ void LaunchSumOfSquares(const float* x, int64_t n, double* sum_sq, cudaStream_t 
   SumOfSquaresKernel<<<blocks, kThreads, 0, stream>>>(x, n, sum_sq);
 }
 
-void LaunchClipScale(float* x, int64_t n, const double* sum_sq, float clip_norm,
-                     cudaStream_t stream) {
-  ClipScaleKernel<<<Blocks(n), kThreads, 0, stream>>>(x, n, sum_sq, clip_norm);
+void LaunchUnscaleClip(float* x, int64_t n, const double* sum_sq, float unscale, float clip_norm,
+                       cudaStream_t stream) {
+  UnscaleClipKernel<<<Blocks(n), kThreads, 0, stream>>>(x, n, sum_sq, unscale, clip_norm);
+}
+
+void LaunchAxpby(float a, float* y, float b, const float* x, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  AxpbyKernel<<<Blocks(n), kThreads, 0, stream>>>(a, y, b, x, n);
 }
 
 void LaunchBroadcastRows(const float* bias, float* y, int64_t rows, int64_t cols,

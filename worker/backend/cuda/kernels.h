@@ -14,9 +14,13 @@ namespace psflow::cuda {
 // ---- Gradient clipping by global norm, on the device (no host round trip), as nn/clip.cc.
 // *sum_sq = sum of x[i]^2 (double accumulation; *sum_sq is zeroed first, then overwritten).
 void LaunchSumOfSquares(const float* x, int64_t n, double* sum_sq, cudaStream_t stream);
-// norm = sqrt(*sum_sq); x *= float(clip_norm / norm) when norm > clip_norm; untouched otherwise.
-void LaunchClipScale(float* x, int64_t n, const double* sum_sq, float clip_norm,
-                     cudaStream_t stream);
+// Unscaling and clipping (nn/clip.cc's UnscaleAndClip) once *sum_sq holds the sum of squares of
+// the still scaled x: norm = unscale * sqrt(*sum_sq); x *= unscale * (clip_norm / norm when
+// clip_norm > 0 and norm > clip_norm, else 1). Untouched when norm is not finite.
+void LaunchUnscaleClip(float* x, int64_t n, const double* sum_sq, float unscale, float clip_norm,
+                       cudaStream_t stream);
+// y = a * y + b * x (towers: the weighted sum of their gradients).
+void LaunchAxpby(float a, float* y, float b, const float* x, int64_t n, cudaStream_t stream);
 
 // ---- Elementwise.
 // y[r, c] = bias[c] for a [rows, cols] matrix (the start of x * W + b).

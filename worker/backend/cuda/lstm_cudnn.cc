@@ -174,14 +174,14 @@ absl::Status CudnnLstm::Setup() {
   if (absl::Status s = ToStatus(cudnnCreateRNNDescriptor(&rnn), "RNN descriptor"); !s.ok())
     return s;
   rnn_.reset(rnn);
-  // Exact fp32 products unless TF32 is allowed (as the context's cuBLAS math mode).
+  // The context's precision: exact fp32, TF32 (tf32, bf16) or fp16 conversion.
   // projSize == hiddenSize: no projection. Padded I/O: required for the unpacked layouts.
   if (absl::Status s =
-          ToStatus(cudnnSetRNNDescriptor_v8(
-                       rnn, CUDNN_RNN_ALGO_STANDARD, CUDNN_LSTM, CUDNN_RNN_SINGLE_INP_BIAS,
-                       CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT, CUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT,
-                       ctx_.allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH, dims_.in, u, u,
-                       /*numLayers=*/1, dropout, CUDNN_RNN_PADDED_IO_ENABLED),
+          ToStatus(cudnnSetRNNDescriptor_v8(rnn, CUDNN_RNN_ALGO_STANDARD, CUDNN_LSTM,
+                                            CUDNN_RNN_SINGLE_INP_BIAS, CUDNN_UNIDIRECTIONAL,
+                                            CUDNN_LINEAR_INPUT, CUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT,
+                                            ctx_.cudnn_math(), dims_.in, u, u,
+                                            /*numLayers=*/1, dropout, CUDNN_RNN_PADDED_IO_ENABLED),
                    "cudnnSetRNNDescriptor_v8");
       !s.ok()) {
     return s;

@@ -54,8 +54,8 @@ class FusedLstm final : public LstmPath {
     cudaStream_t stream = ctx_.stream();
 
     // gates = x W_x, all steps at once: [batch * time, 4u]. The bias joins in the cell kernel.
-    ctx_.Check(RowMajorGemm(ctx_.cublas(), false, false, rows, g4, in, 1.0f, x, in, kernel, g4,
-                            0.0f, gates, g4),
+    ctx_.Check(RowMajorGemm(ctx_.cublas(), ctx_.gemm_compute(), false, false, rows, g4, in, 1.0f, x,
+                            in, kernel, g4, 0.0f, gates, g4),
                where_);
     for (int t = 0; t < time; ++t) {
       // h_{t-1}, c_{t-1}: the initial state, or row t-1 of every example's output and cells.
@@ -65,8 +65,8 @@ class FusedLstm final : public LstmPath {
           t == 0 ? state_.call_c0 : cells_.get() + static_cast<int64_t>(t - 1) * u;
       const int64_t c_prev_stride = t == 0 ? u : out_stride;
       float* g_t = gates + static_cast<int64_t>(t) * g4;
-      ctx_.Check(RowMajorGemm(ctx_.cublas(), false, false, batch, g4, u, 1.0f, h, ldh, w_h, g4,
-                              1.0f, g_t, time * g4),
+      ctx_.Check(RowMajorGemm(ctx_.cublas(), ctx_.gemm_compute(), false, false, batch, g4, u, 1.0f,
+                              h, ldh, w_h, g4, 1.0f, g_t, time * g4),
                  where_);
       LaunchLstmCellForward(g_t, static_cast<int64_t>(time) * g4, bias, c_prev, c_prev_stride,
                             cells_.get() + static_cast<int64_t>(t) * u,
@@ -110,8 +110,8 @@ class FusedLstm final : public LstmPath {
       ctx_.CheckLaunch(where_);
       // dh_{t-1} = d_gates_t W_h^T [batch, u]. Not at t = 0: the initial state gets no gradient.
       if (t > 0) {
-        ctx_.Check(RowMajorGemm(ctx_.cublas(), false, true, batch, u, g4, 1.0f, g_t, time * g4, w_h,
-                                g4, 0.0f, dh_next_.get(), u),
+        ctx_.Check(RowMajorGemm(ctx_.cublas(), ctx_.gemm_compute(), false, true, batch, u, g4, 1.0f,
+                                g_t, time * g4, w_h, g4, 0.0f, dh_next_.get(), u),
                    where_);
       }
     }
@@ -130,17 +130,18 @@ class FusedLstm final : public LstmPath {
                  where_);
     }
     // dW_x += x^T d_gates; dW_h += h_prev^T d_gates; db += column sums; dx = d_gates W_x^T.
-    ctx_.Check(RowMajorGemm(ctx_.cublas(), true, false, in, g4, rows, 1.0f, x, in, gates, g4, 1.0f,
-                            d_kernel, g4),
+    ctx_.Check(RowMajorGemm(ctx_.cublas(), ctx_.gemm_compute(), true, false, in, g4, rows, 1.0f, x,
+                            in, gates, g4, 1.0f, d_kernel, g4),
                where_);
-    ctx_.Check(RowMajorGemm(ctx_.cublas(), true, false, u, g4, rows, 1.0f, h_prev_.get(), u, gates,
-                            g4, 1.0f, d_kernel + static_cast<int64_t>(in) * g4, g4),
+    ctx_.Check(RowMajorGemm(ctx_.cublas(), ctx_.gemm_compute(), true, false, u, g4, rows, 1.0f,
+                            h_prev_.get(), u, gates, g4, 1.0f,
+                            d_kernel + static_cast<int64_t>(in) * g4, g4),
                where_);
     LaunchColumnSums(gates, d_bias, rows, g4, stream);
     ctx_.CheckLaunch(where_);
     if (dx != nullptr) {
-      ctx_.Check(RowMajorGemm(ctx_.cublas(), false, true, rows, in, g4, 1.0f, gates, g4, kernel, g4,
-                              0.0f, dx, in),
+      ctx_.Check(RowMajorGemm(ctx_.cublas(), ctx_.gemm_compute(), false, true, rows, in, g4, 1.0f,
+                              gates, g4, kernel, g4, 0.0f, dx, in),
                  where_);
     }
   }
