@@ -11,7 +11,7 @@
 #
 # Steps (each continues after a failure; the summary says which passed):
 #   1. cuda_backend_test: every layer and model against the CPU reference (LSTM path chosen by
-#      measurement), then again with PSFLOW_LSTM_IMPL=cudnn and =fused forced.
+#      measurement), then again with PSFLOW_LSTM_IMPL=cudnn, =cudnn_persistent and =fused forced.
 #   2. compute-sanitizer (memcheck, racecheck) on the layer tests, when the toolkit has it.
 #   3. psflow-worker --device=gpu: 30 synthetic steps of every model, alone; cifar10_cnn and
 #      ptb_lstm small with --dtype=bf16 and --use_fp16 (dynamic loss scale); mnist_cnn with
@@ -58,6 +58,8 @@ step cuda_backend_test_cudnn env PSFLOW_LSTM_IMPL=cudnn "$bin/cuda_backend_test"
   --gtest_filter='*Lstm*:*Model*'
 step cuda_backend_test_fused env PSFLOW_LSTM_IMPL=fused "$bin/cuda_backend_test" \
   --gtest_filter='*Lstm*:*Model*'
+step cuda_backend_test_cudnn_persistent env PSFLOW_LSTM_IMPL=cudnn_persistent \
+  "$bin/cuda_backend_test" --gtest_filter='*Lstm*:*Model*'
 
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 if [ -x "$sanitizer" ]; then

@@ -263,7 +263,8 @@ TEST_P(LstmComparison, PtbSmallShape) {
   ExpectClose(gpu, cpu);
 }
 
-INSTANTIATE_TEST_SUITE_P(Implementations, LstmComparison, testing::Values("fused", "cudnn"),
+INSTANTIATE_TEST_SUITE_P(Implementations, LstmComparison,
+                         testing::Values("fused", "cudnn", "cudnn_persistent"),
                          [](const testing::TestParamInfo<const char*>& param_info) {
                            return std::string(param_info.param);
                          });

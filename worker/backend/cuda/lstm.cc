@@ -69,34 +69,35 @@ absl::StatusOr<nn::Shape> Lstm::Build(const nn::Shape& input, const nn::BuildCon
 
   const char* env = std::getenv(kImplEnv);
   const std::string forced = env != nullptr ? env : "";
-  if (forced == "fused" || forced == "cudnn") {
-    absl::StatusOr<std::unique_ptr<LstmPath>> path =
-        forced == "fused" ? MakeFusedLstmPath(ctx_, dims_, state, where_)
-                          : MakeCudnnLstmPath(ctx_, dims_, state, where_);
+  if (!forced.empty()) {
+    if (forced != "fused" && forced != "cudnn" && forced != "cudnn_persistent") {
+      return absl::InvalidArgumentError(
+          absl::StrCat(kImplEnv, "=", forced,
+                       ": expected fused, cudnn or cudnn_persistent (or unset: the fastest)"));
+    }
+    absl::StatusOr<std::unique_ptr<LstmPath>> path = MakePath(forced);
     if (!path.ok()) return path.status();
     path_ = *std::move(path);
     PSFLOW_LOG(INFO) << where_ << ": " << kImplEnv << " selects the " << path_->name()
                      << " LSTM path";
-  } else if (!forced.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(kImplEnv, "=", forced, ": expected fused or cudnn (or unset: the faster)"));
-  } else if (absl::Status s = ChooseFaster(); !s.ok()) {
+  } else if (absl::Status s = ChooseFastest(); !s.ok()) {
     return s;
   }
   return nn::Shape{dims_.time, dims_.units};
 }
 
-absl::Status Lstm::ChooseFaster() {
+absl::StatusOr<std::unique_ptr<LstmPath>> Lstm::MakePath(absl::string_view name) {
   const LstmState state{call_h0_.get(), call_c0_.get(), state_h_.get(), state_c_.get()};
-  absl::StatusOr<std::unique_ptr<LstmPath>> fused = MakeFusedLstmPath(ctx_, dims_, state, where_);
+  if (name == "fused") return MakeFusedLstmPath(ctx_, dims_, state, where_);
+  return MakeCudnnLstmPath(
+      ctx_, dims_, state, where_,
+      name == "cudnn" ? CudnnRnnAlgo::kStandard : CudnnRnnAlgo::kPersistStatic);
+}
+
+absl::Status Lstm::ChooseFastest() {
+  // The fused path always exists (its errors are the layer's); cuDNN's may be refused.
+  absl::StatusOr<std::unique_ptr<LstmPath>> fused = MakePath("fused");
   if (!fused.ok()) return fused.status();
-  absl::StatusOr<std::unique_ptr<LstmPath>> cudnn = MakeCudnnLstmPath(ctx_, dims_, state, where_);
-  if (!cudnn.ok()) {
-    PSFLOW_LOG(WARNING) << where_ << ": using the fused LSTM path: cuDNN's could not be set up: "
-                        << cudnn.status().message();
-    path_ = *std::move(fused);
-    return absl::OkStatus();
-  }
   absl::StatusOr<DeviceArray<float>> scratch = ctx_.Allocate<float>(
       ScratchFloats(), absl::StrCat(where_, ": scratch for timing the LSTM paths"));
   if (!scratch.ok()) {
@@ -109,22 +110,32 @@ absl::Status Lstm::ChooseFaster() {
   if (absl::Status s = ctx_.Synchronize(where_); !s.ok()) return s;
   absl::StatusOr<float> fused_ms = TimePasses(**fused, scratch->get());
   if (!fused_ms.ok()) return fused_ms.status();
-  absl::StatusOr<float> cudnn_ms = TimePasses(**cudnn, scratch->get());
+  std::string times = absl::StrFormat("fused %.3f ms", *fused_ms);
+  float best_ms = *fused_ms;
+  path_ = *std::move(fused);
+  for (const char* name : {"cudnn", "cudnn_persistent"}) {
+    absl::StatusOr<std::unique_ptr<LstmPath>> candidate = MakePath(name);
+    absl::StatusOr<float> ms =
+        candidate.ok() ? TimePasses(**candidate, scratch->get()) : candidate.status();
+    if (!ms.ok()) {
+      // Not chosen, and said why once: cuDNN refuses some sizes (persistent: large ones).
+      absl::StrAppend(&times, ", ", name, " unavailable (", ms.status().message(), ")");
+      continue;
+    }
+    absl::StrAppend(&times, absl::StrFormat(", %s %.3f ms", name, *ms));
+    if (*ms < best_ms) {
+      best_ms = *ms;
+      // The path replaced is freed only after the GPU is done with it.
+      if (absl::Status s = ctx_.Synchronize(where_); !s.ok()) return s;
+      path_ = *std::move(candidate);
+    }
+  }
   // The measurement ran on the carried state: every call starts from zeros again.
   ResetState();
-  if (!cudnn_ms.ok()) {
-    PSFLOW_LOG(WARNING) << absl::StrFormat(
-        "%s: using the fused LSTM path (%.3f ms per forward+backward of %d rows): cuDNN's "
-        "failed: %s",
-        where_, *fused_ms, dims_.max_batch, cudnn_ms.status().message());
-    path_ = *std::move(fused);
-    return ctx_.Synchronize(where_);
-  }
-  path_ = *cudnn_ms < *fused_ms ? *std::move(cudnn) : *std::move(fused);
   PSFLOW_LOG(INFO) << absl::StrFormat(
-      "%s: using the %s LSTM path (forward+backward of %d rows: fused %.3f ms, cudnn %.3f ms)",
-      where_, path_->name(), dims_.max_batch, *fused_ms, *cudnn_ms);
-  // The path not kept is freed when its unique_ptr goes: after the GPU is done with it.
+      "%s: using the %s LSTM path (forward+backward of %d rows: %s)", where_, path_->name(),
+      dims_.max_batch, times);
+  // The paths not kept are freed when their unique_ptrs go: after the GPU is done with them.
   return ctx_.Synchronize(where_);
 }
 

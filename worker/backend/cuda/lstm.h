@@ -5,13 +5,14 @@
 // forget_bias added to f before its sigmoid. The state (c, h) of each row carries from one call
 // to the next until ResetState() (zeros); backpropagation is truncated at the call's start.
 //
-// Two complete implementations (lstm_path.h): "fused" (cuBLAS GEMMs and one fused cell kernel
-// per step; lstm_fused.cc) and "cudnn" (cuDNN's RNN API with TensorFlow's layout packed into
-// cuDNN's weight space each step; lstm_cudnn.cc). PSFLOW_LSTM_IMPL=fused|cudnn forces one;
-// otherwise Build times a few forward+backward passes of each at max_batch and keeps the faster
-// (logging the choice and both times), falling back to fused, with the reason logged, where
-// cuDNN cannot be set up or fails. Build synchronises the GPU while it measures; Forward and
-// Backward allocate nothing and never wait for the GPU.
+// Three complete implementations (lstm_path.h): "fused" (cuBLAS GEMMs and one fused cell kernel
+// per step; lstm_fused.cc) and "cudnn" / "cudnn_persistent" (cuDNN's RNN API, standard or
+// persistent-static algorithm, with TensorFlow's layout packed into cuDNN's weight space each
+// step; lstm_cudnn.cc). PSFLOW_LSTM_IMPL=fused|cudnn|cudnn_persistent forces one; otherwise Build
+// times a few forward+backward passes of each at max_batch and keeps the fastest (logging the
+// choice and every time, and why a cuDNN path was unavailable where cuDNN refused it). Build
+// synchronises the GPU while it measures; Forward and Backward allocate nothing and never wait for
+// the GPU.
 #ifndef PSFLOW_WORKER_BACKEND_CUDA_LSTM_H_
 #define PSFLOW_WORKER_BACKEND_CUDA_LSTM_H_
 
@@ -41,8 +42,10 @@ class Lstm final : public nn::Layer {
   const char* implementation() const { return path_ != nullptr ? path_->name() : "none"; }
 
  private:
-  // Builds both paths, times them, keeps the faster in path_.
-  absl::Status ChooseFaster();
+  // Builds the paths, times them, keeps the fastest in path_ (fused when cuDNN refuses).
+  absl::Status ChooseFastest();
+  // "fused", "cudnn" or "cudnn_persistent", for this layer's dims and state.
+  absl::StatusOr<std::unique_ptr<LstmPath>> MakePath(absl::string_view name);
   // Milliseconds per forward+backward pass of max_batch rows on zeroed scratch inputs and
   // parameters: ScratchFloats() floats of device memory.
   absl::StatusOr<float> TimePasses(LstmPath& path, float* scratch);

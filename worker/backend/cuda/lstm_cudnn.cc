@@ -1,6 +1,6 @@
 // The LSTM's cuDNN path (see lstm_path.h): cuDNN 9's RNN API, one layer, unidirectional, LSTM
-// cells with a single input bias, fp32, CUDNN_RNN_ALGO_STANDARD (robust for every size; the
-// persistent algorithms' gains are where the fused path already competes: small batches).
+// cells with a single input bias, fp32 data, CUDNN_RNN_ALGO_STANDARD or _PERSIST_STATIC (the
+// layer times both against the fused path and keeps the fastest that cuDNN accepts).
 //
 // Data: x [batch, time, in] and y [batch, time, units] are cuDNN's BATCH_MAJOR_UNPACKED layout
 // as they are (every sequence has length `time`, so no padding is ever read or written).
@@ -56,12 +56,15 @@ constexpr const char* kCudnnGateNames[4] = {"i", "f", "g", "o"};
 
 class CudnnLstm final : public LstmPath {
  public:
-  CudnnLstm(Context& ctx, const LstmDims& dims, const LstmState& state, std::string where)
-      : ctx_(ctx), dims_(dims), state_(state), where_(std::move(where)) {}
+  CudnnLstm(Context& ctx, const LstmDims& dims, const LstmState& state, std::string where,
+            CudnnRnnAlgo algo)
+      : ctx_(ctx), dims_(dims), state_(state), where_(std::move(where)), algo_(algo) {}
 
   absl::Status Setup();
 
-  const char* name() const override { return "cudnn"; }
+  const char* name() const override {
+    return algo_ == CudnnRnnAlgo::kStandard ? "cudnn" : "cudnn_persistent";
+  }
 
   void Forward(int batch, const float* x, float* y, const float* kernel,
                const float* bias) override {
@@ -136,6 +139,7 @@ class CudnnLstm final : public LstmPath {
   const LstmDims dims_;
   const LstmState state_;
   const std::string where_;
+  const CudnnRnnAlgo algo_;
 
   DropoutDesc dropout_;
   RnnDesc rnn_;
@@ -176,13 +180,15 @@ absl::Status CudnnLstm::Setup() {
   rnn_.reset(rnn);
   // The context's precision: exact fp32, TF32 (tf32, bf16) or fp16 conversion.
   // projSize == hiddenSize: no projection. Padded I/O: required for the unpacked layouts.
-  if (absl::Status s =
-          ToStatus(cudnnSetRNNDescriptor_v8(rnn, CUDNN_RNN_ALGO_STANDARD, CUDNN_LSTM,
-                                            CUDNN_RNN_SINGLE_INP_BIAS, CUDNN_UNIDIRECTIONAL,
-                                            CUDNN_LINEAR_INPUT, CUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT,
-                                            ctx_.cudnn_math(), dims_.in, u, u,
-                                            /*numLayers=*/1, dropout, CUDNN_RNN_PADDED_IO_ENABLED),
-                   "cudnnSetRNNDescriptor_v8");
+  if (absl::Status s = ToStatus(
+          cudnnSetRNNDescriptor_v8(rnn,
+                                   algo_ == CudnnRnnAlgo::kStandard ? CUDNN_RNN_ALGO_STANDARD
+                                                                    : CUDNN_RNN_ALGO_PERSIST_STATIC,
+                                   CUDNN_LSTM, CUDNN_RNN_SINGLE_INP_BIAS, CUDNN_UNIDIRECTIONAL,
+                                   CUDNN_LINEAR_INPUT, CUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT,
+                                   ctx_.cudnn_math(), dims_.in, u, u,
+                                   /*numLayers=*/1, dropout, CUDNN_RNN_PADDED_IO_ENABLED),
+          "cudnnSetRNNDescriptor_v8");
       !s.ok()) {
     return s;
   }
@@ -380,8 +386,8 @@ const CudnnLstm::BatchDescs* CudnnLstm::Descs(int batch) {
 
 absl::StatusOr<std::unique_ptr<LstmPath>> MakeCudnnLstmPath(Context& ctx, const LstmDims& dims,
                                                             const LstmState& state,
-                                                            std::string where) {
-  auto path = std::make_unique<CudnnLstm>(ctx, dims, state, std::move(where));
+                                                            std::string where, CudnnRnnAlgo algo) {
+  auto path = std::make_unique<CudnnLstm>(ctx, dims, state, std::move(where), algo);
   if (absl::Status s = path->Setup(); !s.ok()) return s;
   return path;
 }

@@ -1,6 +1,7 @@
-// The two implementations behind cuda::Lstm (lstm.h), one interface: "fused" (lstm_fused.cc:
-// cuBLAS products and psflow's fused cell kernel, step by step) and "cudnn" (lstm_cudnn.cc:
-// cuDNN's RNN API). Internal to the layer; not a Layer itself.
+// The implementations behind cuda::Lstm (lstm.h), one interface: "fused" (lstm_fused.cc:
+// cuBLAS products and psflow's fused cell kernel, step by step) and "cudnn" / "cudnn_persistent"
+// (lstm_cudnn.cc: cuDNN's RNN API, standard or persistent-static algorithm). Internal to the layer;
+// not a Layer itself.
 //
 // Contract of a path, for `batch` <= max_batch rows:
 //   Forward reads the call's initial state (LstmState::call_h0/call_c0, which the layer filled)
@@ -55,11 +56,16 @@ class LstmPath {
 absl::StatusOr<std::unique_ptr<LstmPath>> MakeFusedLstmPath(Context& ctx, const LstmDims& dims,
                                                             const LstmState& state,
                                                             std::string where);
-// Also fails (and the layer falls back to the fused path) where cuDNN refuses the configuration
-// or lays out its weights other than documented.
+// cuDNN's RNN algorithms psflow offers: standard (any size) and persistent-static (the recurrent
+// weights kept in the SMs' registers and shared memory across time steps: fast for small hidden
+// sizes and batches, refused by cuDNN beyond what fits).
+enum class CudnnRnnAlgo { kStandard, kPersistStatic };
+
+// Also fails (and the layer chooses among the other paths) where cuDNN refuses the configuration
+// or lays out its weights other than documented. name(): "cudnn" or "cudnn_persistent".
 absl::StatusOr<std::unique_ptr<LstmPath>> MakeCudnnLstmPath(Context& ctx, const LstmDims& dims,
                                                             const LstmState& state,
-                                                            std::string where);
+                                                            std::string where, CudnnRnnAlgo algo);
 
 }  // namespace psflow::cuda
 
