@@ -65,7 +65,6 @@ absl::StatusOr<nn::Shape> Lstm::Build(const nn::Shape& input, const nn::BuildCon
     if (!a.ok()) return a.status();
     *buffer = *std::move(a);
   }
-  const LstmState state{call_h0_.get(), call_c0_.get(), state_h_.get(), state_c_.get()};
 
   const char* env = std::getenv(kImplEnv);
   const std::string forced = env != nullptr ? env : "";
