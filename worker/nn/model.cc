@@ -105,12 +105,6 @@ Model::~Model() {
   backend_.DetachParameters(params_);
 }
 
-absl::Status Model::EnableGraphs() {
-  RETURN_IF_ERROR(backend_.EnableGraphs());
-  if (graph_state_ == GraphState::kOff) graph_state_ = GraphState::kUnchecked;
-  return absl::OkStatus();
-}
-
 absl::StatusOr<double> Model::ComputeGradients(const Batch& batch, float clip_norm) {
   RETURN_IF_ERROR(Stage(batch, /*training=*/true));
   if (batch.size == max_batch_ &&

@@ -81,9 +81,11 @@ class Model final : public Trainable {
   // replay that differs is logged as one WARNING and the model runs eagerly for good (after a
   // failed comparison that step runs eagerly again from the same start); the outcome of the check
   // is logged once at INFO. The results of ComputeGradients are what they are eagerly.
-  // UNIMPLEMENTED (and nothing changes) on a backend that cannot record graphs (the CPU); the
-  // backend's errors readying for graphs otherwise.
-  absl::Status EnableGraphs();
+  // On a backend that cannot record graphs (the CPU) that first step logs the WARNING and runs
+  // eagerly. The backend is readied (Backend::EnableGraphs) on the thread that runs the steps.
+  void EnableGraphs() {
+    if (graph_state_ == GraphState::kOff) graph_state_ = GraphState::kUnchecked;
+  }
   enum class GraphState { kOff, kUnchecked, kReplaying, kFailed };
   GraphState graph_state() const { return graph_state_; }
   static constexpr double kGraphGradientTolerance = 1e-5;

@@ -29,6 +29,14 @@ absl::StatusOr<double> Model::GraphStep(const Batch& batch, float clip_norm) {
 
 absl::StatusOr<double> Model::CheckGraph(const Batch& batch, float clip_norm) {
   const uint64_t step = step_;
+  // Before the eager step, so that both runs use what the backend readies (cuBLAS's workspace).
+  if (absl::Status ready = backend_.EnableGraphs(); !ready.ok()) {
+    PSFLOW_LOG(WARNING) << spec_.name << ": --cuda_graphs: steps run eagerly: " << ready.message();
+    graph_state_ = GraphState::kFailed;
+    RunStep(batch.size, clip_norm);
+    ++step_;
+    return FinishStep(batch.size, clip_norm);
+  }
   // The eager step, which also makes whatever the layers create on first use (cuDNN descriptors,
   // loaded kernels) before anything is recorded.
   RunStep(batch.size, clip_norm);

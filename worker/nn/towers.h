@@ -46,6 +46,11 @@ class Towers final : public Trainable {
   // batch.size in [1, max_batch]. The first tower's error, naming the tower.
   absl::StatusOr<double> ComputeGradients(const Batch& batch, float clip_norm) override;
   void ResetState() override;
+  // --cuda_graphs: every tower records and replays its own step (Model::EnableGraphs), on its
+  // own thread; a tower whose slice is short of its max_batch runs eagerly.
+  void EnableGraphs() {
+    for (auto& tower : towers_) tower->EnableGraphs();
+  }
 
   Model& tower(int k) { return *towers_[static_cast<size_t>(k)]; }
 
