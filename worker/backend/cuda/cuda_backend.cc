@@ -219,6 +219,14 @@ class CudaBackend final : public Backend {
 
   absl::Status BeginCapture() override {
     RETURN_IF_ERROR(EnableGraphs());
+    // EndCapture takes the errors recorded while recording as its own: an earlier one stays
+    // where FinishGradients reports it, and nothing is recorded.
+    if (absl::Status earlier = ctx_->TakeError(); !earlier.ok()) {
+      const std::string message(earlier.message());
+      ctx_->Fail(std::move(earlier));
+      return absl::FailedPreconditionError(
+          absl::StrCat("not recording after a device error: ", message));
+    }
     // Thread-local mode: a call that cannot be recorded (a synchronisation, an allocation) made by
     // this thread fails the recording at once, so it falls back instead of recording something
     // wrong (relaxed mode would let such calls through); other threads (the other towers' GPUs,
