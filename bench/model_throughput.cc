@@ -9,8 +9,8 @@
 // shows as a ratio within one run.
 // Each configuration runs --repeats times; the median is reported with ratios to the baseline.
 //
-// --device=gpu runs every configuration on the CUDA backend (the workers get --device=gpu, --gpu
-// and --dtype as given here; two workers share the GPU) and adds
+// --device=gpu runs every configuration on the CUDA backend (the workers get --device=gpu, --gpu,
+// --dtype and --cuda_graphs as given here; two workers share the GPU) and adds
 //   compute : in this process, Model::ComputeGradients alone: forward, backward and the
 //             gradients' copy to host memory, no update. local minus compute is what the
 //             host-side update (and the parameters' upload each step) costs
@@ -21,7 +21,7 @@
 //
 //   build/bin/bench_model_throughput [--models=mnist_mlp,mnist_cnn,cifar10_cnn,ptb_lstm:small]
 //       [--seconds=10] [--repeats=1] [--compute_threads=1] [--workers=1,2] [--serial_too]
-//       [--device=gpu [--gpu=0] [--dtype=fp32|tf32|bf16|fp16]
+//       [--device=gpu [--gpu=0] [--dtype=fp32|tf32|bf16|fp16] [--cuda_graphs]
 //        [--pytorch=bench/gpu/torch_models.py]]
 #include <signal.h>
 #include <stdlib.h>
@@ -67,6 +67,9 @@ ABSL_FLAG(std::string, dtype, "fp32",
           "--device=gpu: what products compute in, psflow and PyTorch alike: fp32, tf32, bf16 or "
           "fp16 (psflow's --dtype; PyTorch's autocast for bf16/fp16, with a dynamic loss scale "
           "for fp16 as psflow's workers)");
+ABSL_FLAG(bool, cuda_graphs, false,
+          "--device=gpu: psflow replays each full-batch step as a CUDA graph (the worker's "
+          "--cuda_graphs), in this process and in the workers");
 ABSL_FLAG(std::string, pytorch, "",
           "--device=gpu: path of bench/gpu/torch_models.py; after psflow's runs, the same models "
           "in PyTorch on the same GPU and psflow / PyTorch ratios (empty: no PyTorch run)");
@@ -133,6 +136,7 @@ absl::StatusOr<Figures> RunLocal(const Subject& s, int64_t steps) {
   if (!backend.ok()) return backend.status();
   auto model = nn::Model::Create(s.zoo.spec, **backend, in.batch_size);
   if (!model.ok()) return model.status();
+  if (OnGpu() && absl::GetFlag(FLAGS_cuda_graphs)) (*model)->EnableGraphs();
   TrainingConfig config;
   config.optimizer.set_name(s.zoo.recipe.optimizer);
   config.optimizer.set_learning_rate(s.zoo.recipe.learning_rate);
@@ -170,6 +174,7 @@ absl::StatusOr<Figures> RunCompute(const Subject& s, int64_t steps) {
   if (!backend.ok()) return backend.status();
   auto model = nn::Model::Create(s.zoo.spec, **backend, in.batch_size);
   if (!model.ok()) return model.status();
+  if (OnGpu() && absl::GetFlag(FLAGS_cuda_graphs)) (*model)->EnableGraphs();
   (*model)->params().Initialize(1);
   (*model)->UploadParameters();
   // fp16 trains with a loss scale: the gradients are unscaled and measured on the device.
@@ -242,6 +247,7 @@ absl::StatusOr<Figures> RunThroughPs(const Subject& s, int workers, int64_t step
       argv.push_back("--device=gpu");
       argv.push_back(absl::StrCat("--gpu=", absl::GetFlag(FLAGS_gpu)));
       argv.push_back("--dtype=" + absl::GetFlag(FLAGS_dtype));
+      if (absl::GetFlag(FLAGS_cuda_graphs)) argv.push_back("--cuda_graphs");
     }
     auto w = local::ChildProcess::Spawn(argv, env);
     if (!w.ok()) return w.status();
@@ -458,11 +464,12 @@ int Main() {
     }
     if (!probe.ok()) return Fail(probe.status());
     std::printf(
-        "synthetic data, seed batch sizes and optimizers, GPU %d (PCI %s), products in %s, %s, "
-        "%d CPU cores, median of %d\n",
+        "synthetic data, seed batch sizes and optimizers, GPU %d (PCI %s), products in %s, CUDA "
+        "graphs %s, %s, %d CPU cores, median of %d\n",
         absl::GetFlag(FLAGS_gpu), cuda::PciBusId(absl::GetFlag(FLAGS_gpu)).c_str(),
-        absl::GetFlag(FLAGS_dtype).c_str(), cuda::BuildInfo().c_str(),
-        static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)), absl::GetFlag(FLAGS_repeats));
+        absl::GetFlag(FLAGS_dtype).c_str(), absl::GetFlag(FLAGS_cuda_graphs) ? "on" : "off",
+        cuda::BuildInfo().c_str(), static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)),
+        absl::GetFlag(FLAGS_repeats));
   } else {
     if (!absl::GetFlag(FLAGS_pytorch).empty()) {
       std::printf("--pytorch is for --device=gpu: no PyTorch run\n");

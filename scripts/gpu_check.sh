@@ -16,7 +16,9 @@
 #   3. psflow-worker --device=gpu: 30 synthetic steps of every model, alone; cifar10_cnn and
 #      ptb_lstm small with --dtype=bf16 and --use_fp16 (dynamic loss scale); mnist_cnn with
 #      --num_gpus=2 when two GPUs are visible.
-#   4. bench_model_throughput --device=gpu against PyTorch (bench/gpu/torch_models.py) when
+#   4. bench_model_throughput --device=gpu on ptb_lstm:small with and without --cuda_graphs, and a
+#      worker with --cuda_graphs (its log says whether the graph's self-check passed).
+#   5. bench_model_throughput --device=gpu against PyTorch (bench/gpu/torch_models.py) when
 #      python3 can import torch, fp32 then bf16 and fp16 (PyTorch under autocast);
 #      --seconds=$SECONDS_PER_RUN (default 5).
 # Exit status: 0 when every step that ran passed.
@@ -94,6 +96,16 @@ if [ "${gpus:-0}" -ge 2 ]; then
 else
   echo "SKIP --num_gpus=2: fewer than two GPUs" | tee -a "$summary"
 fi
+
+# --cuda_graphs: the same PTB small run with and without (the graph's INFO or WARNING line in the
+# log says whether its self-check passed); the compute column is the step alone.
+for graphs in false true; do
+  step "bench_ptb_small_graphs_$graphs" "$bin/bench_model_throughput" --device=gpu \
+    --seconds="$seconds" --models=ptb_lstm:small --workers=1 --serial_too=false \
+    --cuda_graphs="$graphs"
+done
+step worker_ptb_lstm_small_graphs "$bin/psflow-worker" --model=ptb_lstm --model_config=small \
+  --data_source=synthetic --train_steps=30 --log_every_steps=10 --device=gpu --cuda_graphs
 
 if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
   step bench_cnn "$bin/bench_model_throughput" --device=gpu --seconds="$seconds" \

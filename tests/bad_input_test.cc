@@ -261,6 +261,8 @@ TEST_F(BadInput, WorkerFlagsAndEnvironmentOutOfRange) {
                      {"--num_gpus must be >= 1"});
   ExpectOneLineError(RunCommand({Binary("psflow-worker"), "--num_gpus=2"}, no_cluster, kTimeout), 1,
                      {"--num_gpus > 1 needs --device=gpu"});
+  ExpectOneLineError(RunCommand({Binary("psflow-worker"), "--cuda_graphs"}, no_cluster, kTimeout),
+                     1, {"--cuda_graphs needs --device=gpu"});
   ExpectOneLineError(RunCommand({Binary("psflow-worker"), "--device=gpu", "--num_gpus=4096"},
                                 no_cluster, kTimeout),
                      1, {"--gpu=0 --num_gpus=4096: "});

@@ -100,9 +100,48 @@ class Backend {
   // Waits for queued device work; the first error since the last call, as FinishGradients.
   virtual absl::Status Synchronize() { return absl::OkStatus(); }
 
+  // ---- Host staging and step graphs (--cuda_graphs; see Model::EnableGraphs).
+
+  // Host memory the device copies from asynchronously (pinned on a GPU; plain on the CPU):
+  // `floats` floats, freed with the returned owner; null when none can be had. The Model stages a
+  // step's inputs here, at one fixed address, so that a recorded copy reads this step's.
+  struct HostBufferDeleter {
+    const Backend* backend;
+    void operator()(float* p) const { backend->FreeHost(p); }
+  };
+  using HostBuffer = std::unique_ptr<float[], HostBufferDeleter>;
+  HostBuffer AllocateHost(int64_t floats) {
+    return HostBuffer(AllocateHostRaw(floats), HostBufferDeleter{this});
+  }
+
+  // Recorded device work, replayed as a whole: one launch instead of one per kernel. Must not
+  // outlive its backend.
+  class Graph {
+   public:
+    virtual ~Graph() = default;
+    // Queues one replay on the compute stream; errors as a kernel's (FinishGradients reports).
+    virtual void Launch() = 0;
+  };
+  // Readies the backend for recording (a GPU gives cuBLAS a fixed workspace). UNIMPLEMENTED on
+  // a backend that cannot record (the CPU: its layers compute as they are called).
+  virtual absl::Status EnableGraphs() {
+    return absl::UnimplementedError("this backend cannot record graphs (CUDA only)");
+  }
+  // From BeginCapture to EndCapture the compute stream records instead of running: the work the
+  // layers queue (and GradientsReady's copies) becomes a graph; nothing runs. Only device work
+  // may be queued in between (no waiting, no allocation). EndCapture's errors (a call that cannot
+  // be recorded, instantiation) leave the backend as it was before BeginCapture: usable eagerly,
+  // and FinishGradients does not report them again.
+  virtual absl::Status BeginCapture() { return EnableGraphs(); }
+  virtual absl::StatusOr<std::unique_ptr<Graph>> EndCapture() {
+    return absl::UnimplementedError("this backend cannot record graphs (CUDA only)");
+  }
+
  protected:
   virtual float* AllocateRaw(int64_t floats) = 0;
   virtual void Free(float* p) const = 0;
+  virtual float* AllocateHostRaw(int64_t floats);
+  virtual void FreeHost(float* p) const;
 
   // ReduceGradients' touched-row union: kept between steps (no allocation once it is big enough).
   std::vector<int64_t> reduce_scratch_;

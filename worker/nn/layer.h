@@ -5,11 +5,21 @@
 // what they need (workspaces, saved state) in Build, for max_batch rows, and nothing in
 // Forward/Backward. Backward *adds* parameter gradients into the ParameterSet's grads and
 // *writes* dx. Backward follows the Forward of the same batch (layers may keep what it saved).
+//
+// Phases of a call: Prepare (host), then Forward and Backward (device), then the Model waits for
+// the device (Backend::FinishGradients / Synchronize). Prepare does everything that needs the
+// host: it checks the batch's inputs, reports sparse rows, and writes each call's values (the
+// dropout step) into memory the device reads. Forward and Backward only queue device work, never
+// wait for the device and never read a per-call value from the host: on a GPU the Model may record
+// them once into a graph (--cuda_graphs) and replay that recording for later batches of the same
+// size, so a value taken from `ctx` (step, host_input) at recording time would repeat forever.
 #ifndef PSFLOW_WORKER_NN_LAYER_H_
 #define PSFLOW_WORKER_NN_LAYER_H_
 
+#include <cstdint>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "worker/nn/parameter_set.h"
 #include "worker/nn/tensor.h"
@@ -23,7 +33,8 @@ struct RunContext {
   bool training = true;
   uint64_t step = 0;  // counts training steps: dropout masks derive from (seed, step)
   // The batch's inputs in host memory (what the first layer's x holds, before the copy to the
-  // device): an embedding on a GPU reads its token ids here to know which rows it touches.
+  // device), for Prepare only (null in Forward/Backward): an embedding reads its token ids here
+  // to check them and know which rows it touches.
   const float* host_input = nullptr;
   // Backward computes the gradients of loss_scale times the loss (loss scaling): a layer that
   // adds a regularisation term's gradient itself multiplies it by this.
@@ -48,6 +59,13 @@ class Layer {
   // before params.Finalize(). INVALID_ARGUMENT when the input shape does not suit the layer.
   virtual absl::StatusOr<Shape> Build(const Shape& input, const BuildContext& ctx) = 0;
 
+  // The host phase of a call of `rows` examples, before its Forward (training or inference; see
+  // the phases above). INVALID_ARGUMENT naming the layer when the inputs are bad (a token id
+  // outside the vocabulary); the call is then not run.
+  virtual absl::Status Prepare(const RunContext& /*ctx*/, int64_t /*rows*/) {
+    return absl::OkStatus();
+  }
+
   virtual void Forward(const RunContext& ctx, const Matrix& x, const Matrix& y) = 0;
 
   // dx may be null (first layer: no one needs it).
@@ -56,6 +74,9 @@ class Layer {
 
   // Layers with state carried from call to call (an LSTM's) start again from zeros.
   virtual void ResetState() {}
+  // ... or from the state the last Forward started from (queued on the device like Forward):
+  // the Model runs one step twice when it checks a graph against the eager step.
+  virtual void RewindState() {}
 
   // Added to the loss (e.g. weight decay); Backward adds its gradient.
   virtual double RegularizationLoss(const ParameterSet& /*params*/) const { return 0; }
@@ -70,13 +91,22 @@ class Layer {
 // Softmax over each row followed by cross-entropy against integer class labels
 // (TensorFlow's sparse_softmax_cross_entropy_with_logits). A row is one prediction: one per
 // example for a classifier, one per time step for a language model.
+//
+// A training step goes through the three phases of a layer call (see Layer): SetLabels (host),
+// ForwardBackward (device: queued, never waits, may be recorded into a graph), Loss (host, after
+// the Model waited for the device).
 class SoftmaxCrossEntropy {
  public:
   virtual ~SoftmaxCrossEntropy() = default;
-  // Returns the summed loss of all rows and writes scale * d(summed loss)/d(logits) into dlogits
-  // (same shape as logits). labels: logits.rows host integers in [0, logits.cols).
-  virtual double ForwardBackward(const Matrix& logits, const int32_t* labels, float scale,
-                                 const Matrix& dlogits) = 0;
+  // Host phase: checks `rows` host labels against [0, classes) and keeps a copy for the next
+  // ForwardBackward (staged where the device reads it). INVALID_ARGUMENT naming the row and the
+  // label; RESOURCE_EXHAUSTED when staging memory cannot be had.
+  virtual absl::Status SetLabels(const int32_t* labels, int64_t rows, int64_t classes) = 0;
+  // Device phase: the per-row losses of logits ([rows, classes] as set) against the labels set,
+  // and dlogits (same shape) := scale * d(summed loss)/d(logits).
+  virtual void ForwardBackward(const Matrix& logits, float scale, const Matrix& dlogits) = 0;
+  // After the device finished the last ForwardBackward: its rows' losses summed in row order.
+  virtual double Loss() const = 0;
   // Summed loss and the number of rows whose arg-max equals the label.
   struct Eval {
     double loss_sum = 0;

@@ -2,9 +2,11 @@
 
 #include <cassert>
 #include <cmath>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/status_macros.h"
 
 namespace psflow::nn {
 namespace {
@@ -59,6 +61,12 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(const ModelSpec& spec, Back
                        max_batch, " x ", m->widths_[i], " floats)"));
     }
   }
+  m->staged_input_ = backend.AllocateHost(max_batch * m->widths_[0]);
+  if (m->staged_input_ == nullptr) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(spec.name, ": out of host memory for staging the inputs (", max_batch, " x ",
+                     m->widths_[0], " floats)"));
+  }
   m->views_.reserve(m->widths_.size());
   m->grad_views_.reserve(m->widths_.size());
   return m;
@@ -73,52 +81,80 @@ void Model::MakeViews(int64_t rows) {
   }
 }
 
-const Matrix& Model::Forward(const Batch& batch, bool training) {
+absl::Status Model::Stage(const Batch& batch, bool training) {
   assert(batch.size >= 1 && batch.size <= max_batch_);
-  backend_.CopyToDevice(batch.inputs, acts_[0].get(), batch.size * widths_[0]);
+  // Staged at one address: the device phase's copy (recorded or not) reads this batch's inputs.
+  std::memcpy(staged_input_.get(), batch.inputs,
+              static_cast<size_t>(batch.size * widths_[0]) * sizeof(float));
   MakeViews(batch.size);
   const RunContext ctx{&params_, training, step_, batch.inputs};
+  for (const auto& layer : layers_) RETURN_IF_ERROR(layer->Prepare(ctx, batch.size));
+  if (!training) return absl::OkStatus();
+  return loss_->SetLabels(batch.labels, batch.size * labels_per_example_, spec_.num_classes);
+}
+
+const Matrix& Model::Forward(bool training) {
+  const int64_t rows = views_[0].rows;
+  backend_.CopyToDevice(staged_input_.get(), acts_[0].get(), rows * widths_[0]);
+  const RunContext ctx{&params_, training, step_, nullptr};
   for (size_t l = 0; l < layers_.size(); ++l) layers_[l]->Forward(ctx, views_[l], views_[l + 1]);
   return views_.back();
 }
 
-Model::~Model() { backend_.DetachParameters(params_); }
+Model::~Model() {
+  graph_.reset();
+  backend_.DetachParameters(params_);
+}
 
 absl::StatusOr<double> Model::ComputeGradients(const Batch& batch, float clip_norm) {
   return ComputeGradients(batch, GradientFinish{clip_norm, 1.0f / loss_scale_, true});
 }
 
 absl::StatusOr<double> Model::ComputeGradients(const Batch& batch, const GradientFinish& finish) {
-  const Matrix& logits = Forward(batch, /*training=*/true);
+  RETURN_IF_ERROR(Stage(batch, /*training=*/true));
+  if (batch.size == max_batch_ &&
+      (graph_state_ == GraphState::kUnchecked || graph_state_ == GraphState::kReplaying)) {
+    return GraphStep(batch, finish);
+  }
+  RunStep(batch.size, finish);
+  ++step_;
+  return FinishStep(batch.size, finish);
+}
+
+void Model::RunStep(int64_t rows, const GradientFinish& finish) {
+  const Matrix& logits = Forward(/*training=*/true);
   backend_.ZeroGradients(params_);
   const size_t n = layers_.size();
-  const float mean = 1.0f / static_cast<float>(batch.size);
-  // Backward runs on loss_scale_ times the loss; the returned loss is unscaled.
-  double loss =
-      loss_->ForwardBackward(Predictions(logits, spec_.num_classes), batch.labels,
-                             loss_scale_ * mean, Predictions(grad_views_[n], spec_.num_classes)) *
-      mean;
+  // Backward runs on loss_scale_ times the loss; FinishStep's loss is unscaled.
+  const float mean = 1.0f / static_cast<float>(rows);
+  loss_->ForwardBackward(Predictions(logits, spec_.num_classes), loss_scale_ * mean,
+                         Predictions(grad_views_[n], spec_.num_classes));
   // Layer by layer to the host only when nothing has to see all gradients first.
-  const bool stream_to_host = finish.to_host && !finish.measures();
-  const RunContext ctx{&params_, true, step_, batch.inputs, loss_scale_};
+  const bool stream_to_host = StreamsToHost(finish);
+  const RunContext ctx{&params_, true, step_, nullptr, loss_scale_};
   for (size_t l = n; l-- > 0;) {
     layers_[l]->Backward(ctx, views_[l], views_[l + 1], grad_views_[l + 1],
                          l == 0 ? nullptr : &grad_views_[l]);
-    loss += layers_[l]->RegularizationLoss(params_);
     if (stream_to_host && param_begin_[l] < param_begin_[l + 1]) {
       backend_.GradientsReady(params_, param_begin_[l], param_begin_[l + 1]);
     }
   }
-  ++step_;
+}
+
+absl::StatusOr<double> Model::FinishStep(int64_t rows, const GradientFinish& finish) {
   absl::StatusOr<double> norm = backend_.FinishGradients(params_, finish);
   if (!norm.ok()) return norm.status();
   last_step_finite_ = !finish.measures() || std::isfinite(*norm);
+  const float mean = 1.0f / static_cast<float>(rows);
+  double loss = loss_->Loss() * mean;
+  for (size_t l = layers_.size(); l-- > 0;) loss += layers_[l]->RegularizationLoss(params_);
   return loss;
 }
 
 absl::StatusOr<SoftmaxCrossEntropy::Eval> Model::Evaluate(const Batch& batch) {
-  const SoftmaxCrossEntropy::Eval eval = loss_->Evaluate(
-      Predictions(Forward(batch, /*training=*/false), spec_.num_classes), batch.labels);
+  RETURN_IF_ERROR(Stage(batch, /*training=*/false));
+  const SoftmaxCrossEntropy::Eval eval =
+      loss_->Evaluate(Predictions(Forward(/*training=*/false), spec_.num_classes), batch.labels);
   if (absl::Status s = backend_.Synchronize(); !s.ok()) return s;
   return eval;
 }

@@ -4,6 +4,12 @@
 //
 // All activation and activation-gradient buffers are allocated once, in Create(), for max_batch
 // rows; ComputeGradients and Evaluate allocate nothing. Not thread-safe.
+//
+// A step runs in three phases (worker/nn/layer.h): the host phase (the inputs copied into a
+// staging buffer the device reads, every layer's Prepare, the labels set), the device phase (the
+// input copy, Forward, the loss, Backward, the gradient copies: queued, never waited for) and the
+// finish (Backend::FinishGradients waits; the loss is summed). The CPU backend runs the same
+// phases, computing as it goes.
 #ifndef PSFLOW_WORKER_NN_MODEL_H_
 #define PSFLOW_WORKER_NN_MODEL_H_
 
@@ -71,11 +77,46 @@ class Model final : public Trainable {
   // `step` (steps count from 0) again.
   void RewindRandomness(uint64_t step) { step_ = step; }
 
+  // --cuda_graphs. From now on the device phase of a step of max_batch examples is recorded once
+  // into a graph (Backend::BeginCapture) and replayed every later step of that size: one launch
+  // instead of hundreds where small kernels leave the GPU waiting for the CPU. Other sizes (a
+  // short last batch) and Evaluate run eagerly. The first max_batch step checks the graph: it runs
+  // eagerly, records the graph, rewinds the randomness and carried state, replays the graph on
+  // the same batch and compares (gradients within kGraphGradientTolerance of their largest
+  // magnitude, the loss within kGraphLossTolerance, both relative). A recording that fails or a
+  // replay that differs is logged as one WARNING and the model runs eagerly for good (after a
+  // failed comparison that step runs eagerly again from the same start); the outcome of the check
+  // is logged once at INFO. The results of ComputeGradients are what they are eagerly.
+  // On a backend that cannot record graphs (the CPU) that first step logs the WARNING and runs
+  // eagerly. The backend is readied (Backend::EnableGraphs) on the thread that runs the steps.
+  void EnableGraphs() {
+    if (graph_state_ == GraphState::kOff) graph_state_ = GraphState::kUnchecked;
+  }
+  enum class GraphState { kOff, kUnchecked, kReplaying, kFailed };
+  GraphState graph_state() const { return graph_state_; }
+  static constexpr double kGraphGradientTolerance = 1e-5;
+  static constexpr double kGraphLossTolerance = 1e-6;
+
  private:
   Model(ModelSpec spec, Backend& backend, int64_t max_batch);
   // views_ sized to `rows` examples.
   void MakeViews(int64_t rows);
-  const Matrix& Forward(const Batch& batch, bool training);
+  // The host phase: the inputs into staged_input_, the views, every layer's Prepare and, in
+  // training, the labels. A layer's error (a bad token id) or a bad label.
+  absl::Status Stage(const Batch& batch, bool training);
+  // The device phase of Forward: the staged inputs to the device, every layer's Forward.
+  const Matrix& Forward(bool training);
+  // The device phase of a training step of `rows` examples (the views staged): what a graph
+  // records.
+  void RunStep(int64_t rows, const GradientFinish& finish);
+  // The finish: the gradients on the host (FinishGradients) and the loss of the step of `rows`.
+  absl::StatusOr<double> FinishStep(int64_t rows, const GradientFinish& finish);
+  // Whether backward streams each layer's gradients to the host (GradientsReady): only when they
+  // go there as backward made them (no unscaling, no clipping, not kept for a towers' reduction).
+  static bool StreamsToHost(const GradientFinish& f) { return f.to_host && !f.measures(); }
+  // A staged step of max_batch rows with graphs on (model_graph.cc): replays, or checks first.
+  absl::StatusOr<double> GraphStep(const Batch& batch, const GradientFinish& finish);
+  absl::StatusOr<double> CheckGraph(const Batch& batch, const GradientFinish& finish);
 
   ModelSpec spec_;
   Backend& backend_;
@@ -94,6 +135,14 @@ class Model final : public Trainable {
   std::vector<Backend::Buffer> grads_;  // d(loss)/d(acts_[i]) for i >= 1
   std::vector<Matrix> views_;           // per call, sized to the batch (capacity reserved once)
   std::vector<Matrix> grad_views_;
+  Backend::HostBuffer staged_input_;  // [max_batch, widths_[0]]: the step's inputs, staged
+
+  GraphState graph_state_ = GraphState::kOff;
+  std::unique_ptr<Backend::Graph> graph_;  // recorded for max_batch rows
+  // What the graph was recorded with: whether backward streamed gradients to the host
+  // (StreamsToHost), and the loss scale (a kernel argument, frozen into the graph).
+  bool graph_streams_to_host_ = false;
+  float graph_loss_scale_ = 1;
 };
 
 }  // namespace psflow::nn

@@ -50,6 +50,11 @@ class Towers final : public Trainable {
   void SetLossScale(float scale) override;
   bool last_step_finite() const override { return last_step_finite_; }
   void ResetState() override;
+  // --cuda_graphs: every tower records and replays its own step (Model::EnableGraphs), on its
+  // own thread; a tower whose slice is short of its max_batch runs eagerly.
+  void EnableGraphs() {
+    for (auto& tower : towers_) tower->EnableGraphs();
+  }
 
   Model& tower(int k) { return *towers_[static_cast<size_t>(k)]; }
 

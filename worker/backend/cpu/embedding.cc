@@ -1,10 +1,11 @@
 #include "worker/backend/cpu/embedding.h"
 
-#include <algorithm>
 #include <cassert>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+#include "worker/nn/token_rows.h"
 
 namespace psflow::cpu {
 
@@ -20,7 +21,19 @@ absl::StatusOr<nn::Shape> Embedding::Build(const nn::Shape& input, const nn::Bui
                                spec_.init);
   ctx.params->MarkSparse(table_);
   rows_.reserve(static_cast<size_t>(ctx.max_batch * input[0]));
+  time_ = input[0];
   return nn::Shape{input[0], spec_.dim};
+}
+
+absl::Status Embedding::Prepare(const nn::RunContext& ctx, int64_t rows) {
+  if (ctx.host_input == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(name(), ": needs the batch's token ids in host memory"));
+  }
+  RETURN_IF_ERROR(
+      nn::CollectTokenRows(name(), ctx.host_input, rows * time_, spec_.vocab_size, rows_));
+  if (ctx.training) ctx.params->SetTouchedRows(table_, rows_);
+  return absl::OkStatus();
 }
 
 void Embedding::Forward(const nn::RunContext& ctx, const nn::Matrix& x, const nn::Matrix& y) {
@@ -37,17 +50,13 @@ void Embedding::Backward(const nn::RunContext& ctx, const nn::Matrix& x, const n
                          const nn::Matrix& dy, const nn::Matrix*) {
   float* grad = ctx.params->grad(table_).data();
   const int dim = spec_.dim;
-  rows_.clear();
+  // The touched rows were reported by Prepare.
   for (int64_t i = 0; i < x.size(); ++i) {
     const auto id = static_cast<int64_t>(x.data[i]);
-    rows_.push_back(id);
     float* g = grad + id * dim;
     const float* d = dy.data + i * dim;
     for (int c = 0; c < dim; ++c) g[c] += d[c];
   }
-  std::sort(rows_.begin(), rows_.end());
-  rows_.erase(std::unique(rows_.begin(), rows_.end()), rows_.end());
-  ctx.params->SetTouchedRows(table_, rows_);
 }
 
 }  // namespace psflow::cpu

@@ -42,6 +42,11 @@ void Lstm::ResetState() {
   std::fill(state_h_.begin(), state_h_.end(), 0.0f);
 }
 
+void Lstm::RewindState() {
+  std::copy_n(call_c0_.begin(), call_rows_ * units_, state_c_.begin());
+  std::copy_n(call_h0_.begin(), call_rows_ * units_, state_h_.begin());
+}
+
 void Lstm::Forward(const nn::RunContext& ctx, const nn::Matrix& x, const nn::Matrix& y) {
   const int batch = static_cast<int>(x.rows), time = static_cast<int>(steps_),
             u = static_cast<int>(units_), g4 = 4 * u, in = static_cast<int>(in_);
@@ -51,6 +56,7 @@ void Lstm::Forward(const nn::RunContext& ctx, const nn::Matrix& x, const nn::Mat
   float* gates = gates_.data();
   std::copy_n(state_c_.begin(), batch * u, call_c0_.begin());
   std::copy_n(state_h_.begin(), batch * u, call_h0_.begin());
+  call_rows_ = batch;
 
   // gates = broadcast(bias) + x * W_x, all steps at once: [batch * time, 4u].
   const int rows = batch * time;

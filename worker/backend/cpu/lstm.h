@@ -22,9 +22,11 @@ class Lstm final : public nn::Layer {
   void Backward(const nn::RunContext& ctx, const nn::Matrix& x, const nn::Matrix& y,
                 const nn::Matrix& dy, const nn::Matrix* dx) override;
   void ResetState() override;
+  void RewindState() override;
 
  private:
-  int64_t steps_ = 0;  // time
+  int64_t call_rows_ = 0;  // the last Forward's batch
+  int64_t steps_ = 0;      // time
   int64_t in_ = 0;
   int64_t units_ = 0;
   nn::LstmSpec spec_;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
+
 namespace psflow::cpu {
 namespace {
 
@@ -38,13 +40,24 @@ double RowLoss(const float* row, int64_t n, int32_t label, float* probs, float s
 
 }  // namespace
 
-double SoftmaxCrossEntropy::ForwardBackward(const nn::Matrix& logits, const int32_t* labels,
-                                            float scale, const nn::Matrix& dlogits) {
-  double total = 0.0;
-  for (int64_t r = 0; r < logits.rows; ++r) {
-    total += RowLoss(logits.row(r), logits.cols, labels[r], dlogits.row(r), scale);
+absl::Status SoftmaxCrossEntropy::SetLabels(const int32_t* labels, int64_t rows, int64_t classes) {
+  for (int64_t r = 0; r < rows; ++r) {
+    if (labels[r] < 0 || labels[r] >= classes) {
+      return absl::InvalidArgumentError(absl::StrCat("softmax cross-entropy: label ", labels[r],
+                                                     " of row ", r, " is outside [0, ", classes,
+                                                     ")"));
+    }
   }
-  return total;
+  labels_ = labels;
+  return absl::OkStatus();
+}
+
+void SoftmaxCrossEntropy::ForwardBackward(const nn::Matrix& logits, float scale,
+                                          const nn::Matrix& dlogits) {
+  loss_ = 0.0;
+  for (int64_t r = 0; r < logits.rows; ++r) {
+    loss_ += RowLoss(logits.row(r), logits.cols, labels_[r], dlogits.row(r), scale);
+  }
 }
 
 SoftmaxCrossEntropy::Eval SoftmaxCrossEntropy::Evaluate(const nn::Matrix& logits,

@@ -6,11 +6,18 @@
 
 namespace psflow::cpu {
 
+// SetLabels keeps the caller's pointer (no copy): the labels must stay valid until the next
+// ForwardBackward returns, which computes at once; Loss returns what it summed.
 class SoftmaxCrossEntropy final : public nn::SoftmaxCrossEntropy {
  public:
-  double ForwardBackward(const nn::Matrix& logits, const int32_t* labels, float scale,
-                         const nn::Matrix& dlogits) override;
+  absl::Status SetLabels(const int32_t* labels, int64_t rows, int64_t classes) override;
+  void ForwardBackward(const nn::Matrix& logits, float scale, const nn::Matrix& dlogits) override;
+  double Loss() const override { return loss_; }
   Eval Evaluate(const nn::Matrix& logits, const int32_t* labels) override;
+
+ private:
+  const int32_t* labels_ = nullptr;
+  double loss_ = 0;
 };
 
 }  // namespace psflow::cpu

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -102,6 +103,9 @@ class Context {
   // Waits for both streams; returns the first error so far (and clears it), including one raised
   // by a kernel while it ran.
   absl::Status Synchronize(absl::string_view where);
+  // The first error recorded so far (and clears it), without waiting: what calls recorded while
+  // the stream was capturing a graph (nothing ran; see Backend::EndCapture).
+  absl::Status TakeError() { return std::exchange(error_, absl::OkStatus()); }
 
  private:
   Context() = default;

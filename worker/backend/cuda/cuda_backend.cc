@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/log.h"
+#include "core/status_macros.h"
 #include "worker/backend/cuda/activation.h"
 #include "worker/backend/cuda/context.h"
 #include "worker/backend/cuda/conv2d.h"
@@ -47,6 +48,7 @@ class CudaBackend final : public Backend {
       for (void* p : a.registered) cudaHostUnregister(p);
     }
     if (host_sum_sq_ != nullptr) cudaFreeHost(host_sum_sq_);
+    if (cublas_workspace_ != nullptr) cublasSetWorkspace(ctx_->cublas(), nullptr, 0);
   }
 
   Device device() const override { return Device::kCuda; }
@@ -158,6 +160,8 @@ class CudaBackend final : public Backend {
     const int64_t end = end_desc.offset + end_desc.size;
     // The copy stream waits for backward to have produced them, then copies while backward goes
     // on with the layers below.
+    // While capturing, this fork puts the copy stream into the recording: EndCapture joins it.
+    copy_stream_forked_ = copy_stream_forked_ || capturing_;
     ctx_->Check(cudaEventRecord(event_.get(), ctx_->stream()), "recording a gradient event");
     ctx_->Check(cudaStreamWaitEvent(ctx_->copy_stream(), event_.get(), 0),
                 "waiting for a gradient event");
@@ -276,6 +280,76 @@ class CudaBackend final : public Backend {
     return absl::OkStatus();
   }
 
+  absl::Status EnableGraphs() override {
+    if (cublas_workspace_ != nullptr) return absl::OkStatus();
+    // cuBLAS's own workspace comes from a pool it may grow while recording; a fixed one of the
+    // size NVIDIA recommends (32 MiB on Hopper and later, 4 MiB before) keeps the recording's
+    // addresses fixed and the step allocation-free. Eager calls use it too from now on.
+    const size_t bytes = (ctx_->properties().major >= 9 ? 32 : 4) << 20;
+    absl::StatusOr<cuda::DeviceArray<char>> w =
+        ctx_->Allocate<char>(static_cast<int64_t>(bytes), "cuBLAS's workspace for CUDA graphs");
+    if (!w.ok()) return w.status();
+    if (cublasStatus_t s = cublasSetWorkspace(ctx_->cublas(), w->get(), bytes);
+        s != CUBLAS_STATUS_SUCCESS) {
+      return cuda::CublasError(s, "giving cuBLAS a workspace for CUDA graphs");
+    }
+    cublas_workspace_ = *std::move(w);
+    return absl::OkStatus();
+  }
+
+  absl::Status BeginCapture() override {
+    RETURN_IF_ERROR(EnableGraphs());
+    // EndCapture takes the errors recorded while recording as its own: an earlier one stays
+    // where FinishGradients reports it, and nothing is recorded.
+    if (absl::Status earlier = ctx_->TakeError(); !earlier.ok()) {
+      const std::string message(earlier.message());
+      ctx_->Fail(std::move(earlier));
+      return absl::FailedPreconditionError(
+          absl::StrCat("not recording after a device error: ", message));
+    }
+    // Thread-local mode: a call that cannot be recorded (a synchronisation, an allocation) made by
+    // this thread fails the recording at once, so it falls back instead of recording something
+    // wrong (relaxed mode would let such calls through); other threads (the other towers' GPUs,
+    // the exchange with the ps) are not constrained, as global mode would constrain them.
+    if (cudaError_t e = cudaStreamBeginCapture(ctx_->stream(), cudaStreamCaptureModeThreadLocal);
+        e != cudaSuccess) {
+      cudaGetLastError();
+      return cuda::CudaError(e, "starting to record a CUDA graph");
+    }
+    capturing_ = true;
+    copy_stream_forked_ = false;
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::unique_ptr<Graph>> EndCapture() override {
+    if (copy_stream_forked_) {
+      // The gradient copies forked into the copy stream join the recording stream again: a
+      // recording must end where it began.
+      ctx_->Check(cudaEventRecord(join_.get(), ctx_->copy_stream()), "joining the copy stream");
+      ctx_->Check(cudaStreamWaitEvent(ctx_->stream(), join_.get(), 0), "joining the copy stream");
+    }
+    cudaGraph_t graph = nullptr;
+    const cudaError_t ended = cudaStreamEndCapture(ctx_->stream(), &graph);
+    capturing_ = false;
+    copy_stream_forked_ = false;
+    // What the layers recorded as errors meanwhile are calls the recording refused (nothing
+    // ran): this recording's failure, not the step's; FinishGradients must not report them.
+    const absl::Status refused = ctx_->TakeError();
+    if (ended != cudaSuccess || !refused.ok()) {
+      cudaGetLastError();
+      if (graph != nullptr) cudaGraphDestroy(graph);
+      return !refused.ok() ? refused : cuda::CudaError(ended, "recording a CUDA graph");
+    }
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    if (made != cudaSuccess) {
+      cudaGetLastError();
+      return cuda::CudaError(made, "instantiating a CUDA graph");
+    }
+    return std::make_unique<CudaGraph>(*ctx_, exec);
+  }
+
   absl::Status Prepare() {
     absl::StatusOr<cuda::DeviceArray<double>> s = ctx_->Allocate<double>(1, "the global norm");
     if (!s.ok()) return s.status();
@@ -286,6 +360,7 @@ class CudaBackend final : public Backend {
     }
     host_sum_sq_ = static_cast<double*>(pinned);
     event_ = MakeEvent();
+    join_ = MakeEvent();
     return absl::OkStatus();
   }
 
@@ -300,6 +375,19 @@ class CudaBackend final : public Backend {
     return p->release();
   }
   void Free(float* p) const override { cudaFree(p); }
+  // Pinned: copies from it are truly asynchronous, and can be recorded into a graph.
+  float* AllocateHostRaw(int64_t floats) override {
+    void* p = nullptr;
+    if (cudaError_t e =
+            cudaMallocHost(&p, static_cast<size_t>(std::max<int64_t>(floats, 1)) * sizeof(float));
+        e != cudaSuccess) {
+      cudaGetLastError();
+      PSFLOW_LOG(ERROR) << cuda::CudaError(e, "pinned host memory for staging").message();
+      return nullptr;
+    }
+    return static_cast<float*>(p);
+  }
+  void FreeHost(float* p) const override { cudaFreeHost(p); }
 
  private:
   struct EventDestroy {
@@ -311,6 +399,19 @@ class CudaBackend final : public Backend {
     return std::unique_ptr<CUevent_st, EventDestroy>(e);
   }
 
+  class CudaGraph final : public Graph {
+   public:
+    CudaGraph(cuda::Context& ctx, cudaGraphExec_t exec) : ctx_(ctx), exec_(exec) {}
+    ~CudaGraph() override { cudaGraphExecDestroy(exec_); }
+    void Launch() override {
+      ctx_.Check(cudaGraphLaunch(exec_, ctx_.stream()), "replaying the step's CUDA graph");
+    }
+
+   private:
+    cuda::Context& ctx_;
+    cudaGraphExec_t exec_;
+  };
+
   // What AttachParameters made for one parameter set.
   struct Attached {
     cuda::DeviceArray<float> mirror;  // values then gradients
@@ -320,6 +421,10 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::Context> ctx_;
   std::map<const ParameterSet*, Attached> attached_;
   std::unique_ptr<CUevent_st, EventDestroy> event_;
+  std::unique_ptr<CUevent_st, EventDestroy> join_;  // the copy stream joining a recording
+  bool capturing_ = false;                          // between BeginCapture and EndCapture
+  bool copy_stream_forked_ = false;                 // GradientsReady ran while capturing
+  cuda::DeviceArray<char> cublas_workspace_;        // set by EnableGraphs
   cuda::DeviceArray<double> sum_sq_;
   double* host_sum_sq_ = nullptr;  // pinned
   cuda::DeviceArray<float> reduce_staging_;

@@ -126,6 +126,8 @@ class LayerComparison : public CudaBackendTest {
       const Matrix xm{xb.get(), rows, in, d}, ym{yb.get(), rows, out, d},
           dym{dyb.get(), rows, out, d}, dxm{dxb.get(), rows, in, d};
       const RunContext ctx{&p, true, step, x.data()};
+      const absl::Status prepared = layer.Prepare(ctx, rows);
+      ASSERT_TRUE(prepared.ok()) << prepared;
       b.ZeroGradients(p);
       layer.Forward(ctx, xm, ym);
       layer.Backward(ctx, xm, ym, dym, &dxm);
@@ -309,7 +311,10 @@ TEST_F(CudaBackendTest, SoftmaxCrossEntropyMatchesCpu) {
     Backend::Buffer l = b.Allocate(rows * classes), d = b.Allocate(rows * classes);
     b.CopyToDevice(logits.data(), l.get(), rows * classes);
     const Matrix lm{l.get(), rows, classes, b.device()}, dm{d.get(), rows, classes, b.device()};
-    loss[side] = ce->ForwardBackward(lm, labels.data(), 0.05f, dm);
+    ASSERT_TRUE(ce->SetLabels(labels.data(), rows, classes).ok());
+    ce->ForwardBackward(lm, 0.05f, dm);
+    ASSERT_TRUE(b.Synchronize().ok());
+    loss[side] = ce->Loss();
     eval[side] = ce->Evaluate(lm, labels.data());
     ASSERT_TRUE(b.Synchronize().ok());
     dlogits[side] = side == 0 ? std::vector<float>(d.get(), d.get() + rows * classes)

@@ -120,8 +120,9 @@ __host__ __device__ __forceinline__ uint64_t Mix(uint64_t z) {
   return z ^ (z >> 31);
 }
 
-__global__ void DropoutKernel(const float* x, float* y, int64_t n, uint64_t base,
-                              uint64_t threshold, float scale) {
+__global__ void DropoutKernel(const float* x, float* y, int64_t n, uint64_t mixed_seed,
+                              const uint64_t* step, uint64_t threshold, float scale) {
+  const uint64_t base = Mix(mixed_seed ^ (*step * 0x9e3779b97f4a7c15ULL));
   for (int64_t i = FirstIndex(); i < n; i += Stride()) {
     const bool kept = (Mix(base + static_cast<uint64_t>(i)) >> 32) < threshold;
     y[i] = kept ? x[i] * scale : 0.0f;
@@ -236,12 +237,12 @@ void LaunchActivationBackward(int kind, const float* y, const float* dy, float* 
 }
 
 void LaunchDropout(const float* x, float* y, int64_t n, float keep_prob, uint64_t seed,
-                   uint64_t step, cudaStream_t stream) {
-  // As the CPU layer: its seed_ is Mix(seed); kept when the top 32 bits of the element's hash
-  // fall below keep_prob * 2^32.
-  const uint64_t base = Mix(Mix(seed) ^ (step * 0x9e3779b97f4a7c15ULL));
+                   const uint64_t* step, cudaStream_t stream) {
+  // As the CPU layer: its seed_ is Mix(seed), the step's base Mix(seed_ ^ step * golden); kept
+  // when the top 32 bits of the element's hash fall below keep_prob * 2^32.
   const auto threshold = static_cast<uint64_t>(static_cast<double>(keep_prob) * 4294967296.0);
-  DropoutKernel<<<Blocks(n), kThreads, 0, stream>>>(x, y, n, base, threshold, 1.0f / keep_prob);
+  DropoutKernel<<<Blocks(n), kThreads, 0, stream>>>(x, y, n, Mix(seed), step, threshold,
+                                                    1.0f / keep_prob);
 }
 
 void LaunchEmbeddingGather(const float* ids, int64_t count, const float* table, int64_t vocab,

@@ -1,10 +1,11 @@
 #include "worker/backend/cuda/embedding.h"
 
-#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
 #include "worker/backend/cuda/kernels.h"
+#include "worker/nn/token_rows.h"
 
 namespace psflow::cuda {
 
@@ -23,9 +24,21 @@ absl::StatusOr<nn::Shape> Embedding::Build(const nn::Shape& input, const nn::Bui
                                spec_.init);
   ctx.params->MarkSparse(table_);
   rows_.reserve(static_cast<size_t>(ctx.max_batch * input[0]));
+  time_ = input[0];
   where_ = absl::StrCat(name(), " [batch<=", ctx.max_batch, ", ", input[0], "] -> [", input[0],
                         ", ", spec_.dim, "] (vocabulary ", spec_.vocab_size, ")");
   return nn::Shape{input[0], spec_.dim};
+}
+
+absl::Status Embedding::Prepare(const nn::RunContext& ctx, int64_t rows) {
+  if (ctx.host_input == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        where_, ": needs the batch's token ids in host memory (RunContext::host_input)"));
+  }
+  RETURN_IF_ERROR(
+      nn::CollectTokenRows(where_, ctx.host_input, rows * time_, spec_.vocab_size, rows_));
+  if (ctx.training) ctx.params->SetTouchedRows(table_, rows_);
+  return absl::OkStatus();
 }
 
 void Embedding::Forward(const nn::RunContext& ctx, const nn::Matrix& x, const nn::Matrix& y) {
@@ -36,31 +49,10 @@ void Embedding::Forward(const nn::RunContext& ctx, const nn::Matrix& x, const nn
 
 void Embedding::Backward(const nn::RunContext& ctx, const nn::Matrix& x, const nn::Matrix&,
                          const nn::Matrix& dy, const nn::Matrix*) {
+  // The touched rows were reported by Prepare.
   LaunchEmbeddingScatterAdd(x.data, x.size(), dy.data, spec_.vocab_size, spec_.dim,
                             ctx.params->device_grad(table_).data(), ctx_.stream());
   ctx_.CheckLaunch(where_);
-  // The touched rows, from the host copy of the ids while the GPU scatters.
-  if (ctx.host_input == nullptr) {
-    ctx_.Fail(absl::FailedPreconditionError(
-        absl::StrCat(where_,
-                     ": backward needs the batch's token ids in host memory "
-                     "(RunContext::host_input) to report the touched rows")));
-    return;
-  }
-  rows_.clear();
-  for (int64_t i = 0; i < x.size(); ++i) {
-    const auto id = static_cast<int64_t>(ctx.host_input[i]);
-    if (id < 0 || id >= spec_.vocab_size) {
-      ctx_.Fail(absl::InvalidArgumentError(absl::StrCat(where_, ": token id ", ctx.host_input[i],
-                                                        " at position ", i,
-                                                        " is outside the vocabulary")));
-      return;
-    }
-    rows_.push_back(id);
-  }
-  std::sort(rows_.begin(), rows_.end());
-  rows_.erase(std::unique(rows_.begin(), rows_.end()), rows_.end());
-  ctx.params->SetTouchedRows(table_, rows_);
 }
 
 }  // namespace psflow::cuda

@@ -2,13 +2,14 @@
 // token ids (floats holding integers in [0, vocab_size)), output [time, dim]; parameter
 // `<name>/embeddings` [vocab_size, dim] with spec.init, marked sparse.
 //
-// Forward gathers the rows on the device (ids outside the vocabulary give zero rows). Backward
-// scatter-adds dy into the device gradient (atomicAdd: repeated ids add up) and reports this
-// step's rows, sorted and unique, with ParameterSet::SetTouchedRows. Those rows are computed on
-// the host from RunContext::host_input (the batch's ids before their copy to the device: the
-// embedding is a model's first layer), so Backward never waits for the GPU; a null host_input,
-// or an id outside the vocabulary, is recorded as the context's error. Backward writes no dx
-// (ids have no gradient). The host rows vector is reserved in Build: nothing is allocated later.
+// Prepare (the host phase) checks the ids in RunContext::host_input (the batch's ids before their
+// copy to the device: the embedding is a model's first layer) and, in training, reports this
+// step's rows, sorted and unique, with ParameterSet::SetTouchedRows: INVALID_ARGUMENT for an id
+// outside the vocabulary, FAILED_PRECONDITION for a null host_input. Forward gathers the rows on
+// the device (ids outside the vocabulary would give zero rows). Backward scatter-adds dy into the
+// device gradient (atomicAdd: repeated ids add up, in no fixed order) and writes no dx (ids have
+// no gradient). Neither reads the host or waits: both can be recorded into a graph. The host
+// rows vector is reserved in Build: nothing is allocated later.
 #ifndef PSFLOW_WORKER_BACKEND_CUDA_EMBEDDING_H_
 #define PSFLOW_WORKER_BACKEND_CUDA_EMBEDDING_H_
 
@@ -28,6 +29,7 @@ class Embedding final : public nn::Layer {
 
   // INVALID_ARGUMENT for vocab_size or dim < 1 or an input that is not [time].
   absl::StatusOr<nn::Shape> Build(const nn::Shape& input, const nn::BuildContext& ctx) override;
+  absl::Status Prepare(const nn::RunContext& ctx, int64_t rows) override;
   void Forward(const nn::RunContext& ctx, const nn::Matrix& x, const nn::Matrix& y) override;
   void Backward(const nn::RunContext& ctx, const nn::Matrix& x, const nn::Matrix& y,
                 const nn::Matrix& dy, const nn::Matrix* dx) override;
@@ -37,6 +39,7 @@ class Embedding final : public nn::Layer {
   nn::EmbeddingSpec spec_;
   std::string where_;
   nn::ParameterSet::Handle table_ = -1;
+  int64_t time_ = 0;           // ids per example
   std::vector<int64_t> rows_;  // this step's ids, sorted and unique (capacity kept)
 };
 

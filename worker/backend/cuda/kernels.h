@@ -38,8 +38,9 @@ void LaunchActivationBackward(int kind, const float* y, const float* dy, float* 
 // (worker/backend/cpu/dropout.cc) bit for bit: seed is the layer's BuildContext seed, keep() the
 // same SplitMix64 hash of (seed, step, i). Forward and Backward of one step use the same mask,
 // each step a new one. dx likewise from dy.
+// The step is read on the device (*step), so that a recorded launch draws each replay's mask.
 void LaunchDropout(const float* x, float* y, int64_t n, float keep_prob, uint64_t seed,
-                   uint64_t step, cudaStream_t stream);
+                   const uint64_t* step, cudaStream_t stream);
 
 // ---- Embedding: ids are `count` floats holding integer token ids; table is [vocab, dim].
 // y[i, :] = table[ids[i], :]; rows of ids outside [0, vocab) are written as zeros.

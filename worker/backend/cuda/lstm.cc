@@ -194,9 +194,21 @@ void Lstm::ResetState() {
   ctx_.Check(cudaMemsetAsync(state_c_.get(), 0, bytes, ctx_.stream()), where_);
 }
 
+void Lstm::RewindState() {
+  const size_t bytes = static_cast<size_t>(call_rows_) * dims_.units * sizeof(float);
+  if (bytes == 0) return;  // no call yet
+  ctx_.Check(cudaMemcpyAsync(state_h_.get(), call_h0_.get(), bytes, cudaMemcpyDeviceToDevice,
+                             ctx_.stream()),
+             where_);
+  ctx_.Check(cudaMemcpyAsync(state_c_.get(), call_c0_.get(), bytes, cudaMemcpyDeviceToDevice,
+                             ctx_.stream()),
+             where_);
+}
+
 void Lstm::Forward(const nn::RunContext& ctx, const nn::Matrix& x, const nn::Matrix& y) {
   if (!CheckBatch(x.rows)) return;
   const int batch = static_cast<int>(x.rows);
+  call_rows_ = batch;
   // The carried state becomes this call's initial state (Backward's hx/cx); the path writes the
   // new final state over the carried one.
   const size_t bytes = static_cast<size_t>(batch) * dims_.units * sizeof(float);

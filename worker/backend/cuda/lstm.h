@@ -37,6 +37,7 @@ class Lstm final : public nn::Layer {
   void Backward(const nn::RunContext& ctx, const nn::Matrix& x, const nn::Matrix& y,
                 const nn::Matrix& dy, const nn::Matrix* dx) override;
   void ResetState() override;
+  void RewindState() override;
 
   // "fused" or "cudnn" once built.
   const char* implementation() const { return path_ != nullptr ? path_->name() : "none"; }
@@ -62,6 +63,7 @@ class Lstm final : public nn::Layer {
   DeviceArray<float> state_c_;
   DeviceArray<float> call_h0_;  // [max_batch, units]: this call's initial state
   DeviceArray<float> call_c0_;
+  int call_rows_ = 0;  // the last Forward's batch
   std::unique_ptr<LstmPath> path_;
 };
 

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
 #include "worker/backend/cuda/kernels.h"
 
 namespace psflow::cuda {
@@ -18,14 +19,12 @@ cudaError_t AllocatePinned(std::unique_ptr<T[], Deleter>& array, int64_t count) 
 }
 
 template <class T>
-bool AllocateDevice(Context& ctx, DeviceArray<T>& array, int64_t count, absl::string_view what) {
+absl::Status AllocateDevice(Context& ctx, DeviceArray<T>& array, int64_t count,
+                            absl::string_view what) {
   absl::StatusOr<DeviceArray<T>> a = ctx.Allocate<T>(count, what);
-  if (!a.ok()) {
-    ctx.Fail(a.status());
-    return false;
-  }
+  if (!a.ok()) return a.status();
   array = *std::move(a);
-  return true;
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -35,13 +34,13 @@ bool SoftmaxCrossEntropy::Ok(cudaError_t e) {
   return e == cudaSuccess;
 }
 
-bool SoftmaxCrossEntropy::Reserve(int64_t rows, int64_t cols) {
-  if (rows <= capacity_ && cols == cols_) return true;
+absl::Status SoftmaxCrossEntropy::Reserve(int64_t rows, int64_t cols) {
+  if (rows <= capacity_ && cols == cols_) return absl::OkStatus();
   cols_ = cols;
   where_ = absl::StrCat("softmax cross-entropy [rows<=", std::max(rows, capacity_), ", ", cols,
                         " classes]");
-  if (rows <= capacity_) return true;
-  // Free the old buffers first: no call is in flight (each one waits for the stream).
+  if (rows <= capacity_) return absl::OkStatus();
+  // Free the old buffers first: no call is in flight (a step ends waiting for the stream).
   labels_.reset();
   row_loss_.reset();
   row_correct_.reset();
@@ -50,26 +49,41 @@ bool SoftmaxCrossEntropy::Reserve(int64_t rows, int64_t cols) {
   host_correct_.reset();
   capacity_ = 0;
   const std::string what = absl::StrCat(where_, ": per-row labels and losses");
-  if (!AllocateDevice(ctx_, labels_, rows, what) || !AllocateDevice(ctx_, row_loss_, rows, what) ||
-      !AllocateDevice(ctx_, row_correct_, rows, what) || !Ok(AllocatePinned(host_labels_, rows)) ||
-      !Ok(AllocatePinned(host_loss_, rows)) || !Ok(AllocatePinned(host_correct_, rows))) {
-    return false;
+  RETURN_IF_ERROR(AllocateDevice(ctx_, labels_, rows, what));
+  RETURN_IF_ERROR(AllocateDevice(ctx_, row_loss_, rows, what));
+  RETURN_IF_ERROR(AllocateDevice(ctx_, row_correct_, rows, what));
+  for (cudaError_t e : {AllocatePinned(host_labels_, rows), AllocatePinned(host_loss_, rows),
+                        AllocatePinned(host_correct_, rows)}) {
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      return CudaError(e, absl::StrCat(what, " in pinned host memory"));
+    }
   }
   capacity_ = rows;
-  return true;
+  return absl::OkStatus();
 }
 
-bool SoftmaxCrossEntropy::Run(const nn::Matrix& logits, const int32_t* labels, float scale,
-                              float* dlogits, bool count_correct) {
-  const int64_t rows = logits.rows, cols = logits.cols;
-  if (!Reserve(rows, cols)) return false;
+absl::Status SoftmaxCrossEntropy::SetLabels(const int32_t* labels, int64_t rows, int64_t classes) {
+  rows_ = 0;
+  RETURN_IF_ERROR(Reserve(rows, classes));
   for (int64_t r = 0; r < rows; ++r) {
-    if (labels[r] < 0 || labels[r] >= cols) {
-      ctx_.Fail(absl::InvalidArgumentError(absl::StrCat(where_, ": label ", labels[r], " of row ",
-                                                        r, " is outside [0, ", cols, ")")));
-      return false;
+    if (labels[r] < 0 || labels[r] >= classes) {
+      return absl::InvalidArgumentError(absl::StrCat(where_, ": label ", labels[r], " of row ", r,
+                                                     " is outside [0, ", classes, ")"));
     }
     host_labels_[r] = labels[r];
+  }
+  rows_ = rows;
+  return absl::OkStatus();
+}
+
+bool SoftmaxCrossEntropy::Queue(const nn::Matrix& logits, float scale, float* dlogits,
+                                bool count_correct) {
+  const int64_t rows = logits.rows, cols = logits.cols;
+  if (rows > rows_) {
+    ctx_.Fail(absl::InternalError(
+        absl::StrCat(where_, ": ", rows, " rows of logits but ", rows_, " labels set")));
+    return false;
   }
   cudaStream_t stream = ctx_.stream();
   const auto bytes = [rows](size_t element) { return static_cast<size_t>(rows) * element; };
@@ -85,25 +99,30 @@ bool SoftmaxCrossEntropy::Run(const nn::Matrix& logits, const int32_t* labels, f
                           cudaMemcpyDeviceToHost, stream))) {
     return false;
   }
-  if (count_correct && !Ok(cudaMemcpyAsync(host_correct_.get(), correct, bytes(sizeof(int32_t)),
-                                           cudaMemcpyDeviceToHost, stream))) {
-    return false;
-  }
-  return Ok(cudaStreamSynchronize(stream));
+  return !count_correct || Ok(cudaMemcpyAsync(host_correct_.get(), correct, bytes(sizeof(int32_t)),
+                                              cudaMemcpyDeviceToHost, stream));
 }
 
-double SoftmaxCrossEntropy::ForwardBackward(const nn::Matrix& logits, const int32_t* labels,
-                                            float scale, const nn::Matrix& dlogits) {
-  if (logits.rows <= 0 || !Run(logits, labels, scale, dlogits.data, false)) return 0;
+void SoftmaxCrossEntropy::ForwardBackward(const nn::Matrix& logits, float scale,
+                                          const nn::Matrix& dlogits) {
+  if (logits.rows > 0) Queue(logits, scale, dlogits.data, false);
+}
+
+double SoftmaxCrossEntropy::Loss() const {
   double total = 0;
-  for (int64_t r = 0; r < logits.rows; ++r) total += host_loss_[r];
+  for (int64_t r = 0; r < rows_; ++r) total += host_loss_[r];
   return total;
 }
 
 SoftmaxCrossEntropy::Eval SoftmaxCrossEntropy::Evaluate(const nn::Matrix& logits,
                                                         const int32_t* labels) {
   Eval e;
-  if (logits.rows <= 0 || !Run(logits, labels, 0.0f, nullptr, true)) return e;
+  if (logits.rows <= 0) return e;
+  if (absl::Status s = SetLabels(labels, logits.rows, logits.cols); !s.ok()) {
+    ctx_.Fail(std::move(s));
+    return e;
+  }
+  if (!Queue(logits, 0.0f, nullptr, true) || !Ok(cudaStreamSynchronize(ctx_.stream()))) return e;
   for (int64_t r = 0; r < logits.rows; ++r) {
     e.loss_sum += host_loss_[r];
     e.correct += host_correct_[r];

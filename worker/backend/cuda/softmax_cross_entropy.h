@@ -4,19 +4,19 @@
 // Evaluate counts rows whose first arg-max is the label (std::max_element's tie rule). One block
 // per row on the context's stream.
 //
-// Host synchronisation: the contract returns host values (the loss, the count), so every call
-// copies the per-row results into pinned host memory and waits for the stream
-// (cudaStreamSynchronize): everything queued before it (the forward pass) finishes first. The
-// rows are summed on the host in row order, as the CPU class sums them.
+// Training (the phases of worker/nn/layer.h): SetLabels checks the host int32 labels against
+// [0, classes) and stages them in pinned memory; ForwardBackward queues their copy to the device,
+// the kernel and the copy of the per-row losses back into pinned memory, and waits for nothing
+// (it can be recorded into a graph: every address it uses is fixed once the buffers have grown to
+// the largest call); Loss, called once the stream finished, sums those rows on the host in row
+// order, as the CPU class sums them. Evaluate does all three and waits for the stream
+// (cudaStreamSynchronize): everything queued before it (the forward pass) finishes first.
 //
-// Labels arrive as host int32s: they are checked against [0, classes) (an error otherwise),
-// staged in pinned memory and copied to the device asynchronously.
-//
-// Memory: there is no Build. Device and pinned buffers are allocated on first use and grown only
-// when a call has more rows than any before it, so in steady state only the first step
-// allocates. Errors (allocation, a copy, the launch, a bad label) are recorded in the Context
-// (Fail / Check) and the call returns 0 (an empty Eval); Synchronize / FinishGradients report
-// them.
+// Memory: there is no Build. Device and pinned buffers are allocated by SetLabels (or Evaluate)
+// and grown only when a call has more rows than any before it (freed and reallocated: no recorded
+// graph may use them then; the Model records its largest batch only), so in steady state only the
+// first step allocates. Evaluate's errors (allocation, a copy, the launch, a bad label) are
+// recorded in the Context (Fail / Check) and it returns an empty Eval; Synchronize reports them.
 #ifndef PSFLOW_WORKER_BACKEND_CUDA_SOFTMAX_CROSS_ENTROPY_H_
 #define PSFLOW_WORKER_BACKEND_CUDA_SOFTMAX_CROSS_ENTROPY_H_
 
@@ -35,8 +35,9 @@ class SoftmaxCrossEntropy final : public nn::SoftmaxCrossEntropy {
  public:
   explicit SoftmaxCrossEntropy(Context& ctx) : ctx_(ctx) {}
 
-  double ForwardBackward(const nn::Matrix& logits, const int32_t* labels, float scale,
-                         const nn::Matrix& dlogits) override;
+  absl::Status SetLabels(const int32_t* labels, int64_t rows, int64_t classes) override;
+  void ForwardBackward(const nn::Matrix& logits, float scale, const nn::Matrix& dlogits) override;
+  double Loss() const override;
   Eval Evaluate(const nn::Matrix& logits, const int32_t* labels) override;
 
  private:
@@ -46,13 +47,12 @@ class SoftmaxCrossEntropy final : public nn::SoftmaxCrossEntropy {
   template <class T>
   using PinnedArray = std::unique_ptr<T[], PinnedFree>;
 
-  // Per-row losses (and correct flags when count_correct) of logits into host_loss_ /
-  // host_correct_, dlogits written when non-null; waits for the stream. False on failure
-  // (recorded in the context).
-  bool Run(const nn::Matrix& logits, const int32_t* labels, float scale, float* dlogits,
-           bool count_correct);
+  // Queues the per-row losses (and correct flags when count_correct) of logits against the
+  // staged labels into host_loss_ / host_correct_, dlogits written when non-null. False on
+  // failure (recorded in the context).
+  bool Queue(const nn::Matrix& logits, float scale, float* dlogits, bool count_correct);
   // Buffers for `rows` rows (grown when needed) and where_ for this shape.
-  bool Reserve(int64_t rows, int64_t cols);
+  absl::Status Reserve(int64_t rows, int64_t cols);
   // Records e as the context's error; true when it is cudaSuccess.
   bool Ok(cudaError_t e);
 
@@ -60,6 +60,7 @@ class SoftmaxCrossEntropy final : public nn::SoftmaxCrossEntropy {
   std::string where_;
   int64_t capacity_ = 0;  // rows the buffers hold
   int64_t cols_ = -1;     // the classes where_ names
+  int64_t rows_ = 0;      // the rows SetLabels staged
   DeviceArray<int32_t> labels_;
   DeviceArray<double> row_loss_;
   DeviceArray<int32_t> row_correct_;

@@ -1,0 +1,112 @@
+// Model's step phases on the CPU backend (worker/nn/layer.h: Prepare and SetLabels on the host,
+// then Forward/Backward, then the finish): bad inputs stop a step before it runs, the loss is
+// the one the rows' losses sum to, and --cuda_graphs on a backend that cannot record falls back
+// to eager steps that are exactly the steps of a model without it.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "worker/nn/backend.h"
+#include "worker/nn/gradient_check.h"
+#include "worker/nn/model.h"
+
+namespace psflow::nn {
+namespace {
+
+constexpr int kVocab = 12;
+
+// Embedding, dropout, LSTM (carried state), dense logits per time step.
+ModelSpec TinyLanguageModel(float keep_prob) {
+  const Initializer init = Initializer::Uniform(0.5f);
+  return ModelSpec{.name = "tiny_lm",
+                   .input_shape = {4},
+                   .num_classes = kVocab,
+                   .layers = {EmbeddingSpec{kVocab, 3, init}, DropoutSpec{keep_prob},
+                              LstmSpec{5, 0.0f, init}, DenseSpec{kVocab, init, init}}};
+}
+
+TEST(ModelPhases, ATokenOutsideTheVocabularyStopsTheStepNamingTheLayer) {
+  auto backend = MakeCpuBackend(1);
+  auto model = Model::Create(TinyLanguageModel(1.0f), *backend, 2);
+  ASSERT_TRUE(model.ok()) << model.status();
+  (*model)->params().Initialize(1);
+  const std::vector<float> ids = {1, 2, 3, 4, 5, kVocab, 0, 1};
+  const std::vector<int32_t> labels(8, 1);
+  const absl::StatusOr<double> loss =
+      (*model)->ComputeGradients(Batch{ids.data(), labels.data(), 2});
+  ASSERT_FALSE(loss.ok());
+  EXPECT_EQ(loss.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string message(loss.status().message());
+  EXPECT_NE(message.find("embedding0"), std::string::npos) << message;
+  EXPECT_NE(message.find("position 5"), std::string::npos) << message;
+  // Evaluate checks the ids too.
+  EXPECT_EQ((*model)->Evaluate(Batch{ids.data(), labels.data(), 2}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ModelPhases, ALabelOutsideTheClassesStopsTheStep) {
+  auto backend = MakeCpuBackend(1);
+  auto model = Model::Create(TinyLanguageModel(1.0f), *backend, 2);
+  ASSERT_TRUE(model.ok());
+  const std::vector<float> ids(8, 1.0f);
+  std::vector<int32_t> labels(8, 1);
+  labels[6] = -1;
+  const absl::StatusOr<double> loss =
+      (*model)->ComputeGradients(Batch{ids.data(), labels.data(), 2});
+  ASSERT_FALSE(loss.ok());
+  EXPECT_EQ(loss.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(loss.status().message()).find("label -1 of row 6"), std::string::npos)
+      << loss.status();
+}
+
+TEST(ModelPhases, TheLossIsTheRowsLossesSummedOverTheExamples) {
+  // No dropout: a training step's loss is the inference loss per example.
+  auto backend = MakeCpuBackend(1);
+  auto train = Model::Create(TinyLanguageModel(1.0f), *backend, 3);
+  auto eval = Model::Create(TinyLanguageModel(1.0f), *backend, 3);
+  ASSERT_TRUE(train.ok() && eval.ok());
+  (*train)->params().Initialize(2);
+  (*eval)->params().Initialize(2);
+  const GradientCheckInput in = RandomInput((*train)->spec(), 3, 4, 5, kVocab);
+  const Batch b{in.inputs.data(), in.labels.data(), 3};
+  const absl::StatusOr<double> loss = (*train)->ComputeGradients(b);
+  const absl::StatusOr<SoftmaxCrossEntropy::Eval> e = (*eval)->Evaluate(b);
+  ASSERT_TRUE(loss.ok() && e.ok());
+  // The step scales the summed rows by 1 / examples in float, as the gradient.
+  EXPECT_DOUBLE_EQ(*loss, e->loss_sum * (1.0f / 3));
+  const auto rows = (*train)->params().touched_rows(0);
+  std::vector<int64_t> want;
+  for (float id : in.inputs) want.push_back(static_cast<int64_t>(id));
+  std::sort(want.begin(), want.end());
+  want.erase(std::unique(want.begin(), want.end()), want.end());
+  EXPECT_EQ(std::vector<int64_t>(rows.begin(), rows.end()), want);
+}
+
+TEST(ModelPhases, GraphsOnABackendThatCannotRecordRunEagerlyAsWithout) {
+  auto backend = MakeCpuBackend(1);
+  auto plain = Model::Create(TinyLanguageModel(0.6f), *backend, 3, /*seed=*/4);
+  auto graphs = Model::Create(TinyLanguageModel(0.6f), *backend, 3, /*seed=*/4);
+  ASSERT_TRUE(plain.ok() && graphs.ok());
+  (*plain)->params().Initialize(3);
+  (*graphs)->params().Initialize(3);
+  (*graphs)->EnableGraphs();
+  EXPECT_EQ((*graphs)->graph_state(), Model::GraphState::kUnchecked);
+  for (uint64_t step = 0; step < 4; ++step) {
+    const int64_t rows = step == 2 ? 2 : 3;  // a short batch among full ones
+    const GradientCheckInput in = RandomInput((*plain)->spec(), rows, 4, 20 + step, kVocab);
+    const Batch b{in.inputs.data(), in.labels.data(), rows};
+    const absl::StatusOr<double> want = (*plain)->ComputeGradients(b, 1.0f);
+    const absl::StatusOr<double> got = (*graphs)->ComputeGradients(b, 1.0f);
+    ASSERT_TRUE(want.ok() && got.ok()) << got.status();
+    EXPECT_EQ(*got, *want) << "step " << step;
+    const auto g = (*graphs)->params().grads(), w = (*plain)->params().grads();
+    EXPECT_TRUE(std::equal(g.begin(), g.end(), w.begin(), w.end())) << "step " << step;
+  }
+  EXPECT_EQ((*graphs)->graph_state(), Model::GraphState::kFailed);
+}
+
+}  // namespace
+}  // namespace psflow::nn
