@@ -103,7 +103,9 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     const double input_wait = input_.wait_seconds() - waited_before;
     const auto ready_at = Clock::now();  // parameters pulled and the batch at hand
     const float loss_scale = scaler_.scale();
-    model_.SetLossScale(loss_scale);
+    if (options_.loss_scale.mode != nn::LossScaleOptions::Mode::kNone) {
+      model_.SetLossScale(loss_scale);
+    }
     ASSIGN_OR_RETURN(result.last_loss, model_.ComputeGradients(batch, options_.max_grad_norm));
     const auto computed_at = Clock::now();
     double pull_seconds = Seconds(ready_at - step_start) - input_wait;

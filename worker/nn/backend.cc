@@ -9,7 +9,7 @@ namespace psflow::nn {
 
 absl::StatusOr<double> Backend::FinishGradients(ParameterSet& params, const GradientFinish& f) {
   if (!f.to_host) return 0.0;
-  return UnscaleAndClip(params, f.unscale, f.clip_norm);
+  return UnscaleAndClip(params, f.unscale, f.clip_norm, f.measures());
 }
 
 absl::StatusOr<double> Backend::ReduceGradients(ParameterSet& into,

@@ -23,9 +23,11 @@ struct GradientFinish {
   // false: leave them on the device, as backward made them (unscale and clip_norm unused), for
   // ReduceGradients to combine with other towers' there.
   bool to_host = true;
+  // Loss scaling is on: every gradient must be checked for finiteness, even at a scale of 1.
+  bool check_finite = false;
   // Whether the global norm is measured: clipping needs it, and loss scaling needs to know
   // whether every gradient is finite.
-  bool measures() const { return to_host && (clip_norm > 0 || unscale != 1); }
+  bool measures() const { return to_host && (clip_norm > 0 || unscale != 1 || check_finite); }
 };
 
 class Backend {
@@ -91,6 +93,10 @@ class Backend {
                                                  std::span<ParameterSet* const> from,
                                                  std::span<const float> weights,
                                                  const GradientFinish& f);
+
+  // Copies params' device gradients, as backward left them, to params.grads() on the host and
+  // waits (a check that needs gradients finished with to_host = false). Nothing on the CPU.
+  virtual absl::Status CopyGradientsToHost(ParameterSet& /*params*/) { return absl::OkStatus(); }
 
   // Makes this backend's device the calling thread's current one (CUDA's current device is per
   // thread): a thread other than the one that created the backend calls this before using it

@@ -37,9 +37,9 @@ void Scale(ParameterSet& params, float factor) {
 
 }  // namespace
 
-double UnscaleAndClip(ParameterSet& params, float unscale, float clip_norm) {
+double UnscaleAndClip(ParameterSet& params, float unscale, float clip_norm, bool measure) {
   if (unscale != 1.0f) Scale(params, unscale);
-  if (clip_norm <= 0 && unscale == 1.0f) return 0;
+  if (!measure && clip_norm <= 0 && unscale == 1.0f) return 0;
   double sum = 0;
   ForEachGradientRun(params, [&sum](int, std::span<float> g) {
     for (float x : g) sum += static_cast<double>(x) * x;

@@ -13,11 +13,11 @@
 namespace psflow::nn {
 
 // Multiplies params' gradients by `unscale` (when != 1), then measures global_norm = sqrt(sum of
-// every gradient element squared) (for a sparse parameter only its touched rows; when
+// every gradient element squared) (for a sparse parameter only its touched rows; when `measure`,
 // clip_norm > 0 or unscale != 1) and, when clip_norm > 0 and global_norm > clip_norm, scales
 // every gradient by clip_norm / global_norm (tf.clip_by_global_norm). Returns global_norm, or 0
 // when not measured; not finite (nothing clipped) when some gradient is not.
-double UnscaleAndClip(ParameterSet& params, float unscale, float clip_norm);
+double UnscaleAndClip(ParameterSet& params, float unscale, float clip_norm, bool measure = false);
 
 // into's gradients := weights[0] * into's + sum over k of weights[k + 1] * from[k]'s, on the
 // host; a sparse parameter's touched rows become the union (rows only others touched start from

@@ -107,7 +107,8 @@ Model::~Model() {
 }
 
 absl::StatusOr<double> Model::ComputeGradients(const Batch& batch, float clip_norm) {
-  return ComputeGradients(batch, GradientFinish{clip_norm, 1.0f / loss_scale_, true});
+  return ComputeGradients(batch,
+                          GradientFinish{clip_norm, 1.0f / loss_scale_, true, check_finite_});
 }
 
 absl::StatusOr<double> Model::ComputeGradients(const Batch& batch, const GradientFinish& finish) {

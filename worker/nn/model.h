@@ -62,7 +62,10 @@ class Model final : public Trainable {
   // The same, finished as `finish` says (towers keep the gradients on the device with
   // to_host = false; its unscale should then be 1 / the loss scale or 1).
   absl::StatusOr<double> ComputeGradients(const Batch& batch, const GradientFinish& finish);
-  void SetLossScale(float scale) override { loss_scale_ = scale; }
+  void SetLossScale(float scale) override {
+    loss_scale_ = scale > 0 ? scale : 1;
+    check_finite_ = scale > 0;
+  }
   float loss_scale() const { return loss_scale_; }
   bool last_step_finite() const override { return last_step_finite_; }
 
@@ -124,6 +127,7 @@ class Model final : public Trainable {
   int64_t labels_per_example_ = 1;
   uint64_t step_ = 0;
   float loss_scale_ = 1;
+  bool check_finite_ = false;  // loss scaling on
   bool last_step_finite_ = true;
   ParameterSet params_;
   std::vector<std::unique_ptr<Layer>> layers_;
@@ -143,6 +147,7 @@ class Model final : public Trainable {
   // (StreamsToHost), and the loss scale (a kernel argument, frozen into the graph).
   bool graph_streams_to_host_ = false;
   float graph_loss_scale_ = 1;
+  std::vector<float> check_grads_;  // the eager step's gradients, for the graph's check
 };
 
 }  // namespace psflow::nn

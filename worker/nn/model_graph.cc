@@ -50,8 +50,11 @@ absl::StatusOr<double> Model::CheckGraph(const Batch& batch, const GradientFinis
   ASSIGN_OR_RETURN(const double eager_loss, FinishStep(batch.size, finish));
   // An overflowing step (loss scaling) is no reference: check at the next one.
   if (!last_step_finite_) return eager_loss;
-  // Saved once, for this check only (the step after it allocates nothing).
-  const std::vector<float> eager_grads(params_.grads().begin(), params_.grads().end());
+  // Towers keep their gradients on the device: the check needs them on the host all the same.
+  if (!finish.to_host) RETURN_IF_ERROR(backend_.CopyGradientsToHost(params_));
+  // Kept between checks (a dynamic loss scale re-checks): allocated by the first one only.
+  check_grads_.assign(params_.grads().begin(), params_.grads().end());
+  const std::vector<float>& eager_grads = check_grads_;
 
   // Recording runs nothing: the eager step's results and the carried state stay as they are.
   const auto record = [&]() -> absl::StatusOr<std::unique_ptr<Backend::Graph>> {
@@ -78,6 +81,7 @@ absl::StatusOr<double> Model::CheckGraph(const Batch& batch, const GradientFinis
   (*graph)->Launch();
   ++step_;
   ASSIGN_OR_RETURN(const double graph_loss, FinishStep(batch.size, finish));
+  if (!finish.to_host) RETURN_IF_ERROR(backend_.CopyGradientsToHost(params_));
 
   double max_grad = 0, max_error = 0;
   const std::span<const float> graph_grads = params_.grads();

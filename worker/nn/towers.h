@@ -75,6 +75,7 @@ class Towers final : public Trainable {
   Batch batch_;  // the step's whole batch
   bool upload_ = true;
   float loss_scale_ = 1;
+  bool check_finite_ = false;  // loss scaling on
   bool last_step_finite_ = true;
 
   std::mutex mu_;

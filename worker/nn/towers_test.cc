@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "worker/models/model_zoo.h"
@@ -159,6 +160,20 @@ TEST_F(TowersTest, AnOverflowingScaleIsReportedByModelAndTowers) {
     EXPECT_FALSE(t->last_step_finite());
     t->SetLossScale(1);
     ASSERT_TRUE(t->ComputeGradients(b, 1.0f).ok());
+    EXPECT_TRUE(t->last_step_finite());
+  }
+  // Loss scaling on at a scale of exactly 1 (where a dynamic scale may back off to), no clip:
+  // still checked. Off, nothing is measured.
+  std::vector<float> broken = inputs;
+  broken[0] = std::numeric_limits<float>::infinity();
+  const Batch bad{broken.data(), labels.data(), 4};
+  for (Trainable* t :
+       {static_cast<Trainable*>(one_.get()), static_cast<Trainable*>(towers_.get())}) {
+    t->SetLossScale(1);
+    ASSERT_TRUE(t->ComputeGradients(bad, 0).ok());
+    EXPECT_FALSE(t->last_step_finite());
+    t->SetLossScale(0);
+    ASSERT_TRUE(t->ComputeGradients(bad, 0).ok());
     EXPECT_TRUE(t->last_step_finite());
   }
 }

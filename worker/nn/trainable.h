@@ -37,8 +37,9 @@ class Trainable {
   // gradients are not all finite (last_step_finite() false) leaves params().grads() undefined:
   // it must not be pushed.
   virtual absl::StatusOr<double> ComputeGradients(const Batch& batch, float clip_norm) = 0;
-  // What the loss's gradient is multiplied by before backward from the next step on (LossScaler;
-  // 1, the default, turns scaling off). scale > 0.
+  // Loss scaling from the next step on (LossScaler): scale > 0 is what the loss's gradient is
+  // multiplied by before backward, and turns on the finiteness check of every step's gradients
+  // (at a scale of 1 too); 0, the default, turns loss scaling off.
   virtual void SetLossScale(float scale) = 0;
   // Whether every gradient of the last ComputeGradients was finite. Measured (on the device)
   // only when the gradients were clipped or a loss scale was set; true otherwise.

@@ -203,6 +203,8 @@ class CudaBackend final : public Backend {
   absl::StatusOr<double> ReduceGradients(ParameterSet& into, std::span<ParameterSet* const> from,
                                          std::span<const float> weights,
                                          const GradientFinish& f) override {
+    // The staging buffer, peer access and the kernels are this GPU's, whatever the thread did.
+    BindThread();
     const int64_t n = into.total_size();
     bool first = true;
     for (size_t k = 0; k < from.size(); ++k) {
@@ -239,6 +241,14 @@ class CudaBackend final : public Backend {
                   "copying the gradients to the host");
     }
     return FinishGradients(into, to_host);
+  }
+
+  absl::Status CopyGradientsToHost(ParameterSet& params) override {
+    ctx_->Check(cudaMemcpyAsync(params.grads().data(), params.device_grads(),
+                                static_cast<size_t>(params.total_size()) * sizeof(float),
+                                cudaMemcpyDeviceToHost, ctx_->stream()),
+                "copying the gradients to the host");
+    return ctx_->Synchronize("copying the gradients to the host");
   }
 
   absl::Status Synchronize() override { return ctx_->Synchronize("a forward pass"); }

@@ -214,10 +214,15 @@ absl::Status CudnnLstm::Setup() {
       ctx_.Allocate<int32_t>(b, absl::StrCat(where_, ": sequence lengths"));
   if (!lengths.ok()) return lengths.status();
   seq_lengths_ = *std::move(lengths);
-  if (cudaError_t e =
-          cudaMemcpy(seq_lengths_.get(), host_seq_lengths_.data(),
-                     host_seq_lengths_.size() * sizeof(int32_t), cudaMemcpyHostToDevice);
+  // On the compute stream: the allocation's zeroing memset is queued there, and a plain
+  // cudaMemcpy (legacy stream) would not wait for it.
+  if (cudaError_t e = cudaMemcpyAsync(seq_lengths_.get(), host_seq_lengths_.data(),
+                                      host_seq_lengths_.size() * sizeof(int32_t),
+                                      cudaMemcpyHostToDevice, ctx_.stream());
       e != cudaSuccess) {
+    return CudaError(e, absl::StrCat(where_, ": sequence lengths"));
+  }
+  if (cudaError_t e = cudaStreamSynchronize(ctx_.stream()); e != cudaSuccess) {
     return CudaError(e, absl::StrCat(where_, ": sequence lengths"));
   }
 
