@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -119,6 +120,9 @@ struct Case {
   int64_t batch;
   float clip_norm;  // > 0: clipped on the device after the graph; 0: copies inside the graph
 };
+
+// ctest and gtest name the case, not its bytes.
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 class CudaGraphsTrain : public CudaGraphs, public testing::WithParamInterface<Case> {};
 

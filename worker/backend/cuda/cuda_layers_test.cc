@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -412,6 +413,12 @@ struct PrecisionCase {
   Precision precision;
   double tolerance;
 };
+
+// ctest and gtest name the case, not its bytes.
+void PrintTo(const PrecisionCase& c, std::ostream* os) {
+  *os << c.model << (*c.config != '\0' ? ":" : "") << c.config << " " << PrecisionName(c.precision)
+      << " within " << c.tolerance;
+}
 
 class MixedPrecision : public CudaBackendTest, public testing::WithParamInterface<PrecisionCase> {};
 
