@@ -1,8 +1,4 @@
 #include "worker/nn/backend.h"
-
-#include <algorithm>
-#include <new>
-
 #include "worker/nn/clip.h"
 
 namespace psflow::nn {
@@ -19,11 +15,5 @@ absl::StatusOr<double> Backend::ReduceGradients(ParameterSet& into,
   AddWeightedGradients(into, from, weights, reduce_scratch_);
   return FinishGradients(into, f);
 }
-
-float* Backend::AllocateHostRaw(int64_t floats) {
-  return new (std::nothrow) float[static_cast<size_t>(std::max<int64_t>(floats, 1))]();
-}
-
-void Backend::FreeHost(float* p) const { delete[] p; }
 
 }  // namespace psflow::nn

@@ -108,9 +108,12 @@ class Backend {
 
   // ---- Host staging and step graphs (--cuda_graphs; see Model::EnableGraphs).
 
-  // Host memory the device copies from asynchronously (pinned on a GPU; plain on the CPU):
-  // `floats` floats, freed with the returned owner; null when none can be had. The Model stages a
-  // step's inputs here, at one fixed address, so that a recorded copy reads this step's.
+  // Whether a step's inputs are first staged in host memory the device copies from asynchronously
+  // (AllocateHost: pinned, at one fixed address a recorded copy reads): a GPU. The CPU computes on
+  // host memory and copies the batch from where it is.
+  virtual bool stages_inputs() const { return false; }
+  // With stages_inputs(): `floats` floats of that host memory, freed with the returned owner;
+  // null when none can be had.
   struct HostBufferDeleter {
     const Backend* backend;
     void operator()(float* p) const { backend->FreeHost(p); }
@@ -146,8 +149,9 @@ class Backend {
  protected:
   virtual float* AllocateRaw(int64_t floats) = 0;
   virtual void Free(float* p) const = 0;
-  virtual float* AllocateHostRaw(int64_t floats);
-  virtual void FreeHost(float* p) const;
+  // Only backends that stage inputs allocate host memory.
+  virtual float* AllocateHostRaw(int64_t /*floats*/) { return nullptr; }
+  virtual void FreeHost(float* /*p*/) const {}
 
   // ReduceGradients' touched-row union: kept between steps (no allocation once it is big enough).
   std::vector<int64_t> reduce_scratch_;

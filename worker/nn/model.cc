@@ -61,8 +61,8 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(const ModelSpec& spec, Back
                        max_batch, " x ", m->widths_[i], " floats)"));
     }
   }
-  m->staged_input_ = backend.AllocateHost(max_batch * m->widths_[0]);
-  if (m->staged_input_ == nullptr) {
+  if (backend.stages_inputs()) m->staged_input_ = backend.AllocateHost(max_batch * m->widths_[0]);
+  if (backend.stages_inputs() && m->staged_input_ == nullptr) {
     return absl::ResourceExhaustedError(
         absl::StrCat(spec.name, ": out of host memory for staging the inputs (", max_batch, " x ",
                      m->widths_[0], " floats)"));
@@ -84,8 +84,13 @@ void Model::MakeViews(int64_t rows) {
 absl::Status Model::Stage(const Batch& batch, bool training) {
   assert(batch.size >= 1 && batch.size <= max_batch_);
   // Staged at one address: the device phase's copy (recorded or not) reads this batch's inputs.
-  std::memcpy(staged_input_.get(), batch.inputs,
-              static_cast<size_t>(batch.size * widths_[0]) * sizeof(float));
+  // A backend that reads host memory copies them from the batch itself.
+  input_ = batch.inputs;
+  if (staged_input_ != nullptr) {
+    std::memcpy(staged_input_.get(), batch.inputs,
+                static_cast<size_t>(batch.size * widths_[0]) * sizeof(float));
+    input_ = staged_input_.get();
+  }
   MakeViews(batch.size);
   const RunContext ctx{&params_, training, step_, batch.inputs};
   for (const auto& layer : layers_) RETURN_IF_ERROR(layer->Prepare(ctx, batch.size));
@@ -95,7 +100,7 @@ absl::Status Model::Stage(const Batch& batch, bool training) {
 
 const Matrix& Model::Forward(bool training) {
   const int64_t rows = views_[0].rows;
-  backend_.CopyToDevice(staged_input_.get(), acts_[0].get(), rows * widths_[0]);
+  backend_.CopyToDevice(input_, acts_[0].get(), rows * widths_[0]);
   const RunContext ctx{&params_, training, step_, nullptr};
   for (size_t l = 0; l < layers_.size(); ++l) layers_[l]->Forward(ctx, views_[l], views_[l + 1]);
   return views_.back();

@@ -104,8 +104,8 @@ class Model final : public Trainable {
   Model(ModelSpec spec, Backend& backend, int64_t max_batch);
   // views_ sized to `rows` examples.
   void MakeViews(int64_t rows);
-  // The host phase: the inputs into staged_input_, the views, every layer's Prepare and, in
-  // training, the labels. A layer's error (a bad token id) or a bad label.
+  // The host phase: the inputs into staged_input_ (a staging backend), the views, every layer's
+  // Prepare and, in training, the labels. A layer's error (a bad token id) or a bad label.
   absl::Status Stage(const Batch& batch, bool training);
   // The device phase of Forward: the staged inputs to the device, every layer's Forward.
   const Matrix& Forward(bool training);
@@ -139,7 +139,9 @@ class Model final : public Trainable {
   std::vector<Backend::Buffer> grads_;  // d(loss)/d(acts_[i]) for i >= 1
   std::vector<Matrix> views_;           // per call, sized to the batch (capacity reserved once)
   std::vector<Matrix> grad_views_;
-  Backend::HostBuffer staged_input_;  // [max_batch, widths_[0]]: the step's inputs, staged
+  // [max_batch, widths_[0]]: the step's inputs, staged (Backend::stages_inputs() only).
+  Backend::HostBuffer staged_input_;
+  const float* input_ = nullptr;  // what Forward copies to the device: staged_input_ or the batch's
 
   GraphState graph_state_ = GraphState::kOff;
   std::unique_ptr<Backend::Graph> graph_;  // recorded for max_batch rows

@@ -386,6 +386,7 @@ class CudaBackend final : public Backend {
   }
   void Free(float* p) const override { cudaFree(p); }
   // Pinned: copies from it are truly asynchronous, and can be recorded into a graph.
+  bool stages_inputs() const override { return true; }
   float* AllocateHostRaw(int64_t floats) override {
     void* p = nullptr;
     if (cudaError_t e =
