@@ -1,4 +1,5 @@
 #include "worker/nn/backend.h"
+
 #include "worker/nn/clip.h"
 
 namespace psflow::nn {

@@ -112,8 +112,7 @@ Model::~Model() {
 }
 
 absl::StatusOr<double> Model::ComputeGradients(const Batch& batch, float clip_norm) {
-  return ComputeGradients(batch,
-                          GradientFinish{clip_norm, 1.0f / loss_scale_, true, check_finite_});
+  return ComputeGradients(batch, Finish(clip_norm));
 }
 
 absl::StatusOr<double> Model::ComputeGradients(const Batch& batch, const GradientFinish& finish) {

@@ -62,6 +62,11 @@ class Model final : public Trainable {
   // The same, finished as `finish` says (towers keep the gradients on the device with
   // to_host = false; its unscale should then be 1 / the loss scale or 1).
   absl::StatusOr<double> ComputeGradients(const Batch& batch, const GradientFinish& finish);
+  // How ComputeGradients(batch, clip_norm) finishes a step: clipped at clip_norm, unscaled by the
+  // loss scale, checked for finiteness while loss scaling is on, to the host.
+  GradientFinish Finish(float clip_norm) const {
+    return GradientFinish{clip_norm, 1.0f / loss_scale_, true, check_finite_};
+  }
   void SetLossScale(float scale) override {
     loss_scale_ = scale > 0 ? scale : 1;
     check_finite_ = scale > 0;

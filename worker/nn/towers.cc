@@ -108,8 +108,6 @@ void Towers::Step(int k) {
 }
 
 void Towers::SetLossScale(float scale) {
-  loss_scale_ = scale > 0 ? scale : 1;
-  check_finite_ = scale > 0;
   for (auto& tower : towers_) tower->SetLossScale(scale);
 }
 
@@ -136,7 +134,8 @@ absl::StatusOr<double> Towers::ComputeGradients(const Batch& batch, float clip_n
     }
     loss += weight_[k] * *losses_[k];
   }
-  const GradientFinish finish{clip_norm, 1.0f / loss_scale_, true, check_finite_};
+  // The sum is finished as one model's gradients would be (every tower has the same scale).
+  const GradientFinish finish = towers_[0]->Finish(clip_norm);
   absl::StatusOr<double> norm = backends_[0]->ReduceGradients(params(), others_, weight_, finish);
   if (!norm.ok()) return norm.status();
   last_step_finite_ = !finish.measures() || std::isfinite(*norm);

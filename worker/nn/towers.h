@@ -74,8 +74,6 @@ class Towers final : public Trainable {
   std::vector<absl::StatusOr<double>> losses_;
   Batch batch_;  // the step's whole batch
   bool upload_ = true;
-  float loss_scale_ = 1;
-  bool check_finite_ = false;  // loss scaling on
   bool last_step_finite_ = true;
 
   std::mutex mu_;
