@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
-#include "worker/nn/token_rows.h"
+#include "worker/nn/batch_checks.h"
 
 namespace psflow::cpu {
 

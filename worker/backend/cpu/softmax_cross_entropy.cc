@@ -3,7 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+#include "worker/nn/batch_checks.h"
 
 namespace psflow::cpu {
 namespace {
@@ -41,13 +42,7 @@ double RowLoss(const float* row, int64_t n, int32_t label, float* probs, float s
 }  // namespace
 
 absl::Status SoftmaxCrossEntropy::SetLabels(const int32_t* labels, int64_t rows, int64_t classes) {
-  for (int64_t r = 0; r < rows; ++r) {
-    if (labels[r] < 0 || labels[r] >= classes) {
-      return absl::InvalidArgumentError(absl::StrCat("softmax cross-entropy: label ", labels[r],
-                                                     " of row ", r, " is outside [0, ", classes,
-                                                     ")"));
-    }
-  }
+  RETURN_IF_ERROR(nn::CheckLabels("softmax cross-entropy", labels, rows, classes));
   labels_ = labels;
   return absl::OkStatus();
 }

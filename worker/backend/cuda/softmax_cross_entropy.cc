@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 #include "worker/backend/cuda/kernels.h"
+#include "worker/nn/batch_checks.h"
 
 namespace psflow::cuda {
 namespace {
@@ -66,13 +67,8 @@ absl::Status SoftmaxCrossEntropy::Reserve(int64_t rows, int64_t cols) {
 absl::Status SoftmaxCrossEntropy::SetLabels(const int32_t* labels, int64_t rows, int64_t classes) {
   rows_ = 0;
   RETURN_IF_ERROR(Reserve(rows, classes));
-  for (int64_t r = 0; r < rows; ++r) {
-    if (labels[r] < 0 || labels[r] >= classes) {
-      return absl::InvalidArgumentError(absl::StrCat(where_, ": label ", labels[r], " of row ", r,
-                                                     " is outside [0, ", classes, ")"));
-    }
-    host_labels_[r] = labels[r];
-  }
+  RETURN_IF_ERROR(nn::CheckLabels(where_, labels, rows, classes));
+  std::copy(labels, labels + rows, host_labels_.get());
   rows_ = rows;
   return absl::OkStatus();
 }

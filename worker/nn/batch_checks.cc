@@ -1,4 +1,4 @@
-#include "worker/nn/token_rows.h"
+#include "worker/nn/batch_checks.h"
 
 #include <algorithm>
 
@@ -22,6 +22,17 @@ absl::Status CollectTokenRows(absl::string_view layer, const float* ids, int64_t
   }
   std::sort(rows.begin(), rows.end());
   rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  return absl::OkStatus();
+}
+
+absl::Status CheckLabels(absl::string_view where, const int32_t* labels, int64_t rows,
+                         int64_t classes) {
+  for (int64_t r = 0; r < rows; ++r) {
+    if (labels[r] < 0 || labels[r] >= classes) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": label ", labels[r], " of row ", r,
+                                                     " is outside [0, ", classes, ")"));
+    }
+  }
   return absl::OkStatus();
 }
 
