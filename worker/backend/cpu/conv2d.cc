@@ -3,6 +3,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -24,28 +25,38 @@ absl::StatusOr<WindowedDim> WindowDim(int64_t in, int window, int stride, nn::Pa
   return WindowedDim{out, pad_total / 2};
 }
 
-absl::StatusOr<nn::Shape> Conv2D::Build(const nn::Shape& input, const nn::BuildContext& ctx) {
+absl::StatusOr<Window2D> SlideWindow(absl::string_view layer, const nn::Shape& input, int window,
+                                     int stride, nn::Padding padding) {
   if (input.size() != 3 || *std::min_element(input.begin(), input.end()) < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "conv2d needs a [height, width, channels] input, got [", absl::StrJoin(input, ","), "]"));
+        layer, " needs a [height, width, channels] input, got [", absl::StrJoin(input, ","), "]"));
   }
+  Window2D w{.in_h = input[0], .in_w = input[1], .channels = input[2]};
+  for (auto [in, out, pad] :
+       {std::tuple{w.in_h, &w.out_h, &w.pad_top}, std::tuple{w.in_w, &w.out_w, &w.pad_left}}) {
+    absl::StatusOr<WindowedDim> d = WindowDim(in, window, stride, padding);
+    if (!d.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(layer, ": ", d.status().message()));
+    }
+    *out = d->out;
+    *pad = d->pad_before;
+  }
+  return w;
+}
+
+absl::StatusOr<nn::Shape> Conv2D::Build(const nn::Shape& input, const nn::BuildContext& ctx) {
   if (spec_.filters < 1) return absl::InvalidArgumentError("conv2d filters must be >= 1");
   if (spec_.kernel_size < 1) return absl::InvalidArgumentError("conv2d kernel_size must be >= 1");
-  in_h_ = input[0];
-  in_w_ = input[1];
-  in_c_ = input[2];
-  auto rows = WindowDim(in_h_, spec_.kernel_size, spec_.stride, spec_.padding);
-  if (!rows.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("conv2d: ", rows.status().message()));
-  }
-  auto cols = WindowDim(in_w_, spec_.kernel_size, spec_.stride, spec_.padding);
-  if (!cols.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("conv2d: ", cols.status().message()));
-  }
-  out_h_ = rows->out;
-  out_w_ = cols->out;
-  pad_top_ = rows->pad_before;
-  pad_left_ = cols->pad_before;
+  absl::StatusOr<Window2D> w =
+      SlideWindow("conv2d", input, spec_.kernel_size, spec_.stride, spec_.padding);
+  if (!w.ok()) return w.status();
+  in_h_ = w->in_h;
+  in_w_ = w->in_w;
+  in_c_ = w->channels;
+  out_h_ = w->out_h;
+  out_w_ = w->out_w;
+  pad_top_ = w->pad_top;
+  pad_left_ = w->pad_left;
   const int64_t k = spec_.kernel_size;
   patch_ = k * k * in_c_;
   const int64_t col_per_example = out_h_ * out_w_ * patch_;

@@ -4,34 +4,24 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "worker/backend/cpu/conv2d.h"
 
 namespace psflow::cpu {
 
 absl::StatusOr<nn::Shape> MaxPool::Build(const nn::Shape& input, const nn::BuildContext& ctx) {
-  if (input.size() != 3 || *std::min_element(input.begin(), input.end()) < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "maxpool needs a [height, width, channels] input, got [", absl::StrJoin(input, ","), "]"));
-  }
-  in_h_ = input[0];
-  in_w_ = input[1];
-  c_ = input[2];
+  absl::StatusOr<Window2D> w =
+      SlideWindow("maxpool", input, spec_.window, spec_.stride, spec_.padding);
+  if (!w.ok()) return w.status();
+  in_h_ = w->in_h;
+  in_w_ = w->in_w;
+  c_ = w->channels;
   if (in_h_ * in_w_ * c_ > std::numeric_limits<int32_t>::max()) {
     return absl::InvalidArgumentError("maxpool input too large for 32-bit positions");
   }
-  auto rows = WindowDim(in_h_, spec_.window, spec_.stride, spec_.padding);
-  if (!rows.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("maxpool: ", rows.status().message()));
-  }
-  auto cols = WindowDim(in_w_, spec_.window, spec_.stride, spec_.padding);
-  if (!cols.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("maxpool: ", cols.status().message()));
-  }
-  out_h_ = rows->out;
-  out_w_ = cols->out;
-  pad_top_ = rows->pad_before;
-  pad_left_ = cols->pad_before;
+  out_h_ = w->out_h;
+  out_w_ = w->out_w;
+  pad_top_ = w->pad_top;
+  pad_left_ = w->pad_left;
   argmax_.assign(static_cast<size_t>(ctx.max_batch * out_h_ * out_w_ * c_), 0);
   return nn::Shape{out_h_, out_w_, c_};
 }

@@ -6,7 +6,6 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "worker/backend/cpu/conv2d.h"  // WindowDim: TensorFlow's padding rule, shared
 #include "worker/backend/cuda/cnn_kernels.h"
 
@@ -79,28 +78,18 @@ Conv2D::Conv2D(Context& ctx, const nn::Conv2DSpec& spec, std::string name)
 Conv2D::~Conv2D() = default;
 
 absl::StatusOr<nn::Shape> Conv2D::Build(const nn::Shape& input, const nn::BuildContext& ctx) {
-  if (input.size() != 3 || *std::min_element(input.begin(), input.end()) < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "conv2d needs a [height, width, channels] input, got [", absl::StrJoin(input, ","), "]"));
-  }
   if (spec_.filters < 1) return absl::InvalidArgumentError("conv2d filters must be >= 1");
   if (spec_.kernel_size < 1) return absl::InvalidArgumentError("conv2d kernel_size must be >= 1");
-  in_h_ = input[0];
-  in_w_ = input[1];
-  in_c_ = input[2];
   const int k = spec_.kernel_size, s = spec_.stride, f = spec_.filters;
-  auto rows = cpu::WindowDim(in_h_, k, s, spec_.padding);
-  if (!rows.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("conv2d: ", rows.status().message()));
-  }
-  auto cols = cpu::WindowDim(in_w_, k, s, spec_.padding);
-  if (!cols.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("conv2d: ", cols.status().message()));
-  }
-  out_h_ = rows->out;
-  out_w_ = cols->out;
-  pad_top_ = rows->pad_before;
-  pad_left_ = cols->pad_before;
+  absl::StatusOr<cpu::Window2D> w = cpu::SlideWindow("conv2d", input, k, s, spec_.padding);
+  if (!w.ok()) return w.status();
+  in_h_ = w->in_h;
+  in_w_ = w->in_w;
+  in_c_ = w->channels;
+  out_h_ = w->out_h;
+  out_w_ = w->out_w;
+  pad_top_ = w->pad_top;
+  pad_left_ = w->pad_left;
   // SAME's total is pad_before * 2 plus 0 or 1 (the odd one after); VALID pads nothing.
   const auto extra = [&](int64_t in, int64_t out, int64_t before) {
     if (spec_.padding == nn::Padding::kValid) return 0;

@@ -4,35 +4,25 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "worker/backend/cpu/conv2d.h"  // WindowDim: TensorFlow's padding rule, shared
 
 namespace psflow::cuda {
 
 absl::StatusOr<nn::Shape> MaxPool::Build(const nn::Shape& input, const nn::BuildContext& ctx) {
-  if (input.size() != 3 || *std::min_element(input.begin(), input.end()) < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "maxpool needs a [height, width, channels] input, got [", absl::StrJoin(input, ","), "]"));
-  }
+  absl::StatusOr<cpu::Window2D> w =
+      cpu::SlideWindow("maxpool", input, spec_.window, spec_.stride, spec_.padding);
+  if (!w.ok()) return w.status();
   PoolGeometry& g = geometry_;
-  g.in_h = input[0];
-  g.in_w = input[1];
-  g.channels = input[2];
+  g.in_h = w->in_h;
+  g.in_w = w->in_w;
+  g.channels = w->channels;
   if (g.in_h * g.in_w * g.channels > std::numeric_limits<int32_t>::max()) {
     return absl::InvalidArgumentError("maxpool input too large for 32-bit positions");
   }
-  auto rows = cpu::WindowDim(g.in_h, spec_.window, spec_.stride, spec_.padding);
-  if (!rows.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("maxpool: ", rows.status().message()));
-  }
-  auto cols = cpu::WindowDim(g.in_w, spec_.window, spec_.stride, spec_.padding);
-  if (!cols.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("maxpool: ", cols.status().message()));
-  }
-  g.out_h = rows->out;
-  g.out_w = cols->out;
-  g.pad_top = rows->pad_before;
-  g.pad_left = cols->pad_before;
+  g.out_h = w->out_h;
+  g.out_w = w->out_w;
+  g.pad_top = w->pad_top;
+  g.pad_left = w->pad_left;
   g.window = spec_.window;
   g.stride = spec_.stride;
   max_batch_ = std::max<int64_t>(ctx.max_batch, 1);
