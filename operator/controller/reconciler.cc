@@ -603,6 +603,7 @@ bool Reconciler::WriteStatus(Pass& pass) {
   Json status = pass.status.ToJson();
   if (object.contains("status") && object["status"] == status) return true;
   Json updated = object;
+  const Json sent = status;
   updated["status"] = std::move(status);
   absl::StatusOr<Json> written = client_.UpdateStatus(kube::TrainingJobs(), pass.ns, updated);
   if (!written.ok()) {
@@ -614,9 +615,20 @@ bool Reconciler::WriteStatus(Pass& pass) {
     return false;
   }
   pass.result.status_written = true;
-  {
+  const std::string written_version = kube::ResourceVersion(*written);
+  // A write that changed nothing stored keeps the resourceVersion and emits no watch event:
+  // waiting for the cache to move past it would wait forever.
+  if (written_version != pass.cached_version) {
     std::lock_guard<std::mutex> lock(written_mu_);
     written_from_[pass.key] = pass.cached_version;  // every write of the pass builds on it
+  }
+  if (written->is_object() && written->contains("status") && (*written)["status"] != sent) {
+    // The server pruned or defaulted what it was sent: the installed CRD's status schema does not
+    // match this operator. Each pass would then send the same write again.
+    PSFLOW_LOG(WARNING) << "TrainingJob " << pass.key
+                        << ": the API server stored a different status than written (is the "
+                           "installed CRD older than this operator?); stored "
+                        << (*written)["status"].dump() << ", written " << sent.dump();
   }
   if (written->is_object()) pass.object = std::make_shared<const Json>(*std::move(written));
   return true;

@@ -1,0 +1,53 @@
+// psflow-operator, the real binary, as a child process of a test, with the flags that make it
+// quick to elect and to re-watch; its output is collected on a thread.
+#ifndef PSFLOW_TESTS_OPERATOR_PROCESS_H_
+#define PSFLOW_TESTS_OPERATOR_PROCESS_H_
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "operator/local/child_process.h"
+
+namespace psflow::testing {
+
+class OperatorProcess {
+ public:
+  // Runs psflow-operator --kubeconfig=<kubeconfig> --identity=<identity>, its Lease in
+  // `lease_namespace`, metrics on a free port, and `extra_flags`.
+  OperatorProcess(const std::string& kubeconfig, const std::string& identity,
+                  const std::string& lease_namespace, std::vector<std::string> extra_flags = {});
+  ~OperatorProcess();  // SIGKILL
+  OperatorProcess(const OperatorProcess&) = delete;
+  OperatorProcess& operator=(const OperatorProcess&) = delete;
+
+  void Signal(int sig);
+  // Waits for the exit; nullopt after `timeout`.
+  std::optional<local::ExitStatus> Wait(std::chrono::milliseconds timeout);
+  std::string output();
+  // The port of its /metrics endpoint, once it has logged it; 0 before.
+  int MetricsPort();
+
+ private:
+  std::mutex child_mu_;  // guards child_, used by the reader and Signal
+  std::unique_ptr<local::ChildProcess> child_;
+  std::thread reader_;
+  std::atomic<bool> stop_reading_{false};
+  std::mutex mu_;
+  std::string output_;
+  std::optional<local::ExitStatus> exit_;
+};
+
+// Polls `done` every 50 ms for up to `timeout`; the last answer.
+bool Eventually(const std::function<bool()>& done,
+                std::chrono::milliseconds timeout = std::chrono::milliseconds(20000));
+
+}  // namespace psflow::testing
+
+#endif  // PSFLOW_TESTS_OPERATOR_PROCESS_H_
