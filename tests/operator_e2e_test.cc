@@ -113,6 +113,18 @@ class OperatorApiserverTest : public ::testing::Test {
     auto lease = client_->Get(kube::Leases(), ns_, "psflow-operator");
     return lease.ok() ? kube::StringAt(*lease, "spec", "holderIdentity") : "";
   }
+  // Events about the job's objects with `reason` and `type`, summed by count.
+  int Events(const std::string& reason, const std::string& type) {
+    absl::StatusOr<kube::ObjectList> list = client_->List(kube::Events(), ns_, {});
+    int n = 0;
+    if (!list.ok()) return -1;
+    for (const Json& event : list->items) {
+      if (event.value("reason", "") == reason && event.value("type", "") == type) {
+        n += event.value("count", 1);
+      }
+    }
+    return n;
+  }
   std::string Metrics(OperatorProcess& op) {
     const int port = op.MetricsPort();
     if (port == 0) return "";
@@ -351,6 +363,55 @@ TEST_F(OperatorApiserverTest, ThroughputIsMeasuredFromTheWorkersIntoStatus) {
       milliseconds(30000));
   EXPECT_TRUE(near) << throughput << "\n" << op->output();
   RecordProperty("throughput", throughput.dump());
+}
+
+// A template the Pod API refuses fails the job at once, says why, and stops what did start.
+TEST_F(OperatorApiserverTest, APodTemplateTheApiRefusesFailsTheJobAndCleansUp) {
+  auto op = StartOperator("op-a");
+  Json job = Job("badname", 1, 1, "OnFailure");
+  job["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["name"] = "Bad_Name";
+  CreateJob(job);
+  ASSERT_TRUE(Eventually([&] { return State("badname") == "Failed"; })) << op->output();
+  const Json failed = Condition("badname", "Failed");
+  EXPECT_EQ(failed["reason"], "InvalidPodTemplate");
+  EXPECT_TRUE(absl::StrContains(failed["message"].get<std::string>(), "Bad_Name")) << failed;
+  EXPECT_TRUE(absl::StrContains(failed["message"].get<std::string>(), "badname-worker-0"))
+      << failed;
+  ASSERT_TRUE(Eventually([&] { return Pods("badname").empty(); })) << op->output();
+  EXPECT_TRUE(Eventually([&] { return Services("badname").empty(); })) << op->output();
+  EXPECT_EQ(Events("InvalidPodTemplate", "Warning"), 1);
+  // Nothing is retried: the refused create happened once.
+  std::this_thread::sleep_for(milliseconds(1500));
+  EXPECT_TRUE(absl::StrContains(Metrics(*op),
+                                "psflow_operator_api_requests_total{code=\"422\",verb=\"create\"} 1\n"))
+      << Metrics(*op);
+}
+
+// The kubelet restarts a container in place (restartPolicy OnFailure): status says which index,
+// how often and why; an event says so once per restart.
+TEST_F(OperatorApiserverTest, InPlaceRestartsShowInStatusAndEvents) {
+  auto op = StartOperator("op-a");
+  CreateJob(Job("flaky", 1, 2, "OnFailure"));
+  ASSERT_TRUE(Eventually([&] { return Pods("flaky").size() == 3; })) << op->output();
+  RunAll("flaky");
+  ASSERT_TRUE(kubelet_->RestartInPlace("flaky-worker-1", 137, "OOMKilled").ok());
+  Json index;
+  ASSERT_TRUE(Eventually([&] {
+    const Json status = GetJob("flaky")["status"];
+    if (!status.is_object() || !status.contains("replicaStatuses")) return false;
+    const Json& worker = status["replicaStatuses"]["Worker"];
+    if (!worker.contains("indexes")) return false;
+    index = worker["indexes"][0];
+    return status.value("restartCount", 0) == 1;
+  })) << op->output();
+  EXPECT_EQ(index["index"], 1);
+  EXPECT_EQ(index["restarts"], 1);
+  EXPECT_EQ(index["lastFailure"]["reason"], "OOMKilled");
+  EXPECT_EQ(index["lastFailure"]["exitCode"], 137);
+  EXPECT_EQ(index["lastFailure"]["pod"], "flaky-worker-1");
+  ASSERT_TRUE(Eventually([&] { return Events("ReplicaRestartedInPlace", "Warning") == 1; }))
+      << op->output();
+  EXPECT_EQ(State("flaky"), "Running");
 }
 
 // Least privilege for real: a user whose Role lacks `list pods` is told so, in one line.

@@ -1,6 +1,7 @@
 #include "operator/controller/job_status.h"
 
 #include <array>
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -122,8 +123,28 @@ JobStatus JobStatus::FromJson(const json& status) {
       rs.succeeded = static_cast<int>(Int(*r, "succeeded"));
       rs.failed = static_cast<int>(Int(*r, "failed"));
       rs.restarts = static_cast<int>(Int(*r, "restarts"));
-      rs.replaced_restarts = static_cast<int>(Int(*r, "replacedPodRestarts"));
       rs.completed_indexes = ParseIndexes(String(*r, "completedIndexes"));
+      if (auto list = r->find("indexes"); list != r->end() && list->is_array()) {
+        for (const json& entry : *list) {
+          if (!entry.is_object() || !entry.contains("index") ||
+              !entry["index"].is_number_integer()) {
+            continue;
+          }
+          const int64_t index = entry["index"].get<int64_t>();
+          if (index < 0 || index >= kMaxIndex) continue;
+          IndexStatus& is = rs.indexes[static_cast<int>(index)];
+          is.restarts = static_cast<int>(Int(entry, "restarts"));
+          is.replaced_restarts = static_cast<int>(Int(entry, "replacedPodRestarts"));
+          if (auto f = entry.find("lastFailure"); f != entry.end() && f->is_object()) {
+            ReplicaFailure failure{String(*f, "reason"), std::nullopt, String(*f, "message"),
+                                   String(*f, "pod"), String(*f, "time")};
+            if (auto code = f->find("exitCode"); code != f->end() && code->is_number_integer()) {
+              failure.exit_code = code->get<int>();
+            }
+            is.last_failure = std::move(failure);
+          }
+        }
+      }
     }
   }
   s.start_time = String(status, "startTime");
@@ -158,11 +179,30 @@ json JobStatus::ToJson() const {
   if (!replica_statuses.empty()) {
     json replicas = json::object();
     for (const auto& [type, rs] : replica_statuses) {
-      json r = {{"active", rs.active},       {"ready", rs.ready},
-                {"succeeded", rs.succeeded}, {"failed", rs.failed},
-                {"restarts", rs.restarts},   {"replacedPodRestarts", rs.replaced_restarts}};
+      json r = {{"active", rs.active},
+                {"ready", rs.ready},
+                {"succeeded", rs.succeeded},
+                {"failed", rs.failed},
+                {"restarts", rs.restarts}};
       if (!rs.completed_indexes.empty()) {
         r["completedIndexes"] = FormatIndexes(rs.completed_indexes);
+      }
+      if (!rs.indexes.empty()) {
+        json list = json::array();
+        for (const auto& [index, is] : rs.indexes) {
+          json entry = {{"index", index},
+                        {"restarts", is.restarts},
+                        {"replacedPodRestarts", is.replaced_restarts}};
+          if (is.last_failure) {
+            const ReplicaFailure& f = *is.last_failure;
+            json failure = {{"reason", f.reason}, {"pod", f.pod}, {"time", f.time}};
+            if (f.exit_code) failure["exitCode"] = *f.exit_code;
+            if (!f.message.empty()) failure["message"] = f.message;
+            entry["lastFailure"] = std::move(failure);
+          }
+          list.push_back(std::move(entry));
+        }
+        r["indexes"] = std::move(list);
       }
       replicas[std::string(api::ReplicaTypeName(type))] = std::move(r);
     }
@@ -176,11 +216,18 @@ json JobStatus::ToJson() const {
   if (!worker_selector.empty()) out["workerSelector"] = worker_selector;
   if (words_per_second || examples_per_second) {
     json t = json::object();
-    if (words_per_second) t["wordsPerSecond"] = *words_per_second;
-    if (examples_per_second) t["examplesPerSecond"] = *examples_per_second;
+    // One decimal: the printer columns show the number as stored.
+    if (words_per_second) t["wordsPerSecond"] = std::round(*words_per_second * 10) / 10;
+    if (examples_per_second) t["examplesPerSecond"] = std::round(*examples_per_second * 10) / 10;
     out["throughput"] = std::move(t);
   }
   return out;
+}
+
+int ReplicaStatus::ReplacedRestarts() const {
+  int sum = 0;
+  for (const auto& [index, is] : indexes) sum += is.replaced_restarts;
+  return sum;
 }
 
 const Condition* JobStatus::Find(ConditionType type) const {

@@ -39,16 +39,37 @@ struct Condition {
 std::string FormatIndexes(const std::set<int>& indexes);
 std::set<int> ParseIndexes(const std::string& text);  // malformed parts are skipped
 
+// How a replica's pod last ended badly, as `kubectl describe tj` shows it.
+struct ReplicaFailure {
+  std::string reason;  // "Error", "OOMKilled", "Evicted", "DeadlineExceeded", "ImagePullBackOff"...
+  std::optional<int> exit_code;
+  std::string message;
+  std::string pod;
+  std::string time;  // RFC3339: when the operator saw it
+  bool operator==(const ReplicaFailure&) const = default;
+};
+
+// One task index of a replica type, kept only once it has failed or restarted.
+struct IndexStatus {
+  // Restarts of this index: replaced_restarts + the kubelet restarts of its pod now.
+  int restarts = 0;
+  // Restarts already folded in: each replacement of a failed pod counts one plus the kubelet
+  // restarts that pod had (persisted, as "replacedPodRestarts", since those pods are gone).
+  int replaced_restarts = 0;
+  std::optional<ReplicaFailure> last_failure;
+  bool operator==(const IndexStatus&) const = default;
+};
+
 struct ReplicaStatus {
   int active = 0;     // pods Pending or Running
   int ready = 0;      // pods Running and ready
   int succeeded = 0;  // indexes completed
   int failed = 0;     // pods seen Failed (each restart counts one)
-  int restarts = 0;   // restarts of this type's replicas: replaced_restarts + live kubelet restarts
-  // Restarts already folded in: each replacement of a failed pod counts one plus the kubelet
-  // restarts that pod had (persisted, as "replacedPodRestarts", since those pods are gone).
-  int replaced_restarts = 0;
+  int restarts = 0;   // sum of indexes[*].restarts
   std::set<int> completed_indexes;  // kept so a deleted completed pod is never run again
+  std::map<int, IndexStatus> indexes;
+
+  int ReplacedRestarts() const;  // sum of indexes[*].replaced_restarts
   bool operator==(const ReplicaStatus&) const = default;
 };
 

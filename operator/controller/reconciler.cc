@@ -52,7 +52,19 @@ std::string ReplicaLabel(ReplicaType type, int index) {
   return absl::StrCat(api::ReplicaTypeName(type), " ", index);
 }
 
-// Runs `tasks` on up to `max_parallel` threads; returns the first error (all tasks run).
+ReplicaFailure FailureOf(const PodState& state, const std::string& pod, absl::Time now) {
+  ReplicaFailure failure;
+  // Within the CRD's limits (a status the schema refuses is not stored at all).
+  failure.reason = state.reason.empty() ? "Unknown" : state.reason.substr(0, 256);
+  failure.exit_code = state.exit_code;
+  failure.message = state.message.substr(0, 4096);
+  failure.pod = pod;
+  failure.time = FormatTimestamp(now);
+  return failure;
+}
+
+// Runs `tasks` on up to `max_parallel` threads; returns the first error, a refusal before any
+// other (all tasks run).
 absl::Status RunParallel(const std::vector<std::function<absl::Status()>>& tasks,
                          int max_parallel) {
   std::mutex mu;
@@ -63,7 +75,11 @@ absl::Status RunParallel(const std::vector<std::function<absl::Status()>>& tasks
       absl::Status s = tasks[i]();
       if (!s.ok()) {
         std::lock_guard<std::mutex> lock(mu);
-        if (first.ok()) first = std::move(s);
+        // A refusal (INVALID_ARGUMENT) is terminal: it wins over errors a retry may cure.
+        if (first.ok() || (s.code() == absl::StatusCode::kInvalidArgument &&
+                           first.code() != absl::StatusCode::kInvalidArgument)) {
+          first = std::move(s);
+        }
       }
     }
   };
@@ -201,19 +217,37 @@ void Reconciler::CountPods(Pass& pass) {
     if (replicas == 0 && !pass.status.replica_statuses.count(type)) continue;
     ReplicaStatus& rs = pass.status.replica_statuses[type];
     rs.active = rs.ready = 0;
-    int live_restarts = 0;
+    std::map<int, int> live_restarts;  // index -> the kubelet restarts of its live pod
     for (int i = 0; i < replicas; ++i) {
       auto it = pass.pods.find({type, i});
       if (it == pass.pods.end()) continue;
       const PodState state = ReadPodState(*it->second);
       if (state.being_deleted) continue;  // its restarts were folded in when it was deleted
-      live_restarts += state.restarts;
+      if (state.restarts > 0) live_restarts[i] = state.restarts;
       if (!state.Active()) continue;
       ++rs.active;
       if (state.phase == PodPhase::kRunning && state.ready) ++rs.ready;
     }
+    for (const auto& [i, live] : live_restarts) {
+      IndexStatus& is = rs.indexes[i];
+      // The kubelet restarted the container in place since the last pass: say why, once.
+      if (live > is.restarts - is.replaced_restarts) {
+        const ObjectPtr& pod = pass.pods.at({type, i});
+        const PodState state = ReadPodState(*pod);
+        is.last_failure = FailureOf(state, kube::Name(*pod), pass.now);
+        events_.Record(*pass.object, EventType::kWarning, "ReplicaRestartedInPlace",
+                       absl::StrCat(ReplicaLabel(type, i), " (pod ", kube::Name(*pod),
+                                    ") was restarted by the kubelet after ", state.DescribeEnd(),
+                                    "; its restarts: ", is.replaced_restarts + live));
+      }
+    }
+    rs.restarts = 0;
+    for (auto& [i, is] : rs.indexes) {
+      auto live = live_restarts.find(i);
+      is.restarts = is.replaced_restarts + (live == live_restarts.end() ? 0 : live->second);
+      rs.restarts += is.restarts;
+    }
     rs.succeeded = static_cast<int>(rs.completed_indexes.size());
-    rs.restarts = rs.replaced_restarts + live_restarts;
     pass.status.restart_count += rs.restarts;
     if (type == ReplicaType::kWorker) ready_workers = rs.ready;
   }
@@ -301,12 +335,15 @@ void Reconciler::ReconcileActive(Pass& pass) {
           ++rs.failed;
           if (Retryable(spec.restart_policy, state)) {
             replacements.push_back({type, i, it->second, state});
-          } else if (!failure) {
-            failure = {
-                "ReplicaFailed",
-                absl::StrCat(ReplicaLabel(type, i), " (pod ", kube::Name(*it->second),
-                             ") failed: ", state.DescribeEnd(), "; restartPolicy ",
-                             api::RestartPolicyName(spec.restart_policy), " does not restart it")};
+          } else {
+            rs.indexes[i].last_failure = FailureOf(state, kube::Name(*it->second), pass.now);
+            if (!failure) {
+              failure = {"ReplicaFailed",
+                         absl::StrCat(ReplicaLabel(type, i), " (pod ", kube::Name(*it->second),
+                                      ") failed: ", state.DescribeEnd(), "; restartPolicy ",
+                                      api::RestartPolicyName(spec.restart_policy),
+                                      " does not restart it")};
+            }
           }
           break;
       }
@@ -316,27 +353,27 @@ void Reconciler::ReconcileActive(Pass& pass) {
   // backoffLimit counts every restart: replacements so far, the kubelet's, and these.
   if (!failure && job.run_policy.backoff_limit) {
     int restarts = live_restarts;
-    for (const auto& [type, rs] : status.replica_statuses) restarts += rs.replaced_restarts;
+    for (const auto& [type, rs] : status.replica_statuses) restarts += rs.ReplacedRestarts();
+    restarts += static_cast<int>(replacements.size());
     const int limit = *job.run_policy.backoff_limit;
-    if (restarts + static_cast<int>(replacements.size()) > limit) {
-      std::string cause = "replicas restarted in place";
+    if (restarts > limit) {
+      std::string last;
       if (!replacements.empty()) {
         const Replacement& r = replacements.front();
-        cause = absl::StrCat(ReplicaLabel(r.type, r.index), " (pod ", kube::Name(*r.pod),
-                             ") failed: ", r.state.DescribeEnd());
+        last = absl::StrCat(ReplicaLabel(r.type, r.index), " (pod ", kube::Name(*r.pod),
+                            ") failed: ", r.state.DescribeEnd());
       } else {
         for (const auto& [slot, pod] : pass.pods) {
           const PodState state = ReadPodState(*pod);
-          if (state.restarts > 0) {
-            cause = absl::StrCat(ReplicaLabel(slot.first, slot.second), " (pod ", kube::Name(*pod),
-                                 ") restarted ", state.restarts,
-                                 " times, last end: ", state.DescribeEnd());
-            break;
-          }
+          if (state.restarts == 0 || state.being_deleted) continue;
+          last = absl::StrCat(ReplicaLabel(slot.first, slot.second), " (pod ", kube::Name(*pod),
+                              ") was restarted in place after ", state.DescribeEnd());
+          break;
         }
       }
       failure = {"BackoffLimitExceeded",
-                 absl::StrCat(cause, "; ", restarts, " restarts reached backoffLimit ", limit)};
+                 absl::StrCat("restart ", restarts, " of the job's replicas exceeds backoffLimit ",
+                              limit, last.empty() ? "" : "; last: ", last)};
     }
   }
 
@@ -385,7 +422,9 @@ void Reconciler::ReconcileActive(Pass& pass) {
                           : DeletePods(pass, delete_pods, "replaced or beyond the replica count");
   for (const Replacement& r : replacements) {
     if (!deleted.count(kube::Name(*r.pod))) continue;
-    ++status.replica_statuses[r.type].replaced_restarts;
+    IndexStatus& is = status.replica_statuses[r.type].indexes[r.index];
+    ++is.replaced_restarts;
+    is.last_failure = FailureOf(r.state, kube::Name(*r.pod), pass.now);
     ++pass.result.restarts;
     const std::string message =
         absl::StrCat(ReplicaLabel(r.type, r.index), " (pod ", kube::Name(*r.pod),
@@ -400,6 +439,16 @@ void Reconciler::ReconcileActive(Pass& pass) {
   }
   if (!create_pods.empty() || !create_services.empty()) {
     CreateAll(pass, std::move(create_pods), std::move(create_services));
+    if (pass.result.status.code() == absl::StatusCode::kInvalidArgument) {
+      // The API server refused what the job's template makes: retrying cannot help.
+      Fail(pass, "InvalidPodTemplate",
+           absl::StrCat("TrainingJob ", pass.key, ": the API server refused a replica: ",
+                        pass.result.status.message()));
+      pass.result.status = absl::OkStatus();
+      CountPods(pass);
+      if (WriteStatus(pass)) Finish(pass);
+      return;
+    }
     if (!pass.result.status.ok()) {
       CountPods(pass);
       WriteStatus(pass);
@@ -523,8 +572,11 @@ std::set<std::string> Reconciler::DeletePods(Pass& pass, const std::vector<Objec
       if (auto slot = Slot(*pod)) {
         auto it = pass.pods.find(*slot);
         if (it != pass.pods.end() && it->second == pod) {
-          pass.status.replica_statuses[slot->first].replaced_restarts +=
-              ReadPodState(*pod).restarts;
+          const int restarts = ReadPodState(*pod).restarts;
+          if (restarts > 0) {
+            pass.status.replica_statuses[slot->first].indexes[slot->second].replaced_restarts +=
+                restarts;
+          }
           pass.pods.erase(it);
         }
       }

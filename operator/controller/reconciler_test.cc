@@ -364,8 +364,17 @@ TEST_F(ReconcilerTest, BackoffLimitCountsReplacementsAndNamesTheCause) {
   const Condition* failed = status.Find(ConditionType::kFailed);
   EXPECT_EQ(failed->reason, "BackoffLimitExceeded");
   EXPECT_EQ(failed->message,
-            "Worker 0 (pod bo-worker-0) failed: exit code 137 (OOMKilled); 1 restarts reached "
-            "backoffLimit 1");
+            "restart 2 of the job's replicas exceeds backoffLimit 1; last: Worker 0 (pod "
+            "bo-worker-0) failed: exit code 137 (OOMKilled)");
+  // Per index: the one replacement, and how the pod last ended.
+  const IndexStatus& index = status.replica_statuses.at(api::ReplicaType::kWorker).indexes.at(0);
+  EXPECT_EQ(index.restarts, 1);
+  EXPECT_EQ(index.replaced_restarts, 1);
+  ASSERT_TRUE(index.last_failure.has_value());
+  EXPECT_EQ(index.last_failure->reason, "OOMKilled");
+  EXPECT_EQ(index.last_failure->exit_code, 137);
+  EXPECT_EQ(index.last_failure->pod, "bo-worker-0");
+  EXPECT_FALSE(status.replica_statuses.at(api::ReplicaType::kPS).indexes.count(0));
 }
 
 TEST_F(ReconcilerTest, BackoffLimitCountsTheKubeletsInPlaceRestarts) {
@@ -383,9 +392,30 @@ TEST_F(ReconcilerTest, BackoffLimitCountsTheKubeletsInPlaceRestarts) {
   const JobStatus status = Status("inplace");
   EXPECT_EQ(status.State(), "Failed");
   EXPECT_EQ(status.Find(ConditionType::kFailed)->reason, "BackoffLimitExceeded");
-  EXPECT_TRUE(absl::StrContains(status.Find(ConditionType::kFailed)->message,
-                                "restarted 2 times, last end: exit code 1 (Error)"))
-      << status.Find(ConditionType::kFailed)->message;
+  EXPECT_EQ(status.Find(ConditionType::kFailed)->message,
+            "restart 2 of the job's replicas exceeds backoffLimit 1; last: Worker 0 (pod "
+            "inplace-worker-0) was restarted in place after exit code 1 (Error)");
+  const IndexStatus& index = status.replica_statuses.at(api::ReplicaType::kWorker).indexes.at(0);
+  EXPECT_EQ(index.restarts, 2);
+  EXPECT_EQ(index.replaced_restarts, 2);  // the failed job's pod is deleted: its restarts stay
+  ASSERT_TRUE(index.last_failure.has_value());
+  EXPECT_EQ(index.last_failure->reason, "Error");
+  EXPECT_EQ(index.last_failure->exit_code, 1);
+  // Each in-place restart is an event of its own, seen once.
+  kube::ListOptions options;
+  auto events = store_.List(kube::Events(), "default", options);
+  ASSERT_TRUE(events.ok());
+  int restarted = 0;
+  for (const Json& event : events->items) {
+    if (event.value("reason", "") != "ReplicaRestartedInPlace") continue;
+    ++restarted;
+    EXPECT_EQ(event.value("type", ""), "Warning");
+    EXPECT_TRUE(absl::StrContains(event.value("message", ""),
+                                  "Worker 0 (pod inplace-worker-0) was restarted by the kubelet "
+                                  "after exit code 1 (Error)"))
+        << event;
+  }
+  EXPECT_EQ(restarted, 2);
 }
 
 TEST_F(ReconcilerTest, ActiveDeadlineFailsTheJobAndCleansUp) {
