@@ -81,6 +81,38 @@ spec:
   EXPECT_EQ(LinesWith(r.output, "[psflow] ps-0 stopped: exit code 0").size(), 1u) << r.output;
 }
 
+// The operator's rules (api/job_policy.h), locally: restartPolicy Always does not re-run a worker
+// that finished, and a failed evaluator does not decide the outcome.
+TEST(LocalRun, AlwaysKeepsAFinishedWorkerFinishedAndAFailedEvaluatorDecidesNothing) {
+  const std::string path = ::testing::TempDir() + "psflow_policy_job.yaml";
+  std::ofstream(path) << R"(apiVersion: psflow.io/v1alpha1
+kind: TrainingJob
+metadata: {name: policy}
+spec:
+  replicaSpecs:
+    PS: {replicas: 1, template: {spec: {containers: [{command: [psflow-ps]}]}}}
+    Worker:
+      replicas: 1
+      restartPolicy: Always
+      template: {spec: {containers: [{command: [sh, -c, "sleep 1"]}]}}
+    Evaluator:
+      replicas: 1
+      restartPolicy: Never
+      template: {spec: {containers: [{command: [sh, -c, "exit 3"]}]}}
+)";
+  const CommandResult r = RunCommand({Binary("psflow"), "run", "--progress=never", path},
+                                     Environment({}), std::chrono::seconds(60));
+  std::remove(path.c_str());
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.status.code, 0) << r.output;
+  EXPECT_EQ(LinesWith(r.output, "job policy Succeeded").size(), 1u) << r.output;
+  EXPECT_EQ(LinesWith(r.output, "evaluator-0 failed (exit code 3); the job goes on without it")
+                .size(),
+            1u)
+      << r.output;
+  EXPECT_TRUE(LinesWith(r.output, "restarting").empty()) << r.output;
+}
+
 TEST(LocalRun, InterruptStopsEveryReplica) {
   auto run = local::ChildProcess::Spawn({Binary("psflow"), "run", "--progress=never",
                                          SourceDir() + "/deploy/examples/mnist-mlp.yaml"},

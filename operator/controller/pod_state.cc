@@ -88,17 +88,4 @@ PodState ReadPodState(const json& pod) {
   return out;
 }
 
-bool Retryable(api::RestartPolicy policy, const PodState& state) {
-  switch (policy) {
-    case api::RestartPolicy::kNever:
-      return false;
-    case api::RestartPolicy::kOnFailure:
-    case api::RestartPolicy::kAlways:
-      return true;
-    case api::RestartPolicy::kExitCode:
-      return !state.exit_code || *state.exit_code <= 0 || *state.exit_code >= 128;
-  }
-  return false;
-}
-
 }  // namespace psflow::controller

@@ -1,5 +1,5 @@
 // What the operator reads from a replica's pod: phase, readiness, restarts and how its main
-// container ended — and whether a failure is retried under a replica's restartPolicy.
+// container ended (api/job_policy.h decides what follows).
 #ifndef PSFLOW_OPERATOR_CONTROLLER_POD_STATE_H_
 #define PSFLOW_OPERATOR_CONTROLLER_POD_STATE_H_
 
@@ -32,10 +32,6 @@ struct PodState {
 // Never throws: a malformed pod reads as phase Unknown with no details.
 PodState ReadPodState(const nlohmann::json& pod);
 
-// Whether a Failed pod is replaced. Never: no. OnFailure, Always: yes. ExitCode: exit codes
-// 1-127 are permanent (the program said it failed); 128+signal (137 = SIGKILL/OOM, 143 = SIGTERM)
-// and failures with no exit code (eviction, node loss) are retried.
-bool Retryable(api::RestartPolicy policy, const PodState& state);
 
 }  // namespace psflow::controller
 

@@ -15,6 +15,7 @@
 #include "core/log.h"
 #include "operator/api/cluster_spec_builder.h"
 #include "operator/api/training_job.h"
+#include "operator/controller/job_decision.h"
 #include "operator/controller/job_status.h"
 #include "operator/controller/pod_state.h"
 #include "operator/controller/replica_objects.h"
@@ -46,10 +47,6 @@ std::optional<std::pair<ReplicaType, int>> Slot(const Json& object) {
     return std::nullopt;
   }
   return std::make_pair(*type, index);
-}
-
-std::string ReplicaLabel(ReplicaType type, int index) {
-  return absl::StrCat(api::ReplicaTypeName(type), " ", index);
 }
 
 ReplicaFailure FailureOf(const PodState& state, const std::string& pod, absl::Time now) {
@@ -260,6 +257,25 @@ void Reconciler::Fail(Pass& pass, const std::string& reason, const std::string& 
   events_.Record(*pass.object, EventType::kWarning, reason, message);
 }
 
+JobObservation Reconciler::Observe(const Pass& pass) const {
+  JobObservation observed;
+  observed.now = pass.now;
+  observed.start = ParseTimestamp(pass.status.start_time);
+  for (const auto& [type, spec] : pass.job.replica_specs) {
+    for (int i = 0; i < spec.replicas; ++i) {
+      SlotObservation& slot = observed.slots.emplace_back();
+      slot.type = type;
+      slot.index = i;
+      slot.has_service = pass.services.count({type, i}) > 0;
+      if (auto it = pass.pods.find({type, i}); it != pass.pods.end()) {
+        slot.pod = ReadPodState(*it->second);
+        slot.pod_name = kube::Name(*it->second);
+      }
+    }
+  }
+  return observed;
+}
+
 void Reconciler::ReconcileActive(Pass& pass) {
   JobStatus& status = pass.status;
   const api::TrainingJob& job = pass.job;
@@ -272,141 +288,32 @@ void Reconciler::ReconcileActive(Pass& pass) {
     status.start_time = FormatTimestamp(pass.now);  // unset, or not a time: from now
   }
 
-  // Deadline.
-  if (job.run_policy.active_deadline_seconds) {
-    const absl::Time end =
-        ParseTimestamp(status.start_time) + absl::Seconds(*job.run_policy.active_deadline_seconds);
-    if (pass.now >= end) {
-      Fail(pass, "DeadlineExceeded",
-           absl::StrCat("TrainingJob ", pass.key, " ran longer than activeDeadlineSeconds=",
-                        *job.run_policy.active_deadline_seconds));
-      CountPods(pass);
-      if (WriteStatus(pass)) Finish(pass);
-      return;
-    }
-    pass.result.requeue_after = end - pass.now;
+  const Decision decision = Decide(job, pass.key, status, Observe(pass));
+  pass.result.requeue_after = decision.requeue_after;
+  for (const ReplicaSlot& slot : decision.completed) {
+    status.replica_statuses[slot.first].completed_indexes.insert(slot.second);
+  }
+  for (const EndedPod& e : decision.ended_badly) {
+    ReplicaStatus& rs = status.replica_statuses[e.slot.first];
+    ++rs.failed;
+    rs.indexes[e.slot.second].last_failure = FailureOf(e.state, e.pod_name, pass.now);
+  }
+  for (const EndedPod& e : decision.left_ended) {
+    events_.Record(*pass.object, EventType::kWarning, "EvaluatorFailed",
+                   absl::StrCat(ReplicaLabel(e.slot.first, e.slot.second), " (pod ", e.pod_name,
+                                ") failed: ", e.state.DescribeEnd(),
+                                "; not restarted, the job goes on without it"));
   }
 
-  // Replicas.
-  std::vector<Json> create_pods;
-  std::vector<Json> create_services;
-  std::vector<ObjectPtr> delete_pods = pass.extra_pods;
-  struct Replacement {
-    ReplicaType type;
-    int index;
-    ObjectPtr pod;
-    PodState state;
-  };
-  std::vector<Replacement> replacements;
-  std::optional<std::pair<std::string, std::string>> failure;  // reason, message
-  bool all_running = true;
-  int live_restarts = 0;
-  for (const auto& [type, spec] : job.replica_specs) {
-    ReplicaStatus& rs = status.replica_statuses[type];
-    for (int i = 0; i < spec.replicas; ++i) {
-      if (!pass.services.count({type, i})) {
-        create_services.push_back(BuildService(*pass.object, job, type, i));
-      }
-      if (rs.completed_indexes.count(i)) continue;
-      auto it = pass.pods.find({type, i});
-      if (it == pass.pods.end()) {
-        create_pods.push_back(BuildPod(*pass.object, job, type, i));
-        all_running = false;
-        continue;
-      }
-      const PodState state = ReadPodState(*it->second);
-      if (state.being_deleted) {
-        all_running = false;
-        continue;
-      }
-      live_restarts += state.restarts;
-      switch (state.phase) {
-        case PodPhase::kRunning:
-          break;
-        case PodPhase::kPending:
-        case PodPhase::kUnknown:
-          all_running = false;
-          break;
-        case PodPhase::kSucceeded:
-          rs.completed_indexes.insert(i);
-          break;
-        case PodPhase::kFailed:
-          all_running = false;
-          ++rs.failed;
-          if (Retryable(spec.restart_policy, state)) {
-            replacements.push_back({type, i, it->second, state});
-          } else {
-            rs.indexes[i].last_failure = FailureOf(state, kube::Name(*it->second), pass.now);
-            if (!failure) {
-              failure = {"ReplicaFailed",
-                         absl::StrCat(ReplicaLabel(type, i), " (pod ", kube::Name(*it->second),
-                                      ") failed: ", state.DescribeEnd(), "; restartPolicy ",
-                                      api::RestartPolicyName(spec.restart_policy),
-                                      " does not restart it")};
-            }
-          }
-          break;
-      }
-    }
-  }
-
-  // backoffLimit counts every restart: replacements so far, the kubelet's, and these.
-  if (!failure && job.run_policy.backoff_limit) {
-    int restarts = live_restarts;
-    for (const auto& [type, rs] : status.replica_statuses) restarts += rs.ReplacedRestarts();
-    restarts += static_cast<int>(replacements.size());
-    const int limit = *job.run_policy.backoff_limit;
-    if (restarts > limit) {
-      std::string last;
-      if (!replacements.empty()) {
-        const Replacement& r = replacements.front();
-        last = absl::StrCat(ReplicaLabel(r.type, r.index), " (pod ", kube::Name(*r.pod),
-                            ") failed: ", r.state.DescribeEnd());
-      } else {
-        for (const auto& [slot, pod] : pass.pods) {
-          const PodState state = ReadPodState(*pod);
-          if (state.restarts == 0 || state.being_deleted) continue;
-          last = absl::StrCat(ReplicaLabel(slot.first, slot.second), " (pod ", kube::Name(*pod),
-                              ") was restarted in place after ", state.DescribeEnd());
-          break;
-        }
-      }
-      failure = {"BackoffLimitExceeded",
-                 absl::StrCat("restart ", restarts, " of the job's replicas exceeds backoffLimit ",
-                              limit, last.empty() ? "" : "; last: ", last)};
-    }
-  }
-
-  // Success.
-  bool succeeded = false;
-  std::string success_message;
-  const auto completed = [&](ReplicaType type, int index) {
-    auto it = status.replica_statuses.find(type);
-    return it != status.replica_statuses.end() && it->second.completed_indexes.count(index) > 0;
-  };
-  if (job.success_policy == api::SuccessPolicy::kAllWorkers) {
-    succeeded = true;
-    for (ReplicaType type : {ReplicaType::kChief, ReplicaType::kWorker}) {
-      for (int i = 0; i < job.Replicas(type); ++i) succeeded = succeeded && completed(type, i);
-    }
-    success_message = "every worker completed";
-  } else if (job.Replicas(ReplicaType::kChief) > 0) {
-    succeeded = completed(ReplicaType::kChief, 0);
-    success_message = "Chief 0 completed";
-  } else {
-    succeeded = completed(ReplicaType::kWorker, 0);
-    success_message = "Worker 0 completed";
-  }
-
-  if (failure || succeeded) {
-    if (failure) {
-      Fail(pass, failure->first, failure->second);
+  if (decision.failure || decision.success) {
+    if (decision.failure) {
+      Fail(pass, decision.failure->first, decision.failure->second);
     } else {
       status.SetCondition(ConditionType::kSucceeded, true, "TrainingJobSucceeded",
-                          absl::StrCat("TrainingJob ", pass.key, " succeeded: ", success_message),
+                          absl::StrCat("TrainingJob ", pass.key, " succeeded: ", *decision.success),
                           pass.now);
       if (status.completion_time.empty()) status.completion_time = FormatTimestamp(pass.now);
-      events_.Record(*pass.object, EventType::kNormal, "TrainingJobSucceeded", success_message);
+      events_.Record(*pass.object, EventType::kNormal, "TrainingJobSucceeded", *decision.success);
     }
     // The outcome is written before any pod is touched, so it survives whatever comes next.
     CountPods(pass);
@@ -416,18 +323,17 @@ void Reconciler::ReconcileActive(Pass& pass) {
 
   // Replace failed pods (re-created on a later pass, once the deletion is seen). A restart is
   // counted only once its pod is gone, so a failed delete is not counted twice.
-  for (const Replacement& r : replacements) delete_pods.push_back(r.pod);
+  std::vector<ObjectPtr> delete_pods = pass.extra_pods;
+  for (const EndedPod& r : decision.restarts) delete_pods.push_back(pass.pods.at(r.slot));
   const std::set<std::string> deleted =
       delete_pods.empty() ? std::set<std::string>()
                           : DeletePods(pass, delete_pods, "replaced or beyond the replica count");
-  for (const Replacement& r : replacements) {
-    if (!deleted.count(kube::Name(*r.pod))) continue;
-    IndexStatus& is = status.replica_statuses[r.type].indexes[r.index];
-    ++is.replaced_restarts;
-    is.last_failure = FailureOf(r.state, kube::Name(*r.pod), pass.now);
+  for (const EndedPod& r : decision.restarts) {
+    if (!deleted.count(r.pod_name)) continue;
+    ++status.replica_statuses[r.slot.first].indexes[r.slot.second].replaced_restarts;
     ++pass.result.restarts;
     const std::string message =
-        absl::StrCat(ReplicaLabel(r.type, r.index), " (pod ", kube::Name(*r.pod),
+        absl::StrCat(ReplicaLabel(r.slot.first, r.slot.second), " (pod ", r.pod_name,
                      ") failed: ", r.state.DescribeEnd(), "; restarting it");
     events_.Record(*pass.object, EventType::kWarning, "RestartingReplica", message);
     status.SetCondition(ConditionType::kRestarting, true, "ReplicaRestarting", message, pass.now);
@@ -437,8 +343,16 @@ void Reconciler::ReconcileActive(Pass& pass) {
                                     {kube::Propagation::kBackground, kube::Uid(*service), -1});
     if (s.ok()) ++pass.result.services_deleted;
   }
-  if (!create_pods.empty() || !create_services.empty()) {
-    CreateAll(pass, std::move(create_pods), std::move(create_services));
+  if (!decision.create_pods.empty() || !decision.create_services.empty()) {
+    std::vector<Json> pods;
+    std::vector<Json> services;
+    for (const auto& [type, i] : decision.create_pods) {
+      pods.push_back(BuildPod(*pass.object, job, type, i));
+    }
+    for (const auto& [type, i] : decision.create_services) {
+      services.push_back(BuildService(*pass.object, job, type, i));
+    }
+    CreateAll(pass, std::move(pods), std::move(services));
     if (pass.result.status.code() == absl::StatusCode::kInvalidArgument) {
       // The API server refused what the job's template makes: retrying cannot help.
       Fail(pass, "InvalidPodTemplate",
@@ -467,7 +381,7 @@ void Reconciler::ReconcileActive(Pass& pass) {
                         absl::StrCat("TrainingJob ", pass.key, " created its ", total, " replicas"),
                         pass.now);
   }
-  if (all_running && replacements.empty() && pass.result.pods_created == 0) {
+  if (decision.all_running && decision.restarts.empty() && pass.result.pods_created == 0) {
     const bool first_time = !status.Find(ConditionType::kRunning);
     status.SetCondition(ConditionType::kRunning, true, "TrainingJobRunning",
                         absl::StrCat("all ", total, " replicas are running"), pass.now);

@@ -45,6 +45,7 @@
 #include "operator/controller/cluster_view.h"
 #include "operator/controller/event_recorder.h"
 #include "operator/controller/expectations.h"
+#include "operator/controller/job_decision.h"
 #include "operator/controller/throughput_rate.h"
 #include "operator/kube/kube_client.h"
 
@@ -83,7 +84,9 @@ class Reconciler {
 
  private:
   struct Pass;
+  // Observe -> Decide (job_decision.h, pure) -> act: creates, replacements, the outcome.
   void ReconcileActive(Pass& pass);
+  JobObservation Observe(const Pass& pass) const;
   void Finish(Pass& pass);
   void Suspend(Pass& pass);
   void CountPods(Pass& pass);

@@ -253,6 +253,21 @@ TEST_F(ReconcilerTest, CleanPodPolicyRunningDeletesActivePodsAndServices) {
   EXPECT_EQ(status.replica_statuses.at(api::ReplicaType::kWorker).succeeded, 1);
 }
 
+// restartPolicy Always: the kubelet must not re-run a worker that finished (its pods get
+// OnFailure), while the ps, which never finishes, keeps Always; the job succeeds.
+TEST_F(ReconcilerTest, AlwaysNeverRerunsAFinishedWorkerSoTheJobSucceeds) {
+  Create(MakeJob("alw", 1, 1, "Always"));
+  ASSERT_TRUE(Pass("alw").status.ok());
+  EXPECT_EQ(client_.Get(kube::Pods(), "default", "alw-worker-0").value()["spec"]["restartPolicy"],
+            "OnFailure");
+  EXPECT_EQ(client_.Get(kube::Pods(), "default", "alw-ps-0").value()["spec"]["restartPolicy"],
+            "Always");
+  SetPhase("alw-ps-0", "Running");
+  SetPhase("alw-worker-0", "Succeeded", 0, "");
+  ASSERT_TRUE(Pass("alw").status.ok());
+  EXPECT_EQ(Status("alw").State(), "Succeeded");
+}
+
 TEST_F(ReconcilerTest, ChiefDecidesWhenTheJobHasOne) {
   Create(MakeJob("c", 1, 1, "Never", /*chief=*/true));
   ASSERT_TRUE(Pass("c").status.ok());

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/cluster_spec.h"
 #include "operator/api/cluster_spec_builder.h"
+#include "operator/api/job_policy.h"
 #include "operator/kube/object_meta.h"
 #include "operator/kube/resource.h"
 
@@ -15,7 +16,7 @@ json Labels(const api::TrainingJob& job, api::ReplicaType type, int index) {
   json labels = {{kJobNameLabel, job.name},
                  {kReplicaTypeLabel, std::string(api::TaskTypeName(type))},
                  {kReplicaIndexLabel, absl::StrCat(index)}};
-  if (IsChiefReplica(job, type, index)) labels[kJobRoleLabel] = "chief";
+  if (api::IsChief(job, type, index)) labels[kJobRoleLabel] = "chief";
   return labels;
 }
 
@@ -105,25 +106,6 @@ std::string WorkerSelector(const std::string& job_name) {
                       api::TaskTypeName(api::ReplicaType::kWorker));
 }
 
-bool IsChiefReplica(const api::TrainingJob& job, api::ReplicaType type, int index) {
-  if (index != 0) return false;
-  if (job.Replicas(api::ReplicaType::kChief) > 0) return type == api::ReplicaType::kChief;
-  return type == api::ReplicaType::kWorker;
-}
-
-const char* PodRestartPolicy(api::RestartPolicy policy) {
-  switch (policy) {
-    case api::RestartPolicy::kOnFailure:
-      return "OnFailure";
-    case api::RestartPolicy::kAlways:
-      return "Always";
-    case api::RestartPolicy::kNever:
-    case api::RestartPolicy::kExitCode:
-      return "Never";
-  }
-  return "Never";
-}
-
 json BuildPod(const json& job_object, const api::TrainingJob& job, api::ReplicaType type,
               int index) {
   const json& tmpl = Template(job_object, type);
@@ -132,7 +114,7 @@ json BuildPod(const json& job_object, const api::TrainingJob& job, api::ReplicaT
       Metadata(job_object, job, type, index, tmpl.contains("metadata") ? tmpl["metadata"] : json());
   json spec = tmpl.contains("spec") && tmpl["spec"].is_object() ? tmpl["spec"] : json::object();
   const api::ReplicaSpec& replica = job.replica_specs.at(type);
-  spec["restartPolicy"] = PodRestartPolicy(replica.restart_policy);
+  spec["restartPolicy"] = api::PodRestartPolicy(type, replica.restart_policy);
   if (!spec.contains("containers") || !spec["containers"].is_array() ||
       spec["containers"].empty()) {
     spec["containers"] = json::array({json::object()});

@@ -29,13 +29,6 @@ std::string JobSelector(const std::string& job_name);
 // "psflow.io/job-name=<job>,psflow.io/replica-type=worker" (the scale subresource's selector).
 std::string WorkerSelector(const std::string& job_name);
 
-// The replica that initialises variables: Chief 0 when the job has a Chief, else Worker 0.
-bool IsChiefReplica(const api::TrainingJob& job, api::ReplicaType type, int index);
-
-// Pod restartPolicy for a replica policy: OnFailure and Always map to themselves (the kubelet
-// restarts in place); Never and ExitCode map to Never (the operator decides).
-const char* PodRestartPolicy(api::RestartPolicy policy);
-
 // `job_object` is the TrainingJob as stored (its metadata.uid and spec.replicaSpecs.<T>.template
 // are read); `job` is its parsed form.
 nlohmann::json BuildPod(const nlohmann::json& job_object, const api::TrainingJob& job,

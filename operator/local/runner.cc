@@ -10,17 +10,21 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
+#include <utility>
 #include <string>
 #include <vector>
 
 #include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/time.h"
 #include "core/free_ports.h"
 #include "core/http_get.h"
 #include "core/prometheus_text.h"
 #include "core/status_macros.h"
 #include "operator/api/cluster_spec_builder.h"
+#include "operator/api/job_policy.h"
 #include "operator/local/child_process.h"
 #include "operator/local/scrape_targets.h"
 
@@ -33,9 +37,6 @@ using Clock = std::chrono::steady_clock;
 using api::ReplicaType;
 
 constexpr int64_t kMaxLocalReplicas = 64;
-// Restarts allowed across the job when runPolicy.backoffLimit is not given (a Kubernetes Job's
-// default).
-constexpr int kDefaultBackoffLimit = 6;
 
 int g_signal_pipe = -1;  // write end; the handler only writes a byte
 
@@ -107,6 +108,7 @@ struct Replica {
   std::unique_ptr<ChildProcess> process;
   std::string partial_line;
   bool reported_exit = false;
+  bool completed = false;  // ended with exit 0 as a trainer or evaluator: never run again
   int restarts = 0;
 };
 
@@ -171,17 +173,8 @@ class JobRun {
   // Scrapes the replicas' /metrics at most once a second (or now, when `force`).
   void UpdateProgress(bool force = false);
   void StopAll(const char* why);
-  // Whether r's restart policy restarts it after `status` (TFJob semantics: ExitCode retries
-  // exit codes 128-255, i.e. signals and the like, and treats 1-127 as permanent).
-  bool ShouldRestart(const Replica& r, const ExitStatus& status) const;
   absl::Status Restart(Replica& r);
-  bool IsChief(const Replica& r) const {
-    return job_.Replicas(ReplicaType::kChief) > 0 ? r.type == ReplicaType::kChief
-                                                  : r.type == ReplicaType::kWorker && r.index == 0;
-  }
-  bool IsTrainer(const Replica& r) const {
-    return r.type == ReplicaType::kWorker || r.type == ReplicaType::kChief;
-  }
+  bool IsTrainer(const Replica& r) const { return api::IsTrainer(r.type); }
   std::string Say(absl::string_view text) { return absl::StrCat("[psflow] ", text); }
 
   const api::TrainingJob& job_;
@@ -200,23 +193,6 @@ class JobRun {
   double global_step_ = 0;
   int restarts_ = 0;  // across the job, against runPolicy.backoffLimit
 };
-
-bool JobRun::ShouldRestart(const Replica& r, const ExitStatus& status) const {
-  // A trainer that completed is done under every policy; a ps never completes on its own.
-  if (IsTrainer(r) && status.ok()) return false;
-  const int code = status.signal != 0 ? 128 + status.signal : status.code;
-  switch (job_.replica_specs.at(r.type).restart_policy) {
-    case api::RestartPolicy::kNever:
-      return false;
-    case api::RestartPolicy::kOnFailure:
-      return !status.ok();
-    case api::RestartPolicy::kAlways:
-      return true;
-    case api::RestartPolicy::kExitCode:
-      return code >= 128;
-  }
-  return false;
-}
 
 absl::Status JobRun::Restart(Replica& r) {
   ASSIGN_OR_RETURN(r.process, ChildProcess::Spawn(r.argv, r.env));
@@ -351,53 +327,69 @@ void JobRun::DrainOutput(Replica& r, bool final) {
 }
 
 void JobRun::ReapAndDecide() {
-  bool all_trainers_done = true, all_trainers_ok = true;
   for (Replica& r : replicas_) {
     if (r.process == nullptr) continue;
     const auto status = r.process->Poll();
-    if (IsTrainer(r)) {
-      all_trainers_done &= status.has_value();
-      all_trainers_ok &= status.has_value() && status->ok();
-    }
     if (!status || r.reported_exit) continue;
     r.reported_exit = true;
     DrainOutput(r, /*final=*/true);
     console_.Line(Say(absl::StrCat(r.name, " exited: ", status->Describe())));
     if (outcome_) continue;
-    if (ShouldRestart(r, *status)) {
-      const int limit = job_.run_policy.backoff_limit.value_or(kDefaultBackoffLimit);
-      if (restarts_ >= limit) {
-        outcome_ = JobOutcome::kFailed;
-        outcome_reason_ = absl::StrCat(r.name, " failed (", status->Describe(), ") after ",
-                                       restarts_, " restart(s): runPolicy.backoffLimit is ", limit);
-        continue;
+    const api::ReplicaExit exit{status->signal != 0 ? 128 + status->signal : status->code};
+    const std::string policy(
+        api::RestartPolicyName(job_.replica_specs.at(r.type).restart_policy));
+    switch (api::OnReplicaEnd(job_, r.type, exit)) {
+      case api::ReplicaOutcome::kCompleted:
+        r.completed = true;
+        break;
+      case api::ReplicaOutcome::kRestart: {
+        const int limit = api::BackoffLimit(job_);
+        const bool counted = api::CountsAgainstBackoff(r.type);
+        if (counted && restarts_ >= limit) {
+          outcome_ = JobOutcome::kFailed;
+          outcome_reason_ =
+              absl::StrCat(r.name, " failed (", status->Describe(), "); restart ", restarts_ + 1,
+                           " of the job's replicas exceeds runPolicy.backoffLimit ", limit);
+          break;
+        }
+        if (absl::Status s = Restart(r); !s.ok()) {
+          outcome_ = JobOutcome::kFailed;
+          outcome_reason_ = absl::StrCat(r.name, " could not be restarted: ", s.message());
+          break;
+        }
+        if (counted) ++restarts_;
+        console_.Line(Say(absl::StrCat(
+            "restarting ", r.name, " (",
+            counted ? absl::StrCat("restart ", restarts_, " of at most ", limit)
+                    : std::string("an evaluator: not counted against backoffLimit"),
+            ", restartPolicy ", policy, ")")));
+        break;
       }
-      if (absl::Status s = Restart(r); !s.ok()) {
+      case api::ReplicaOutcome::kFailJob:
         outcome_ = JobOutcome::kFailed;
-        outcome_reason_ = absl::StrCat(r.name, " could not be restarted: ", s.message());
-        continue;
-      }
-      console_.Line(Say(absl::StrCat(
-          "restarting ", r.name, " (restart ", restarts_, " of at most ", limit, ", restartPolicy ",
-          api::RestartPolicyName(job_.replica_specs.at(r.type).restart_policy), ")")));
-      all_trainers_done = false;
-      continue;
-    }
-    if (r.type == ReplicaType::kPS) {
-      outcome_ = JobOutcome::kFailed;
-      outcome_reason_ =
-          absl::StrCat(r.name, " exited before the job finished (", status->Describe(), ")");
-    } else if (IsTrainer(r) && !status->ok()) {
-      outcome_ = JobOutcome::kFailed;
-      outcome_reason_ = absl::StrCat(r.name, " failed (", status->Describe(), ")");
-    } else if (IsChief(r) && job_.success_policy == api::SuccessPolicy::kChiefOrWorker0) {
-      outcome_ = JobOutcome::kSucceeded;
-      outcome_reason_ = absl::StrCat(r.name, " (the chief) completed");
+        outcome_reason_ = r.type == ReplicaType::kPS
+                              ? absl::StrCat(r.name, " exited before the job finished (",
+                                             status->Describe(), ")")
+                              : absl::StrCat(r.name, " failed (", status->Describe(), ")");
+        break;
+      case api::ReplicaOutcome::kLeftEnded:
+        console_.Line(Say(absl::StrCat(r.name, " failed (", status->Describe(),
+                                       "); the job goes on without it (an evaluator does not "
+                                       "decide the job's outcome)")));
+        break;
     }
   }
-  if (!outcome_ && all_trainers_done && all_trainers_ok) {
-    outcome_ = JobOutcome::kSucceeded;
-    outcome_reason_ = "every worker completed";
+  if (!outcome_) {
+    std::set<std::pair<ReplicaType, int>> completed;
+    for (const Replica& r : replicas_) {
+      if (r.completed) completed.insert({r.type, r.index});
+    }
+    if (api::JobSucceeded(job_, [&](ReplicaType type, int index) {
+          return completed.count({type, index}) > 0;
+        })) {
+      outcome_ = JobOutcome::kSucceeded;
+      outcome_reason_ = api::SuccessReason(job_);
+    }
   }
   if (outcome_ == JobOutcome::kSucceeded && !finish_by_) {
     finish_by_ = Clock::now() + options_.finish_grace;
@@ -478,10 +470,10 @@ void JobRun::StopAll(const char* why) {
 
 JobOutcome JobRun::Supervise() {
   bool interrupted = false;
+  const std::optional<absl::Duration> active_deadline = api::ActiveDeadline(job_);
   const Clock::time_point deadline =
-      job_.run_policy.active_deadline_seconds
-          ? start_ + std::chrono::seconds(*job_.run_policy.active_deadline_seconds)
-          : Clock::time_point::max();
+      active_deadline ? start_ + absl::ToChronoMilliseconds(*active_deadline)
+                      : Clock::time_point::max();
   for (;;) {
     std::vector<pollfd> fds;
     fds.push_back({signals_.fd(), POLLIN, 0});

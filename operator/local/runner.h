@@ -3,12 +3,12 @@
 // Every replica gets TF_CONFIG naming free 127.0.0.1 ports, PSFLOW_JOB_NAME,
 // PSFLOW_REPLICA_TYPE/INDEX and PSFLOW_METRICS_PORT. Output lines are prefixed with the replica
 // name; a progress line (global step, examples/s, loss) comes from scraping the replicas'
-// /metrics. The job succeeds when the chief (Chief 0, else Worker 0) exits 0 (or, with
-// successPolicy AllWorkers, every worker does); the remaining workers then get a grace period to
-// finish, and the ps tasks are stopped. Any worker or chief failing first, a ps exiting early, or
-// runPolicy.activeDeadlineSeconds passing fails the job. From the start of RunLocally, SIGINT or
-// SIGTERM stops every child (SIGTERM, then SIGKILL after stop_grace or at a second signal).
-// Restart policies are not applied locally: a failed replica fails the job. At most 64 replicas.
+// /metrics. What happens when a replica exits is the operator's rule too (api/job_policy.h):
+// restartPolicy and backoffLimit (default 6) decide restarts, an evaluator never decides the
+// outcome, and the job succeeds per successPolicy; the remaining workers then get a grace period
+// to finish, and the ps tasks are stopped. runPolicy.activeDeadlineSeconds passing fails the job.
+// From the start of RunLocally, SIGINT or SIGTERM stops every child (SIGTERM, then SIGKILL after
+// stop_grace or at a second signal). At most 64 replicas.
 #ifndef PSFLOW_OPERATOR_LOCAL_RUNNER_H_
 #define PSFLOW_OPERATOR_LOCAL_RUNNER_H_
 

@@ -1,0 +1,89 @@
+#include "operator/api/job_policy.h"
+
+namespace psflow::api {
+
+bool IsTrainer(ReplicaType type) {
+  return type == ReplicaType::kChief || type == ReplicaType::kWorker;
+}
+
+bool IsChief(const TrainingJob& job, ReplicaType type, int index) {
+  if (index != 0) return false;
+  if (job.Replicas(ReplicaType::kChief) > 0) return type == ReplicaType::kChief;
+  return type == ReplicaType::kWorker;
+}
+
+namespace {
+
+bool PolicyRestarts(RestartPolicy policy, const ReplicaExit& exit) {
+  switch (policy) {
+    case RestartPolicy::kNever:
+      return false;
+    case RestartPolicy::kOnFailure:
+      return !exit.ok();
+    case RestartPolicy::kAlways:
+      return true;
+    case RestartPolicy::kExitCode:
+      return !exit.exit_code || *exit.exit_code >= 128 || *exit.exit_code < 0;
+  }
+  return false;
+}
+
+}  // namespace
+
+ReplicaOutcome OnReplicaEnd(const TrainingJob& job, ReplicaType type, const ReplicaExit& exit) {
+  if (type != ReplicaType::kPS && exit.ok()) return ReplicaOutcome::kCompleted;
+  auto spec = job.replica_specs.find(type);
+  const RestartPolicy policy =
+      spec == job.replica_specs.end() ? RestartPolicy::kNever : spec->second.restart_policy;
+  // A ps that exits 0 still ended too early; OnFailure and ExitCode see a success there, so only
+  // Always brings it back.
+  if (PolicyRestarts(policy, exit)) return ReplicaOutcome::kRestart;
+  return type == ReplicaType::kEvaluator ? ReplicaOutcome::kLeftEnded : ReplicaOutcome::kFailJob;
+}
+
+bool CountsAgainstBackoff(ReplicaType type) { return type != ReplicaType::kEvaluator; }
+
+int BackoffLimit(const TrainingJob& job) {
+  return job.run_policy.backoff_limit.value_or(kDefaultBackoffLimit);
+}
+
+bool JobSucceeded(const TrainingJob& job,
+                  const std::function<bool(ReplicaType type, int index)>& completed) {
+  if (job.success_policy == SuccessPolicy::kAllWorkers) {
+    bool any = false;
+    for (ReplicaType type : {ReplicaType::kChief, ReplicaType::kWorker}) {
+      for (int i = 0; i < job.Replicas(type); ++i) {
+        if (!completed(type, i)) return false;
+        any = true;
+      }
+    }
+    return any;
+  }
+  return job.Replicas(ReplicaType::kChief) > 0 ? completed(ReplicaType::kChief, 0)
+                                               : completed(ReplicaType::kWorker, 0);
+}
+
+std::string SuccessReason(const TrainingJob& job) {
+  if (job.success_policy == SuccessPolicy::kAllWorkers) return "every worker completed";
+  return job.Replicas(ReplicaType::kChief) > 0 ? "Chief 0 completed" : "Worker 0 completed";
+}
+
+std::optional<absl::Duration> ActiveDeadline(const TrainingJob& job) {
+  if (!job.run_policy.active_deadline_seconds) return std::nullopt;
+  return absl::Seconds(*job.run_policy.active_deadline_seconds);
+}
+
+const char* PodRestartPolicy(ReplicaType type, RestartPolicy policy) {
+  switch (policy) {
+    case RestartPolicy::kOnFailure:
+      return "OnFailure";
+    case RestartPolicy::kAlways:
+      return type == ReplicaType::kPS ? "Always" : "OnFailure";
+    case RestartPolicy::kNever:
+    case RestartPolicy::kExitCode:
+      return "Never";
+  }
+  return "Never";
+}
+
+}  // namespace psflow::api

@@ -1,0 +1,161 @@
+#include "operator/controller/job_decision.h"
+
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "operator/api/job_policy.h"
+
+namespace psflow::controller {
+
+using api::ReplicaType;
+
+std::string ReplicaLabel(ReplicaType type, int index) {
+  return absl::StrCat(api::ReplicaTypeName(type), " ", index);
+}
+
+namespace {
+
+std::string Named(const SlotObservation& s) {
+  return absl::StrCat(ReplicaLabel(s.type, s.index), " (pod ", s.pod_name, ")");
+}
+
+// How a pod that reached Succeeded or Failed ended, for the policy. A Failed pod whose container
+// says 0 (or nothing) ended for a reason outside the program: no exit code.
+api::ReplicaExit ExitOf(const PodState& state) {
+  if (state.phase == PodPhase::kSucceeded) return {state.exit_code.value_or(0)};
+  if (state.exit_code && *state.exit_code != 0) return {state.exit_code};
+  return {std::nullopt};
+}
+
+bool Completed(const JobStatus& status, ReplicaType type, int index) {
+  auto it = status.replica_statuses.find(type);
+  return it != status.replica_statuses.end() && it->second.completed_indexes.count(index) > 0;
+}
+
+// Whether the index's lastFailure already names this pod (pods are replaced under the same name,
+// but a pod left ended is not replaced).
+bool AlreadyReported(const JobStatus& status, const SlotObservation& s) {
+  auto rs = status.replica_statuses.find(s.type);
+  if (rs == status.replica_statuses.end()) return false;
+  auto is = rs->second.indexes.find(s.index);
+  if (is == rs->second.indexes.end() || !is->second.last_failure) return false;
+  const ReplicaFailure& f = *is->second.last_failure;
+  return f.pod == s.pod_name && f.exit_code == s.pod->exit_code &&
+         (s.pod->reason.empty() || f.reason == s.pod->reason);
+}
+
+}  // namespace
+
+Decision Decide(const api::TrainingJob& job, const std::string& job_key, const JobStatus& status,
+                const JobObservation& observed) {
+  Decision d;
+  if (std::optional<absl::Duration> deadline = api::ActiveDeadline(job)) {
+    const absl::Time end = observed.start + *deadline;
+    if (observed.now >= end) {
+      d.failure = {"DeadlineExceeded",
+                   absl::StrCat("TrainingJob ", job_key, " ran longer than activeDeadlineSeconds=",
+                                *job.run_policy.active_deadline_seconds)};
+      return d;
+    }
+    d.requeue_after = end - observed.now;
+  }
+
+  d.all_running = true;
+  int live_restarts = 0;  // the kubelet's, of pods still there, as the backoff limit counts them
+  std::optional<std::string> last_in_place;
+  std::set<ReplicaSlot> completed_now;
+  for (const SlotObservation& s : observed.slots) {
+    if (!s.has_service) d.create_services.push_back({s.type, s.index});
+    if (Completed(status, s.type, s.index)) continue;
+    if (!s.pod) {
+      d.create_pods.push_back({s.type, s.index});
+      d.all_running = false;
+      continue;
+    }
+    const PodState& state = *s.pod;
+    if (state.being_deleted) {
+      d.all_running = false;
+      continue;
+    }
+    if (state.restarts > 0 && api::CountsAgainstBackoff(s.type)) {
+      live_restarts += state.restarts;
+      if (!last_in_place) {
+        last_in_place = absl::StrCat(Named(s), " was restarted in place after ",
+                                     state.DescribeEnd());
+      }
+    }
+    if (state.phase == PodPhase::kRunning) continue;
+    if (state.phase != PodPhase::kSucceeded && state.phase != PodPhase::kFailed) {
+      d.all_running = false;
+      continue;
+    }
+    const api::ReplicaExit exit = ExitOf(state);
+    switch (api::OnReplicaEnd(job, s.type, exit)) {
+      case api::ReplicaOutcome::kCompleted:
+        d.completed.push_back({s.type, s.index});
+        completed_now.insert({s.type, s.index});
+        break;
+      case api::ReplicaOutcome::kRestart:
+        d.all_running = false;
+        d.ended_badly.push_back({{s.type, s.index}, state, s.pod_name});
+        d.restarts.push_back({{s.type, s.index}, state, s.pod_name});
+        break;
+      case api::ReplicaOutcome::kFailJob:
+        d.all_running = false;
+        d.ended_badly.push_back({{s.type, s.index}, state, s.pod_name});
+        if (!d.failure) {
+          const std::string policy(
+              api::RestartPolicyName(job.replica_specs.at(s.type).restart_policy));
+          d.failure = {"ReplicaFailed",
+                       s.type == ReplicaType::kPS && exit.ok()
+                           ? absl::StrCat(Named(s), " exited before the job finished (exit code "
+                                                    "0); restartPolicy ",
+                                          policy, " does not restart it")
+                           : absl::StrCat(Named(s), " failed: ", state.DescribeEnd(),
+                                          "; restartPolicy ", policy, " does not restart it")};
+        }
+        break;
+      case api::ReplicaOutcome::kLeftEnded:
+        // An evaluator that failed for good: the job goes on, every other slot decides. Its
+        // pod stays; it is reported once (its lastFailure names it from then on).
+        if (!AlreadyReported(status, s)) {
+          d.ended_badly.push_back({{s.type, s.index}, state, s.pod_name});
+          d.left_ended.push_back({{s.type, s.index}, state, s.pod_name});
+        }
+        break;
+    }
+  }
+
+  // backoffLimit counts every restart: replacements so far, the kubelet's, and these.
+  int counted = live_restarts;
+  for (const auto& [type, rs] : status.replica_statuses) {
+    if (api::CountsAgainstBackoff(type)) counted += rs.ReplacedRestarts();
+  }
+  for (const EndedPod& r : d.restarts) {
+    if (api::CountsAgainstBackoff(r.slot.first)) ++counted;
+  }
+  d.counted_restarts = counted;
+  const int limit = api::BackoffLimit(job);
+  if (!d.failure && counted > limit) {
+    std::string last;
+    for (const EndedPod& r : d.restarts) {
+      if (!api::CountsAgainstBackoff(r.slot.first)) continue;
+      last = absl::StrCat(ReplicaLabel(r.slot.first, r.slot.second), " (pod ", r.pod_name,
+                          ") failed: ", r.state.DescribeEnd());
+      break;
+    }
+    if (last.empty() && last_in_place) last = *last_in_place;
+    d.failure = {"BackoffLimitExceeded",
+                 absl::StrCat("restart ", counted, " of the job's replicas exceeds backoffLimit ",
+                              limit, last.empty() ? "" : "; last: ", last)};
+  }
+  if (d.failure) return d;
+
+  const bool succeeded = api::JobSucceeded(job, [&](ReplicaType type, int index) {
+    return Completed(status, type, index) || completed_now.count({type, index}) > 0;
+  });
+  if (succeeded) d.success = api::SuccessReason(job);
+  return d;
+}
+
+}  // namespace psflow::controller

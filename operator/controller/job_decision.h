@@ -1,0 +1,75 @@
+// The decision step of a reconcile pass over an active (not finished, not suspended) TrainingJob:
+// a pure function from what the pass observed (its replicas' pods and services, the status so
+// far, the time) to what must happen (objects to create, pods to replace, the outcome), by the
+// rules of api/job_policy.h. The reconciler observes, calls Decide, then acts; nothing here
+// touches the API server, so every rule is table-tested (job_decision_test.cc).
+#ifndef PSFLOW_OPERATOR_CONTROLLER_JOB_DECISION_H_
+#define PSFLOW_OPERATOR_CONTROLLER_JOB_DECISION_H_
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "operator/api/training_job.h"
+#include "operator/controller/job_status.h"
+#include "operator/controller/pod_state.h"
+
+namespace psflow::controller {
+
+using ReplicaSlot = std::pair<api::ReplicaType, int>;
+
+// "Worker 0".
+std::string ReplicaLabel(api::ReplicaType type, int index);
+
+// One replica slot `<job>-<type>-<index>` of the spec as the pass found it.
+struct SlotObservation {
+  api::ReplicaType type = api::ReplicaType::kWorker;
+  int index = 0;
+  bool has_service = false;
+  std::optional<PodState> pod;  // nullopt: no pod of this job's incarnation
+  std::string pod_name;
+};
+
+struct JobObservation {
+  std::vector<SlotObservation> slots;  // every slot of the spec, in type then index order
+  absl::Time now;
+  absl::Time start;  // status.startTime
+};
+
+struct EndedPod {
+  ReplicaSlot slot;
+  PodState state;  // how its pod ended
+  std::string pod_name;
+};
+
+struct Decision {
+  // Set when the job ends now: (reason, message) of the Failed condition...
+  std::optional<std::pair<std::string, std::string>> failure;
+  // ...or, when nothing failed, the success message ("Worker 0 completed").
+  std::optional<std::string> success;
+  // Indexes that completed in this pass (trainers or evaluators that exited 0).
+  std::vector<ReplicaSlot> completed;
+  // Pods seen Failed (or a ps seen ended) in this pass, with how they ended; each counts once in
+  // status.replicaStatuses[type].failed and sets the index's lastFailure.
+  std::vector<EndedPod> ended_badly;
+  std::vector<EndedPod> restarts;  // failed pods to delete and run again
+  // Evaluators that failed for good, first seen in this pass (also in ended_badly).
+  std::vector<EndedPod> left_ended;
+  std::vector<ReplicaSlot> create_pods;
+  std::vector<ReplicaSlot> create_services;
+  bool all_running = false;  // every pod of every slot Running (completed indexes aside)
+  // The restarts the backoff limit counts, these included.
+  int counted_restarts = 0;
+  std::optional<absl::Duration> requeue_after;  // until the deadline
+};
+
+// Decides what follows from `observed` for `job` whose status so far is `status` (its completed
+// indexes and the restarts of replaced pods). Pure.
+Decision Decide(const api::TrainingJob& job, const std::string& job_key, const JobStatus& status,
+                const JobObservation& observed);
+
+}  // namespace psflow::controller
+
+#endif  // PSFLOW_OPERATOR_CONTROLLER_JOB_DECISION_H_

@@ -1,0 +1,207 @@
+#include "operator/controller/job_decision.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace psflow::controller {
+namespace {
+
+using api::ReplicaType;
+
+const absl::Time kStart = absl::FromUnixSeconds(1'800'000'000);
+
+api::TrainingJob MakeJob(api::RestartPolicy policy, int workers = 2, int evaluators = 0) {
+  api::TrainingJob job;
+  job.name = "j";
+  for (auto [type, n] : {std::pair{ReplicaType::kPS, 1}, std::pair{ReplicaType::kWorker, workers},
+                         std::pair{ReplicaType::kEvaluator, evaluators}}) {
+    if (n == 0) continue;
+    api::ReplicaSpec spec;
+    spec.replicas = n;
+    spec.restart_policy = policy;
+    job.replica_specs[type] = spec;
+  }
+  return job;
+}
+
+PodState Pod(PodPhase phase, std::optional<int> exit_code = std::nullopt,
+             const std::string& reason = "", int restarts = 0) {
+  PodState s;
+  s.phase = phase;
+  s.ready = phase == PodPhase::kRunning;
+  s.exit_code = exit_code;
+  s.reason = reason;
+  s.restarts = restarts;
+  return s;
+}
+
+// Every slot of `job` with its Service and a Running pod; `edit` changes some.
+JobObservation AllRunning(const api::TrainingJob& job, absl::Duration since_start = absl::Seconds(1)) {
+  JobObservation o;
+  o.start = kStart;
+  o.now = kStart + since_start;
+  for (const auto& [type, spec] : job.replica_specs) {
+    for (int i = 0; i < spec.replicas; ++i) {
+      SlotObservation& s = o.slots.emplace_back();
+      s.type = type;
+      s.index = i;
+      s.has_service = true;
+      s.pod = Pod(PodPhase::kRunning);
+      s.pod_name = "j-" + std::string(api::TaskTypeName(type)) + "-" + std::to_string(i);
+    }
+  }
+  return o;
+}
+
+SlotObservation& At(JobObservation& o, ReplicaType type, int index) {
+  for (SlotObservation& s : o.slots) {
+    if (s.type == type && s.index == index) return s;
+  }
+  ADD_FAILURE() << "no slot";
+  return o.slots.front();
+}
+
+TEST(JobDecision, AMissingPodOrServiceIsCreatedAndTheJobIsNotRunningYet) {
+  const api::TrainingJob job = MakeJob(api::RestartPolicy::kNever);
+  JobObservation o = AllRunning(job);
+  At(o, ReplicaType::kWorker, 1).pod.reset();
+  At(o, ReplicaType::kPS, 0).has_service = false;
+  const Decision d = Decide(job, "default/j", {}, o);
+  ASSERT_EQ(d.create_pods.size(), 1u);
+  EXPECT_EQ(d.create_pods[0], (ReplicaSlot{ReplicaType::kWorker, 1}));
+  ASSERT_EQ(d.create_services.size(), 1u);
+  EXPECT_EQ(d.create_services[0], (ReplicaSlot{ReplicaType::kPS, 0}));
+  EXPECT_FALSE(d.all_running);
+  EXPECT_FALSE(d.failure);
+  EXPECT_FALSE(d.success);
+}
+
+TEST(JobDecision, AllRunningIsRunning) {
+  const api::TrainingJob job = MakeJob(api::RestartPolicy::kNever);
+  const Decision d = Decide(job, "default/j", {}, AllRunning(job));
+  EXPECT_TRUE(d.all_running);
+  EXPECT_TRUE(d.create_pods.empty());
+  EXPECT_FALSE(d.requeue_after);
+}
+
+TEST(JobDecision, WorkerZeroCompletingSucceedsEvenUnderAlways) {
+  const api::TrainingJob job = MakeJob(api::RestartPolicy::kAlways);
+  JobObservation o = AllRunning(job);
+  At(o, ReplicaType::kWorker, 0).pod = Pod(PodPhase::kSucceeded, 0, "Completed");
+  const Decision d = Decide(job, "default/j", {}, o);
+  EXPECT_TRUE(d.restarts.empty());
+  ASSERT_TRUE(d.success);
+  EXPECT_EQ(*d.success, "Worker 0 completed");
+  ASSERT_EQ(d.completed.size(), 1u);
+}
+
+TEST(JobDecision, ACompletedIndexIsNeverRunAgain) {
+  const api::TrainingJob job = MakeJob(api::RestartPolicy::kNever);
+  JobStatus status;
+  status.replica_statuses[ReplicaType::kWorker].completed_indexes = {1};
+  JobObservation o = AllRunning(job);
+  At(o, ReplicaType::kWorker, 1).pod.reset();  // deleted after it completed
+  const Decision d = Decide(job, "default/j", status, o);
+  EXPECT_TRUE(d.create_pods.empty());
+  EXPECT_TRUE(d.all_running);
+}
+
+TEST(JobDecision, APsThatExitsZeroFailsTheJobUnlessAlways) {
+  for (auto [policy, fails] : {std::pair{api::RestartPolicy::kOnFailure, true},
+                               std::pair{api::RestartPolicy::kAlways, false}}) {
+    const api::TrainingJob job = MakeJob(policy);
+    JobObservation o = AllRunning(job);
+    At(o, ReplicaType::kPS, 0).pod = Pod(PodPhase::kSucceeded, 0, "Completed");
+    const Decision d = Decide(job, "default/j", {}, o);
+    EXPECT_EQ(d.failure.has_value(), fails) << api::RestartPolicyName(policy);
+    EXPECT_EQ(d.restarts.size(), fails ? 0u : 1u);
+    if (fails) {
+      EXPECT_EQ(d.failure->second,
+                "PS 0 (pod j-ps-0) exited before the job finished (exit code 0); restartPolicy "
+                "OnFailure does not restart it");
+    }
+  }
+}
+
+TEST(JobDecision, AFailedEvaluatorIsReportedOnceAndNeverDecides) {
+  const api::TrainingJob job = MakeJob(api::RestartPolicy::kNever, 2, 1);
+  JobObservation o = AllRunning(job);
+  At(o, ReplicaType::kEvaluator, 0).pod = Pod(PodPhase::kFailed, 1, "Error");
+  Decision d = Decide(job, "default/j", {}, o);
+  EXPECT_FALSE(d.failure);
+  ASSERT_EQ(d.left_ended.size(), 1u);
+  EXPECT_TRUE(d.restarts.empty());
+  // Once the status names it, it is not reported again.
+  JobStatus status;
+  status.replica_statuses[ReplicaType::kEvaluator].indexes[0].last_failure =
+      ReplicaFailure{"Error", 1, "", "j-evaluator-0", ""};
+  d = Decide(job, "default/j", status, o);
+  EXPECT_TRUE(d.left_ended.empty());
+  EXPECT_TRUE(d.ended_badly.empty());
+  EXPECT_FALSE(d.failure);
+}
+
+TEST(JobDecision, BackoffCountsReplacementsInPlaceRestartsAndTheseButNotEvaluators) {
+  api::TrainingJob job = MakeJob(api::RestartPolicy::kOnFailure, 2, 1);
+  job.run_policy.backoff_limit = 3;
+  JobStatus status;
+  status.replica_statuses[ReplicaType::kWorker].indexes[1].replaced_restarts = 1;
+  status.replica_statuses[ReplicaType::kEvaluator].indexes[0].replaced_restarts = 50;
+  JobObservation o = AllRunning(job);
+  At(o, ReplicaType::kWorker, 0).pod = Pod(PodPhase::kRunning, 137, "OOMKilled", 2);
+  At(o, ReplicaType::kEvaluator, 0).pod = Pod(PodPhase::kRunning, 1, "Error", 9);
+  Decision d = Decide(job, "default/j", status, o);
+  EXPECT_EQ(d.counted_restarts, 3);
+  EXPECT_FALSE(d.failure);  // 3 restarts are allowed
+  At(o, ReplicaType::kWorker, 1).pod = Pod(PodPhase::kFailed, 2, "Error");
+  d = Decide(job, "default/j", status, o);
+  EXPECT_EQ(d.counted_restarts, 4);
+  ASSERT_TRUE(d.failure);
+  EXPECT_EQ(d.failure->first, "BackoffLimitExceeded");
+  EXPECT_EQ(d.failure->second,
+            "restart 4 of the job's replicas exceeds backoffLimit 3; last: Worker 1 (pod "
+            "j-worker-1) failed: exit code 2 (Error)");
+}
+
+TEST(JobDecision, TheDefaultBackoffLimitIsSix) {
+  const api::TrainingJob job = MakeJob(api::RestartPolicy::kOnFailure);
+  JobObservation o = AllRunning(job);
+  At(o, ReplicaType::kWorker, 0).pod = Pod(PodPhase::kRunning, 1, "Error", 6);
+  EXPECT_FALSE(Decide(job, "default/j", {}, o).failure);
+  At(o, ReplicaType::kWorker, 0).pod = Pod(PodPhase::kRunning, 1, "Error", 7);
+  const Decision d = Decide(job, "default/j", {}, o);
+  ASSERT_TRUE(d.failure);
+  EXPECT_EQ(d.failure->second,
+            "restart 7 of the job's replicas exceeds backoffLimit 6; last: Worker 0 (pod "
+            "j-worker-0) was restarted in place after exit code 1 (Error)");
+}
+
+TEST(JobDecision, TheDeadlineFailsTheJobAndOtherwiseBringsItBack) {
+  api::TrainingJob job = MakeJob(api::RestartPolicy::kNever);
+  job.run_policy.active_deadline_seconds = 60;
+  Decision d = Decide(job, "ns/j", {}, AllRunning(job, absl::Seconds(45)));
+  EXPECT_FALSE(d.failure);
+  EXPECT_EQ(d.requeue_after, absl::Seconds(15));
+  d = Decide(job, "ns/j", {}, AllRunning(job, absl::Seconds(60)));
+  ASSERT_TRUE(d.failure);
+  EXPECT_EQ(d.failure->first, "DeadlineExceeded");
+  EXPECT_EQ(d.failure->second, "TrainingJob ns/j ran longer than activeDeadlineSeconds=60");
+}
+
+TEST(JobDecision, AnEvictedWorkerIsRestartedUnderExitCode) {
+  const api::TrainingJob job = MakeJob(api::RestartPolicy::kExitCode);
+  JobObservation o = AllRunning(job);
+  At(o, ReplicaType::kWorker, 1).pod = Pod(PodPhase::kFailed, std::nullopt, "Evicted");
+  At(o, ReplicaType::kWorker, 0).pod = Pod(PodPhase::kFailed, 3, "Error");
+  const Decision d = Decide(job, "default/j", {}, o);
+  ASSERT_EQ(d.restarts.size(), 1u);
+  EXPECT_EQ(d.restarts[0].slot, (ReplicaSlot{ReplicaType::kWorker, 1}));
+  ASSERT_TRUE(d.failure);  // worker 0's exit code 3 is its own verdict
+  EXPECT_EQ(d.failure->first, "ReplicaFailed");
+  EXPECT_EQ(d.ended_badly.size(), 2u);
+}
+
+}  // namespace
+}  // namespace psflow::controller
