@@ -165,7 +165,12 @@ TEST_F(OperatorApiserverTest, JobGetsItsServicesPodsAndStatus) {
   EXPECT_EQ(kube::Name(Pods("mnist")[0]), "mnist-worker-0");
   EXPECT_GE(kubelet_->deletions_finished(), 2);
   EXPECT_EQ(LeaseHolder(), "op-a");
-  // Finished, the job asks for nothing more: its resourceVersion stays put.
+  // Finished and cleaned up (the status counts no active pod), the job asks for nothing more: its
+  // resourceVersion stays put.
+  ASSERT_TRUE(Eventually([&] {
+    const Json replicas = GetJob("mnist")["status"]["replicaStatuses"];
+    return replicas["PS"].value("active", -1) == 0 && replicas["Worker"].value("active", -1) == 0;
+  })) << GetJob("mnist").dump();
   const std::string version = kube::ResourceVersion(GetJob("mnist"));
   std::this_thread::sleep_for(milliseconds(1500));
   EXPECT_EQ(kube::ResourceVersion(GetJob("mnist")), version);

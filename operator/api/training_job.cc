@@ -12,7 +12,6 @@
 namespace psflow::api {
 namespace {
 
-constexpr int kMaxReplicas = 10000;
 constexpr int64_t kMaxPolicyValue = 315'360'000;  // ten years of seconds
 
 // Parsing errors carry their YAML path; the caller prefixes the source.
@@ -110,14 +109,16 @@ absl::StatusOr<Container> ParseContainer(const YAML::Node& node, absl::string_vi
   return c;
 }
 
-absl::StatusOr<ReplicaSpec> ParseReplicaSpec(const YAML::Node& node, absl::string_view path) {
+absl::StatusOr<ReplicaSpec> ParseReplicaSpec(const YAML::Node& node, ReplicaType type,
+                                             absl::string_view path) {
   if (!node.IsMap()) return Bad(path, "must be an object");
   ReplicaSpec r;
   if (node["replicas"]) {
     ASSIGN_OR_RETURN(r.replicas,
                      Scalar<int>(node["replicas"], absl::StrCat(path, ".replicas"), "an integer"));
-    if (r.replicas < 0 || r.replicas > kMaxReplicas) {
-      return Bad(absl::StrCat(path, ".replicas"), absl::StrCat("must be in 0..", kMaxReplicas));
+    if (r.replicas < 0 || r.replicas > MaxReplicas(type)) {
+      return Bad(absl::StrCat(path, ".replicas"),
+                 absl::StrCat("must be in 0..", MaxReplicas(type)));
     }
   }
   ASSIGN_OR_RETURN(
@@ -204,11 +205,9 @@ absl::StatusOr<TrainingJob> Parse(const YAML::Node& doc) {
       return Bad(absl::StrCat("spec.replicaSpecs.", type_name),
                  "unknown replica type (known: Chief, PS, Worker, Evaluator)");
     }
-    ASSIGN_OR_RETURN(job.replica_specs[*type],
-                     ParseReplicaSpec(entry.second, absl::StrCat("spec.replicaSpecs.", type_name)));
-  }
-  if (job.Replicas(ReplicaType::kChief) > 1) {
-    return Bad("spec.replicaSpecs.Chief.replicas", "must be 0 or 1");
+    ASSIGN_OR_RETURN(
+        job.replica_specs[*type],
+        ParseReplicaSpec(entry.second, *type, absl::StrCat("spec.replicaSpecs.", type_name)));
   }
   if (job.Replicas(ReplicaType::kWorker) + job.Replicas(ReplicaType::kChief) == 0) {
     return Bad("spec.replicaSpecs", "needs at least one Worker (or a Chief) replica");
@@ -281,6 +280,20 @@ int ReplicaSpec::Port() const {
     if (p.name == kPortName) return p.container_port;
   }
   return kDefaultPort;
+}
+
+int MaxReplicas(ReplicaType type) {
+  switch (type) {
+    case ReplicaType::kChief:
+      return 1;
+    case ReplicaType::kPS:
+      return 100;
+    case ReplicaType::kWorker:
+      return 1000;
+    case ReplicaType::kEvaluator:
+      return 10;
+  }
+  return 0;
 }
 
 int TrainingJob::Replicas(ReplicaType type) const {

@@ -26,6 +26,11 @@ enum class ReplicaType { kChief, kPS, kWorker, kEvaluator };
 absl::string_view ReplicaTypeName(ReplicaType type);
 // "chief", "ps", "worker", "evaluator" as in TF_CONFIG and pod names.
 absl::string_view TaskTypeName(ReplicaType type);
+// Replicas of a type, at most: Chief 1, PS 100, Worker 1000, Evaluator 10 (the CRD's maxima).
+// Every replica's TF_CONFIG names every replica (~35 bytes each), so a job's pods hold
+// O(replicas^2) bytes: 1111 replicas make ~40 KB per pod and ~45 MB of pod objects in etcd;
+// 10000 would make 3.5 GB, past etcd's 2 GB default quota.
+int MaxReplicas(ReplicaType type);
 
 enum class RestartPolicy { kNever, kOnFailure, kAlways, kExitCode };
 // "Never", "OnFailure", "Always", "ExitCode".
@@ -83,7 +88,7 @@ struct TrainingJob {
 
 // Parses and validates a manifest. INVALID_ARGUMENT with one line naming `source` and the field:
 // not YAML, wrong apiVersion/kind, missing metadata.name, no or unknown replica types, negative
-// replicas, more than one Chief, no Worker or Chief replica, a replica spec with no container,
+// replicas, more than MaxReplicas of a type, no Worker or Chief replica, a replica spec with no container,
 // bad enum values.
 absl::StatusOr<TrainingJob> ParseTrainingJob(absl::string_view yaml, absl::string_view source);
 

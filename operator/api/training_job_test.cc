@@ -88,14 +88,17 @@ TEST(TrainingJob, BadManifestsGiveOneLineNamingTheField) {
        "needs at least one Worker"},
       {head + "spec:\n  replicaSpecs:\n    Worker: {replicas: -1, template: {spec: {containers: "
               "[{command: [w]}]}}}\n",
-       "Worker.replicas: must be in 0..10000"},
+       "Worker.replicas: must be in 0..1000"},
+      {head + "spec:\n  replicaSpecs:\n" + worker +
+           "    PS: {replicas: 101, template: {spec: {containers: [{command: [p]}]}}}\n",
+       "PS.replicas: must be in 0..100"},
       {head + "spec:\n  replicaSpecs:\n    Worker: {replicas: two}\n", "must be an integer"},
       {head + "spec:\n  replicaSpecs:\n    Worker: {replicas: 1}\n",
        "Worker.template.spec.containers: must list at least one container"},
       {head + "spec:\n  replicaSpecs:\n" + worker +
            "    Chief: {replicas: 2, template: {spec: "
            "{containers: [{command: [c]}]}}}\n",
-       "Chief.replicas: must be 0 or 1"},
+       "Chief.replicas: must be in 0..1"},
       {head + "spec:\n  replicaSpecs:\n    Worker: {restartPolicy: Sometimes, template: {spec: "
               "{containers: [{command: [w]}]}}}\n",
        "\"Sometimes\" is not one of Never, OnFailure, Always, ExitCode"},

@@ -81,6 +81,7 @@ Controller::Controller(kube::KubeClient& client, ControllerOptions options,
         [this](const std::string& key) { queue_.Add(key); }, absl::Now, metrics_);
     options_.reconciler.throughput = [this](const std::string& key) { return probe_->Latest(key); };
   }
+  options_.reconciler.stopping = [this] { return stopping_.load(); };
   reconciler_ = std::make_unique<Reconciler>(client_, *view_, expectations_, events_, absl::Now,
                                              options_.reconciler);
 }
@@ -199,9 +200,9 @@ void Controller::Run(std::stop_token stop) {
       PublishGauges();
       cv.wait_for(lock, stop, options_.metrics_period, [] { return false; });
     }
+    stopping_ = true;  // first: a pass in flight stops creating
     probe_stop.request_stop();
     if (probe.joinable()) probe.join();
-    stopping_ = true;
     queue_.ShutDown();
     for (std::thread& t : workers) t.join();
   }

@@ -78,7 +78,7 @@ std::set<int> ParseIndexes(const std::string& text) {
     } else if (!absl::SimpleAtoi(range.second, &last) || last < first) {
       continue;
     }
-    // Replica indexes are below 10000 (the parser's limit): anything above is not ours.
+    // Replica indexes are below 1000 (the parser's limit): anything above is not ours.
     if (last >= kMaxIndex) continue;
     for (int i = first; i <= last; ++i) out.insert(i);
   }

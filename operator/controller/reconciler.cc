@@ -88,6 +88,14 @@ absl::Status RunParallel(const std::vector<std::function<absl::Status()>>& tasks
   return first;
 }
 
+// "a, b, c" for up to 10 names, then "a, b, ... (1000 in all)": an Event stays small.
+std::string Abbreviated(const std::vector<std::string>& names) {
+  constexpr size_t kShown = 10;
+  if (names.size() <= kShown) return absl::StrJoin(names, ", ");
+  return absl::StrCat(absl::StrJoin(names.begin(), names.begin() + kShown, ", "), ", ... (",
+                      names.size(), " in all)");
+}
+
 }  // namespace
 
 struct Reconciler::Pass {
@@ -344,15 +352,7 @@ void Reconciler::ReconcileActive(Pass& pass) {
     if (s.ok()) ++pass.result.services_deleted;
   }
   if (!decision.create_pods.empty() || !decision.create_services.empty()) {
-    std::vector<Json> pods;
-    std::vector<Json> services;
-    for (const auto& [type, i] : decision.create_pods) {
-      pods.push_back(BuildPod(*pass.object, job, type, i));
-    }
-    for (const auto& [type, i] : decision.create_services) {
-      services.push_back(BuildService(*pass.object, job, type, i));
-    }
-    CreateAll(pass, std::move(pods), std::move(services));
+    CreateAll(pass, decision.create_pods, decision.create_services);
     if (pass.result.status.code() == absl::StatusCode::kInvalidArgument) {
       // The API server refused what the job's template makes: retrying cannot help.
       Fail(pass, "InvalidPodTemplate",
@@ -509,14 +509,24 @@ std::set<std::string> Reconciler::DeletePods(Pass& pass, const std::vector<Objec
   return std::set<std::string>(names.begin(), names.end());
 }
 
-void Reconciler::CreateAll(Pass& pass, std::vector<Json> pods, std::vector<Json> services) {
-  expectations_.Expect(pass.key, static_cast<int>(pods.size()), 0);
+void Reconciler::CreateAll(Pass& pass, const std::vector<ReplicaSlot>& pods,
+                           const std::vector<ReplicaSlot>& services) {
+  // At most max_creates_per_pass objects, services first; the rest on the next pass.
+  const size_t cap = static_cast<size_t>(std::max(1, options_.max_creates_per_pass));
+  const size_t service_count = std::min(services.size(), cap);
+  const size_t pod_count = std::min(pods.size(), cap - service_count);
+  if (service_count + pod_count < services.size() + pods.size()) {
+    pass.result.requeue_after = absl::ZeroDuration();
+  }
+  expectations_.Expect(pass.key, static_cast<int>(pod_count), 0);
   std::mutex mu;
   std::vector<std::string> created_pods;
   std::vector<std::string> created_services;
+  // Each object is built when its turn comes: a large job never holds every pod at once.
   std::vector<std::function<absl::Status()>> tasks;
-  for (const Json& service : services) {
-    tasks.push_back([&]() -> absl::Status {
+  for (size_t n = 0; n < service_count; ++n) {
+    tasks.push_back([&, slot = services[n]]() -> absl::Status {
+      const Json service = BuildService(*pass.object, pass.job, slot.first, slot.second);
       absl::StatusOr<Json> out = client_.Create(kube::Services(), pass.ns, service);
       if (out.ok()) {
         std::lock_guard<std::mutex> lock(mu);
@@ -528,15 +538,16 @@ void Reconciler::CreateAll(Pass& pass, std::vector<Json> pods, std::vector<Json>
                                                                      : out.status();
     });
   }
-  for (const Json& pod : pods) {
-    tasks.push_back([&]() -> absl::Status {
+  for (size_t n = 0; n < pod_count; ++n) {
+    tasks.push_back([&, slot = pods[n]]() -> absl::Status {
+      const Json pod = BuildPod(*pass.object, pass.job, slot.first, slot.second);
       absl::StatusOr<Json> out = client_.Create(kube::Pods(), pass.ns, pod);
       if (out.ok()) {
         std::lock_guard<std::mutex> lock(mu);
         created_pods.push_back(kube::Name(pod));
         // Counted as they are now (Pending), so the status written below is already right.
-        if (auto slot = Slot(*out)) {
-          pass.pods[*slot] = std::make_shared<const Json>(*std::move(out));
+        if (auto made = Slot(*out)) {
+          pass.pods[*made] = std::make_shared<const Json>(*std::move(out));
         }
         return absl::OkStatus();
       }
@@ -545,7 +556,24 @@ void Reconciler::CreateAll(Pass& pass, std::vector<Json> pods, std::vector<Json>
                                                                      : out.status();
     });
   }
-  absl::Status s = RunParallel(tasks, options_.max_parallel_creates);
+  // Slow start, as Kubernetes' Job controller creates: batches of 1, 2, 4, ... objects (services,
+  // then pods from 1 again), each on up to max_parallel_creates threads; a batch with an error
+  // ends the pass (a template the API refuses costs one request, not hundreds), as does the
+  // controller stopping.
+  absl::Status s = absl::OkStatus();
+  size_t next = 0;
+  for (const size_t end_of_kind : {service_count, tasks.size()}) {
+    for (size_t batch = 1; s.ok() && next < end_of_kind; batch *= 2) {
+      if (options_.stopping && options_.stopping()) break;
+      const size_t end = std::min(end_of_kind, next + batch);
+      s = RunParallel({tasks.begin() + next, tasks.begin() + end}, options_.max_parallel_creates);
+      next = end;
+    }
+    if (!s.ok() || next < end_of_kind) break;
+  }
+  for (size_t n = std::max(next, service_count); n < tasks.size(); ++n) {
+    expectations_.CreationObserved(pass.key);  // a pod never attempted will not be observed
+  }
   if (!s.ok()) {
     PSFLOW_LOG(WARNING) << "TrainingJob " << pass.key << ": " << s.message();
     if (pass.result.status.ok()) pass.result.status = s;
@@ -556,11 +584,11 @@ void Reconciler::CreateAll(Pass& pass, std::vector<Json> pods, std::vector<Json>
   std::sort(created_services.begin(), created_services.end());
   if (!created_pods.empty()) {
     events_.Record(*pass.object, EventType::kNormal, "SuccessfulCreatePod",
-                   absl::StrCat("Created pods: ", absl::StrJoin(created_pods, ", ")));
+                   absl::StrCat("Created pods: ", Abbreviated(created_pods)));
   }
   if (!created_services.empty()) {
     events_.Record(*pass.object, EventType::kNormal, "SuccessfulCreateService",
-                   absl::StrCat("Created services: ", absl::StrJoin(created_services, ", ")));
+                   absl::StrCat("Created services: ", Abbreviated(created_services)));
   }
 }
 

@@ -53,6 +53,11 @@ namespace psflow::controller {
 
 struct ReconcilerOptions {
   int max_parallel_creates = 16;
+  // Objects one pass creates at most (slow start within it); the job comes back at once for the
+  // rest, so other jobs get their turn and shutdown is never far.
+  int max_creates_per_pass = 500;
+  // True once the operator is stopping: a pass creates nothing more. May be empty.
+  std::function<bool()> stopping;
   // How soon a job waiting on expectations is looked at again (events usually come first).
   absl::Duration expectations_recheck = absl::Seconds(5);
   // The latest measured throughput of a job ("namespace/name"), nullopt when none; called from
@@ -95,7 +100,8 @@ class Reconciler {
   // them from the pass. Returns the names deleted.
   std::set<std::string> DeletePods(Pass& pass, const std::vector<ObjectPtr>& pods,
                                    const std::string& why);
-  void CreateAll(Pass& pass, std::vector<kube::Json> pods, std::vector<kube::Json> services);
+  void CreateAll(Pass& pass, const std::vector<ReplicaSlot>& pods,
+                 const std::vector<ReplicaSlot>& services);
   bool WriteStatus(Pass& pass);
   // True while the cached job is still the version this reconciler last wrote a status over:
   // the status it wrote (an outcome, completed indexes) is not in the cache yet.

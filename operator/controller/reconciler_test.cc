@@ -669,6 +669,58 @@ TEST_F(ReconcilerTest, FailedCreationsAreRetriedAndExpectationsReleased) {
   EXPECT_EQ(r.pods_created, 1);
 }
 
+// A template the API refuses: slow start means one refused create, then the job fails for good.
+TEST_F(ReconcilerTest, ARefusedPodTemplateCostsOneCreateAndFailsTheJob) {
+  Create(MakeJob("refused", 1, 8, "OnFailure"));
+  int pod_creates = 0;
+  client_.SetFault([&](absl::string_view verb, const kube::Resource& r, absl::string_view) {
+    if (verb != "create" || r.plural != "pods") return absl::OkStatus();
+    ++pod_creates;
+    return absl::InvalidArgumentError(
+        "Pod \"refused-ps-0\" is invalid: spec.containers[0].name: Invalid value: \"Bad_Name\"");
+  });
+  ReconcileResult r = Pass("refused");
+  client_.SetFault(nullptr);
+  EXPECT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(pod_creates, 1);
+  const JobStatus status = Status("refused");
+  EXPECT_EQ(status.State(), "Failed");
+  EXPECT_EQ(status.Find(ConditionType::kFailed)->reason, "InvalidPodTemplate");
+  EXPECT_TRUE(absl::StrContains(status.Find(ConditionType::kFailed)->message, "Bad_Name"));
+  EXPECT_TRUE(Pass("refused").status.ok());  // finished: nothing is retried
+  EXPECT_EQ(pod_creates, 1);
+}
+
+TEST_F(ReconcilerTest, CreationIsBoundedPerPassAndStopsWithTheOperator) {
+  ReconcilerOptions options;
+  options.max_creates_per_pass = 10;
+  bool stopping = false;
+  options.stopping = [&] { return stopping; };
+  Reconciler bounded(client_, view_, expectations_, events_, [this] { return now_; }, options);
+  Create(MakeJob("big", 1, 20, "OnFailure"));
+  ReconcileResult r = bounded.Reconcile("default", "big");
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.services_created + r.pods_created, 10);
+  EXPECT_EQ(r.requeue_after, absl::ZeroDuration());  // back at once for the rest
+  int passes = 1;
+  int created = 10;
+  while (created < 42 && passes < 10) {
+    expectations_.Forget("default/big");  // as the informer would, having seen them
+    r = bounded.Reconcile("default", "big");
+    ASSERT_TRUE(r.status.ok()) << r.status;
+    created += r.services_created + r.pods_created;
+    ++passes;
+  }
+  EXPECT_EQ(created, 42);
+  EXPECT_EQ(passes, 5);
+  EXPECT_EQ(Names(kube::Pods()).size(), 21u);
+  // A stopping operator creates nothing more.
+  Create(MakeJob("late", 1, 1, "OnFailure"));
+  stopping = true;
+  r = bounded.Reconcile("default", "late");
+  EXPECT_EQ(r.services_created + r.pods_created, 0);
+}
+
 TEST_F(ReconcilerTest, StatusConflictIsReportedForRetry) {
   Create(MakeJob("race", 1, 1, "OnFailure"));
   ASSERT_TRUE(Pass("race").status.ok());
