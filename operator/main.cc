@@ -38,8 +38,8 @@ ABSL_FLAG(std::string, kubeconfig, "",
 ABSL_FLAG(std::string, context, "", "kubeconfig context (default: its current-context)");
 ABSL_FLAG(std::string, namespace, "", "Namespace to watch; empty watches all namespaces");
 ABSL_FLAG(int, workers, 4, "Reconcile worker threads");
-ABSL_FLAG(double, qps, 50, "Requests per second to the API server (client-side rate limit)");
-ABSL_FLAG(int, burst, 100, "Request burst above --qps");
+ABSL_FLAG(double, qps, 300, "Requests per second to the API server (client-side rate limit)");
+ABSL_FLAG(int, burst, 600, "Request burst above --qps");
 ABSL_FLAG(std::string, metrics_address, "0.0.0.0", "Address of /metrics, /healthz, /readyz");
 ABSL_FLAG(int, metrics_port, 8080, "Port of /metrics, /healthz, /readyz (0: any free port)");
 ABSL_FLAG(bool, leader_elect, true, "Run only while holding the leader Lease");

@@ -8,6 +8,14 @@
 namespace psflow::kube {
 namespace {
 
+// metadata.managedFields: the API server's field-ownership bookkeeping, often the largest part of
+// an object, never read here. A PUT without it leaves the stored one as it is.
+void StripManagedFields(Json& object) {
+  if (object.is_object() && object.contains("metadata") && object["metadata"].is_object()) {
+    object["metadata"].erase("managedFields");
+  }
+}
+
 const Json& LabelsOf(const Json& object) {
   static const Json* none = new Json();
   if (!object.is_object()) return *none;
@@ -168,6 +176,7 @@ absl::Status Informer::ListAndReplace() {
       continue;
     }
     std::string key = Key(item);
+    StripManagedFields(item);
     fresh[std::move(key)] = std::make_shared<const Json>(std::move(item));
   }
   ObjectMap old;
@@ -215,7 +224,9 @@ void Informer::ApplyEvent(const WatchEvent& event) {
     return;
   }
   const std::string key = Key(event.object);
-  auto obj = std::make_shared<const Json>(event.object);
+  Json copy = event.object;
+  StripManagedFields(copy);
+  auto obj = std::make_shared<const Json>(std::move(copy));
   if (event.type == WatchEventType::kDeleted) {
     {
       std::unique_lock<std::shared_mutex> lock(cache_mu_);

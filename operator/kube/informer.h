@@ -19,6 +19,9 @@
 //    that succeeds, or a watch that delivered an event or ended normally.
 //  - An object without metadata.name is skipped with a warning: a malformed object from the API
 //    server never crashes the operator.
+//  - Cached objects lack metadata.managedFields (the server's field-ownership bookkeeping, most of
+//    a small object's bytes on a real API server; nothing here reads it, and a PUT without it
+//    keeps the stored one), as client-go's TransformStripManagedFields does.
 //
 // Threads: handlers run on the informer thread, one at a time, after the cache is updated and
 // without any lock held (they may call Get/List). Every other method may be called from any

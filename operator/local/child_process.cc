@@ -154,14 +154,18 @@ std::optional<ExitStatus> ChildProcess::WaitWithOutput(std::chrono::milliseconds
                                                                  std::chrono::steady_clock::now())
         .count();
   };
+  // At least one look, however short the timeout (1 ms is 0 whole milliseconds left at once).
   while (output_fd_ >= 0) {
-    if (left_ms() <= 0) return std::nullopt;
     pollfd fd{output_fd_, POLLIN, 0};
-    poll(&fd, 1, static_cast<int>(std::min<int64_t>(left_ms(), 100)));
+    poll(&fd, 1, static_cast<int>(std::clamp<int64_t>(left_ms(), 0, 100)));
     char buf[65536];
     const ssize_t n = read(output_fd_, buf, sizeof(buf));
     if (n > 0) output->append(buf, static_cast<size_t>(n));
-    if (n == 0) CloseOutput();
+    if (n == 0) {
+      CloseOutput();
+      break;
+    }
+    if (left_ms() <= 0) return std::nullopt;
   }
   // Output closed: the child is exiting (or handed its output to someone else).
   while (!Poll()) {

@@ -230,13 +230,19 @@ kubeconfig admin "$dir/kubeconfig"
 kubeconfig controller-manager "$dir/controller-manager.kubeconfig"
 kubeconfig limited "$dir/limited.kubeconfig"
 
-# --- kube-controller-manager
+# --- kube-controller-manager, with the controllers the tests need: garbage collection through
+# ownerReferences, namespace deletion, ServiceAccounts (pods need their namespace's default one)
+# and the root CA ConfigMap. Not the endpoints/endpointslice controllers, which follow every
+# headless Service and its pods (a core's worth of CPU under bench_operator_scale on a 2-core
+# machine, where a real cluster runs them on other machines), nor node lifecycle (it would evict
+# the pods of the test node, which has no kubelet to heartbeat).
+controllers="garbagecollector,namespace,serviceaccount,serviceaccount-token,root-ca-cert-publisher"
 kcm_port="$(free_port)"
 setsid "$controller_manager" --kubeconfig="$dir/controller-manager.kubeconfig" \
   --authentication-kubeconfig="$dir/controller-manager.kubeconfig" \
   --authorization-kubeconfig="$dir/controller-manager.kubeconfig" \
   --bind-address=127.0.0.1 --secure-port="$kcm_port" --leader-elect=false \
-  --controllers='*,-nodelifecycle' --use-service-account-credentials=true \
+  --controllers="$controllers" --use-service-account-credentials=true \
   --service-account-private-key-file="$pki/sa.key" --root-ca-file="$pki/ca.crt" \
   --cluster-signing-cert-file="$pki/ca.crt" --cluster-signing-key-file="$pki/ca.key" \
   --service-cluster-ip-range=10.96.0.0/16 \
