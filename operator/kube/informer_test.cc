@@ -248,6 +248,29 @@ TEST(Informer, InitialListFillsTheCacheCallsOnAddThenWatchesFromTheListVersion) 
   EXPECT_THAT(sleeps.delays(), IsEmpty());
 }
 
+TEST(Informer, CachedObjectsDropManagedFieldsFromListsAndWatches) {
+  ScriptedClient client;
+  Json listed = Obj("team", "a", "1");
+  listed["metadata"]["managedFields"] = Json::array({{{"manager", "kubectl"}}});
+  listed["metadata"]["labels"] = {{"keep", "me"}};
+  client.AddList(ListOf({listed}, "1"));
+  Json watched = Obj("team", "b", "2");
+  watched["metadata"]["managedFields"] = Json::array({{{"manager", "psflow"}}});
+  client.AddWatch({Added(watched)}, absl::UnavailableError("connection reset"));
+  Recorder recorder;
+  SleepRecorder sleeps;
+  Informer informer(client, Pods(), TestOptions(sleeps), recorder.Handlers());
+  informer.Start();
+  ASSERT_TRUE(informer.WaitForSync(kFailsafe));
+  ASSERT_TRUE(client.WaitUntilIdle());
+  ASSERT_NE(informer.Get("team", "a"), nullptr);
+  ASSERT_NE(informer.Get("team", "b"), nullptr);
+  EXPECT_FALSE((*informer.Get("team", "a"))["metadata"].contains("managedFields"));
+  EXPECT_EQ((*informer.Get("team", "a"))["metadata"]["labels"]["keep"], "me");
+  EXPECT_FALSE((*informer.Get("team", "b"))["metadata"].contains("managedFields"));
+  informer.Stop();
+}
+
 TEST(Informer, WatchEventsUpdateTheCacheBeforeTheirHandlersRun) {
   ScriptedClient client;
   client.AddList(ListOf({Obj("team", "a", "1")}, "1"));
