@@ -209,6 +209,28 @@ TEST_F(BadInput, TfConfigTaskOutOfRange) {
                      {"psflow-ps: ", "task index 1 is out of range", "\"ps\" has 1"});
 }
 
+TEST_F(BadInput, AnEvaluatorWithoutPsOrATestSplit) {
+  const std::string no_ps =
+      R"(TF_CONFIG={"cluster":{"worker":["127.0.0.1:2"],"evaluator":["127.0.0.1:3"]},)"
+      R"("task":{"type":"evaluator","index":0}})";
+  ExpectOneLineError(RunCommand({Binary("psflow-worker")}, Environment({no_ps}), kTimeout), 1,
+                     {"psflow-worker: an evaluator follows the ps tasks, and the cluster has none"});
+  const std::string with_ps =
+      R"(TF_CONFIG={"cluster":{"ps":["127.0.0.1:1"],"worker":["127.0.0.1:2"],)"
+      R"("evaluator":["127.0.0.1:3"]},"task":{"type":"evaluator","index":0}})";
+  ExpectOneLineError(RunCommand({Binary("psflow-worker"), "--data_source=synthetic"},
+                                Environment({with_ps}), kTimeout),
+                     1, {"psflow-worker: an evaluator needs a test split"});
+  ExpectOneLineError(RunCommand({Binary("psflow-worker"), "--eval_interval_s=0"},
+                                Environment({with_ps}), kTimeout),
+                     1, {"psflow-worker: --eval_interval_s must be > 0"});
+  const std::string other =
+      R"(TF_CONFIG={"cluster":{"ps":["127.0.0.1:1"],"master":["127.0.0.1:3"]},)"
+      R"("task":{"type":"master","index":0}})";
+  ExpectOneLineError(RunCommand({Binary("psflow-worker")}, Environment({other}), kTimeout), 1,
+                     {"runs worker, chief or evaluator tasks", "\"master\""});
+}
+
 TEST_F(BadInput, UnreachablePsFailsAfterTheDeadlineNamingTheAddress) {
   const int port = FreeLocalPorts(1).value()[0];
   const std::string ps = absl::StrCat("127.0.0.1:", port);

@@ -7,6 +7,8 @@
 
 #include <cstdio>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "tests/test_util.h"
@@ -111,6 +113,65 @@ spec:
             1u)
       << r.output;
   EXPECT_TRUE(LinesWith(r.output, "restarting").empty()) << r.output;
+}
+
+// An Evaluator follows the training: it pulls the latest parameters, evaluates them on the test
+// split and logs the figures with their global step, as they improve; it pushes nothing (the ps's
+// final step is the workers' steps alone) and is stopped when the job is done.
+TEST(LocalRun, AnEvaluatorFollowsTheTrainingWithoutTakingPart) {
+  const std::string path = ::testing::TempDir() + "psflow_evaluator_job.yaml";
+  std::ofstream(path) << R"(apiVersion: psflow.io/v1alpha1
+kind: TrainingJob
+metadata: {name: evaluated}
+spec:
+  replicaSpecs:
+    PS: {replicas: 1, template: {spec: {containers: [{command: [psflow-ps]}]}}}
+    Worker:
+      replicas: 2
+      template:
+        spec:
+          containers:
+            - command: [psflow-worker]
+              args: [--model=mnist_mlp, --learning_rate=0.2, --compute_threads=1,
+                     --train_steps=1500, --log_every_steps=0,
+                     --data_path=/usr/share/datasets/fashion-mnist]
+    Evaluator:
+      replicas: 1
+      template:
+        spec:
+          containers:
+            - command: [psflow-worker]
+              args: [--model=mnist_mlp, --compute_threads=1, --eval_interval_s=0.5,
+                     --data_path=/usr/share/datasets/fashion-mnist]
+)";
+  const CommandResult r = RunCommand({Binary("psflow"), "run", "--progress=never", path},
+                                     Environment({}), std::chrono::seconds(240));
+  std::remove(path.c_str());
+  ASSERT_FALSE(r.timed_out) << r.output;
+  ASSERT_EQ(r.status.code, 0) << r.output;
+  const auto evaluations = LinesWith(r.output, "[evaluator-0] ");
+  std::vector<std::string> figures;
+  for (const std::string& line : evaluations) {
+    if (line.find("evaluator 0: global_step=") != std::string::npos) figures.push_back(line);
+  }
+  ASSERT_GE(figures.size(), 2u) << r.output;
+  double last_step = -1;
+  for (const std::string& line : figures) {
+    const double step = Field(line, "global_step");
+    EXPECT_GT(step, last_step) << line;  // each evaluation is of newer parameters
+    last_step = step;
+    EXPECT_GE(Field(line, "test_accuracy"), 0.0) << line;
+    EXPECT_LE(Field(line, "test_accuracy"), 1.0) << line;
+  }
+  // The model improves as it trains: the last evaluation beats the first.
+  EXPECT_GT(Field(figures.back(), "test_accuracy"), Field(figures.front(), "test_accuracy"))
+      << r.output;
+  EXPECT_GE(Field(figures.back(), "test_accuracy"), 0.6) << figures.back();
+  // Only the workers' pushes moved the global step.
+  const auto stopped = LinesWith(r.output, "ps task 0 stopped: global_step=");
+  ASSERT_EQ(stopped.size(), 1u) << r.output;
+  EXPECT_EQ(Field(stopped[0], "global_step"), 3000) << stopped[0];
+  EXPECT_EQ(LinesWith(r.output, "job evaluated Succeeded").size(), 1u) << r.output;
 }
 
 TEST(LocalRun, InterruptStopsEveryReplica) {

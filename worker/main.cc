@@ -19,6 +19,7 @@
 #include "core/task_main.h"
 #include "worker/backend/cuda/devices.h"
 #include "worker/evaluation.h"
+#include "worker/evaluator.h"
 #include "worker/gpu_monitor.h"
 #include "worker/models/model_zoo.h"
 #include "worker/nn/loss_scale.h"
@@ -71,6 +72,8 @@ ABSL_FLAG(std::string, data_path, "",
 ABSL_FLAG(int64_t, eval_steps, 0,
           "Language models: at most this many batches of each evaluation (0: the whole valid "
           "and test sets; the test set runs one word per step, as the seed)");
+ABSL_FLAG(double, eval_interval_s, 30,
+          "Evaluator tasks: seconds between looks at the ps for new parameters to evaluate");
 ABSL_FLAG(uint64_t, seed, 1, "Seed of the initial parameters and the batch order");
 ABSL_FLAG(int64_t, log_every_steps, 100, "Progress line every N steps (0: none)");
 ABSL_FLAG(int, compute_threads, 0,
@@ -210,19 +213,29 @@ absl::Status Main() {
   } else {
     ASSIGN_OR_RETURN(spec, ResolveClusterSpec());
   }
-  if (spec.task.type != "worker" && spec.task.type != "chief") {
+  if (spec.task.type != "worker" && spec.task.type != "chief" && spec.task.type != "evaluator") {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "psflow-worker runs worker or chief tasks, but the cluster spec says task type \"%s\"",
+        "psflow-worker runs worker, chief or evaluator tasks, but the cluster spec says task type "
+        "\"%s\"",
         spec.task.type));
   }
+  const bool is_evaluator = spec.task.type == "evaluator";
   // A chief trains too (TensorFlow's convention): it takes shard 0 and the workers the rest.
   const bool has_chief = !spec.Tasks("chief").empty();
   const int num_trainers = static_cast<int>(spec.Tasks("worker").size()) + (has_chief ? 1 : 0);
-  const int shard_index = spec.task.type == "chief" ? 0 : spec.task.index + (has_chief ? 1 : 0);
+  const int shard_index = spec.task.type == "chief" || is_evaluator
+                              ? 0
+                              : spec.task.index + (has_chief ? 1 : 0);
   const bool is_chief = standalone || spec.IsChief();
   const auto& ps_hosts = spec.Tasks("ps");
   if (ps_hosts.empty() && num_trainers > 1) {
     return absl::InvalidArgumentError("several workers need at least one ps task to share with");
+  }
+  if (ps_hosts.empty() && is_evaluator) {
+    return absl::InvalidArgumentError("an evaluator follows the ps tasks, and the cluster has none");
+  }
+  if (absl::GetFlag(FLAGS_eval_interval_s) <= 0) {
+    return absl::InvalidArgumentError("--eval_interval_s must be > 0");
   }
 
   ASSIGN_OR_RETURN(
@@ -265,6 +278,10 @@ absl::Status Main() {
   if (data_source != "real" && data_source != "synthetic") {
     return absl::InvalidArgumentError(
         absl::StrCat("--data_source must be real or synthetic, got \"", data_source, "\""));
+  }
+  if (is_evaluator && data_source == "synthetic") {
+    return absl::InvalidArgumentError(
+        "an evaluator needs a test split: --data_source=synthetic has none");
   }
   if (absl::GetFlag(FLAGS_eval_steps) < 0) {
     return absl::InvalidArgumentError("--eval_steps must be >= 0");
@@ -325,7 +342,8 @@ absl::Status Main() {
   input_options.seed = absl::GetFlag(FLAGS_seed);
   ASSIGN_OR_RETURN(std::unique_ptr<WorkerInput> input, LoadWorkerInput(zoo, input_options));
 
-  PSFLOW_LOG(INFO) << cuda::BuildInfo() << "; training " << zoo.spec.name << " on " << backend_name
+  PSFLOW_LOG(INFO) << cuda::BuildInfo() << (is_evaluator ? "; evaluating " : "; training ")
+                   << zoo.spec.name << " on " << backend_name
                    << ": batch " << batch_size << ", " << training.optimizer.name()
                    << " learning rate " << learning_rate
                    << (max_grad_norm > 0 ? absl::StrCat(", clip norm ", max_grad_norm) : "")
@@ -396,6 +414,14 @@ absl::Status Main() {
     options.connect_timeout = std::chrono::seconds(absl::GetFlag(FLAGS_ps_timeout_s));
     ASSIGN_OR_RETURN(auto client, PsClient::Create(options, model->params()));
     sync = std::move(client);
+  }
+
+  if (is_evaluator) {
+    EvaluatorOptions evaluator;
+    evaluator.interval = absl::Seconds(absl::GetFlag(FLAGS_eval_interval_s));
+    evaluator.eval_steps = absl::GetFlag(FLAGS_eval_steps);
+    evaluator.name = absl::StrCat("evaluator ", spec.task.index);
+    return RunEvaluator(*model, *sync, *input, evaluator, metrics.get());
   }
 
   TrainerOptions options;
