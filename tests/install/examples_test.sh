@@ -2,8 +2,8 @@
 # deploy/examples/gpu/: one GPU variant per example, identical to it but for the name (-gpu),
 # the worker's CUDA image (-cuda), --device=gpu and an nvidia.com/gpu limit of 1.
 # deploy/examples/policy/networkpolicy.yaml: admits to a job's psflow-port only that job's pods.
-# kubectl parses every file. (tests/examples_test.cc runs the CPU examples' worker command lines;
-# tests/crd checks the CPU examples against the CRD.)
+# kubectl parses every file, and the real API server validates it (tests/crd_apiserver_test.cc
+# applies the examples too; tests/examples_test.cc runs the CPU examples' worker command lines).
 # shellcheck source=tests/install/lib.sh
 source "$(dirname "$0")/lib.sh"
 EXAMPLES="$ROOT/deploy/examples"
