@@ -19,20 +19,20 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <deque>
 #include <map>
-#include <mutex>
-#include <set>
-#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <optional>
-#include <string>
+#include <set>
 #include <stop_token>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -246,10 +246,11 @@ class BenchKubelet {
       }
       options.resource_version = version;
       options.timeout_seconds = 60;
-      absl::Status s = client_.Watch(kube::Pods(), ns_, options, stop, [&](const kube::WatchEvent& e) {
-        if (const std::string v = kube::ResourceVersion(e.object); !v.empty()) version = v;
-        if (e.type == kube::WatchEventType::kAdded) Saw(e.object);
-      });
+      absl::Status s =
+          client_.Watch(kube::Pods(), ns_, options, stop, [&](const kube::WatchEvent& e) {
+            if (const std::string v = kube::ResourceVersion(e.object); !v.empty()) version = v;
+            if (e.type == kube::WatchEventType::kAdded) Saw(e.object);
+          });
       if (s.code() == absl::StatusCode::kOutOfRange) version.clear();  // 410: list again
     }
   }
@@ -301,11 +302,11 @@ class BenchKubelet {
 
 Json MakeJob(int j, int workers) {
   auto replica = [](int n, const char* image) {
-    return Json{{"replicas", n},
-                {"restartPolicy", "OnFailure"},
-                {"template",
-                 {{"spec",
-                   {{"containers", Json::array({{{"name", "psflow"}, {"image", image}}})}}}}}};
+    return Json{
+        {"replicas", n},
+        {"restartPolicy", "OnFailure"},
+        {"template",
+         {{"spec", {{"containers", Json::array({{{"name", "psflow"}, {"image", image}}})}}}}}};
   };
   return {{"apiVersion", "psflow.io/v1alpha1"},
           {"kind", "TrainingJob"},
@@ -349,8 +350,8 @@ int main(int argc, char** argv) {
   const int jobs = absl::GetFlag(FLAGS_jobs);
   const int workers = absl::GetFlag(FLAGS_workers_per_job);
   const int pods_per_job = 1 + workers;
-  const std::string dir = std::filesystem::temp_directory_path() /
-                          absl::StrCat("psflow_bench_operator_", getpid());
+  const std::string dir =
+      std::filesystem::temp_directory_path() / absl::StrCat("psflow_bench_operator_", getpid());
   std::filesystem::create_directories(dir);
   std::unique_ptr<Cluster> cluster;
   if (absl::GetFlag(FLAGS_apiserver) == "test") {
@@ -369,14 +370,16 @@ int main(int argc, char** argv) {
   if (binary.empty()) binary = SelfDir() + "/psflow-operator";
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
-  std::vector<std::string> args = {binary,
-                                   "--kubeconfig=" + cluster->kubeconfig(),
-                                   "--namespace=" + ns,
-                                   "--metrics_address=127.0.0.1",
-                                   "--metrics_port=0",
-                                   "--leader_elect=false",
-                                   absl::StrCat("--workers=", absl::GetFlag(FLAGS_operator_workers))};
-  if (absl::GetFlag(FLAGS_qps) >= 0) args.push_back(absl::StrCat("--qps=", absl::GetFlag(FLAGS_qps)));
+  std::vector<std::string> args = {
+      binary,
+      "--kubeconfig=" + cluster->kubeconfig(),
+      "--namespace=" + ns,
+      "--metrics_address=127.0.0.1",
+      "--metrics_port=0",
+      "--leader_elect=false",
+      absl::StrCat("--workers=", absl::GetFlag(FLAGS_operator_workers))};
+  if (absl::GetFlag(FLAGS_qps) >= 0)
+    args.push_back(absl::StrCat("--qps=", absl::GetFlag(FLAGS_qps)));
   if (absl::GetFlag(FLAGS_burst) >= 0) {
     args.push_back(absl::StrCat("--burst=", absl::GetFlag(FLAGS_burst)));
   }
@@ -498,21 +501,21 @@ int main(int argc, char** argv) {
   const std::map<std::string, double> idle_after = RequestsByVerb(metrics_port);
   const double idle_s = absl::GetFlag(FLAGS_idle_s);
   const double idle_rps = (NonWatch(idle_after) - NonWatch(idle_before)) / idle_s;
-  const double idle_watch_rps =
-      (idle_after.count("watch") ? idle_after.at("watch") : 0) -
-      (idle_before.count("watch") ? idle_before.at("watch") : 0);
+  const double idle_watch_rps = (idle_after.count("watch") ? idle_after.at("watch") : 0) -
+                                (idle_before.count("watch") ? idle_before.at("watch") : 0);
   const double hwm = ProcStatusMiB((*op)->pid(), "VmHWM");
   const double rss_end = ProcStatusMiB((*op)->pid(), "VmRSS");
 
-  std::printf("bench_operator_scale: %d TrainingJobs x (1 ps + %d workers) created at once "
-              "(in %.2f s) against %s; operator --workers=%d%s%s\n",
-              jobs, workers, burst_seconds, cluster->Describe().c_str(),
-              absl::GetFlag(FLAGS_operator_workers),
-              absl::GetFlag(FLAGS_qps) >= 0 ? absl::StrCat(" --qps=", absl::GetFlag(FLAGS_qps)).c_str()
-                                            : " (default --qps)",
-              absl::GetFlag(FLAGS_burst) >= 0
-                  ? absl::StrCat(" --burst=", absl::GetFlag(FLAGS_burst)).c_str()
-                  : "");
+  std::printf(
+      "bench_operator_scale: %d TrainingJobs x (1 ps + %d workers) created at once "
+      "(in %.2f s) against %s; operator --workers=%d%s%s\n",
+      jobs, workers, burst_seconds, cluster->Describe().c_str(),
+      absl::GetFlag(FLAGS_operator_workers),
+      absl::GetFlag(FLAGS_qps) >= 0 ? absl::StrCat(" --qps=", absl::GetFlag(FLAGS_qps)).c_str()
+                                    : " (default --qps)",
+      absl::GetFlag(FLAGS_burst) >= 0
+          ? absl::StrCat(" --burst=", absl::GetFlag(FLAGS_burst)).c_str()
+          : "");
   std::printf("  time to all pods of a job: p50 %.2f s  p99 %.2f s  max %.2f s\n",
               Percentile(job_seconds, 0.5), Percentile(job_seconds, 0.99),
               Percentile(job_seconds, 1.0));

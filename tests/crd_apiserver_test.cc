@@ -77,9 +77,9 @@ JobStatus EveryField() {
                        controller::FormatTimestamp(t0 + absl::Seconds(n))};
     IndexStatus& evicted = rs.indexes[5];
     evicted.restarts = 1 + n;
-    evicted.last_failure = ReplicaFailure{"Evicted", std::nullopt,
-                                          "The node was low on resource: memory.", "j-worker-5",
-                                          controller::FormatTimestamp(t0)};
+    evicted.last_failure =
+        ReplicaFailure{"Evicted", std::nullopt, "The node was low on resource: memory.",
+                       "j-worker-5", controller::FormatTimestamp(t0)};
     ++n;
   }
   s.start_time = controller::FormatTimestamp(t0);
@@ -125,8 +125,8 @@ TEST_F(CrdApiserverTest, EveryStatusFieldTheOperatorWritesIsStoredAsWritten) {
   EXPECT_EQ((*written)["status"], sent);
   absl::StatusOr<Json> read = client_->Get(kube::TrainingJobs(), ns(), "j");
   ASSERT_TRUE(read.ok()) << read.status();
-  EXPECT_EQ((*read)["status"], sent) << "stored:  " << (*read)["status"].dump() << "\nwritten: "
-                                     << sent.dump();
+  EXPECT_EQ((*read)["status"], sent)
+      << "stored:  " << (*read)["status"].dump() << "\nwritten: " << sent.dump();
   EXPECT_EQ(JobStatus::FromJson((*read)["status"]), status);
 
   // Writing the same status again changes nothing stored: the server keeps the resourceVersion
@@ -155,8 +155,8 @@ TEST_F(CrdApiserverTest, AStatusOutsideTheSchemaIsRefusedOrPruned) {
 
 TEST_F(CrdApiserverTest, EveryExampleManifestIsAcceptedWithStrictValidation) {
   std::vector<std::string> files;
-  for (const auto& entry : std::filesystem::recursive_directory_iterator(
-           testing::SourceDir() + "/deploy/examples")) {
+  for (const auto& entry :
+       std::filesystem::recursive_directory_iterator(testing::SourceDir() + "/deploy/examples")) {
     if (entry.path().extension() == ".yaml") files.push_back(entry.path().string());
   }
   ASSERT_GE(files.size(), 7u);
@@ -173,10 +173,11 @@ TEST_F(CrdApiserverTest, EveryExampleManifestIsAcceptedWithStrictValidation) {
 
 TEST_F(CrdApiserverTest, TheChartsCrdIsTheInstalledOneAndAccepted) {
   std::string output;
-  const std::string chart_crd = testing::SourceDir() + "/helm/psflow/crds/trainingjobs.psflow.io.yaml";
-  EXPECT_EQ(plane_->Kubectl({"apply", "--dry-run=server", "--validate=strict", "-f", chart_crd},
-                            &output),
-            0)
+  const std::string chart_crd =
+      testing::SourceDir() + "/helm/psflow/crds/trainingjobs.psflow.io.yaml";
+  EXPECT_EQ(
+      plane_->Kubectl({"apply", "--dry-run=server", "--validate=strict", "-f", chart_crd}, &output),
+      0)
       << output;
   // kubectl diff exits 0 when the server already holds exactly this object.
   EXPECT_EQ(plane_->Kubectl({"diff", "-f", chart_crd}, &output), 0) << output;
@@ -208,15 +209,15 @@ TEST_F(CrdApiserverTest, WhatTheSchemaRefusesTheServerRefusesInItsOwnWords) {
       {"too many ps tasks", [](Json& j) { j["spec"]["replicaSpecs"]["PS"]["replicas"] = 101; },
        "spec.replicaSpecs.PS.replicas: Invalid value: 101: spec.replicaSpecs.PS.replicas in body "
        "should be less than or equal to 100"},
-      {"too many workers",
-       [](Json& j) { j["spec"]["replicaSpecs"]["Worker"]["replicas"] = 1001; },
+      {"too many workers", [](Json& j) { j["spec"]["replicaSpecs"]["Worker"]["replicas"] = 1001; },
        "spec.replicaSpecs.Worker.replicas: Invalid value: 1001: "
        "spec.replicaSpecs.Worker.replicas in body should be less than or equal to 1000"},
       {"an unknown restartPolicy",
        [](Json& j) { j["spec"]["replicaSpecs"]["Worker"]["restartPolicy"] = "Sometimes"; },
        "spec.replicaSpecs.Worker.restartPolicy: Unsupported value: \"Sometimes\": supported "
        "values: \"Never\", \"OnFailure\", \"Always\", \"ExitCode\""},
-      {"a cleanPodPolicy typo", [](Json& j) { j["spec"]["runPolicy"]["cleanPodPolicy"] = "Runing"; },
+      {"a cleanPodPolicy typo",
+       [](Json& j) { j["spec"]["runPolicy"]["cleanPodPolicy"] = "Runing"; },
        "spec.runPolicy.cleanPodPolicy: Unsupported value: \"Runing\": supported values: "
        "\"Running\", \"All\", \"None\""},
       {"an unknown successPolicy and a negative deadline",
@@ -231,7 +232,8 @@ TEST_F(CrdApiserverTest, WhatTheSchemaRefusesTheServerRefusesInItsOwnWords) {
       {"replicas as a string", [](Json& j) { j["spec"]["replicaSpecs"]["PS"]["replicas"] = "two"; },
        "spec.replicaSpecs.PS.replicas: Invalid value: \"string\": spec.replicaSpecs.PS.replicas "
        "in body must be of type integer: \"string\""},
-      {"replicas not an integer", [](Json& j) { j["spec"]["replicaSpecs"]["PS"]["replicas"] = 2.5; },
+      {"replicas not an integer",
+       [](Json& j) { j["spec"]["replicaSpecs"]["PS"]["replicas"] = 2.5; },
        "spec.replicaSpecs.PS.replicas: Invalid value: \"number\": spec.replicaSpecs.PS.replicas "
        "in body must be of type integer: \"number\""},
       {"a template that is not an object",
@@ -297,9 +299,9 @@ TEST_F(CrdApiserverTest, PruningDefaultingAndTheScaleSubresource) {
   ASSERT_EQ(plane_->Kubectl({"get", "-n", ns(), "tj", "shape"}, &output), 0) << output;
   const std::vector<std::string> lines = absl::StrSplit(output, '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 2u) << output;
-  EXPECT_EQ(std::vector<std::string>(absl::StrSplit(lines[0], ' ', absl::SkipEmpty())),
-            (std::vector<std::string>{"NAME", "STATE", "WORKERS", "PS", "WORDS/S", "EXAMPLES/S",
-                                      "AGE"}));
+  EXPECT_EQ(
+      std::vector<std::string>(absl::StrSplit(lines[0], ' ', absl::SkipEmpty())),
+      (std::vector<std::string>{"NAME", "STATE", "WORKERS", "PS", "WORDS/S", "EXAMPLES/S", "AGE"}));
   // No status yet (no operator here): the name, PS 1 and the age.
   EXPECT_EQ(std::vector<std::string>(absl::StrSplit(lines[1], ' ', absl::SkipEmpty())).size(), 3u)
       << lines[1];

@@ -235,8 +235,9 @@ TEST_F(OperatorApiserverTest, DeadlineAndSuspendResume) {
 TEST_F(OperatorApiserverTest, RestartedOperatorCreatesNoDuplicates) {
   auto op = StartOperator("op-a");
   CreateJob(Job("steady", 1, 3, "OnFailure"));
-  ASSERT_TRUE(Eventually([&] { return Pods("steady").size() == 4 && Services("steady").size() == 4; }))
-      << op->output();
+  ASSERT_TRUE(Eventually([&] {
+    return Pods("steady").size() == 4 && Services("steady").size() == 4;
+  })) << op->output();
   auto uids = [&] {
     std::vector<std::string> out;
     for (const Json& pod : Pods("steady")) out.push_back(kube::Uid(pod));
@@ -397,8 +398,8 @@ TEST_F(OperatorApiserverTest, APodTemplateTheApiRefusesFailsTheJobAndCleansUp) {
   EXPECT_EQ(Events("InvalidPodTemplate", "Warning"), 1);
   // Nothing is retried: the refused create happened once.
   std::this_thread::sleep_for(milliseconds(1500));
-  EXPECT_TRUE(absl::StrContains(Metrics(*op),
-                                "psflow_operator_api_requests_total{code=\"422\",verb=\"create\"} 1\n"))
+  EXPECT_TRUE(absl::StrContains(
+      Metrics(*op), "psflow_operator_api_requests_total{code=\"422\",verb=\"create\"} 1\n"))
       << Metrics(*op);
 }
 
@@ -452,10 +453,9 @@ TEST_F(OperatorApiserverTest, RbacForbiddenExitsNamingWhatIsMissing) {
       {"metadata", {{"name", "almost-operator"}}},
       {"roleRef",
        {{"apiGroup", "rbac.authorization.k8s.io"}, {"kind", "Role"}, {"name", "almost-operator"}}},
-      {"subjects",
-       Json::array({{{"apiGroup", "rbac.authorization.k8s.io"},
-                     {"kind", "User"},
-                     {"name", kubereal::ControlPlane::kLimitedUser}}})}};
+      {"subjects", Json::array({{{"apiGroup", "rbac.authorization.k8s.io"},
+                                 {"kind", "User"},
+                                 {"name", kubereal::ControlPlane::kLimitedUser}}})}};
   const kube::Resource roles{"rbac.authorization.k8s.io", "v1", "roles", "Role"};
   const kube::Resource bindings{"rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding"};
   ASSERT_TRUE(client_->Create(roles, ns_, role).ok());

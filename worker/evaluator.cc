@@ -31,9 +31,9 @@ absl::Status RunEvaluator(nn::Model& model, ParameterSync& sync, const WorkerInp
         if (metrics != nullptr) metrics->test_accuracy.Set(e.accuracy);
         figures = absl::StrFormat("test_loss=%.4f test_accuracy=%.4f", e.loss, e.accuracy);
       } else {
-        ASSIGN_OR_RETURN(const double perplexity,
-                         EvaluatePerplexity(model, input.corpus->test, model.max_batch(),
-                                            options.eval_steps));
+        ASSIGN_OR_RETURN(
+            const double perplexity,
+            EvaluatePerplexity(model, input.corpus->test, model.max_batch(), options.eval_steps));
         if (metrics != nullptr) metrics->test_perplexity.Set(perplexity);
         figures = absl::StrFormat("test_perplexity=%.3f", perplexity);
       }

@@ -80,8 +80,8 @@ Decision Decide(const api::TrainingJob& job, const std::string& job_key, const J
     if (state.restarts > 0 && api::CountsAgainstBackoff(s.type)) {
       live_restarts += state.restarts;
       if (!last_in_place) {
-        last_in_place = absl::StrCat(Named(s), " was restarted in place after ",
-                                     state.DescribeEnd());
+        last_in_place =
+            absl::StrCat(Named(s), " was restarted in place after ", state.DescribeEnd());
       }
     }
     if (state.phase == PodPhase::kRunning) continue;
@@ -108,8 +108,9 @@ Decision Decide(const api::TrainingJob& job, const std::string& job_key, const J
               api::RestartPolicyName(job.replica_specs.at(s.type).restart_policy));
           d.failure = {"ReplicaFailed",
                        s.type == ReplicaType::kPS && exit.ok()
-                           ? absl::StrCat(Named(s), " exited before the job finished (exit code "
-                                                    "0); restartPolicy ",
+                           ? absl::StrCat(Named(s),
+                                          " exited before the job finished (exit code "
+                                          "0); restartPolicy ",
                                           policy, " does not restart it")
                            : absl::StrCat(Named(s), " failed: ", state.DescribeEnd(),
                                           "; restartPolicy ", policy, " does not restart it")};

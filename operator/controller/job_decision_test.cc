@@ -38,7 +38,8 @@ PodState Pod(PodPhase phase, std::optional<int> exit_code = std::nullopt,
 }
 
 // Every slot of `job` with its Service and a Running pod; `edit` changes some.
-JobObservation AllRunning(const api::TrainingJob& job, absl::Duration since_start = absl::Seconds(1)) {
+JobObservation AllRunning(const api::TrainingJob& job,
+                          absl::Duration since_start = absl::Seconds(1)) {
   JobObservation o;
   o.start = kStart;
   o.now = kStart + since_start;

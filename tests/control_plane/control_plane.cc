@@ -89,7 +89,8 @@ int ControlPlane::Kubectl(const std::vector<std::string>& args, std::string* out
 absl::StatusOr<std::unique_ptr<TestNamespace>> TestNamespace::Create(kube::KubeClient& client,
                                                                      const std::string& prefix) {
   static std::atomic<int> counter{0};
-  const std::string name = absl::AsciiStrToLower(absl::StrCat(prefix, "-", getpid(), "-", counter++));
+  const std::string name =
+      absl::AsciiStrToLower(absl::StrCat(prefix, "-", getpid(), "-", counter++));
   kube::Json object = {{"metadata", {{"name", name}}}};
   if (absl::StatusOr<kube::Json> made = client.Create(Namespaces(), "", object); !made.ok()) {
     return made.status();
@@ -107,8 +108,6 @@ absl::StatusOr<std::unique_ptr<TestNamespace>> TestNamespace::Create(kube::KubeC
   return ns;
 }
 
-TestNamespace::~TestNamespace() {
-  client_.Delete(Namespaces(), "", name_, {}).IgnoreError();
-}
+TestNamespace::~TestNamespace() { client_.Delete(Namespaces(), "", name_, {}).IgnoreError(); }
 
 }  // namespace psflow::kubereal

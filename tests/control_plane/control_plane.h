@@ -32,8 +32,7 @@ class ControlPlane {
   static constexpr char kNodeName[] = "psflow-test-node";
 
   // A client of `kubeconfig` with no client-side rate limit.
-  absl::StatusOr<std::unique_ptr<kube::RestKubeClient>> Client(
-      const std::string& kubeconfig) const;
+  absl::StatusOr<std::unique_ptr<kube::RestKubeClient>> Client(const std::string& kubeconfig) const;
   absl::StatusOr<std::unique_ptr<kube::RestKubeClient>> AdminClient() const {
     return Client(kubeconfig());
   }

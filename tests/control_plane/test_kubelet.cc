@@ -47,7 +47,8 @@ void TestKubelet::Loop(std::stop_token stop) {
         if (!kube::StringAt(pod, "spec", "nodeName").empty()) continue;
         kube::Json binding = {
             {"metadata", {{"name", name}}},
-            {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", ControlPlane::kNodeName}}}};
+            {"target",
+             {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", ControlPlane::kNodeName}}}};
         if (client_.Create(BindingOf(name), ns_, binding).ok()) ++bound_;
       }
     }

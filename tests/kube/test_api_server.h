@@ -1,6 +1,11 @@
-// TestApiServer: a Kubernetes API server on 127.0.0.1 for the operator's integration tests and
-// benchmark, serving an ObjectStore over HTTP/1.1 (POSIX sockets, a thread per connection,
-// keep-alive). ApiHandler (api_handler.h) says what it answers:
+// TestApiServer: a Kubernetes API server on 127.0.0.1 serving an ObjectStore over HTTP/1.1
+// (POSIX sockets, a thread per connection, keep-alive). It stays for what a real API server does
+// not do on demand — ending every watch (CloseWatches), 410 Gone on every watch (the store's
+// Compact), going unreachable and coming back (Stop/Resume), scripted 403s (Forbid), a missing
+// CRD — in operator_faults_test, and as the fast in-process server of bench_operator_scale
+// --apiserver=test. Everything else about the operator is tested against a real kube-apiserver
+// (tests/control_plane). It does not prune by schema, and it bumps resourceVersion on a write
+// that changes nothing: a real server does neither. ApiHandler (api_handler.h) says what it answers:
 //   /api, /apis, /api/v1, /apis/<group>[/<version>], /version, /healthz: discovery;
 //   .../<plural> and .../namespaces/<ns>/<plural>: GET (list; watch with watch=true), POST;
 //   .../<plural>/<name>: GET, PUT, DELETE (body: DeleteOptions); .../<name>/status: GET, PUT.
