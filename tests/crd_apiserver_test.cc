@@ -93,24 +93,9 @@ JobStatus EveryField() {
   return s;
 }
 
-class CrdApiserverTest : public ::testing::Test {
+class CrdApiserverTest : public kubereal::RealApiserverTest {
  protected:
-  void SetUp() override {
-    absl::StatusOr<kubereal::ControlPlane> plane = kubereal::ControlPlane::Get();
-    if (!plane.ok()) GTEST_SKIP() << plane.status().message();
-    plane_ = std::make_unique<kubereal::ControlPlane>(*plane);
-    auto client = plane_->AdminClient();
-    ASSERT_TRUE(client.ok()) << client.status();
-    client_ = *std::move(client);
-    auto ns = kubereal::TestNamespace::Create(*client_, "crd");
-    ASSERT_TRUE(ns.ok()) << ns.status();
-    namespace_ = *std::move(ns);
-  }
-  const std::string& ns() const { return namespace_->name(); }
-
-  std::unique_ptr<kubereal::ControlPlane> plane_;
-  std::unique_ptr<kube::RestKubeClient> client_;
-  std::unique_ptr<kubereal::TestNamespace> namespace_;
+  CrdApiserverTest() : RealApiserverTest("crd") {}
 };
 
 TEST_F(CrdApiserverTest, EveryStatusFieldTheOperatorWritesIsStoredAsWritten) {

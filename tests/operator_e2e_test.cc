@@ -35,33 +35,16 @@ using testing::Eventually;
 using testing::OperatorProcess;
 
 Json Job(const std::string& name, int ps, int workers, const std::string& policy) {
-  auto replica = [&](int n) {
-    return Json{{"replicas", n},
-                {"restartPolicy", policy},
-                {"template",
-                 {{"spec",
-                   {{"containers",
-                     Json::array({{{"name", "psflow"}, {"image", "psflow/worker:test"}}})}}}}}};
-  };
-  return {{"apiVersion", "psflow.io/v1alpha1"},
-          {"kind", "TrainingJob"},
-          {"metadata", {{"name", name}}},
-          {"spec", {{"replicaSpecs", {{"PS", replica(ps)}, {"Worker", replica(workers)}}}}}};
+  return testing::MinimalJob(name, ps, workers, policy);
 }
 
-class OperatorApiserverTest : public ::testing::Test {
+class OperatorApiserverTest : public kubereal::RealApiserverTest {
  protected:
+  OperatorApiserverTest() : RealApiserverTest("e2e") {}
   void SetUp() override {
-    absl::StatusOr<kubereal::ControlPlane> plane = kubereal::ControlPlane::Get();
-    if (!plane.ok()) GTEST_SKIP() << plane.status().message();
-    plane_ = std::make_unique<kubereal::ControlPlane>(*plane);
-    auto client = plane_->AdminClient();
-    ASSERT_TRUE(client.ok()) << client.status();
-    client_ = *std::move(client);
-    auto ns = kubereal::TestNamespace::Create(*client_, "e2e");
-    ASSERT_TRUE(ns.ok()) << ns.status();
-    namespace_ = *std::move(ns);
-    ns_ = namespace_->name();
+    RealApiserverTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    ns_ = ns();
     kubelet_ = std::make_unique<kubereal::TestKubelet>(*client_, ns_);
   }
 
@@ -140,9 +123,6 @@ class OperatorApiserverTest : public ::testing::Test {
     return HttpGet("127.0.0.1", port, "/metrics", milliseconds(2000)).value_or("");
   }
 
-  std::unique_ptr<kubereal::ControlPlane> plane_;
-  std::unique_ptr<kube::RestKubeClient> client_;
-  std::unique_ptr<kubereal::TestNamespace> namespace_;
   std::string ns_;
   std::unique_ptr<kubereal::TestKubelet> kubelet_;
   std::vector<std::unique_ptr<OperatorProcess>> operators_;

@@ -38,18 +38,7 @@ using testing::Eventually;
 using testing::OperatorProcess;
 
 Json Job(const std::string& name, int ps, int workers, const std::string& policy) {
-  auto replica = [&](int n) {
-    return Json{{"replicas", n},
-                {"restartPolicy", policy},
-                {"template",
-                 {{"spec",
-                   {{"containers",
-                     Json::array({{{"name", "psflow"}, {"image", "psflow/worker:test"}}})}}}}}};
-  };
-  return {{"apiVersion", "psflow.io/v1alpha1"},
-          {"kind", "TrainingJob"},
-          {"metadata", {{"name", name}, {"namespace", "default"}}},
-          {"spec", {{"replicaSpecs", {{"PS", replica(ps)}, {"Worker", replica(workers)}}}}}};
+  return testing::MinimalJob(name, ps, workers, policy);
 }
 
 class OperatorFaultsTest : public ::testing::Test {

@@ -90,6 +90,23 @@ int OperatorProcess::MetricsPort() {
   return port;
 }
 
+nlohmann::json MinimalJob(const std::string& name, int ps, int workers,
+                          const std::string& policy) {
+  using nlohmann::json;
+  auto replica = [&](int n) {
+    return json{{"replicas", n},
+                {"restartPolicy", policy},
+                {"template",
+                 {{"spec",
+                   {{"containers",
+                     json::array({{{"name", "psflow"}, {"image", "psflow/worker:test"}}})}}}}}};
+  };
+  return {{"apiVersion", "psflow.io/v1alpha1"},
+          {"kind", "TrainingJob"},
+          {"metadata", {{"name", name}}},
+          {"spec", {{"replicaSpecs", {{"PS", replica(ps)}, {"Worker", replica(workers)}}}}}};
+}
+
 bool Eventually(const std::function<bool()>& done, milliseconds timeout) {
   const auto end = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < end) {

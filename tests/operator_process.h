@@ -13,6 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "operator/local/child_process.h"
 
 namespace psflow::testing {
@@ -43,6 +45,10 @@ class OperatorProcess {
   std::string output_;
   std::optional<local::ExitStatus> exit_;
 };
+
+// A TrainingJob of `ps` ps tasks and `workers` workers under `policy`, each a container
+// "psflow" of image psflow/worker:test: what the operator's end-to-end tests create.
+nlohmann::json MinimalJob(const std::string& name, int ps, int workers, const std::string& policy);
 
 // Polls `done` every 50 ms for up to `timeout`; the last answer.
 bool Eventually(const std::function<bool()>& done,

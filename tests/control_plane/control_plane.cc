@@ -110,4 +110,16 @@ absl::StatusOr<std::unique_ptr<TestNamespace>> TestNamespace::Create(kube::KubeC
 
 TestNamespace::~TestNamespace() { client_.Delete(Namespaces(), "", name_, {}).IgnoreError(); }
 
+void RealApiserverTest::SetUp() {
+  absl::StatusOr<ControlPlane> plane = ControlPlane::Get();
+  if (!plane.ok()) GTEST_SKIP() << plane.status().message();
+  plane_ = std::make_unique<ControlPlane>(*plane);
+  auto client = plane_->AdminClient();
+  ASSERT_TRUE(client.ok()) << client.status();
+  client_ = *std::move(client);
+  auto made = TestNamespace::Create(*client_, prefix_);
+  ASSERT_TRUE(made.ok()) << made.status();
+  namespace_ = *std::move(made);
+}
+
 }  // namespace psflow::kubereal

@@ -9,8 +9,11 @@
 #ifndef PSFLOW_TESTS_CONTROL_PLANE_CONTROL_PLANE_H_
 #define PSFLOW_TESTS_CONTROL_PLANE_CONTROL_PLANE_H_
 
+#include <gtest/gtest.h>
+
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -61,6 +64,22 @@ class TestNamespace {
       : client_(client), name_(std::move(name)) {}
   kube::KubeClient& client_;
   std::string name_;
+};
+
+// A test against the real control plane: SetUp finds it (or skips the test, saying why), makes
+// an admin client and a namespace of the test's own, named after `prefix`.
+class RealApiserverTest : public ::testing::Test {
+ protected:
+  explicit RealApiserverTest(std::string prefix) : prefix_(std::move(prefix)) {}
+  void SetUp() override;
+  const std::string& ns() const { return namespace_->name(); }
+
+  std::unique_ptr<ControlPlane> plane_;
+  std::unique_ptr<kube::RestKubeClient> client_;
+  std::unique_ptr<TestNamespace> namespace_;
+
+ private:
+  std::string prefix_;
 };
 
 }  // namespace psflow::kubereal
