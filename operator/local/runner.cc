@@ -198,8 +198,7 @@ absl::Status JobRun::Restart(Replica& r) {
   ASSIGN_OR_RETURN(r.process, ChildProcess::Spawn(r.argv, r.env));
   r.reported_exit = false;
   r.partial_line.clear();
-  ++r.restarts;
-  ++restarts_;
+  ++r.restarts;  // the job's count (restarts_) is the caller's: evaluators' do not count
   return absl::OkStatus();
 }
 

@@ -83,7 +83,7 @@ class BrokenFixture(unittest.TestCase):
         self.assertEqual(findings(output, "broken.Dockerfile"), BROKEN_DOCKERFILE, output)
         self.assertEqual(findings(output, "broken.dockerignore"), BROKEN_DOCKERIGNORE, output)
         for expected in ("does not exclude build/", "does not exclude .git",
-                         "not in setup.sh curl", "missing build-essential",
+                         "not in setup.sh wget", "missing build-essential",
                          "loads libraries of libpcre2-8-0 libselinux1",
                          "no add_executable(psflow-trainer", "USER root runs as root",
                          "FROM debian has no tag", "FROM busybox:latest"):

@@ -12,7 +12,7 @@ ADD scripts/setup.sh scripts/setup.sh
 # continued instruction, as below, is dropped by Docker's parser and by the checker's).
 RUN sudo apt-get update && apt-get install -y cmake \
 # the packages
-      ninja-build curl
+      ninja-build wget
 # cuda-flag: PSFLOW_CUDA left to AUTO.
 RUN scripts/build.sh
 
