@@ -1,7 +1,6 @@
 #include "operator/controller/job_decision.h"
 
-#include <set>
-
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "operator/api/job_policy.h"
 
@@ -13,10 +12,14 @@ std::string ReplicaLabel(ReplicaType type, int index) {
   return absl::StrCat(api::ReplicaTypeName(type), " ", index);
 }
 
+std::string ReplicaPodLabel(ReplicaType type, int index, const std::string& pod) {
+  return absl::StrCat(ReplicaLabel(type, index), " (pod ", pod, ")");
+}
+
 namespace {
 
 std::string Named(const SlotObservation& s) {
-  return absl::StrCat(ReplicaLabel(s.type, s.index), " (pod ", s.pod_name, ")");
+  return ReplicaPodLabel(s.type, s.index, s.pod_name);
 }
 
 // How a pod that reached Succeeded or Failed ended, for the policy. A Failed pod whose container
@@ -63,7 +66,6 @@ Decision Decide(const api::TrainingJob& job, const std::string& job_key, const J
   d.all_running = true;
   int live_restarts = 0;  // the kubelet's, of pods still there, as the backoff limit counts them
   std::optional<std::string> last_in_place;
-  std::set<ReplicaSlot> completed_now;
   for (const SlotObservation& s : observed.slots) {
     if (!s.has_service) d.create_services.push_back({s.type, s.index});
     if (Completed(status, s.type, s.index)) continue;
@@ -93,7 +95,6 @@ Decision Decide(const api::TrainingJob& job, const std::string& job_key, const J
     switch (api::OnReplicaEnd(job, s.type, exit)) {
       case api::ReplicaOutcome::kCompleted:
         d.completed.push_back({s.type, s.index});
-        completed_now.insert({s.type, s.index});
         break;
       case api::ReplicaOutcome::kRestart:
         d.all_running = false;
@@ -141,8 +142,7 @@ Decision Decide(const api::TrainingJob& job, const std::string& job_key, const J
     std::string last;
     for (const EndedPod& r : d.restarts) {
       if (!api::CountsAgainstBackoff(r.slot.first)) continue;
-      last = absl::StrCat(ReplicaLabel(r.slot.first, r.slot.second), " (pod ", r.pod_name,
-                          ") failed: ", r.state.DescribeEnd());
+      last = absl::StrCat(r.Label(), " failed: ", r.state.DescribeEnd());
       break;
     }
     if (last.empty() && last_in_place) last = *last_in_place;
@@ -153,7 +153,8 @@ Decision Decide(const api::TrainingJob& job, const std::string& job_key, const J
   if (d.failure) return d;
 
   const bool succeeded = api::JobSucceeded(job, [&](ReplicaType type, int index) {
-    return Completed(status, type, index) || completed_now.count({type, index}) > 0;
+    return Completed(status, type, index) ||
+           absl::c_linear_search(d.completed, ReplicaSlot{type, index});
   });
   if (succeeded) d.success = api::SuccessReason(job);
   return d;

@@ -22,6 +22,8 @@ using ReplicaSlot = std::pair<api::ReplicaType, int>;
 
 // "Worker 0".
 std::string ReplicaLabel(api::ReplicaType type, int index);
+// "Worker 0 (pod mnist-worker-0)": how messages and events name a replica's pod.
+std::string ReplicaPodLabel(api::ReplicaType type, int index, const std::string& pod);
 
 // One replica slot `<job>-<type>-<index>` of the spec as the pass found it.
 struct SlotObservation {
@@ -42,6 +44,7 @@ struct EndedPod {
   ReplicaSlot slot;
   PodState state;  // how its pod ended
   std::string pod_name;
+  std::string Label() const { return ReplicaPodLabel(slot.first, slot.second, pod_name); }
 };
 
 struct Decision {

@@ -79,7 +79,7 @@ struct JobStatus {
   std::string start_time;       // RFC3339, empty when unset
   std::string completion_time;  // RFC3339, empty when unset
   int64_t observed_generation = 0;
-  int restart_count = 0;  // sum of replica_statuses[*].restarts: what backoffLimit counts
+  int restart_count = 0;  // sum of replica_statuses[*].restarts (backoffLimit leaves evaluators out)
   std::string workers;    // "ready/total" for the printer column
   std::string worker_selector;
   std::optional<double> words_per_second;

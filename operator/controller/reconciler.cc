@@ -241,8 +241,8 @@ void Reconciler::CountPods(Pass& pass) {
         const PodState state = ReadPodState(*pod);
         is.last_failure = FailureOf(state, kube::Name(*pod), pass.now);
         events_.Record(*pass.object, EventType::kWarning, "ReplicaRestartedInPlace",
-                       absl::StrCat(ReplicaLabel(type, i), " (pod ", kube::Name(*pod),
-                                    ") was restarted by the kubelet after ", state.DescribeEnd(),
+                       absl::StrCat(ReplicaPodLabel(type, i, kube::Name(*pod)),
+                                    " was restarted by the kubelet after ", state.DescribeEnd(),
                                     "; its restarts: ", is.replaced_restarts + live));
       }
     }
@@ -308,8 +308,7 @@ void Reconciler::ReconcileActive(Pass& pass) {
   }
   for (const EndedPod& e : decision.left_ended) {
     events_.Record(*pass.object, EventType::kWarning, "EvaluatorFailed",
-                   absl::StrCat(ReplicaLabel(e.slot.first, e.slot.second), " (pod ", e.pod_name,
-                                ") failed: ", e.state.DescribeEnd(),
+                   absl::StrCat(e.Label(), " failed: ", e.state.DescribeEnd(),
                                 "; not restarted, the job goes on without it"));
   }
 
@@ -341,8 +340,7 @@ void Reconciler::ReconcileActive(Pass& pass) {
     ++status.replica_statuses[r.slot.first].indexes[r.slot.second].replaced_restarts;
     ++pass.result.restarts;
     const std::string message =
-        absl::StrCat(ReplicaLabel(r.slot.first, r.slot.second), " (pod ", r.pod_name,
-                     ") failed: ", r.state.DescribeEnd(), "; restarting it");
+        absl::StrCat(r.Label(), " failed: ", r.state.DescribeEnd(), "; restarting it");
     events_.Record(*pass.object, EventType::kWarning, "RestartingReplica", message);
     status.SetCondition(ConditionType::kRestarting, true, "ReplicaRestarting", message, pass.now);
   }

@@ -335,8 +335,6 @@ void JobRun::ReapAndDecide() {
     console_.Line(Say(absl::StrCat(r.name, " exited: ", status->Describe())));
     if (outcome_) continue;
     const api::ReplicaExit exit{status->signal != 0 ? 128 + status->signal : status->code};
-    const std::string policy(
-        api::RestartPolicyName(job_.replica_specs.at(r.type).restart_policy));
     switch (api::OnReplicaEnd(job_, r.type, exit)) {
       case api::ReplicaOutcome::kCompleted:
         r.completed = true;
@@ -361,7 +359,8 @@ void JobRun::ReapAndDecide() {
             "restarting ", r.name, " (",
             counted ? absl::StrCat("restart ", restarts_, " of at most ", limit)
                     : std::string("an evaluator: not counted against backoffLimit"),
-            ", restartPolicy ", policy, ")")));
+            ", restartPolicy ",
+            api::RestartPolicyName(job_.replica_specs.at(r.type).restart_policy), ")")));
         break;
       }
       case api::ReplicaOutcome::kFailJob:
