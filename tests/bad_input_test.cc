@@ -213,8 +213,9 @@ TEST_F(BadInput, AnEvaluatorWithoutPsOrATestSplit) {
   const std::string no_ps =
       R"(TF_CONFIG={"cluster":{"worker":["127.0.0.1:2"],"evaluator":["127.0.0.1:3"]},)"
       R"("task":{"type":"evaluator","index":0}})";
-  ExpectOneLineError(RunCommand({Binary("psflow-worker")}, Environment({no_ps}), kTimeout), 1,
-                     {"psflow-worker: an evaluator follows the ps tasks, and the cluster has none"});
+  ExpectOneLineError(
+      RunCommand({Binary("psflow-worker")}, Environment({no_ps}), kTimeout), 1,
+      {"psflow-worker: an evaluator follows the ps tasks, and the cluster has none"});
   const std::string with_ps =
       R"(TF_CONFIG={"cluster":{"ps":["127.0.0.1:1"],"worker":["127.0.0.1:2"],)"
       R"("evaluator":["127.0.0.1:3"]},"task":{"type":"evaluator","index":0}})";

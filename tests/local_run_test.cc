@@ -108,9 +108,9 @@ spec:
   ASSERT_FALSE(r.timed_out) << r.output;
   EXPECT_EQ(r.status.code, 0) << r.output;
   EXPECT_EQ(LinesWith(r.output, "job policy Succeeded").size(), 1u) << r.output;
-  EXPECT_EQ(LinesWith(r.output, "evaluator-0 failed (exit code 3); the job goes on without it")
-                .size(),
-            1u)
+  EXPECT_EQ(
+      LinesWith(r.output, "evaluator-0 failed (exit code 3); the job goes on without it").size(),
+      1u)
       << r.output;
   EXPECT_TRUE(LinesWith(r.output, "restarting").empty()) << r.output;
 }

@@ -90,8 +90,7 @@ int OperatorProcess::MetricsPort() {
   return port;
 }
 
-nlohmann::json MinimalJob(const std::string& name, int ps, int workers,
-                          const std::string& policy) {
+nlohmann::json MinimalJob(const std::string& name, int ps, int workers, const std::string& policy) {
   using nlohmann::json;
   auto replica = [&](int n) {
     return json{{"replicas", n},

@@ -223,16 +223,16 @@ absl::Status Main() {
   // A chief trains too (TensorFlow's convention): it takes shard 0 and the workers the rest.
   const bool has_chief = !spec.Tasks("chief").empty();
   const int num_trainers = static_cast<int>(spec.Tasks("worker").size()) + (has_chief ? 1 : 0);
-  const int shard_index = spec.task.type == "chief" || is_evaluator
-                              ? 0
-                              : spec.task.index + (has_chief ? 1 : 0);
+  const int shard_index =
+      spec.task.type == "chief" || is_evaluator ? 0 : spec.task.index + (has_chief ? 1 : 0);
   const bool is_chief = standalone || spec.IsChief();
   const auto& ps_hosts = spec.Tasks("ps");
   if (ps_hosts.empty() && num_trainers > 1) {
     return absl::InvalidArgumentError("several workers need at least one ps task to share with");
   }
   if (ps_hosts.empty() && is_evaluator) {
-    return absl::InvalidArgumentError("an evaluator follows the ps tasks, and the cluster has none");
+    return absl::InvalidArgumentError(
+        "an evaluator follows the ps tasks, and the cluster has none");
   }
   if (absl::GetFlag(FLAGS_eval_interval_s) <= 0) {
     return absl::InvalidArgumentError("--eval_interval_s must be > 0");
@@ -343,9 +343,8 @@ absl::Status Main() {
   ASSIGN_OR_RETURN(std::unique_ptr<WorkerInput> input, LoadWorkerInput(zoo, input_options));
 
   PSFLOW_LOG(INFO) << cuda::BuildInfo() << (is_evaluator ? "; evaluating " : "; training ")
-                   << zoo.spec.name << " on " << backend_name
-                   << ": batch " << batch_size << ", " << training.optimizer.name()
-                   << " learning rate " << learning_rate
+                   << zoo.spec.name << " on " << backend_name << ": batch " << batch_size << ", "
+                   << training.optimizer.name() << " learning rate " << learning_rate
                    << (max_grad_norm > 0 ? absl::StrCat(", clip norm ", max_grad_norm) : "")
                    << (loss_scale.mode == nn::LossScaleOptions::Mode::kNone
                            ? ""

@@ -88,8 +88,8 @@ struct TrainingJob {
 
 // Parses and validates a manifest. INVALID_ARGUMENT with one line naming `source` and the field:
 // not YAML, wrong apiVersion/kind, missing metadata.name, no or unknown replica types, negative
-// replicas, more than MaxReplicas of a type, no Worker or Chief replica, a replica spec with no container,
-// bad enum values.
+// replicas, more than MaxReplicas of a type, no Worker or Chief replica, a replica spec with no
+// container, bad enum values.
 absl::StatusOr<TrainingJob> ParseTrainingJob(absl::string_view yaml, absl::string_view source);
 
 // Reads then parses a file; NOT_FOUND when it cannot be read.

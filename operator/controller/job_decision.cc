@@ -18,9 +18,7 @@ std::string ReplicaPodLabel(ReplicaType type, int index, const std::string& pod)
 
 namespace {
 
-std::string Named(const SlotObservation& s) {
-  return ReplicaPodLabel(s.type, s.index, s.pod_name);
-}
+std::string Named(const SlotObservation& s) { return ReplicaPodLabel(s.type, s.index, s.pod_name); }
 
 // How a pod that reached Succeeded or Failed ended, for the policy. A Failed pod whose container
 // says 0 (or nothing) ended for a reason outside the program: no exit code.

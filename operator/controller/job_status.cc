@@ -243,9 +243,9 @@ bool JobStatus::Is(ConditionType type) const {
 }
 
 std::string JobStatus::State() const {
-  for (ConditionType type : {ConditionType::kFailed, ConditionType::kSucceeded,
-                             ConditionType::kSuspended, ConditionType::kRestarting,
-                             ConditionType::kRunning, ConditionType::kCreated}) {
+  for (ConditionType type :
+       {ConditionType::kFailed, ConditionType::kSucceeded, ConditionType::kSuspended,
+        ConditionType::kRestarting, ConditionType::kRunning, ConditionType::kCreated}) {
     if (Is(type)) return ConditionTypeName(type);
   }
   return "";

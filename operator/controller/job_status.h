@@ -10,12 +10,11 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/time/time.h"
 #include "operator/api/training_job.h"
@@ -61,11 +60,11 @@ struct IndexStatus {
 };
 
 struct ReplicaStatus {
-  int active = 0;     // pods Pending or Running
-  int ready = 0;      // pods Running and ready
-  int succeeded = 0;  // indexes completed
-  int failed = 0;     // pods seen Failed (each restart counts one)
-  int restarts = 0;   // sum of indexes[*].restarts
+  int active = 0;                   // pods Pending or Running
+  int ready = 0;                    // pods Running and ready
+  int succeeded = 0;                // indexes completed
+  int failed = 0;                   // pods seen Failed (each restart counts one)
+  int restarts = 0;                 // sum of indexes[*].restarts
   std::set<int> completed_indexes;  // kept so a deleted completed pod is never run again
   std::map<int, IndexStatus> indexes;
 
@@ -79,8 +78,9 @@ struct JobStatus {
   std::string start_time;       // RFC3339, empty when unset
   std::string completion_time;  // RFC3339, empty when unset
   int64_t observed_generation = 0;
-  int restart_count = 0;  // sum of replica_statuses[*].restarts (backoffLimit leaves evaluators out)
-  std::string workers;    // "ready/total" for the printer column
+  int restart_count =
+      0;                // sum of replica_statuses[*].restarts (backoffLimit leaves evaluators out)
+  std::string workers;  // "ready/total" for the printer column
   std::string worker_selector;
   std::optional<double> words_per_second;
   std::optional<double> examples_per_second;

@@ -3,10 +3,9 @@
 #ifndef PSFLOW_OPERATOR_CONTROLLER_POD_STATE_H_
 #define PSFLOW_OPERATOR_CONTROLLER_POD_STATE_H_
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "operator/api/training_job.h"
 
@@ -31,7 +30,6 @@ struct PodState {
 
 // Never throws: a malformed pod reads as phase Unknown with no details.
 PodState ReadPodState(const nlohmann::json& pod);
-
 
 }  // namespace psflow::controller
 

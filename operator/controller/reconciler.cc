@@ -354,8 +354,8 @@ void Reconciler::ReconcileActive(Pass& pass) {
     if (pass.result.status.code() == absl::StatusCode::kInvalidArgument) {
       // The API server refused what the job's template makes: retrying cannot help.
       Fail(pass, "InvalidPodTemplate",
-           absl::StrCat("TrainingJob ", pass.key, ": the API server refused a replica: ",
-                        pass.result.status.message()));
+           absl::StrCat("TrainingJob ", pass.key,
+                        ": the API server refused a replica: ", pass.result.status.message()));
       pass.result.status = absl::OkStatus();
       CountPods(pass);
       if (WriteStatus(pass)) Finish(pass);

@@ -696,7 +696,8 @@ TEST_F(ReconcilerTest, CreationIsBoundedPerPassAndStopsWithTheOperator) {
   options.max_creates_per_pass = 10;
   bool stopping = false;
   options.stopping = [&] { return stopping; };
-  Reconciler bounded(client_, view_, expectations_, events_, [this] { return now_; }, options);
+  Reconciler bounded(
+      client_, view_, expectations_, events_, [this] { return now_; }, options);
   Create(MakeJob("big", 1, 20, "OnFailure"));
   ReconcileResult r = bounded.Reconcile("default", "big");
   ASSERT_TRUE(r.status.ok()) << r.status;

@@ -29,8 +29,8 @@ json OwnerReference(const json& job_object, const api::TrainingJob& job) {
           {"blockOwnerDeletion", true}};
 }
 
-json Metadata(const json& job_object, const api::TrainingJob& job, api::ReplicaType type,
-              int index, json base) {
+json Metadata(const json& job_object, const api::TrainingJob& job, api::ReplicaType type, int index,
+              json base) {
   if (!base.is_object()) base = json::object();
   base["name"] = api::ReplicaName(job, type, index);
   base["namespace"] = job.namespace_;
@@ -127,11 +127,10 @@ json BuildPod(const json& job_object, const api::TrainingJob& job, api::ReplicaT
   json& container = containers[main];
   if (!container.is_object()) container = json::object();
 
-  const ClusterSpec cluster =
-      api::BuildClusterSpec(job, [&job](api::ReplicaType t, int i) {
-        return absl::StrCat(api::ReplicaName(job, t, i), ".", job.namespace_, ".svc:",
-                            job.replica_specs.at(t).Port());
-      });
+  const ClusterSpec cluster = api::BuildClusterSpec(job, [&job](api::ReplicaType t, int i) {
+    return absl::StrCat(api::ReplicaName(job, t, i), ".", job.namespace_,
+                        ".svc:", job.replica_specs.at(t).Port());
+  });
   EnsurePort(container, api::kPortName, replica.Port());
   const int metrics_port = EnsurePort(container, kMetricsPortName, kDefaultMetricsPort);
   SetEnv(container, "TF_CONFIG", ToTfConfig(api::ForTask(cluster, type, index)));
@@ -151,14 +150,14 @@ json BuildService(const json& job_object, const api::TrainingJob& job, api::Repl
   service["metadata"] = Metadata(job_object, job, type, index, json::object());
   json selector = Labels(job, type, index);
   selector.erase(kJobRoleLabel);
-  service["spec"] = {
-      {"clusterIP", "None"},
-      // Peers must resolve each other while they start, before any is ready.
-      {"publishNotReadyAddresses", true},
-      {"selector", std::move(selector)},
-      {"ports",
-       json::array({{{"name", api::kPortName}, {"port", port}, {"targetPort", port},
-                     {"protocol", "TCP"}}})}};
+  service["spec"] = {{"clusterIP", "None"},
+                     // Peers must resolve each other while they start, before any is ready.
+                     {"publishNotReadyAddresses", true},
+                     {"selector", std::move(selector)},
+                     {"ports", json::array({{{"name", api::kPortName},
+                                             {"port", port},
+                                             {"targetPort", port},
+                                             {"protocol", "TCP"}}})}};
   return service;
 }
 

@@ -9,9 +9,8 @@
 #ifndef PSFLOW_OPERATOR_CONTROLLER_REPLICA_OBJECTS_H_
 #define PSFLOW_OPERATOR_CONTROLLER_REPLICA_OBJECTS_H_
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "operator/api/training_job.h"
 

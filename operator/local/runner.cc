@@ -11,8 +11,8 @@
 #include <memory>
 #include <optional>
 #include <set>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/algorithm/container.h"
@@ -365,10 +365,10 @@ void JobRun::ReapAndDecide() {
       }
       case api::ReplicaOutcome::kFailJob:
         outcome_ = JobOutcome::kFailed;
-        outcome_reason_ = r.type == ReplicaType::kPS
-                              ? absl::StrCat(r.name, " exited before the job finished (",
-                                             status->Describe(), ")")
-                              : absl::StrCat(r.name, " failed (", status->Describe(), ")");
+        outcome_reason_ =
+            r.type == ReplicaType::kPS
+                ? absl::StrCat(r.name, " exited before the job finished (", status->Describe(), ")")
+                : absl::StrCat(r.name, " failed (", status->Describe(), ")");
         break;
       case api::ReplicaOutcome::kLeftEnded:
         console_.Line(Say(absl::StrCat(r.name, " failed (", status->Describe(),
@@ -469,9 +469,9 @@ void JobRun::StopAll(const char* why) {
 JobOutcome JobRun::Supervise() {
   bool interrupted = false;
   const std::optional<absl::Duration> active_deadline = api::ActiveDeadline(job_);
-  const Clock::time_point deadline =
-      active_deadline ? start_ + absl::ToChronoMilliseconds(*active_deadline)
-                      : Clock::time_point::max();
+  const Clock::time_point deadline = active_deadline
+                                         ? start_ + absl::ToChronoMilliseconds(*active_deadline)
+                                         : Clock::time_point::max();
   for (;;) {
     std::vector<pollfd> fds;
     fds.push_back({signals_.fd(), POLLIN, 0});

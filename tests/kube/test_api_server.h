@@ -5,7 +5,8 @@
 // CRD — in operator_faults_test, and as the fast in-process server of bench_operator_scale
 // --apiserver=test. Everything else about the operator is tested against a real kube-apiserver
 // (tests/control_plane). It does not prune by schema, and it bumps resourceVersion on a write
-// that changes nothing: a real server does neither. ApiHandler (api_handler.h) says what it answers:
+// that changes nothing: a real server does neither. ApiHandler (api_handler.h) says what it
+// answers:
 //   /api, /apis, /api/v1, /apis/<group>[/<version>], /version, /healthz: discovery;
 //   .../<plural> and .../namespaces/<ns>/<plural>: GET (list; watch with watch=true), POST;
 //   .../<plural>/<name>: GET, PUT, DELETE (body: DeleteOptions); .../<name>/status: GET, PUT.
