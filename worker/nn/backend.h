@@ -157,10 +157,17 @@ class Backend {
   std::vector<int64_t> reduce_scratch_;
 };
 
-// The OpenBLAS backend. `threads` > 0 sets how many threads OpenBLAS uses (process-wide);
-// 0 keeps OpenBLAS's default (one per core). Several workers sharing a machine want 1 each:
-// OpenBLAS threads spin while they wait, and compete with the ps and each other.
+// The CPU backend: `threads` (0: one per core) run each layer, OpenBLAS's matrix products
+// (its pool is process-wide: the last backend made sets it) and psflow's own loops alike.
+// Several workers sharing a machine want 1 each: OpenBLAS threads spin while they wait, and
+// compete with the ps and each other. The first call loads OpenBLAS with kernels chosen from the
+// CPU's features (backend/cpu/blas.h); where it cannot be loaded (an installation fault) the
+// process exits with one line saying why.
 std::unique_ptr<Backend> MakeCpuBackend(int threads = 0);
+
+// What the CPU backend computes its products with, e.g. "OpenBLAS 0.3.21, Zen kernels (chosen
+// from CPUID: AVX2+FMA)"; loads OpenBLAS as MakeCpuBackend does.
+std::string CpuKernels();
 
 // The CUDA backend on GPU `device` (an index among the visible GPUs), its products computed in
 // `precision` (precision.h: fp32 matches the CPU reference to ~1e-5). FAILED_PRECONDITION, one

@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <random>
+#include <utility>
+#include <vector>
 
 #include "worker/models/model_zoo.h"
 #include "worker/nn/gradient_check.h"
@@ -70,6 +72,45 @@ TEST(ModelGradient, RejectsModelsThatDoNotEndInTheClasses) {
   spec.num_classes = 7;
   auto model = Model::Create(spec, *backend, 2);
   EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// The CPU backend split over threads (its loops: im2col, pooling, LRN, the LSTM cell, softmax;
+// OpenBLAS's products) computes what one thread does: each seed model's loss and gradients on 3
+// threads (uneven ranges) against 1, within float rounding (OpenBLAS orders its sums by thread
+// count: ~1e-7 relative).
+TEST(ModelGradient, SeedModelsComputeTheSameOnThreeThreads) {
+  for (auto [name, config] : {std::pair{"mnist_mlp", ""}, std::pair{"mnist_cnn", ""},
+                              std::pair{"cifar10_cnn", ""}, std::pair{"ptb_lstm", "small"}}) {
+    SCOPED_TRACE(name);
+    absl::StatusOr<models::ZooModel> zoo = models::FindModel(name, config);
+    ASSERT_TRUE(zoo.ok()) << zoo.status();
+    const bool ptb = zoo->data == models::DataKind::kPtb;
+    const int64_t batch = ptb ? 20 : 16;
+    const GradientCheckInput in =
+        RandomInput(zoo->spec, batch, ptb ? zoo->num_steps : 1, 3, ptb ? 10000 : 0);
+    std::vector<double> losses;
+    std::vector<std::vector<float>> grads;
+    for (int threads : {1, 3}) {
+      std::unique_ptr<Backend> backend = MakeCpuBackend(threads);
+      absl::StatusOr<std::unique_ptr<Model>> model = Model::Create(zoo->spec, *backend, batch);
+      ASSERT_TRUE(model.ok()) << model.status();
+      (*model)->params().Initialize(7);
+      (*model)->UploadParameters();
+      const absl::StatusOr<double> loss =
+          (*model)->ComputeGradients(Batch{in.inputs.data(), in.labels.data(), batch});
+      ASSERT_TRUE(loss.ok()) << loss.status();
+      losses.push_back(*loss);
+      const std::span<const float> g = (*model)->params().grads();
+      grads.emplace_back(g.begin(), g.end());
+    }
+    EXPECT_NEAR(losses[1], losses[0], 1e-6 * std::abs(losses[0]));
+    ASSERT_EQ(grads[1].size(), grads[0].size());
+    float largest = 0;
+    for (float v : grads[0]) largest = std::max(largest, std::abs(v));
+    for (size_t i = 0; i < grads[0].size(); ++i) {
+      ASSERT_NEAR(grads[1][i], grads[0][i], 1e-5f * largest) << "parameter float " << i;
+    }
+  }
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 #include "worker/backend/cpu/activation.h"
 
-#include <cmath>
+#include "worker/backend/cpu/vector_math.h"
 
 namespace psflow::cpu {
 
@@ -8,21 +8,27 @@ absl::StatusOr<nn::Shape> Activation::Build(const nn::Shape& input, const nn::Bu
   return input;
 }
 
-void Activation::Forward(const nn::RunContext&, const nn::Matrix& x, const nn::Matrix& y) {
-  const int64_t n = x.size();
-  const float* in = x.data;
-  float* out = y.data;
-  switch (kind_) {
+namespace {
+
+PSFLOW_VECTOR_CLONES
+void Apply(nn::ActivationKind kind, const float* in, int64_t n, float* out) {
+  switch (kind) {
     case nn::ActivationKind::kSigmoid:
-      for (int64_t i = 0; i < n; ++i) out[i] = 1.0f / (1.0f + std::exp(-in[i]));
+      for (int64_t i = 0; i < n; ++i) out[i] = Sigmoid(in[i]);
       break;
     case nn::ActivationKind::kRelu:
       for (int64_t i = 0; i < n; ++i) out[i] = in[i] > 0.0f ? in[i] : 0.0f;
       break;
     case nn::ActivationKind::kTanh:
-      for (int64_t i = 0; i < n; ++i) out[i] = std::tanh(in[i]);
+      for (int64_t i = 0; i < n; ++i) out[i] = Tanh(in[i]);
       break;
   }
+}
+
+}  // namespace
+
+void Activation::Forward(const nn::RunContext&, const nn::Matrix& x, const nn::Matrix& y) {
+  Apply(kind_, x.data, x.size(), y.data);
 }
 
 void Activation::Backward(const nn::RunContext&, const nn::Matrix&, const nn::Matrix& y,

@@ -256,7 +256,7 @@ TEST(Conv2D, MatchesDirectConvolutionOverSeveralChunks) {
     const DirectConv direct(cc);
     const int64_t col_per_example = direct.oh * direct.ow * cc.k * cc.k * cc.c;
     // Room for 3 examples: a batch of 8 runs as chunks of 3, 3 and 2.
-    Harness h = Build(std::make_unique<Conv2D>(spec, "conv", 3 * col_per_example + 1),
+    Harness h = Build(std::make_unique<Conv2D>(spec, "conv", nullptr, 3 * col_per_example + 1),
                       {cc.h, cc.w, cc.c}, 8);
     EXPECT_EQ(static_cast<Conv2D&>(*h.layer).examples_per_chunk(), 3);
     CheckAgainstDirect(h, cc, 8);
@@ -532,8 +532,8 @@ TEST(LayerGradient, Conv2DChunkedMatchesFiniteDifferences) {
       const nn::Conv2DSpec spec{
           .filters = 3, .kernel_size = 3, .stride = stride, .padding = padding};
       // 2 examples per chunk, 3 examples.
-      Harness h =
-          Build(std::make_unique<Conv2D>(spec, "conv", 2 * 7 * 6 * 3 * 3 * 2), {7, 6, 2}, 3);
+      Harness h = Build(std::make_unique<Conv2D>(spec, "conv", nullptr, 2 * 7 * 6 * 3 * 3 * 2),
+                        {7, 6, 2}, 3);
       h.params->Initialize(3);
       std::span<float> b = h.params->value(1);
       for (size_t i = 0; i < b.size(); ++i) b[i] = 0.1f * static_cast<float>(i + 1);

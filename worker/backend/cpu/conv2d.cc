@@ -1,12 +1,12 @@
 #include "worker/backend/cpu/conv2d.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "worker/backend/cpu/blas.h"
+#include "worker/backend/cpu/vector_math.h"
 
 namespace psflow::cpu {
 
@@ -70,61 +70,67 @@ absl::StatusOr<nn::Shape> Conv2D::Build(const nn::Shape& input, const nn::BuildC
   return nn::Shape{out_h_, out_w_, spec_.filters};
 }
 
-void Conv2D::Im2Col(const float* x, int64_t n) {
+void Conv2D::Im2ColExample(const float* xe, float* row) const {
   const int64_t k = spec_.kernel_size, s = spec_.stride, c = in_c_;
   const int64_t krow = k * c;  // one kernel row of a patch: k positions of c channels
-  float* row = col_.data();
-  for (int64_t e = 0; e < n; ++e) {
-    const float* xe = x + e * in_h_ * in_w_ * c;
-    for (int64_t oh = 0; oh < out_h_; ++oh) {
-      const int64_t ih0 = oh * s - pad_top_;
-      for (int64_t ow = 0; ow < out_w_; ++ow, row += patch_) {
-        const int64_t iw0 = ow * s - pad_left_;
-        // A patch's kernel row reads input positions iw0 .. iw0 + k - 1 of one input row: in
-        // NHWC those are contiguous, so it is one copy between zeroed padding on either side.
-        const int64_t lo = std::max<int64_t>(0, -iw0) * c;
-        const int64_t hi = std::min<int64_t>(k, in_w_ - iw0) * c;
-        for (int64_t kh = 0; kh < k; ++kh) {
-          float* dst = row + kh * krow;
-          const int64_t ih = ih0 + kh;
-          if (ih < 0 || ih >= in_h_ || hi <= lo) {
-            std::fill(dst, dst + krow, 0.0f);
-            continue;
-          }
-          // Indices, not pointers, may point before the row: iw0 is negative in the padding.
-          const float* src = xe + ((ih * in_w_ + iw0) * c + lo);
-          for (int64_t i = 0; i < lo; ++i) dst[i] = 0.0f;
-          for (int64_t i = 0; i < hi - lo; ++i) dst[lo + i] = src[i];
-          for (int64_t i = hi; i < krow; ++i) dst[i] = 0.0f;
+  for (int64_t oh = 0; oh < out_h_; ++oh) {
+    const int64_t ih0 = oh * s - pad_top_;
+    for (int64_t ow = 0; ow < out_w_; ++ow, row += patch_) {
+      const int64_t iw0 = ow * s - pad_left_;
+      // A patch's kernel row reads input positions iw0 .. iw0 + k - 1 of one input row: in
+      // NHWC those are contiguous, so it is one copy between zeroed padding on either side.
+      const int64_t lo = std::max<int64_t>(0, -iw0) * c;
+      const int64_t hi = std::min<int64_t>(k, in_w_ - iw0) * c;
+      for (int64_t kh = 0; kh < k; ++kh) {
+        float* dst = row + kh * krow;
+        const int64_t ih = ih0 + kh;
+        if (ih < 0 || ih >= in_h_ || hi <= lo) {
+          std::fill(dst, dst + krow, 0.0f);
+          continue;
         }
+        // Indices, not pointers, may point before the row: iw0 is negative in the padding.
+        const float* src = xe + ((ih * in_w_ + iw0) * c + lo);
+        for (int64_t i = 0; i < lo; ++i) dst[i] = 0.0f;
+        for (int64_t i = 0; i < hi - lo; ++i) dst[lo + i] = src[i];
+        for (int64_t i = hi; i < krow; ++i) dst[i] = 0.0f;
       }
     }
   }
 }
 
-void Conv2D::Col2Im(int64_t n, float* dx) const {
+void Conv2D::Col2ImExample(const float* row, float* dxe) const {
   const int64_t k = spec_.kernel_size, s = spec_.stride, c = in_c_;
   const int64_t krow = k * c;
-  std::fill(dx, dx + n * in_h_ * in_w_ * c, 0.0f);
-  const float* row = col_.data();
-  for (int64_t e = 0; e < n; ++e) {
-    float* dxe = dx + e * in_h_ * in_w_ * c;
-    for (int64_t oh = 0; oh < out_h_; ++oh) {
-      const int64_t ih0 = oh * s - pad_top_;
-      for (int64_t ow = 0; ow < out_w_; ++ow, row += patch_) {
-        const int64_t iw0 = ow * s - pad_left_;
-        const int64_t lo = std::max<int64_t>(0, -iw0) * c;
-        const int64_t hi = std::min<int64_t>(k, in_w_ - iw0) * c;
-        for (int64_t kh = 0; kh < k; ++kh) {
-          const int64_t ih = ih0 + kh;
-          if (ih < 0 || ih >= in_h_) continue;
-          const float* src = row + kh * krow + lo;
-          float* dst = dxe + ((ih * in_w_ + iw0) * c + lo);
-          for (int64_t i = 0; i < hi - lo; ++i) dst[i] += src[i];
-        }
+  std::fill(dxe, dxe + in_h_ * in_w_ * c, 0.0f);
+  for (int64_t oh = 0; oh < out_h_; ++oh) {
+    const int64_t ih0 = oh * s - pad_top_;
+    for (int64_t ow = 0; ow < out_w_; ++ow, row += patch_) {
+      const int64_t iw0 = ow * s - pad_left_;
+      const int64_t lo = std::max<int64_t>(0, -iw0) * c;
+      const int64_t hi = std::min<int64_t>(k, in_w_ - iw0) * c;
+      for (int64_t kh = 0; kh < k; ++kh) {
+        const int64_t ih = ih0 + kh;
+        if (ih < 0 || ih >= in_h_) continue;
+        const float* src = row + kh * krow + lo;
+        float* dst = dxe + ((ih * in_w_ + iw0) * c + lo);
+        for (int64_t i = 0; i < hi - lo; ++i) dst[i] += src[i];
       }
     }
   }
+}
+
+void Conv2D::Im2Col(const float* x, int64_t n) {
+  const int64_t image = in_h_ * in_w_ * in_c_, rows = out_h_ * out_w_ * patch_;
+  ParallelFor(pool_, n, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t e = begin; e < end; ++e) Im2ColExample(x + e * image, col_.data() + e * rows);
+  });
+}
+
+void Conv2D::Col2Im(int64_t n, float* dx) {
+  const int64_t image = in_h_ * in_w_ * in_c_, rows = out_h_ * out_w_ * patch_;
+  ParallelFor(pool_, n, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t e = begin; e < end; ++e) Col2ImExample(col_.data() + e * rows, dx + e * image);
+  });
 }
 
 void Conv2D::Forward(const nn::RunContext& ctx, const nn::Matrix& x, const nn::Matrix& y) {
@@ -139,9 +145,9 @@ void Conv2D::Forward(const nn::RunContext& ctx, const nn::Matrix& x, const nn::M
     const int64_t m = n * out_h_ * out_w_;
     float* yb = y.row(b0);
     for (int64_t r = 0; r < m; ++r) std::copy(b, b + f, yb + r * f);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(f),
-                static_cast<int>(patch_), 1.0f, col_.data(), static_cast<int>(patch_), w,
-                static_cast<int>(f), 1.0f, yb, static_cast<int>(f));
+    blas::Gemm(blas::kNoTrans, blas::kNoTrans, static_cast<int>(m), static_cast<int>(f),
+               static_cast<int>(patch_), 1.0f, col_.data(), static_cast<int>(patch_), w,
+               static_cast<int>(f), 1.0f, yb, static_cast<int>(f));
   }
 }
 
@@ -152,10 +158,7 @@ void Conv2D::Backward(const nn::RunContext& ctx, const nn::Matrix& x, const nn::
   float* db = ctx.params->grad(bias_).data();
   const int64_t f = spec_.filters;
   const int64_t positions = out_h_ * out_w_;
-  for (int64_t r = 0; r < dy.rows * positions; ++r) {
-    const float* g = dy.data + r * f;
-    for (int64_t i = 0; i < f; ++i) db[i] += g[i];
-  }
+  AddColumnSums(dy.data, dy.rows * positions, f, db);
   // Last chunk first: Forward left its patches in col_.
   for (int64_t b0 = (x.rows - 1) / chunk_ * chunk_; b0 >= 0; b0 -= chunk_) {
     const int64_t n = std::min(chunk_, x.rows - b0);
@@ -164,14 +167,14 @@ void Conv2D::Backward(const nn::RunContext& ctx, const nn::Matrix& x, const nn::
     const int m = static_cast<int>(n * positions);
     const float* g = dy.row(b0);
     // dW += patches^T * dy   [patch, f]
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(patch_),
-                static_cast<int>(f), m, 1.0f, col_.data(), static_cast<int>(patch_), g,
-                static_cast<int>(f), 1.0f, dw, static_cast<int>(f));
+    blas::Gemm(blas::kTrans, blas::kNoTrans, static_cast<int>(patch_), static_cast<int>(f), m, 1.0f,
+               col_.data(), static_cast<int>(patch_), g, static_cast<int>(f), 1.0f, dw,
+               static_cast<int>(f));
     if (dx == nullptr) continue;
     // Patch-row gradients dy * W^T   [m, patch], in place of the patches, then onto dx.
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, static_cast<int>(patch_),
-                static_cast<int>(f), 1.0f, g, static_cast<int>(f), w, static_cast<int>(f), 0.0f,
-                col_.data(), static_cast<int>(patch_));
+    blas::Gemm(blas::kNoTrans, blas::kTrans, m, static_cast<int>(patch_), static_cast<int>(f), 1.0f,
+               g, static_cast<int>(f), w, static_cast<int>(f), 0.0f, col_.data(),
+               static_cast<int>(patch_));
     Col2Im(n, dx->row(b0));
   }
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "worker/backend/cpu/thread_pool.h"
 #include "worker/nn/layer.h"
 #include "worker/nn/layer_spec.h"
 
@@ -44,9 +45,10 @@ class Conv2D final : public nn::Layer {
 
   // workspace_floats bounds the patch matrix: Build fits as many examples per sgemm as it holds
   // (at least one, at most max_batch). Tests pass a small value to exercise chunking.
-  Conv2D(const nn::Conv2DSpec& spec, std::string name,
+  // im2col and col2im split a chunk's examples over `pool` (null: this thread).
+  Conv2D(const nn::Conv2DSpec& spec, std::string name, ThreadPool* pool = nullptr,
          int64_t workspace_floats = kDefaultWorkspaceFloats)
-      : Layer(std::move(name)), spec_(spec), workspace_floats_(workspace_floats) {}
+      : Layer(std::move(name)), spec_(spec), pool_(pool), workspace_floats_(workspace_floats) {}
 
   // INVALID_ARGUMENT unless input is [height, width, channels] (each >= 1), filters, kernel_size
   // and stride are >= 1, and a kValid kernel fits in the input.
@@ -62,9 +64,13 @@ class Conv2D final : public nn::Layer {
   // Writes the patch rows of n examples starting at x into col_.
   void Im2Col(const float* x, int64_t n);
   // Sets n examples of dx starting at dx to the sum of the patch-row gradients in col_.
-  void Col2Im(int64_t n, float* dx) const;
+  void Col2Im(int64_t n, float* dx);
+  // Example e's patch rows, one example's image each.
+  void Im2ColExample(const float* xe, float* rows) const;
+  void Col2ImExample(const float* rows, float* dxe) const;
 
   nn::Conv2DSpec spec_;
+  ThreadPool* pool_;
   int64_t workspace_floats_;
   int64_t in_h_ = 0, in_w_ = 0, in_c_ = 0;
   int64_t out_h_ = 0, out_w_ = 0;

@@ -1,12 +1,16 @@
-// The CPU backend: OpenBLAS for matrix products, plain loops elsewhere.
-#include <cblas.h>
-
+// The CPU backend: OpenBLAS for matrix products (blas.h), psflow's loops elsewhere, both over
+// the same number of threads.
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <string>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "worker/backend/cpu/activation.h"
+#include "worker/backend/cpu/blas.h"
 #include "worker/backend/cpu/conv2d.h"
 #include "worker/backend/cpu/dense.h"
 #include "worker/backend/cpu/dropout.h"
@@ -16,6 +20,7 @@
 #include "worker/backend/cpu/lstm.h"
 #include "worker/backend/cpu/max_pool.h"
 #include "worker/backend/cpu/softmax_cross_entropy.h"
+#include "worker/backend/cpu/thread_pool.h"
 #include "worker/nn/backend.h"
 
 namespace psflow::nn {
@@ -28,6 +33,8 @@ struct Overloaded : F... {
 
 class CpuBackend final : public Backend {
  public:
+  explicit CpuBackend(int threads) : pool_(threads) {}
+
   Device device() const override { return Device::kCpu; }
 
   absl::StatusOr<std::unique_ptr<Layer>> MakeLayer(const LayerSpec& spec,
@@ -41,13 +48,13 @@ class CpuBackend final : public Backend {
                             return std::make_unique<cpu::Activation>(s, std::move(name));
                           },
                           [&](const Conv2DSpec& s) -> Made {
-                            return std::make_unique<cpu::Conv2D>(s, std::move(name));
+                            return std::make_unique<cpu::Conv2D>(s, std::move(name), &pool_);
                           },
                           [&](const MaxPoolSpec& s) -> Made {
-                            return std::make_unique<cpu::MaxPool>(s, std::move(name));
+                            return std::make_unique<cpu::MaxPool>(s, std::move(name), &pool_);
                           },
                           [&](const LrnSpec& s) -> Made {
-                            return std::make_unique<cpu::Lrn>(s, std::move(name));
+                            return std::make_unique<cpu::Lrn>(s, std::move(name), &pool_);
                           },
                           [&](const FlattenSpec&) -> Made {
                             return std::make_unique<cpu::Flatten>(std::move(name));
@@ -59,14 +66,14 @@ class CpuBackend final : public Backend {
                             return std::make_unique<cpu::Embedding>(s, std::move(name));
                           },
                           [&](const LstmSpec& s) -> Made {
-                            return std::make_unique<cpu::Lstm>(s, std::move(name));
+                            return std::make_unique<cpu::Lstm>(s, std::move(name), &pool_);
                           },
                       },
                       spec);
   }
 
   std::unique_ptr<SoftmaxCrossEntropy> MakeSoftmaxCrossEntropy() override {
-    return std::make_unique<cpu::SoftmaxCrossEntropy>();
+    return std::make_unique<cpu::SoftmaxCrossEntropy>(&pool_);
   }
 
   void CopyToDevice(const float* host, float* device, int64_t floats) override {
@@ -82,13 +89,25 @@ class CpuBackend final : public Backend {
     return static_cast<float*>(p);
   }
   void Free(float* p) const override { std::free(p); }
+
+ private:
+  cpu::ThreadPool pool_;
 };
 
 }  // namespace
 
 std::unique_ptr<Backend> MakeCpuBackend(int threads) {
-  if (threads > 0) openblas_set_num_threads(threads);
-  return std::make_unique<CpuBackend>();
+  if (absl::Status loaded = cpu::blas::LoadForThisCpu(); !loaded.ok()) {
+    std::fprintf(stderr, "psflow: %s\n", std::string(loaded.message()).c_str());
+    std::exit(1);
+  }
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  cpu::blas::SetThreads(threads);
+  return std::make_unique<CpuBackend>(threads);
+}
+
+std::string CpuKernels() {
+  return cpu::blas::LoadForThisCpu().ok() ? cpu::blas::Describe() : "OpenBLAS not loaded";
 }
 
 }  // namespace psflow::nn

@@ -1,8 +1,8 @@
 #include "worker/backend/cpu/dense.h"
 
-#include <cblas.h>
-
 #include "absl/strings/str_cat.h"
+#include "worker/backend/cpu/blas.h"
+#include "worker/backend/cpu/vector_math.h"
 
 namespace psflow::cpu {
 
@@ -25,8 +25,7 @@ void Dense::Forward(const nn::RunContext& ctx, const nn::Matrix& x, const nn::Ma
   const int m = static_cast<int>(x.rows * positions_), k = static_cast<int>(in_), n = spec_.units;
   // y = broadcast(b); y += x * W
   for (int r = 0; r < m; ++r) std::copy(b, b + n, y.data + static_cast<int64_t>(r) * n);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, x.data, k, w, n, 1.0f,
-              y.data, n);
+  blas::Gemm(blas::kNoTrans, blas::kNoTrans, m, n, k, 1.0f, x.data, k, w, n, 1.0f, y.data, n);
 }
 
 void Dense::Backward(const nn::RunContext& ctx, const nn::Matrix& x, const nn::Matrix& /*y*/,
@@ -36,20 +35,15 @@ void Dense::Backward(const nn::RunContext& ctx, const nn::Matrix& x, const nn::M
   float* dw = ctx.params->grad(kernel_).data();
   float* db = ctx.params->grad(bias_).data();
   // dW += x^T * dy   [k, n]
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, n, m, 1.0f, x.data, k, dy.data, n, 1.0f,
-              dw, n);
+  blas::Gemm(blas::kTrans, blas::kNoTrans, k, n, m, 1.0f, x.data, k, dy.data, n, 1.0f, dw, n);
   if (spec_.weight_decay > 0) {
-    cblas_saxpy(k * n, ctx.loss_scale * spec_.weight_decay, w, 1, dw, 1);
+    blas::Axpy(k * n, ctx.loss_scale * spec_.weight_decay, w, dw);
   }
   // db += column sums of dy
-  for (int r = 0; r < m; ++r) {
-    const float* row = dy.data + static_cast<int64_t>(r) * n;
-    for (int c = 0; c < n; ++c) db[c] += row[c];
-  }
+  AddColumnSums(dy.data, m, n, db);
   if (dx != nullptr) {
     // dx = dy * W^T   [m, k]
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, k, n, 1.0f, dy.data, n, w, n, 0.0f,
-                dx->data, k);
+    blas::Gemm(blas::kNoTrans, blas::kTrans, m, k, n, 1.0f, dy.data, n, w, n, 0.0f, dx->data, k);
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace psflow::cpu {
 namespace {
@@ -36,28 +37,38 @@ absl::StatusOr<nn::Shape> Lrn::Build(const nn::Shape& input, const nn::BuildCont
   }
   channels_ = input.back();
   scale_.assign(static_cast<size_t>(ctx.max_batch * nn::NumElements(input)), 0.0f);
-  band_.assign(static_cast<size_t>(channels_), 0.0f);
-  terms_.assign(static_cast<size_t>(channels_), 0.0f);
   return input;
 }
 
-void Lrn::Denominators(const float* x) {
+void Lrn::Denominators(const float* x, float* terms, float* n) const {
   const int64_t c = channels_;
-  for (int64_t i = 0; i < c; ++i) terms_[i] = x[i] * x[i];
-  BandSum(terms_.data(), c, spec_.depth_radius, band_.data());
-  for (int64_t i = 0; i < c; ++i) band_[i] = spec_.bias + spec_.alpha * band_[i];
+  for (int64_t i = 0; i < c; ++i) terms[i] = x[i] * x[i];
+  BandSum(terms, c, spec_.depth_radius, n);
+  for (int64_t i = 0; i < c; ++i) n[i] = spec_.bias + spec_.alpha * n[i];
+}
+
+std::span<float> Lrn::Scratch() const {
+  // Per thread, two positions' channels; sized once (no allocation in later steps).
+  thread_local std::vector<float> scratch;
+  if (scratch.size() < static_cast<size_t>(2 * channels_)) scratch.resize(2 * channels_);
+  return {scratch.data(), static_cast<size_t>(2 * channels_)};
 }
 
 void Lrn::Forward(const nn::RunContext&, const nn::Matrix& x, const nn::Matrix& y) {
   const int64_t c = channels_;
-  for (int64_t p = 0; p < x.size(); p += c) {
-    Denominators(x.data + p);
-    float* scale = scale_.data() + p;
-    for (int64_t i = 0; i < c; ++i) {
-      scale[i] = PowNegBeta(band_[i], spec_.beta);
-      y.data[p + i] = x.data[p + i] * scale[i];
+  ParallelFor(pool_, x.size() / c, kPositionsPerRange, [&](int64_t begin, int64_t end) {
+    std::span<float> scratch = Scratch();
+    float* terms = scratch.data();
+    float* n = terms + c;
+    for (int64_t p = begin * c; p < end * c; p += c) {
+      Denominators(x.data + p, terms, n);
+      float* scale = scale_.data() + p;
+      for (int64_t i = 0; i < c; ++i) {
+        scale[i] = PowNegBeta(n[i], spec_.beta);
+        y.data[p + i] = x.data[p + i] * scale[i];
+      }
     }
-  }
+  });
 }
 
 void Lrn::Backward(const nn::RunContext&, const nn::Matrix& x, const nn::Matrix& y,
@@ -65,17 +76,22 @@ void Lrn::Backward(const nn::RunContext&, const nn::Matrix& x, const nn::Matrix&
   if (dx == nullptr) return;
   const int64_t c = channels_;
   const float k = -2.0f * spec_.alpha * spec_.beta;
-  for (int64_t p = 0; p < x.size(); p += c) {
-    // n is cheap to recompute (a band sum); keeping it would cost another activation buffer.
-    Denominators(x.data + p);
-    const float* g = dy.data + p;
-    for (int64_t i = 0; i < c; ++i) terms_[i] = g[i] * y.data[p + i] / band_[i];
-    BandSum(terms_.data(), c, spec_.depth_radius, band_.data());
-    const float* scale = scale_.data() + p;
-    for (int64_t i = 0; i < c; ++i) {
-      dx->data[p + i] = g[i] * scale[i] + k * x.data[p + i] * band_[i];
+  ParallelFor(pool_, x.size() / c, kPositionsPerRange, [&](int64_t begin, int64_t end) {
+    std::span<float> scratch = Scratch();
+    float* terms = scratch.data();
+    float* n = terms + c;
+    for (int64_t p = begin * c; p < end * c; p += c) {
+      // n is cheap to recompute (a band sum); keeping it would cost another activation buffer.
+      Denominators(x.data + p, terms, n);
+      const float* g = dy.data + p;
+      for (int64_t i = 0; i < c; ++i) terms[i] = g[i] * y.data[p + i] / n[i];
+      BandSum(terms, c, spec_.depth_radius, n);
+      const float* scale = scale_.data() + p;
+      for (int64_t i = 0; i < c; ++i) {
+        dx->data[p + i] = g[i] * scale[i] + k * x.data[p + i] * n[i];
+      }
     }
-  }
+  });
 }
 
 }  // namespace psflow::cpu

@@ -5,8 +5,10 @@
 #ifndef PSFLOW_WORKER_BACKEND_CPU_LRN_H_
 #define PSFLOW_WORKER_BACKEND_CPU_LRN_H_
 
+#include <span>
 #include <vector>
 
+#include "worker/backend/cpu/thread_pool.h"
 #include "worker/nn/layer.h"
 #include "worker/nn/layer_spec.h"
 
@@ -14,7 +16,9 @@ namespace psflow::cpu {
 
 class Lrn final : public nn::Layer {
  public:
-  Lrn(const nn::LrnSpec& spec, std::string name) : Layer(std::move(name)), spec_(spec) {}
+  // Positions are split over `pool` (null: this thread).
+  Lrn(const nn::LrnSpec& spec, std::string name, ThreadPool* pool = nullptr)
+      : Layer(std::move(name)), spec_(spec), pool_(pool) {}
 
   // Any input with at least one dimension; the last is the channels. INVALID_ARGUMENT when
   // depth_radius < 0, bias <= 0 or alpha < 0 (n must stay positive).
@@ -24,14 +28,18 @@ class Lrn final : public nn::Layer {
                 const nn::Matrix& dy, const nn::Matrix* dx) override;
 
  private:
-  // n for one position's channels: band_ = bias + alpha * windowed sums of x^2.
-  void Denominators(const float* x);
+  // Enough positions per range that a range is worth a thread's wake-up.
+  static constexpr int64_t kPositionsPerRange = 256;
+
+  // n for one position's channels: bias + alpha * windowed sums of x^2; terms is scratch.
+  void Denominators(const float* x, float* terms, float* n) const;
+  // This thread's scratch: 2 * channels_ floats.
+  std::span<float> Scratch() const;
 
   nn::LrnSpec spec_;
+  ThreadPool* pool_;
   int64_t channels_ = 0;
   std::vector<float> scale_;  // n^-beta of each element of the last Forward
-  std::vector<float> band_;   // one position's channels
-  std::vector<float> terms_;  // one position's channels
 };
 
 }  // namespace psflow::cpu

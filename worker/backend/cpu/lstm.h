@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "worker/backend/cpu/thread_pool.h"
 #include "worker/nn/layer.h"
 #include "worker/nn/layer_spec.h"
 
@@ -14,7 +15,9 @@ namespace psflow::cpu {
 
 class Lstm final : public nn::Layer {
  public:
-  Lstm(const nn::LstmSpec& spec, std::string name) : Layer(std::move(name)), spec_(spec) {}
+  // Each step's cell is split over `pool` by examples when a step holds enough of them.
+  Lstm(const nn::LstmSpec& spec, std::string name, ThreadPool* pool = nullptr)
+      : Layer(std::move(name)), spec_(spec), pool_(pool) {}
 
   // Input [time, in], output [time, units].
   absl::StatusOr<nn::Shape> Build(const nn::Shape& input, const nn::BuildContext& ctx) override;
@@ -30,6 +33,7 @@ class Lstm final : public nn::Layer {
   int64_t in_ = 0;
   int64_t units_ = 0;
   nn::LstmSpec spec_;
+  ThreadPool* pool_;
   nn::ParameterSet::Handle kernel_ = -1;
   nn::ParameterSet::Handle bias_ = -1;
   // [batch, time, 4 units]: gate activations sigmoid(i), tanh(j), sigmoid(f + bias), sigmoid(o)

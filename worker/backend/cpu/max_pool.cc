@@ -27,10 +27,17 @@ absl::StatusOr<nn::Shape> MaxPool::Build(const nn::Shape& input, const nn::Build
 }
 
 void MaxPool::Forward(const nn::RunContext&, const nn::Matrix& x, const nn::Matrix& y) {
+  ParallelFor(pool_, x.rows, 1,
+              [&](int64_t begin, int64_t end) { ForwardExamples(x, y, begin, end); });
+}
+
+void MaxPool::ForwardExamples(const nn::Matrix& x, const nn::Matrix& y, int64_t begin,
+                              int64_t end) {
   const int64_t win = spec_.window, s = spec_.stride, c = c_;
-  int32_t* arg = argmax_.data();
-  float* out = y.data;
-  for (int64_t e = 0; e < x.rows; ++e) {
+  const int64_t per_example = out_h_ * out_w_ * c;
+  int32_t* arg = argmax_.data() + begin * per_example;
+  float* out = y.data + begin * per_example;
+  for (int64_t e = begin; e < end; ++e) {
     const float* xe = x.row(e);
     for (int64_t oh = 0; oh < out_h_; ++oh) {
       const int64_t h0 = oh * s - pad_top_;
@@ -66,14 +73,16 @@ void MaxPool::Forward(const nn::RunContext&, const nn::Matrix& x, const nn::Matr
 void MaxPool::Backward(const nn::RunContext&, const nn::Matrix& x, const nn::Matrix& /*y*/,
                        const nn::Matrix& dy, const nn::Matrix* dx) {
   if (dx == nullptr) return;
-  std::fill(dx->data, dx->data + dx->size(), 0.0f);
   const int64_t per_example = out_h_ * out_w_ * c_;
-  for (int64_t e = 0; e < x.rows; ++e) {
-    const int32_t* arg = argmax_.data() + e * per_example;
-    const float* g = dy.row(e);
-    float* d = dx->row(e);
-    for (int64_t i = 0; i < per_example; ++i) d[arg[i]] += g[i];
-  }
+  ParallelFor(pool_, x.rows, 1, [&](int64_t begin, int64_t end) {
+    std::fill(dx->row(begin), dx->row(begin) + (end - begin) * dx->cols, 0.0f);
+    for (int64_t e = begin; e < end; ++e) {
+      const int32_t* arg = argmax_.data() + e * per_example;
+      const float* g = dy.row(e);
+      float* d = dx->row(e);
+      for (int64_t i = 0; i < per_example; ++i) d[arg[i]] += g[i];
+    }
+  });
 }
 
 }  // namespace psflow::cpu

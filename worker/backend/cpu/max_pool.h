@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "worker/backend/cpu/thread_pool.h"
 #include "worker/nn/layer.h"
 #include "worker/nn/layer_spec.h"
 
@@ -15,7 +16,9 @@ namespace psflow::cpu {
 
 class MaxPool final : public nn::Layer {
  public:
-  MaxPool(const nn::MaxPoolSpec& spec, std::string name) : Layer(std::move(name)), spec_(spec) {}
+  // Examples are split over `pool` (null: this thread).
+  MaxPool(const nn::MaxPoolSpec& spec, std::string name, ThreadPool* pool = nullptr)
+      : Layer(std::move(name)), spec_(spec), pool_(pool) {}
 
   // INVALID_ARGUMENT unless input is [height, width, channels] (each >= 1), window and stride
   // are >= 1, and a kValid window fits in the input.
@@ -25,7 +28,11 @@ class MaxPool final : public nn::Layer {
                 const nn::Matrix& dy, const nn::Matrix* dx) override;
 
  private:
+  // Forward for examples [begin, end).
+  void ForwardExamples(const nn::Matrix& x, const nn::Matrix& y, int64_t begin, int64_t end);
+
   nn::MaxPoolSpec spec_;
+  ThreadPool* pool_;
   int64_t in_h_ = 0, in_w_ = 0, c_ = 0;
   int64_t out_h_ = 0, out_w_ = 0;
   int64_t pad_top_ = 0, pad_left_ = 0;

@@ -2,6 +2,9 @@
 #ifndef PSFLOW_WORKER_BACKEND_CPU_SOFTMAX_CROSS_ENTROPY_H_
 #define PSFLOW_WORKER_BACKEND_CPU_SOFTMAX_CROSS_ENTROPY_H_
 
+#include <vector>
+
+#include "worker/backend/cpu/thread_pool.h"
 #include "worker/nn/layer.h"
 
 namespace psflow::cpu {
@@ -10,13 +13,19 @@ namespace psflow::cpu {
 // ForwardBackward returns, which computes at once; Loss returns what it summed.
 class SoftmaxCrossEntropy final : public nn::SoftmaxCrossEntropy {
  public:
+  // Rows are split over `pool` (null: this thread).
+  explicit SoftmaxCrossEntropy(ThreadPool* pool = nullptr) : pool_(pool) {}
+
   absl::Status SetLabels(const int32_t* labels, int64_t rows, int64_t classes) override;
   void ForwardBackward(const nn::Matrix& logits, float scale, const nn::Matrix& dlogits) override;
   double Loss() const override { return loss_; }
   Eval Evaluate(const nn::Matrix& logits, const int32_t* labels) override;
 
  private:
+  ThreadPool* pool_;
   const int32_t* labels_ = nullptr;
+  std::vector<double> row_loss_;  // each row's, summed in order: the same total on any pool
+  std::vector<int64_t> row_correct_;
   double loss_ = 0;
 };
 
