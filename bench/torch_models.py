@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""psflow's seed models in PyTorch, for bench_model_throughput --device=gpu --pytorch=THIS.
+"""psflow's seed models in PyTorch, for bench_model_throughput --pytorch=THIS (GPU or CPU).
 
 The models of worker/models/model_zoo.cc with the same layers, shapes, initialisers, batch
 sizes, optimizers, learning rates, weight decay and gradient clipping, trained on synthetic data
@@ -18,10 +18,15 @@ PyTorch's best case); torch.cuda.synchronize() before and after it. cudnn.benchm
 shapes never change; psflow also picks its cuDNN algorithms per shape). TF32 is off for matrix
 products, convolutions and RNNs unless --tf32.
 
-  python3 bench/gpu/torch_models.py --models=mnist_cnn,cifar10_cnn,ptb_lstm:small \\
-      [--seconds=10] [--repeats=1] [--gpu=0] [--tf32] [--channels-last] [--cpu]
+--cpu runs the same steps on the CPU with torch.set_num_threads(--threads); the caller also sets
+OMP_NUM_THREADS and OPENBLAS_NUM_THREADS (Debian's PyTorch does its matrix products in OpenBLAS,
+whose own pool torch.set_num_threads does not size).
+
+  python3 bench/torch_models.py --models=mnist_cnn,cifar10_cnn,ptb_lstm:small \\
+      [--seconds=10] [--repeats=1] [--gpu=0] [--tf32] [--channels-last] [--cpu [--threads=N]]
 """
 import argparse
+import contextlib
 import json
 import statistics
 import sys
@@ -219,8 +224,10 @@ class Subject:
         x = x.to(self.device, non_blocking=True)
         y = y.to(self.device, non_blocking=True)
         self.optimizer.zero_grad(set_to_none=True)
-        with torch.autocast(self.device.type, dtype=self.autocast or torch.float32,
-                            enabled=self.autocast is not None):
+        # fp32 runs outside autocast: PyTorch 1.13's CPU autocast refuses any dtype but bf16,
+        # even disabled.
+        with (torch.autocast(self.device.type, dtype=self.autocast) if self.autocast
+              else contextlib.nullcontext()):
             loss = self.forward_loss(x, y)
         if self.scaler is not None:
             self.scaler.scale(loss).backward()
@@ -324,8 +331,9 @@ def main():
     parser.add_argument("--channels-last", action="store_true",
                         help="CNNs in NHWC memory format (psflow's layout) instead of NCHW")
     parser.add_argument("--cpu", action="store_true",
-                        help="run on the CPU: checks the script where no GPU is (rates mean "
-                             "nothing)")
+                        help="run on the CPU (bench_model_throughput's CPU baseline)")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="--cpu: torch.set_num_threads (0: PyTorch's default, one per core)")
     args = parser.parse_args()
     if isinstance(args.models, str):  # the default is not passed through `type`
         args.models = parse_models(args.models)
@@ -335,6 +343,8 @@ def main():
     if args.cpu:
         device = torch.device("cpu")
         device_name = "CPU"
+        if args.threads > 0:
+            torch.set_num_threads(args.threads)
 
         def sync():
             pass
@@ -370,6 +380,7 @@ def main():
             "batch_size": subject.batch_size,
             "loss": round(loss, 4),
             "device": device_name,
+            "threads": torch.get_num_threads(),
             "torch": torch.__version__,
             "cudnn": torch.backends.cudnn.version() if device.type == "cuda" else None,
             "tf32": args.tf32,
