@@ -3,8 +3,7 @@
 #include <cstdio>
 #include <string>
 
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
+#include "core/command_line.h"
 #include "core/memory_tuning.h"
 
 namespace psflow {
@@ -12,8 +11,7 @@ namespace psflow {
 int RunTaskMain(int argc, char** argv, const char* program, const char* usage,
                 absl::Status (*task)()) {
   KeepFreedMemoryForReuse();
-  absl::SetProgramUsageMessage(usage);
-  absl::ParseCommandLine(argc, argv);
+  ParseFlags(argc, argv, usage);
   const absl::Status s = task();
   if (!s.ok()) {
     std::fprintf(stderr, "%s: %s\n", program, std::string(s.message()).c_str());

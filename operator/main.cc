@@ -19,10 +19,9 @@
 #include <thread>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "core/backoff.h"
+#include "core/command_line.h"
 #include "core/log.h"
 #include "core/metrics.h"
 #include "operator/controller/controller.h"
@@ -127,8 +126,7 @@ absl::Status Preflight(psflow::kube::RestKubeClient& client, const std::string& 
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(kUsage);
-  absl::ParseCommandLine(argc, argv);
+  psflow::ParseFlags(argc, argv, kUsage);
   const std::string log_format = absl::GetFlag(FLAGS_log_format);
   if (log_format == "json") {
     psflow::SetLogFormat(psflow::LogFormat::kJson);

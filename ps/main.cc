@@ -164,7 +164,9 @@ absl::Status Main() {
 int main(int argc, char** argv) {
   return psflow::RunTaskMain(
       argc, argv, "psflow-ps",
-      "Parameter server task: psflow-ps [--job_name=ps --task_index=N --ps_hosts=h:p,... "
-      "--worker_hosts=h:p,...] or with $TF_CONFIG set",
+      "one parameter-server task: holds its share of the variables, applies the workers' "
+      "gradients.\n"
+      "  psflow-ps [flags]  with $TF_CONFIG set, or with --job_name=ps --task_index=N\n"
+      "      --ps_hosts=H:P,... --worker_hosts=H:P,...",
       psflow::Main);
 }

@@ -77,8 +77,8 @@ ABSL_FLAG(double, eval_interval_s, 30,
 ABSL_FLAG(uint64_t, seed, 1, "Seed of the initial parameters and the batch order");
 ABSL_FLAG(int64_t, log_every_steps, 100, "Progress line every N steps (0: none)");
 ABSL_FLAG(int, compute_threads, 0,
-          "Threads for the CPU backend's matrix products (0: one per core). Use 1 when several "
-          "workers share a machine");
+          "Threads for the CPU backend: its matrix products and its own loops (0: one per "
+          "core). Use 1 when several workers share a machine");
 ABSL_FLAG(std::string, device, "cpu",
           "cpu: the OpenBLAS backend; gpu: the CUDA backend (cuBLAS, cuDNN) on GPU --gpu");
 ABSL_FLAG(int, gpu, 0, "--device=gpu: index of the GPU among the visible ones");
@@ -174,7 +174,12 @@ absl::Status EvaluateAndReport(const models::ZooModel& zoo, nn::Model& model, nn
     return absl::OkStatus();
   }
   if (!input.corpus.has_value()) {  // synthetic data
-    PSFLOW_LOG(INFO) << absl::StrFormat("%s words_per_sec=%.1f", head, r.words_per_second());
+    // Words per second only where words mean something: a classifier's would repeat its examples.
+    if (zoo.data == models::DataKind::kPtb) {
+      PSFLOW_LOG(INFO) << absl::StrFormat("%s words_per_sec=%.1f", head, r.words_per_second());
+    } else {
+      PSFLOW_LOG(INFO) << head;
+    }
     return absl::OkStatus();
   }
   std::string perplexities = absl::StrFormat(" train_perplexity=%.3f", r.train_perplexity);
@@ -331,7 +336,12 @@ absl::Status Main() {
                                 nn::PrecisionName(precision), " products",
                                 absl::GetFlag(FLAGS_cuda_graphs) ? ", CUDA graphs" : "", ")");
   } else {
-    backends.push_back(nn::MakeCpuBackend(absl::GetFlag(FLAGS_compute_threads)));
+    const int threads = absl::GetFlag(FLAGS_compute_threads);
+    backends.push_back(nn::MakeCpuBackend(threads));
+    backend_name =
+        absl::StrCat("the CPU backend (",
+                     threads > 0 ? absl::StrCat(threads, " thread(s)") : "a thread per core", ", ",
+                     nn::CpuKernels(), ")");
   }
   InputOptions input_options;
   input_options.synthetic = data_source == "synthetic";
@@ -450,7 +460,8 @@ absl::Status Main() {
 int main(int argc, char** argv) {
   return psflow::RunTaskMain(
       argc, argv, "psflow-worker",
-      "Trains a model between-graph: psflow-worker [--job_name=worker --task_index=N "
-      "--ps_hosts=h:p,... --worker_hosts=h:p,...] or with $TF_CONFIG set",
+      "trains one replica of a model against the ps tasks of its cluster.\n"
+      "  psflow-worker [--model=NAME] [flags]  with $TF_CONFIG set, or with --job_name=worker\n"
+      "      --task_index=N --ps_hosts=H:P,... --worker_hosts=H:P,...; with neither, trains alone",
       psflow::Main);
 }

@@ -6,13 +6,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/command_line.h"
 #include "operator/api/training_job.h"
 #include "operator/local/runner.h"
 
@@ -54,15 +52,7 @@ void PrependOwnDirToPath() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(kUsage);
-  // --help lists this file's flags (absl's default looks for a file named after the program).
-  absl::FlagsUsageConfig usage;
-  usage.contains_help_flags = [](absl::string_view file) {
-    return absl::EndsWith(file, "operator/local/main.cc");
-  };
-  usage.contains_helpshort_flags = usage.contains_help_flags;
-  absl::SetFlagsUsageConfig(usage);
-  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  std::vector<char*> args = psflow::ParseFlags(argc, argv, kUsage);
   if (args.size() != 3 || (std::string(args[1]) != "run" && std::string(args[1]) != "validate")) {
     return Fail(2, absl::StrCat("usage:\n", kUsage));
   }

@@ -9,9 +9,8 @@
 #include <string>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/status/status.h"
+#include "core/command_line.h"
 #include "core/status_macros.h"
 #include "operator/kube/resource.h"
 #include "tests/kube/object_store.h"
@@ -61,10 +60,9 @@ absl::Status Main() {
 }  // namespace psflow::kubetest
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "Test Kubernetes API server on 127.0.0.1: psflow-test-apiserver [--port=N] "
-      "[--kubeconfig_out=PATH] [--token=T]");
-  absl::ParseCommandLine(argc, argv);
+  psflow::ParseFlags(argc, argv,
+                     "Test Kubernetes API server on 127.0.0.1: psflow-test-apiserver [--port=N] "
+                     "[--kubeconfig_out=PATH] [--token=T]");
   const absl::Status status = psflow::kubetest::Main();
   if (!status.ok()) {
     std::fprintf(stderr, "psflow-test-apiserver: %s\n", std::string(status.message()).c_str());
