@@ -45,13 +45,13 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "core/command_line.h"
 #include "core/free_ports.h"
 #include "operator/local/child_process.h"
 #include "worker/backend/cuda/devices.h"
@@ -724,6 +724,8 @@ int Main() {
 }  // namespace psflow
 
 int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
+  psflow::ParseFlags(argc, argv,
+                     "trains each seed model in process and through a ps, or beside PyTorch with "
+                     "--pytorch (docs/benchmarks.md)");
   return psflow::Main();
 }

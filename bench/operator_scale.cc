@@ -37,12 +37,12 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "core/command_line.h"
 #include "core/http_get.h"
 #include "operator/kube/object_meta.h"
 #include "operator/kube/resource.h"
@@ -346,7 +346,9 @@ double NonWatch(const std::map<std::string, double>& by_verb) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
+  psflow::ParseFlags(argc, argv,
+                     "submits a burst of TrainingJobs to psflow-operator and measures how fast "
+                     "they start (docs/benchmarks.md)");
   const int jobs = absl::GetFlag(FLAGS_jobs);
   const int workers = absl::GetFlag(FLAGS_workers_per_job);
   const int pods_per_job = 1 + workers;

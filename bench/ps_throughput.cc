@@ -15,11 +15,11 @@
 #include <thread>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "bench/baselines.h"
+#include "core/command_line.h"
 #include "core/memory_tuning.h"
 #include "core/transfer.h"
 #include "ps/loopback_ps.h"
@@ -210,6 +210,8 @@ int Main() {
 
 int main(int argc, char** argv) {
   psflow::KeepFreedMemoryForReuse();
-  absl::ParseCommandLine(argc, argv);
+  psflow::ParseFlags(argc, argv,
+                     "moves a model between psflow-ps and worker tasks and compares psflow with a "
+                     "raw TCP pump and plain gRPC (docs/benchmarks.md)");
   return psflow::bench::Main();
 }

@@ -9,9 +9,9 @@
 #include <string>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/match.h"
 #include "bench/baselines.h"
+#include "core/command_line.h"
 
 ABSL_FLAG(int, workers, 1, "Concurrent workers (clients)");
 ABSL_FLAG(int, ps_tasks, 1, "ps tasks (servers); each holds an equal share of the model");
@@ -55,6 +55,7 @@ int Main() {
 }  // namespace psflow::bench
 
 int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
+  psflow::ParseFlags(argc, argv,
+                     "the raw TCP and plain gRPC baselines of bench_ps_throughput on their own");
   return psflow::bench::Main();
 }

@@ -18,7 +18,7 @@
 #      --num_gpus=2 when two GPUs are visible.
 #   4. bench_model_throughput --device=gpu on ptb_lstm:small with and without --cuda_graphs, and a
 #      worker with --cuda_graphs (its log says whether the graph's self-check passed).
-#   5. bench_model_throughput --device=gpu against PyTorch (bench/gpu/torch_models.py) when
+#   5. bench_model_throughput --device=gpu against PyTorch (bench/torch_models.py) when
 #      python3 can import torch, fp32 then bf16 and fp16 (PyTorch under autocast);
 #      --seconds=$SECONDS_PER_RUN (default 5).
 # Exit status: 0 when every step that ran passed.
@@ -109,14 +109,14 @@ step worker_ptb_lstm_small_graphs "$bin/psflow-worker" --model=ptb_lstm --model_
 
 if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
   step bench_cnn "$bin/bench_model_throughput" --device=gpu --seconds="$seconds" \
-    --models=mnist_cnn,cifar10_cnn,ptb_lstm:small --pytorch=bench/gpu/torch_models.py
+    --models=mnist_cnn,cifar10_cnn,ptb_lstm:small --pytorch=bench/torch_models.py
   step bench_ptb "$bin/bench_model_throughput" --device=gpu --seconds="$seconds" \
-    --models=ptb_lstm:medium,ptb_lstm:large --pytorch=bench/gpu/torch_models.py
+    --models=ptb_lstm:medium,ptb_lstm:large --pytorch=bench/torch_models.py
   for dtype in bf16 fp16; do
     step "bench_$dtype" "$bin/bench_model_throughput" --device=gpu --seconds="$seconds" \
       --dtype="$dtype" --workers=1 --serial_too=false \
       --models=mnist_cnn,cifar10_cnn,ptb_lstm:small,ptb_lstm:large \
-      --pytorch=bench/gpu/torch_models.py
+      --pytorch=bench/torch_models.py
   done
 else
   echo "SKIP PyTorch comparison: python3 cannot use torch on a GPU" | tee -a "$summary"
