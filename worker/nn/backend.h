@@ -157,12 +157,11 @@ class Backend {
   std::vector<int64_t> reduce_scratch_;
 };
 
-// The CPU backend: `threads` (0: one per core) run each layer, OpenBLAS's matrix products
-// (its pool is process-wide: the last backend made sets it) and psflow's own loops alike.
-// Several workers sharing a machine want 1 each: OpenBLAS threads spin while they wait, and
-// compete with the ps and each other. The first call loads OpenBLAS with kernels chosen from the
-// CPU's features (backend/cpu/blas.h); where it cannot be loaded (an installation fault) the
-// process exits with one line saying why.
+// The CPU backend: `threads` (0: one per core) run each layer, its matrix products and psflow's
+// own loops alike, from one pool per backend (OpenBLAS itself runs single-threaded on them).
+// Several workers sharing a machine want 1 each, leaving cores to the ps and each other. The first
+// call loads OpenBLAS with kernels chosen from the CPU's features (backend/cpu/blas.h); where it
+// cannot be loaded (an installation fault) the process exits with one line saying why.
 std::unique_ptr<Backend> MakeCpuBackend(int threads = 0);
 
 // What the CPU backend computes its products with, e.g. "OpenBLAS 0.3.21, Zen kernels (chosen

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "worker/backend/cpu/blas.h"
+#include "worker/backend/cpu/gemm.h"
 #include "worker/backend/cpu/vector_math.h"
 
 namespace psflow::cpu {
@@ -145,9 +145,9 @@ void Conv2D::Forward(const nn::RunContext& ctx, const nn::Matrix& x, const nn::M
     const int64_t m = n * out_h_ * out_w_;
     float* yb = y.row(b0);
     for (int64_t r = 0; r < m; ++r) std::copy(b, b + f, yb + r * f);
-    blas::Gemm(blas::kNoTrans, blas::kNoTrans, static_cast<int>(m), static_cast<int>(f),
-               static_cast<int>(patch_), 1.0f, col_.data(), static_cast<int>(patch_), w,
-               static_cast<int>(f), 1.0f, yb, static_cast<int>(f));
+    Gemm(pool_, blas::kNoTrans, blas::kNoTrans, static_cast<int>(m), static_cast<int>(f),
+         static_cast<int>(patch_), 1.0f, col_.data(), static_cast<int>(patch_), w,
+         static_cast<int>(f), 1.0f, yb, static_cast<int>(f));
   }
 }
 
@@ -167,14 +167,14 @@ void Conv2D::Backward(const nn::RunContext& ctx, const nn::Matrix& x, const nn::
     const int m = static_cast<int>(n * positions);
     const float* g = dy.row(b0);
     // dW += patches^T * dy   [patch, f]
-    blas::Gemm(blas::kTrans, blas::kNoTrans, static_cast<int>(patch_), static_cast<int>(f), m, 1.0f,
-               col_.data(), static_cast<int>(patch_), g, static_cast<int>(f), 1.0f, dw,
-               static_cast<int>(f));
+    Gemm(pool_, blas::kTrans, blas::kNoTrans, static_cast<int>(patch_), static_cast<int>(f), m,
+         1.0f, col_.data(), static_cast<int>(patch_), g, static_cast<int>(f), 1.0f, dw,
+         static_cast<int>(f));
     if (dx == nullptr) continue;
     // Patch-row gradients dy * W^T   [m, patch], in place of the patches, then onto dx.
-    blas::Gemm(blas::kNoTrans, blas::kTrans, m, static_cast<int>(patch_), static_cast<int>(f), 1.0f,
-               g, static_cast<int>(f), w, static_cast<int>(f), 0.0f, col_.data(),
-               static_cast<int>(patch_));
+    Gemm(pool_, blas::kNoTrans, blas::kTrans, m, static_cast<int>(patch_), static_cast<int>(f),
+         1.0f, g, static_cast<int>(f), w, static_cast<int>(f), 0.0f, col_.data(),
+         static_cast<int>(patch_));
     Col2Im(n, dx->row(b0));
   }
 }

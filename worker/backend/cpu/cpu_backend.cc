@@ -1,5 +1,5 @@
-// The CPU backend: OpenBLAS for matrix products (blas.h), psflow's loops elsewhere, both over
-// the same number of threads.
+// The CPU backend: OpenBLAS for matrix products (blas.h), psflow's loops elsewhere, both split
+// over one pool of threads per backend (gemm.h, thread_pool.h).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -42,7 +42,7 @@ class CpuBackend final : public Backend {
     using Made = absl::StatusOr<std::unique_ptr<Layer>>;
     return std::visit(Overloaded{
                           [&](const DenseSpec& s) -> Made {
-                            return std::make_unique<cpu::Dense>(s, std::move(name));
+                            return std::make_unique<cpu::Dense>(s, std::move(name), &pool_);
                           },
                           [&](const ActivationSpec& s) -> Made {
                             return std::make_unique<cpu::Activation>(s, std::move(name));
@@ -102,7 +102,8 @@ std::unique_ptr<Backend> MakeCpuBackend(int threads) {
     std::exit(1);
   }
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  cpu::blas::SetThreads(threads);
+  // The backend's pool splits the products too (gemm.h): OpenBLAS runs on the calling thread.
+  cpu::blas::SetThreads(1);
   return std::make_unique<CpuBackend>(threads);
 }
 

@@ -1,7 +1,7 @@
 #include "worker/backend/cpu/dense.h"
 
 #include "absl/strings/str_cat.h"
-#include "worker/backend/cpu/blas.h"
+#include "worker/backend/cpu/gemm.h"
 #include "worker/backend/cpu/vector_math.h"
 
 namespace psflow::cpu {
@@ -25,7 +25,7 @@ void Dense::Forward(const nn::RunContext& ctx, const nn::Matrix& x, const nn::Ma
   const int m = static_cast<int>(x.rows * positions_), k = static_cast<int>(in_), n = spec_.units;
   // y = broadcast(b); y += x * W
   for (int r = 0; r < m; ++r) std::copy(b, b + n, y.data + static_cast<int64_t>(r) * n);
-  blas::Gemm(blas::kNoTrans, blas::kNoTrans, m, n, k, 1.0f, x.data, k, w, n, 1.0f, y.data, n);
+  Gemm(pool_, blas::kNoTrans, blas::kNoTrans, m, n, k, 1.0f, x.data, k, w, n, 1.0f, y.data, n);
 }
 
 void Dense::Backward(const nn::RunContext& ctx, const nn::Matrix& x, const nn::Matrix& /*y*/,
@@ -35,7 +35,7 @@ void Dense::Backward(const nn::RunContext& ctx, const nn::Matrix& x, const nn::M
   float* dw = ctx.params->grad(kernel_).data();
   float* db = ctx.params->grad(bias_).data();
   // dW += x^T * dy   [k, n]
-  blas::Gemm(blas::kTrans, blas::kNoTrans, k, n, m, 1.0f, x.data, k, dy.data, n, 1.0f, dw, n);
+  Gemm(pool_, blas::kTrans, blas::kNoTrans, k, n, m, 1.0f, x.data, k, dy.data, n, 1.0f, dw, n);
   if (spec_.weight_decay > 0) {
     blas::Axpy(k * n, ctx.loss_scale * spec_.weight_decay, w, dw);
   }
@@ -43,7 +43,7 @@ void Dense::Backward(const nn::RunContext& ctx, const nn::Matrix& x, const nn::M
   AddColumnSums(dy.data, m, n, db);
   if (dx != nullptr) {
     // dx = dy * W^T   [m, k]
-    blas::Gemm(blas::kNoTrans, blas::kTrans, m, k, n, 1.0f, dy.data, n, w, n, 0.0f, dx->data, k);
+    Gemm(pool_, blas::kNoTrans, blas::kTrans, m, k, n, 1.0f, dy.data, n, w, n, 0.0f, dx->data, k);
   }
 }
 

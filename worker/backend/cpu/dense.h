@@ -3,6 +3,7 @@
 #ifndef PSFLOW_WORKER_BACKEND_CPU_DENSE_H_
 #define PSFLOW_WORKER_BACKEND_CPU_DENSE_H_
 
+#include "worker/backend/cpu/thread_pool.h"
 #include "worker/nn/layer.h"
 #include "worker/nn/layer_spec.h"
 
@@ -10,7 +11,9 @@ namespace psflow::cpu {
 
 class Dense final : public nn::Layer {
  public:
-  Dense(const nn::DenseSpec& spec, std::string name) : Layer(std::move(name)), spec_(spec) {}
+  // Products split over `pool` (null: this thread).
+  Dense(const nn::DenseSpec& spec, std::string name, ThreadPool* pool = nullptr)
+      : Layer(std::move(name)), spec_(spec), pool_(pool) {}
 
   absl::StatusOr<nn::Shape> Build(const nn::Shape& input, const nn::BuildContext& ctx) override;
   void Forward(const nn::RunContext& ctx, const nn::Matrix& x, const nn::Matrix& y) override;
@@ -20,6 +23,7 @@ class Dense final : public nn::Layer {
 
  private:
   nn::DenseSpec spec_;
+  ThreadPool* pool_;
   int64_t in_ = 0;
   int64_t positions_ = 1;  // product of the leading dimensions (time steps)
   nn::ParameterSet::Handle kernel_ = -1;

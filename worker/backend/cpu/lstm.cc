@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "worker/backend/cpu/blas.h"
+#include "worker/backend/cpu/gemm.h"
 #include "worker/backend/cpu/vector_math.h"
 
 namespace psflow::cpu {
@@ -96,8 +96,8 @@ void Lstm::Forward(const nn::RunContext& ctx, const nn::Matrix& x, const nn::Mat
   // gates = broadcast(bias) + x * W_x, all steps at once: [batch * time, 4u].
   const int rows = batch * time;
   for (int r = 0; r < rows; ++r) std::copy(bias, bias + g4, gates + static_cast<int64_t>(r) * g4);
-  blas::Gemm(blas::kNoTrans, blas::kNoTrans, rows, g4, in, 1.0f, x.data, in, kernel, g4, 1.0f,
-             gates, g4);
+  Gemm(pool_, blas::kNoTrans, blas::kNoTrans, rows, g4, in, 1.0f, x.data, in, kernel, g4, 1.0f,
+       gates, g4);
 
   const float forget_bias = spec_.forget_bias;
   for (int t = 0; t < time; ++t) {
@@ -105,8 +105,8 @@ void Lstm::Forward(const nn::RunContext& ctx, const nn::Matrix& x, const nn::Mat
     const float* h = t == 0 ? call_h0_.data() : y.data + static_cast<int64_t>(t - 1) * u;
     const int ldh = t == 0 ? u : time * u;
     float* g_t = gates + static_cast<int64_t>(t) * g4;
-    blas::Gemm(blas::kNoTrans, blas::kNoTrans, batch, g4, u, 1.0f, h, ldh, w_h, g4, 1.0f, g_t,
-               time * g4);
+    Gemm(pool_, blas::kNoTrans, blas::kNoTrans, batch, g4, u, 1.0f, h, ldh, w_h, g4, 1.0f, g_t,
+         time * g4);
     const int64_t grain = std::max<int64_t>(1, kCellFloatsPerRange / g4);
     ParallelFor(pool_, batch, grain, [&](int64_t begin, int64_t end) {
       for (int64_t b = begin; b < end; ++b) {
@@ -149,8 +149,8 @@ void Lstm::Backward(const nn::RunContext& ctx, const nn::Matrix& x, const nn::Ma
       }
     });
     // dh_{t-1} = d_gates_t * W_h^T   [batch, u]
-    blas::Gemm(blas::kNoTrans, blas::kTrans, batch, u, g4, 1.0f,
-               gates + static_cast<int64_t>(t) * g4, time * g4, w_h, g4, 0.0f, dh_next_.data(), u);
+    Gemm(pool_, blas::kNoTrans, blas::kTrans, batch, u, g4, 1.0f,
+         gates + static_cast<int64_t>(t) * g4, time * g4, w_h, g4, 0.0f, dh_next_.data(), u);
   }
 
   // h_{t-1} for every step, as rows of one matrix, for dW_h in one product.
@@ -161,14 +161,14 @@ void Lstm::Backward(const nn::RunContext& ctx, const nn::Matrix& x, const nn::Ma
   }
   const int rows = batch * time;
   // dW_x += x^T * d_gates; dW_h += h_prev^T * d_gates; db += column sums.
-  blas::Gemm(blas::kTrans, blas::kNoTrans, in, g4, rows, 1.0f, x.data, in, gates, g4, 1.0f,
-             d_kernel, g4);
-  blas::Gemm(blas::kTrans, blas::kNoTrans, u, g4, rows, 1.0f, h_prev_.data(), u, gates, g4, 1.0f,
-             d_kernel + static_cast<int64_t>(in) * g4, g4);
+  Gemm(pool_, blas::kTrans, blas::kNoTrans, in, g4, rows, 1.0f, x.data, in, gates, g4, 1.0f,
+       d_kernel, g4);
+  Gemm(pool_, blas::kTrans, blas::kNoTrans, u, g4, rows, 1.0f, h_prev_.data(), u, gates, g4, 1.0f,
+       d_kernel + static_cast<int64_t>(in) * g4, g4);
   AddColumnSums(gates, rows, g4, d_bias);
   if (dx != nullptr) {
-    blas::Gemm(blas::kNoTrans, blas::kTrans, rows, in, g4, 1.0f, gates, g4, kernel, g4, 0.0f,
-               dx->data, in);
+    Gemm(pool_, blas::kNoTrans, blas::kTrans, rows, in, g4, 1.0f, gates, g4, kernel, g4, 0.0f,
+         dx->data, in);
   }
 }
 
