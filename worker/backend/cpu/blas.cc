@@ -51,11 +51,18 @@ std::string FeatureNames(const CpuFeatures& cpu) {
 absl::Status Open(const std::string& core_type, Library& lib) {
   const char* user_choice = getenv("OPENBLAS_CORETYPE");
   std::string chosen_by;
-  if (user_choice != nullptr && *user_choice != '\0') {
+  bool set_here = false;
+  if (void* loaded = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_NOLOAD); loaded != nullptr) {
+    // Linked into this program (cuda_backend_test is, so that tools which follow ldd carry the
+    // library): it chose its kernels when the program started.
+    dlclose(loaded);
+    chosen_by = "loaded before psflow could choose";
+  } else if (user_choice != nullptr && *user_choice != '\0') {
     chosen_by = "OPENBLAS_CORETYPE";
   } else if (!core_type.empty()) {
     // OpenBLAS reads the variable in its constructor, when dlopen runs it.
     setenv("OPENBLAS_CORETYPE", core_type.c_str(), 1);
+    set_here = true;
     chosen_by = absl::StrCat("chosen from CPUID: ", FeatureNames(DetectCpu()));
   } else {
     chosen_by = "OpenBLAS's own choice";
@@ -67,7 +74,7 @@ absl::Status Open(const std::string& core_type, Library& lib) {
     if (handle != nullptr) break;
     absl::StrAppend(&errors, errors.empty() ? "" : "; ", dlerror());
   }
-  if (user_choice == nullptr && !core_type.empty()) unsetenv("OPENBLAS_CORETYPE");
+  if (set_here) unsetenv("OPENBLAS_CORETYPE");
   if (handle == nullptr) {
     return absl::InternalError(absl::StrCat(
         "cannot load OpenBLAS for the CPU backend (install Debian's libopenblas0): ", errors));

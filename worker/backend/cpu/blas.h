@@ -38,8 +38,9 @@ absl::Status Load(const std::string& core_type);
 // Load(CoreTypeFor(DetectCpu())).
 absl::Status LoadForThisCpu();
 
-// "OpenBLAS 0.3.21, Zen kernels (chosen from CPUID: AVX2+FMA)", or "... (OPENBLAS_CORETYPE)"
-// when the user set it. After Load.
+// "OpenBLAS 0.3.21, Zen kernels (chosen from CPUID: AVX2+FMA)"; "(OPENBLAS_CORETYPE)" when the
+// user set it, "(loaded before psflow could choose)" in a program linked against OpenBLAS (the
+// library picked its kernels at start-up). After Load.
 std::string Describe();
 // The kernels OpenBLAS uses ("Zen", "SkylakeX", ...), as openblas_get_corename says.
 std::string CoreName();

@@ -54,19 +54,23 @@ std::span<float> Lrn::Scratch() const {
   return {scratch.data(), static_cast<size_t>(2 * channels_)};
 }
 
+void Lrn::ForPositions(int64_t elements,
+                       absl::FunctionRef<void(int64_t p, float* terms, float* n)> fn) const {
+  const int64_t c = channels_;
+  ParallelFor(pool_, elements / c, kPositionsPerRange, [&](int64_t begin, int64_t end) {
+    std::span<float> scratch = Scratch();
+    for (int64_t p = begin * c; p < end * c; p += c) fn(p, scratch.data(), scratch.data() + c);
+  });
+}
+
 void Lrn::Forward(const nn::RunContext&, const nn::Matrix& x, const nn::Matrix& y) {
   const int64_t c = channels_;
-  ParallelFor(pool_, x.size() / c, kPositionsPerRange, [&](int64_t begin, int64_t end) {
-    std::span<float> scratch = Scratch();
-    float* terms = scratch.data();
-    float* n = terms + c;
-    for (int64_t p = begin * c; p < end * c; p += c) {
-      Denominators(x.data + p, terms, n);
-      float* scale = scale_.data() + p;
-      for (int64_t i = 0; i < c; ++i) {
-        scale[i] = PowNegBeta(n[i], spec_.beta);
-        y.data[p + i] = x.data[p + i] * scale[i];
-      }
+  ForPositions(x.size(), [&](int64_t p, float* terms, float* n) {
+    Denominators(x.data + p, terms, n);
+    float* scale = scale_.data() + p;
+    for (int64_t i = 0; i < c; ++i) {
+      scale[i] = PowNegBeta(n[i], spec_.beta);
+      y.data[p + i] = x.data[p + i] * scale[i];
     }
   });
 }
@@ -76,20 +80,15 @@ void Lrn::Backward(const nn::RunContext&, const nn::Matrix& x, const nn::Matrix&
   if (dx == nullptr) return;
   const int64_t c = channels_;
   const float k = -2.0f * spec_.alpha * spec_.beta;
-  ParallelFor(pool_, x.size() / c, kPositionsPerRange, [&](int64_t begin, int64_t end) {
-    std::span<float> scratch = Scratch();
-    float* terms = scratch.data();
-    float* n = terms + c;
-    for (int64_t p = begin * c; p < end * c; p += c) {
-      // n is cheap to recompute (a band sum); keeping it would cost another activation buffer.
-      Denominators(x.data + p, terms, n);
-      const float* g = dy.data + p;
-      for (int64_t i = 0; i < c; ++i) terms[i] = g[i] * y.data[p + i] / n[i];
-      BandSum(terms, c, spec_.depth_radius, n);
-      const float* scale = scale_.data() + p;
-      for (int64_t i = 0; i < c; ++i) {
-        dx->data[p + i] = g[i] * scale[i] + k * x.data[p + i] * n[i];
-      }
+  ForPositions(x.size(), [&](int64_t p, float* terms, float* n) {
+    // n is cheap to recompute (a band sum); keeping it would cost another activation buffer.
+    Denominators(x.data + p, terms, n);
+    const float* g = dy.data + p;
+    for (int64_t i = 0; i < c; ++i) terms[i] = g[i] * y.data[p + i] / n[i];
+    BandSum(terms, c, spec_.depth_radius, n);
+    const float* scale = scale_.data() + p;
+    for (int64_t i = 0; i < c; ++i) {
+      dx->data[p + i] = g[i] * scale[i] + k * x.data[p + i] * n[i];
     }
   });
 }

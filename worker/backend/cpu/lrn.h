@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "worker/backend/cpu/thread_pool.h"
 #include "worker/nn/layer.h"
 #include "worker/nn/layer_spec.h"
@@ -35,6 +36,10 @@ class Lrn final : public nn::Layer {
   void Denominators(const float* x, float* terms, float* n) const;
   // This thread's scratch: 2 * channels_ floats.
   std::span<float> Scratch() const;
+  // fn(p, terms, n) for every position (its channels start at element p) of `elements`, split
+  // over the pool; terms and n are the calling thread's scratch, channels_ floats each.
+  void ForPositions(int64_t elements,
+                    absl::FunctionRef<void(int64_t p, float* terms, float* n)> fn) const;
 
   nn::LrnSpec spec_;
   ThreadPool* pool_;
