@@ -141,8 +141,10 @@ TEST(Convergence, Cifar10CnnLearnsGeneratedImagesInTheBinaryFormat) {
   }
   WriteCifarLikeFile(dir + "/test_batch.bin", 500, rng);
   // The tutorial's network, initialisers, weight decay, augmentation and SGD 0.1; batch 50.
+  // 250 steps: at 150 the test accuracy hung on float rounding (0.51-1.00 over seeds 1, 3, 4 and
+  // 1 or 2 threads once the CPU kernels changed, issue 15); at 250, 0.90 and 1.00.
   const std::string done = TrainAlone(
-      {"--model=cifar10_cnn", "--data_path=" + dir, "--batch_size=50", "--train_steps=150"});
+      {"--model=cifar10_cnn", "--data_path=" + dir, "--batch_size=50", "--train_steps=250"});
   // Chance is 0.1 and ln 10 = 2.30.
   EXPECT_GE(Field(done, "test_accuracy"), 0.7) << done;
   EXPECT_LT(Field(done, "test_loss"), 1.2) << done;

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
@@ -132,21 +134,36 @@ absl::Status Load(const std::string& core_type) {
 
 absl::Status LoadForThisCpu() { return Load(CoreTypeFor(DetectCpu())); }
 
-std::string Describe() { return TheLibrary().describe; }
+namespace {
 
-std::string CoreName() { return TheLibrary().get_corename(); }
+// The library, loaded for this CPU if nobody has loaded it: a layer made without a backend (the
+// layer tests) computes before anyone called Load.
+const Library& Loaded() {
+  static const Library& library = []() -> const Library& {
+    if (absl::Status loaded = LoadForThisCpu(); !loaded.ok()) {
+      std::fprintf(stderr, "psflow: %s\n", std::string(loaded.message()).c_str());
+      std::exit(1);
+    }
+    return TheLibrary();
+  }();
+  return library;
+}
 
-void SetThreads(int threads) { TheLibrary().set_num_threads(threads); }
+}  // namespace
+
+std::string Describe() { return Loaded().describe; }
+
+std::string CoreName() { return Loaded().get_corename(); }
+
+void SetThreads(int threads) { Loaded().set_num_threads(threads); }
 
 void Gemm(Op op_a, Op op_b, int m, int n, int k, float alpha, const float* a, int lda,
           const float* b, int ldb, float beta, float* c, int ldc) {
-  TheLibrary().sgemm(CblasRowMajor, op_a == kTrans ? CblasTrans : CblasNoTrans,
-                     op_b == kTrans ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb,
-                     beta, c, ldc);
+  Loaded().sgemm(CblasRowMajor, op_a == kTrans ? CblasTrans : CblasNoTrans,
+                 op_b == kTrans ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta,
+                 c, ldc);
 }
 
-void Axpy(int n, float alpha, const float* x, float* y) {
-  TheLibrary().saxpy(n, alpha, x, 1, y, 1);
-}
+void Axpy(int n, float alpha, const float* x, float* y) { Loaded().saxpy(n, alpha, x, 1, y, 1); }
 
 }  // namespace psflow::cpu::blas

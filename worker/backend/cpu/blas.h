@@ -33,7 +33,8 @@ std::string CoreTypeFor(const CpuFeatures& cpu);
 // Loads OpenBLAS (once per process; later calls return the first call's result), with
 // `core_type` as its core type unless $OPENBLAS_CORETYPE is set; "" leaves the choice to
 // OpenBLAS. INTERNAL, naming the library and the loader's reason, if it cannot be loaded.
-// Thread-safe. Must run before any other function below.
+// Thread-safe. The functions below load it as LoadForThisCpu does when nobody has; where it
+// cannot be loaded they end the process with that one line on stderr (an installation fault).
 absl::Status Load(const std::string& core_type);
 // Load(CoreTypeFor(DetectCpu())).
 absl::Status LoadForThisCpu();

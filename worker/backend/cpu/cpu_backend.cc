@@ -1,7 +1,6 @@
 // The CPU backend: OpenBLAS for matrix products (blas.h), psflow's loops elsewhere, both split
 // over one pool of threads per backend (gemm.h, thread_pool.h).
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -97,10 +96,6 @@ class CpuBackend final : public Backend {
 }  // namespace
 
 std::unique_ptr<Backend> MakeCpuBackend(int threads) {
-  if (absl::Status loaded = cpu::blas::LoadForThisCpu(); !loaded.ok()) {
-    std::fprintf(stderr, "psflow: %s\n", std::string(loaded.message()).c_str());
-    std::exit(1);
-  }
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   // The backend's pool splits the products too (gemm.h): OpenBLAS runs on the calling thread.
   cpu::blas::SetThreads(1);

@@ -13,7 +13,7 @@ namespace psflow::cpu {
 // ForwardBackward returns, which computes at once; Loss returns what it summed.
 class SoftmaxCrossEntropy final : public nn::SoftmaxCrossEntropy {
  public:
-  // Rows are split over `pool` (null: this thread).
+  // ForwardBackward splits its rows over `pool` (null: this thread); Evaluate runs on one.
   explicit SoftmaxCrossEntropy(ThreadPool* pool = nullptr) : pool_(pool) {}
 
   absl::Status SetLabels(const int32_t* labels, int64_t rows, int64_t classes) override;
@@ -25,7 +25,6 @@ class SoftmaxCrossEntropy final : public nn::SoftmaxCrossEntropy {
   ThreadPool* pool_;
   const int32_t* labels_ = nullptr;
   std::vector<double> row_loss_;  // each row's, summed in order: the same total on any pool
-  std::vector<int64_t> row_correct_;
   double loss_ = 0;
 };
 

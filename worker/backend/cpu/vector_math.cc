@@ -36,6 +36,19 @@ double SumOf(const float* v, int64_t n) {
 }
 
 PSFLOW_VECTOR_CLONES
+double SumOfExp(const float* v, int64_t n, float shift) {
+  double lanes[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int k = 0; k < 8; ++k) lanes[k] += Exp(v[i + k] - shift);
+  }
+  for (; i < n; ++i) lanes[0] += Exp(v[i] - shift);
+  double sum = 0;
+  for (double l : lanes) sum += l;
+  return sum;
+}
+
+PSFLOW_VECTOR_CLONES
 void AddColumnSums(const float* rows, int64_t count, int64_t n, float* sums) {
   for (int64_t r = 0; r < count; ++r) {
     const float* row = rows + r * n;

@@ -54,6 +54,8 @@ float MaxOf(const float* v, int64_t n);  // n >= 1
 void ExpOf(const float* v, int64_t n, float shift, float* out);
 // The sum, accumulated in double.
 double SumOf(const float* v, int64_t n);
+// The sum of Exp(v[i] - shift), accumulated in double.
+double SumOfExp(const float* v, int64_t n, float shift);
 // sums[k] += rows[r * n + k] for r < count, k < n: a bias's gradient from its output's.
 void AddColumnSums(const float* rows, int64_t count, int64_t n, float* sums);
 

@@ -58,6 +58,9 @@ TEST(VectorMath, ArrayKernelsOnEveryTailLength) {
     std::vector<float> e(v.size());
     ExpOf(v.data(), n, 9.5f, e.data());
     for (int64_t i = 0; i < n; ++i) EXPECT_EQ(e[i], Exp(v[i] - 9.5f));
+    double exp_sum = 0;
+    for (float x : e) exp_sum += x;
+    EXPECT_NEAR(SumOfExp(v.data(), n, 9.5f), exp_sum, 1e-12);
     // Three rows of n: the column sums added to what is there.
     std::vector<float> rows(3 * v.size());
     for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<float>(i % 5);
