@@ -1,7 +1,6 @@
 #include "worker/backend/cpu/blas.h"
 
 #include <cblas.h>  // the functions' types only: the library is loaded with dlopen
-#include <cpuid.h>
 #include <dlfcn.h>
 #include <stdlib.h>
 
@@ -11,6 +10,10 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #ifndef PSFLOW_OPENBLAS_LIBRARY
 #error "PSFLOW_OPENBLAS_LIBRARY: the OpenBLAS library's path, found at configure time"
@@ -33,11 +36,14 @@ Library& TheLibrary() {
   return library;
 }
 
+#if defined(__x86_64__)
+// XCR0: the register states the OS saves (bits 1-2: SSE/AVX, 5-7: AVX-512).
 uint64_t EnabledStates() {
   uint32_t eax = 0, edx = 0;
   __asm__("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
   return (static_cast<uint64_t>(edx) << 32) | eax;
 }
+#endif
 
 template <class F>
 bool Resolve(void* handle, const char* name, F* out) {
@@ -101,6 +107,7 @@ absl::Status Open(const std::string& core_type, Library& lib) {
 
 CpuFeatures DetectCpu() {
   CpuFeatures cpu;
+#if defined(__x86_64__)
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return cpu;
   const unsigned max_leaf = eax;
@@ -114,6 +121,7 @@ CpuFeatures DetectCpu() {
   cpu.avx2_fma = ymm && fma && (ebx & bit_AVX2) != 0;
   const unsigned avx512 = bit_AVX512F | bit_AVX512CD | bit_AVX512BW | bit_AVX512DQ | bit_AVX512VL;
   cpu.avx512 = cpu.avx2_fma && zmm && (ebx & avx512) == avx512;
+#endif  // other CPUs: no features, OpenBLAS chooses
   return cpu;
 }
 
