@@ -70,53 +70,55 @@ absl::StatusOr<nn::Shape> Conv2D::Build(const nn::Shape& input, const nn::BuildC
   return nn::Shape{out_h_, out_w_, spec_.filters};
 }
 
-void Conv2D::Im2ColExample(const float* xe, float* row) const {
+template <class Visit>
+void Conv2D::ForEachKernelRow(Visit visit) const {
   const int64_t k = spec_.kernel_size, s = spec_.stride, c = in_c_;
   const int64_t krow = k * c;  // one kernel row of a patch: k positions of c channels
+  int64_t at = 0;
   for (int64_t oh = 0; oh < out_h_; ++oh) {
     const int64_t ih0 = oh * s - pad_top_;
-    for (int64_t ow = 0; ow < out_w_; ++ow, row += patch_) {
+    for (int64_t ow = 0; ow < out_w_; ++ow) {
       const int64_t iw0 = ow * s - pad_left_;
       // A patch's kernel row reads input positions iw0 .. iw0 + k - 1 of one input row: in
-      // NHWC those are contiguous, so it is one copy between zeroed padding on either side.
+      // NHWC those are contiguous, so it is one run between padding on either side.
       const int64_t lo = std::max<int64_t>(0, -iw0) * c;
       const int64_t hi = std::min<int64_t>(k, in_w_ - iw0) * c;
-      for (int64_t kh = 0; kh < k; ++kh) {
-        float* dst = row + kh * krow;
+      for (int64_t kh = 0; kh < k; ++kh, at += krow) {
         const int64_t ih = ih0 + kh;
         if (ih < 0 || ih >= in_h_ || hi <= lo) {
-          std::fill(dst, dst + krow, 0.0f);
-          continue;
+          visit(at, int64_t{-1}, lo, hi);
+        } else {
+          // Indices, not pointers, may point before the row: iw0 is negative in the padding.
+          visit(at, (ih * in_w_ + iw0) * c + lo, lo, hi);
         }
-        // Indices, not pointers, may point before the row: iw0 is negative in the padding.
-        const float* src = xe + ((ih * in_w_ + iw0) * c + lo);
-        for (int64_t i = 0; i < lo; ++i) dst[i] = 0.0f;
-        for (int64_t i = 0; i < hi - lo; ++i) dst[lo + i] = src[i];
-        for (int64_t i = hi; i < krow; ++i) dst[i] = 0.0f;
       }
     }
   }
 }
 
-void Conv2D::Col2ImExample(const float* row, float* dxe) const {
-  const int64_t k = spec_.kernel_size, s = spec_.stride, c = in_c_;
-  const int64_t krow = k * c;
-  std::fill(dxe, dxe + in_h_ * in_w_ * c, 0.0f);
-  for (int64_t oh = 0; oh < out_h_; ++oh) {
-    const int64_t ih0 = oh * s - pad_top_;
-    for (int64_t ow = 0; ow < out_w_; ++ow, row += patch_) {
-      const int64_t iw0 = ow * s - pad_left_;
-      const int64_t lo = std::max<int64_t>(0, -iw0) * c;
-      const int64_t hi = std::min<int64_t>(k, in_w_ - iw0) * c;
-      for (int64_t kh = 0; kh < k; ++kh) {
-        const int64_t ih = ih0 + kh;
-        if (ih < 0 || ih >= in_h_) continue;
-        const float* src = row + kh * krow + lo;
-        float* dst = dxe + ((ih * in_w_ + iw0) * c + lo);
-        for (int64_t i = 0; i < hi - lo; ++i) dst[i] += src[i];
-      }
+void Conv2D::Im2ColExample(const float* xe, float* rows) const {
+  const int64_t krow = spec_.kernel_size * in_c_;
+  ForEachKernelRow([&](int64_t at, int64_t in, int64_t lo, int64_t hi) {
+    float* dst = rows + at;
+    if (in < 0) {
+      std::fill(dst, dst + krow, 0.0f);
+      return;
     }
-  }
+    const float* src = xe + in;
+    for (int64_t i = 0; i < lo; ++i) dst[i] = 0.0f;
+    for (int64_t i = 0; i < hi - lo; ++i) dst[lo + i] = src[i];
+    for (int64_t i = hi; i < krow; ++i) dst[i] = 0.0f;
+  });
+}
+
+void Conv2D::Col2ImExample(const float* rows, float* dxe) const {
+  std::fill(dxe, dxe + in_h_ * in_w_ * in_c_, 0.0f);
+  ForEachKernelRow([&](int64_t at, int64_t in, int64_t lo, int64_t hi) {
+    if (in < 0) return;
+    const float* src = rows + at + lo;
+    float* dst = dxe + in;
+    for (int64_t i = 0; i < hi - lo; ++i) dst[i] += src[i];
+  });
 }
 
 void Conv2D::Im2Col(const float* x, int64_t n) {

@@ -65,9 +65,15 @@ class Conv2D final : public nn::Layer {
   void Im2Col(const float* x, int64_t n);
   // Sets n examples of dx starting at dx to the sum of the patch-row gradients in col_.
   void Col2Im(int64_t n, float* dx);
-  // Example e's patch rows, one example's image each.
+  // One example: its patch rows from its image, and its image's gradient from theirs.
   void Im2ColExample(const float* xe, float* rows) const;
   void Col2ImExample(const float* rows, float* dxe) const;
+  // visit(at, in, lo, hi) for each kernel row of each patch of one example, in patch order: `at`
+  // is where it starts in the example's patch rows (kernel_size * c_in floats), [lo, hi) the
+  // part of it inside the image, which starts at `in` in the example's input; in is -1 when
+  // nothing of the kernel row is inside (the padding above or below, or beside a narrow image).
+  template <class Visit>
+  void ForEachKernelRow(Visit visit) const;
 
   nn::Conv2DSpec spec_;
   ThreadPool* pool_;
