@@ -116,12 +116,16 @@ struct Figures {
   double exchange_ms = 0;  // overlap: the background push + pull per step
 };
 
-Figures Median(std::vector<Figures> runs) {
+double MedianOf(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+Figures Median(const std::vector<Figures>& runs) {
   auto median = [&](double Figures::*field) {
     std::vector<double> v;
     for (const auto& r : runs) v.push_back(r.*field);
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
+    return MedianOf(std::move(v));
   };
   return {median(&Figures::rate), median(&Figures::pull_ms), median(&Figures::compute_ms),
           median(&Figures::push_ms), median(&Figures::exchange_ms)};
@@ -497,11 +501,6 @@ std::string KernelEnvironment() {
   }
   if (set.empty()) return "no OPENBLAS_*, OMP_*, MKL_*, BLIS_* variables (as on a fresh machine)";
   return absl::StrJoin(set, " ");
-}
-
-double MedianOf(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 // psflow in this process (Trainer + LocalUpdate, as RunLocal) and PyTorch at each thread count,
