@@ -13,7 +13,9 @@
 #include <bit>
 #include <cstdint>
 
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+// Not under TSan: the loader runs the clones' resolvers (ifuncs) before TSan's runtime is set
+// up, and the instrumented resolvers crash the program at start-up (ASan builds keep the clones).
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
 #define PSFLOW_VECTOR_CLONES \
   __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
 #else
