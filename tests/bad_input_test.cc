@@ -147,6 +147,15 @@ TEST_F(BadInput, UnknownModelOrConfig) {
                      {"ptb_lstm needs --data_path", "make_ptb_corpus.py"});
 }
 
+TEST_F(BadInput, ComputeThreadsOutOfRange) {
+  // Each thread is a real one in the CPU backend's pool: a typo must not start 100,000.
+  const auto env = Environment({}, {"TF_CONFIG"});
+  for (const char* threads : {"--compute_threads=-1", "--compute_threads=100000"}) {
+    ExpectOneLineError(RunCommand({Binary("psflow-worker"), threads}, env, kTimeout), 1,
+                       {"psflow-worker: --compute_threads must be between 0 and 1024"});
+  }
+}
+
 TEST_F(BadInput, Cifar10FilesMissingTruncatedOrInTheWrongFormat) {
   const auto env = Environment({}, {"TF_CONFIG"});
   const std::string dir = dir_.string();

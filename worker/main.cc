@@ -291,8 +291,10 @@ absl::Status Main() {
   if (absl::GetFlag(FLAGS_eval_steps) < 0) {
     return absl::InvalidArgumentError("--eval_steps must be >= 0");
   }
-  if (absl::GetFlag(FLAGS_compute_threads) < 0) {
-    return absl::InvalidArgumentError("--compute_threads must be >= 0");
+  if (absl::GetFlag(FLAGS_compute_threads) < 0 ||
+      absl::GetFlag(FLAGS_compute_threads) > nn::kMaxCpuThreads) {
+    return absl::InvalidArgumentError(absl::StrCat("--compute_threads must be between 0 and ",
+                                                   nn::kMaxCpuThreads, " (0: one per core)"));
   }
   const std::string device = absl::GetFlag(FLAGS_device);
   if (device != "cpu" && device != "gpu") {

@@ -162,6 +162,8 @@ class Backend {
 // Several workers sharing a machine want 1 each, leaving cores to the ps and each other. The first
 // call loads OpenBLAS with kernels chosen from the CPU's features (backend/cpu/blas.h); where it
 // cannot be loaded (an installation fault) the process exits with one line saying why.
+// `threads` above kMaxCpuThreads count as kMaxCpuThreads.
+inline constexpr int kMaxCpuThreads = 1024;
 std::unique_ptr<Backend> MakeCpuBackend(int threads = 0);
 
 // What the CPU backend computes its products with, e.g. "OpenBLAS 0.3.21, Zen kernels (chosen

@@ -27,7 +27,6 @@ struct Library {
   std::string describe;
   decltype(&cblas_sgemm) sgemm = nullptr;
   decltype(&cblas_saxpy) saxpy = nullptr;
-  decltype(&openblas_set_num_threads) set_num_threads = nullptr;
   decltype(&openblas_get_corename) get_corename = nullptr;
 };
 
@@ -88,13 +87,15 @@ absl::Status Open(const std::string& core_type, Library& lib) {
         "cannot load OpenBLAS for the CPU backend (install Debian's libopenblas0): ", errors));
   }
   decltype(&openblas_get_config) get_config = nullptr;
+  decltype(&openblas_set_num_threads) set_num_threads = nullptr;
   if (!Resolve(handle, "cblas_sgemm", &lib.sgemm) || !Resolve(handle, "cblas_saxpy", &lib.saxpy) ||
-      !Resolve(handle, "openblas_set_num_threads", &lib.set_num_threads) ||
+      !Resolve(handle, "openblas_set_num_threads", &set_num_threads) ||
       !Resolve(handle, "openblas_get_corename", &lib.get_corename) ||
       !Resolve(handle, "openblas_get_config", &get_config)) {
     return absl::InternalError(
         absl::StrCat("the OpenBLAS library lacks a function psflow calls: ", dlerror()));
   }
+  set_num_threads(1);  // blas.h: the backend's pool splits the products
   // "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ...": its first two words.
   std::string version = get_config();
   const size_t second_space = version.find(' ', version.find(' ') + 1);
@@ -162,8 +163,6 @@ const Library& Loaded() {
 std::string Describe() { return Loaded().describe; }
 
 std::string CoreName() { return Loaded().get_corename(); }
-
-void SetThreads(int threads) { Loaded().set_num_threads(threads); }
 
 void Gemm(Op op_a, Op op_b, int m, int n, int k, float alpha, const float* a, int lda,
           const float* b, int ldb, float beta, float* c, int ldc) {

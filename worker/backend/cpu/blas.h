@@ -7,7 +7,9 @@
 // against it runs at the mercy of an environment variable. psflow does not link OpenBLAS:
 // Load() reads CPUID, sets the core type the features call for (CoreTypeFor) and only then
 // loads the library, so every process that builds a CPU backend gets the same kernels with or
-// without the variable. A user's own $OPENBLAS_CORETYPE is respected.
+// without the variable. A user's own $OPENBLAS_CORETYPE is respected. OpenBLAS runs every product
+// on its caller's thread: the backend splits products over its own pool (gemm.h), and OpenBLAS's
+// spinning threads beside that pool would take the cores it wakes on.
 #ifndef PSFLOW_WORKER_BACKEND_CPU_BLAS_H_
 #define PSFLOW_WORKER_BACKEND_CPU_BLAS_H_
 
@@ -41,13 +43,10 @@ absl::Status LoadForThisCpu();
 
 // "OpenBLAS 0.3.21, Zen kernels (chosen from CPUID: AVX2+FMA)"; "(OPENBLAS_CORETYPE)" when the
 // user set it, "(loaded before psflow could choose)" in a program linked against OpenBLAS (the
-// library picked its kernels at start-up). After Load.
+// library picked its kernels at start-up).
 std::string Describe();
 // The kernels OpenBLAS uses ("Zen", "SkylakeX", ...), as openblas_get_corename says.
 std::string CoreName();
-
-// Threads per matrix product, process-wide (OpenBLAS keeps one pool).
-void SetThreads(int threads);
 
 enum Op { kNoTrans, kTrans };
 

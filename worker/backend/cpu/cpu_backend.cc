@@ -97,13 +97,9 @@ class CpuBackend final : public Backend {
 
 std::unique_ptr<Backend> MakeCpuBackend(int threads) {
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  // The backend's pool splits the products too (gemm.h): OpenBLAS runs on the calling thread.
-  cpu::blas::SetThreads(1);
-  return std::make_unique<CpuBackend>(threads);
+  return std::make_unique<CpuBackend>(std::min(threads, kMaxCpuThreads));
 }
 
-std::string CpuKernels() {
-  return cpu::blas::LoadForThisCpu().ok() ? cpu::blas::Describe() : "OpenBLAS not loaded";
-}
+std::string CpuKernels() { return cpu::blas::Describe(); }
 
 }  // namespace psflow::nn

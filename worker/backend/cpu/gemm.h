@@ -1,5 +1,5 @@
 // Matrix products split over the CPU backend's thread pool: OpenBLAS runs single-threaded in
-// each range (blas::SetThreads(1)), so the backend has one set of threads for its products and
+// each range (blas.h), so the backend has one set of threads for its products and
 // its own loops. OpenBLAS's own pool would add a second set whose threads spin between calls
 // and take the cores the pool's threads wake up on (mnist_cnn on 2 threads ran no faster than
 // on 1 with both pools).

@@ -12,7 +12,6 @@ namespace {
 // leading dimensions wider than the matrices: the split product equals the one-call product.
 TEST(Gemm, SplitOverThePoolEqualsOneCall) {
   ASSERT_TRUE(blas::LoadForThisCpu().ok());
-  blas::SetThreads(1);
   ThreadPool pool(3);
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
