@@ -33,9 +33,9 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(const ModelSpec& spec, Back
     if (!layer.ok()) return layer.status();
     const BuildContext ctx{&m->params_, max_batch, seed * 1000003u + i};
     auto out = (*layer)->Build(shape, ctx);
-    if (!out.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(spec.name, ": layer ", (*layer)->name(), ": ", out.status().message()));
+    if (!out.ok()) {  // the layer's code: a bad shape, out of memory, no kernel on this GPU
+      return absl::Status(out.status().code(), absl::StrCat(spec.name, ": layer ", (*layer)->name(),
+                                                            ": ", out.status().message()));
     }
     shape = *out;
     m->widths_.push_back(NumElements(shape));

@@ -25,6 +25,8 @@ absl::Status CublasError(cublasStatus_t s, absl::string_view what) {
 absl::Status CudnnError(cudnnStatus_t s, absl::string_view what) {
   const std::string message = absl::StrCat(what, ": cuDNN ", cudnnGetErrorString(s));
   if (s == CUDNN_STATUS_ALLOC_FAILED) return absl::ResourceExhaustedError(message);
+  // cuDNN has no kernel for this configuration on this GPU (e.g. a persistent RNN on an H100).
+  if (s == CUDNN_STATUS_NOT_SUPPORTED) return absl::UnimplementedError(message);
   return absl::InternalError(message);
 }
 

@@ -35,7 +35,9 @@ struct DeviceFree {
 template <class T>
 using DeviceArray = std::unique_ptr<T[], DeviceFree>;
 
-// "<what>: <cuda error name>: <description>" etc.
+// "<what>: <cuda error name>: <description>" etc. CudnnError: RESOURCE_EXHAUSTED when cuDNN could
+// not allocate, UNIMPLEMENTED when it has no kernel for the configuration on this GPU, else
+// INTERNAL.
 absl::Status CudaError(cudaError_t e, absl::string_view what);
 absl::Status CublasError(cublasStatus_t s, absl::string_view what);
 absl::Status CudnnError(cudnnStatus_t s, absl::string_view what);

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "worker/models/model_zoo.h"
 #include "worker/nn/backend.h"
 #include "worker/nn/gradient_check.h"
@@ -67,6 +68,8 @@ class CudaGraphs : public testing::Test {
     spec_ = spec;
     auto eager = Model::Create(spec, *eager_backend_, batch, /*seed=*/9);
     auto graphs = Model::Create(spec, *graph_backend_, batch, /*seed=*/9);
+    // PSFLOW_LSTM_IMPL forces a path cuDNN has no kernel for on this GPU (scripts/gpu_check.sh).
+    if (absl::IsUnimplemented(eager.status())) GTEST_SKIP() << eager.status();
     ASSERT_TRUE(eager.ok()) << eager.status();
     ASSERT_TRUE(graphs.ok()) << graphs.status();
     eager_ = *std::move(eager);
@@ -128,7 +131,7 @@ class CudaGraphsTrain : public CudaGraphs, public testing::WithParamInterface<Ca
 
 TEST_P(CudaGraphsTrain, ReplaysTrainAsEagerStepsDo) {
   Make(GetParam().spec(), GetParam().batch);
-  if (HasFatalFailure()) return;
+  if (HasFatalFailure() || IsSkipped()) return;
   for (uint64_t step = 0; step < 8; ++step) {
     Step(GetParam().batch, 100 + step, GetParam().clip_norm);
     if (HasFatalFailure()) return;
@@ -147,7 +150,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST_F(CudaGraphs, AShortLastBatchRunsEagerlyAndTheGraphGoesOn) {
   Make(SmallPtb(0.5f), 20);
-  if (HasFatalFailure()) return;
+  if (HasFatalFailure() || IsSkipped()) return;
   for (uint64_t step = 0; step < 3; ++step) Step(20, 200 + step, 5.0f);
   ASSERT_EQ(graphs_->graph_state(), Model::GraphState::kReplaying);
   Step(13, 210, 5.0f);  // the epoch's short last batch: eager, on the carried state's first rows
