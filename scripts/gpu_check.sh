@@ -20,13 +20,15 @@
 #      worker with --cuda_graphs (its log says whether the graph's self-check passed).
 #   5. bench_model_throughput --device=gpu against PyTorch (bench/torch_models.py) when
 #      python3 can import torch, fp32 then bf16 and fp16 (PyTorch under autocast);
-#      --seconds=$SECONDS_PER_RUN (default 5).
+#      --seconds=$SECONDS_PER_RUN (default 5), --repeats=$REPEATS (default 3), through one ps
+#      with one worker only (the PyTorch table compares the local rates).
 # Exit status: 0 when every step that ran passed.
 set -uo pipefail
 [ $# -ge 1 ] || { sed -n '2,8p' "$0" >&2; exit 2; }
 out=$1
 bin=${2:-build/bin}
 seconds=${SECONDS_PER_RUN:-5}
+repeats=${REPEATS:-3}
 mkdir -p "$out"
 summary="$out/summary.txt"
 : >"$summary"
@@ -108,13 +110,13 @@ step worker_ptb_lstm_small_graphs "$bin/psflow-worker" --model=ptb_lstm --model_
   --data_source=synthetic --train_steps=30 --log_every_steps=10 --device=gpu --cuda_graphs
 
 if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
-  step bench_cnn "$bin/bench_model_throughput" --device=gpu --seconds="$seconds" \
-    --models=mnist_cnn,cifar10_cnn,ptb_lstm:small --pytorch=bench/torch_models.py
-  step bench_ptb "$bin/bench_model_throughput" --device=gpu --seconds="$seconds" \
+  one=(--device=gpu --seconds="$seconds" --repeats="$repeats" --workers=1 --serial_too=false)
+  step bench_cnn "$bin/bench_model_throughput" "${one[@]}" \
+    --models=mnist_mlp,mnist_cnn,cifar10_cnn,ptb_lstm:small --pytorch=bench/torch_models.py
+  step bench_ptb "$bin/bench_model_throughput" "${one[@]}" \
     --models=ptb_lstm:medium,ptb_lstm:large --pytorch=bench/torch_models.py
   for dtype in bf16 fp16; do
-    step "bench_$dtype" "$bin/bench_model_throughput" --device=gpu --seconds="$seconds" \
-      --dtype="$dtype" --workers=1 --serial_too=false \
+    step "bench_$dtype" "$bin/bench_model_throughput" "${one[@]}" --dtype="$dtype" \
       --models=mnist_cnn,cifar10_cnn,ptb_lstm:small,ptb_lstm:large \
       --pytorch=bench/torch_models.py
   done
