@@ -10,25 +10,9 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/file_util.h"
 
 namespace psflow {
-namespace {
-
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
-}  // namespace
 
 absl::StatusOr<std::string> HttpGet(absl::string_view host, int port, absl::string_view path,
                                     std::chrono::milliseconds timeout) {

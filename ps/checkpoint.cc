@@ -1,6 +1,5 @@
 #include "ps/checkpoint.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -22,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "core/file_util.h"
 #include "core/log.h"
 #include "core/status_macros.h"
 
@@ -69,103 +69,6 @@ int64_t ParseFileName(absl::string_view name) {
 
 bool IsTempFileName(absl::string_view name) {
   return absl::StartsWith(name, kTempPrefix) && absl::StrContains(name, kTempInfix);
-}
-
-absl::Status ErrnoError(int error, absl::string_view what, absl::string_view path) {
-  return absl::ErrnoToStatus(error, absl::StrCat(what, " ", path));
-}
-
-// Closes its descriptor when it goes out of scope.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-
-  // Closes now; close(2) can report a write error that was deferred. EINTR is not retried on
-  // Linux (the descriptor is gone either way).
-  absl::Status Close(absl::string_view path) {
-    const int fd = std::exchange(fd_, -1);
-    if (::close(fd) != 0 && errno != EINTR) return ErrnoError(errno, "close", path);
-    return absl::OkStatus();
-  }
-
- private:
-  int fd_;
-};
-
-absl::Status FsyncFd(int fd, absl::string_view path) {
-  while (::fsync(fd) != 0) {
-    if (errno == EINTR) continue;
-    // Some file systems cannot sync a folder; nothing more can be done there.
-    if (errno == EINVAL) return absl::OkStatus();
-    return ErrnoError(errno, "fsync", path);
-  }
-  return absl::OkStatus();
-}
-
-absl::Status FsyncDir(const std::string& path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!fd.valid()) return ErrnoError(errno, "open folder", path);
-  RETURN_IF_ERROR(FsyncFd(fd.get(), path));
-  return fd.Close(path);
-}
-
-// The folder holding `path` ("." for a bare name).
-std::string Parent(std::string path) {
-  while (path.size() > 1 && path.back() == '/') path.pop_back();
-  const size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
-bool IsDir(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-// mkdir -p, fsync'ing the parent of every folder it creates so that the new entry is durable.
-absl::Status MakeDirs(const std::string& path) {
-  if (::mkdir(path.c_str(), 0755) == 0) return FsyncDir(Parent(path));
-  int error = errno;
-  if (error == ENOENT) {
-    const std::string parent = Parent(path);
-    if (parent != path) {
-      RETURN_IF_ERROR(MakeDirs(parent));
-      if (::mkdir(path.c_str(), 0755) == 0) return FsyncDir(parent);
-      error = errno;
-    }
-  }
-  if (error == EEXIST) {
-    if (IsDir(path)) return absl::OkStatus();
-    error = ENOTDIR;
-  }
-  return ErrnoError(error, "mkdir", path);
-}
-
-// The entries of a folder other than "." and "..": NOT_FOUND if it does not exist.
-absl::StatusOr<std::vector<std::string>> DirNames(const std::string& path) {
-  std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(path.c_str()), &::closedir);
-  if (dir == nullptr) return ErrnoError(errno, "open folder", path);
-  std::vector<std::string> names;
-  while (true) {
-    errno = 0;
-    const dirent* entry = ::readdir(dir.get());
-    if (entry == nullptr) {
-      if (errno != 0) return ErrnoError(errno, "read folder", path);
-      break;
-    }
-    const absl::string_view name = entry->d_name;
-    if (name != "." && name != "..") names.emplace_back(name);
-  }
-  return names;
 }
 
 struct Entry {
@@ -276,24 +179,6 @@ class Writer {
   absl::string_view path_;
   std::string buffer_;
   uint32_t crc_ = CrcInit();
-};
-
-// Removes the temporary file when it goes out of scope, unless it was renamed into place.
-class TempFileGuard {
- public:
-  explicit TempFileGuard(std::string path) : path_(std::move(path)) {}
-  ~TempFileGuard() {
-    if (!path_.empty() && ::unlink(path_.c_str()) != 0 && errno != ENOENT) {
-      PSFLOW_LOG(WARNING) << "cannot remove temporary checkpoint " << path_ << ": "
-                          << std::strerror(errno);
-    }
-  }
-  TempFileGuard(const TempFileGuard&) = delete;
-  TempFileGuard& operator=(const TempFileGuard&) = delete;
-  void Release() { path_.clear(); }
-
- private:
-  std::string path_;
 };
 
 absl::Status Validate(const Checkpoint& checkpoint) {

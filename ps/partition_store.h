@@ -24,7 +24,7 @@
 #include "core/transfer.h"
 #include "proto/ps.pb.h"
 #include "ps/checkpoint.h"
-#include "ps/optimizer.h"
+#include "core/optimizer.h"
 
 namespace psflow {
 

@@ -26,7 +26,7 @@
 #include "core/transfer.h"
 #include "proto/ps.pb.h"
 #include "ps/checkpoint.h"
-#include "ps/optimizer.h"
+#include "core/optimizer.h"
 #include "ps/partition_store.h"
 #include "ps/ps_metrics.h"
 #include "ps/step_coordinator.h"

@@ -1,5 +1,5 @@
 #include "core/status_macros.h"
-#include "ps/optimizer.h"
+#include "core/optimizer.h"
 #include "worker/parameter_sync.h"
 
 namespace psflow {

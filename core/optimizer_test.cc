@@ -1,4 +1,4 @@
-#include "ps/optimizer.h"
+#include "core/optimizer.h"
 
 #include <algorithm>
 #include <cmath>

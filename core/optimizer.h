@@ -1,5 +1,6 @@
-// Update rules the ps applies to a partition given a gradient, as TensorFlow 1's optimizers
-// (the seeds' framework) define them:
+// Update rules applied to a run of variables given its gradient, as TensorFlow 1's optimizers
+// (the seeds' framework) define them; the ps applies them to its partitions, a worker training
+// alone (worker/local_update.h) to its host copy of the parameters, so both train identically:
 //
 //   sgd       var -= lr * g
 //   momentum  accum = momentum * accum + g;  var -= lr * accum
@@ -17,8 +18,8 @@
 // partitioned exactly like the variables. An Optimizer is immutable: the learning rate and step
 // are arguments, so the chief can change the rate at run time, and one instance serves every
 // partition from any thread (the caller serialises updates of the same elements).
-#ifndef PSFLOW_PS_OPTIMIZER_H_
-#define PSFLOW_PS_OPTIMIZER_H_
+#ifndef PSFLOW_CORE_OPTIMIZER_H_
+#define PSFLOW_CORE_OPTIMIZER_H_
 
 #include <cstdint>
 #include <memory>
@@ -60,4 +61,4 @@ absl::StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(const proto::OptimizerC
 
 }  // namespace psflow
 
-#endif  // PSFLOW_PS_OPTIMIZER_H_
+#endif  // PSFLOW_CORE_OPTIMIZER_H_

@@ -1,4 +1,4 @@
-#include "ps/optimizer.h"
+#include "core/optimizer.h"
 
 #include <algorithm>
 #include <array>
@@ -9,7 +9,6 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "core/sgd.h"
 #include "core/status_macros.h"
 
 namespace psflow {
@@ -81,7 +80,10 @@ class Sgd final : public OptimizerBase {
   void Apply(float learning_rate, int64_t step, std::span<float> var, std::span<const float> grad,
              std::span<const std::span<float>> slots) const override {
     CheckShapes(step, var, grad, slots);
-    SgdUpdate(learning_rate, grad, var);  // the worker's in-process mode uses the same loop
+    const float* __restrict g = grad.data();
+    float* __restrict v = var.data();
+    const size_t n = var.size();
+    for (size_t i = 0; i < n; ++i) v[i] -= learning_rate * g[i];
   }
 };
 
