@@ -182,7 +182,7 @@ TEST(TrainerOverlap, EveryStepPushedOnceAndControlCallsNeverOverlapAnExchange) {
   TrainerOptions options;
   options.train_epochs = 3;
   options.learning_rate = 0.1f;
-  options.schedule = models::LearningRateSchedule{.decay = 0.5f, .first_decay_epoch = 1};
+  options.schedule = LearningRateSchedule{.decay = 0.5f, .first_decay_epoch = 1};
   options.overlap = true;
   options.log_every_steps = 0;
   Trainer trainer(**model, sync, input, options, nullptr);

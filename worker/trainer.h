@@ -9,9 +9,9 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "core/learning_rate_schedule.h"
 #include "worker/background_exchange.h"
 #include "worker/data/prefetcher.h"
-#include "worker/models/model_zoo.h"
 #include "worker/nn/loss_scale.h"
 #include "worker/nn/trainable.h"
 #include "worker/parameter_sync.h"
@@ -27,7 +27,7 @@ struct TrainerOptions {
   int64_t log_every_steps = 100;  // 0: no progress lines
   float max_grad_norm = 0;        // > 0: clip the gradients by global norm before each push
   float learning_rate = 0;        // the initial rate (the ParameterSync was configured with it)
-  models::LearningRateSchedule schedule;
+  LearningRateSchedule schedule;
   // Push and pull on a background thread while the next step computes (BackgroundExchange):
   // asynchronous training through ps tasks only; the caller decides where it applies.
   bool overlap = false;

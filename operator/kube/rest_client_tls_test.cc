@@ -13,7 +13,7 @@
 #include "operator/kube/object_meta.h"
 #include "operator/kube/read_file.h"
 #include "operator/kube/rest_client.h"
-#include "operator/kube/scripted_http_server.h"
+#include "tests/kube/scripted_http_server.h"
 
 namespace psflow::kube {
 namespace {

@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "operator/kube/object_meta.h"
 #include "operator/kube/rest_client.h"
-#include "operator/kube/scripted_http_server.h"
+#include "tests/kube/scripted_http_server.h"
 
 namespace psflow::kube {
 namespace {

@@ -1,6 +1,5 @@
 #include "worker/models/model_zoo.h"
 
-#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -24,12 +23,6 @@ const std::vector<PtbConfig>& PtbConfigs() {
 }
 
 }  // namespace
-
-float LearningRateSchedule::At(float learning_rate, int epoch) const {
-  if (decay == 1.0f || epoch < first_decay_epoch) return learning_rate;
-  const int n = (epoch - first_decay_epoch) / std::max(decay_every_epochs, 1) + 1;
-  return learning_rate * std::pow(decay, static_cast<float>(n));
-}
 
 absl::StatusOr<PtbConfig> PtbConfigByName(absl::string_view name) {
   for (const PtbConfig& c : PtbConfigs()) {

@@ -8,19 +8,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/learning_rate_schedule.h"
 #include "worker/nn/model.h"
 
 namespace psflow::models {
-
-// lr(epoch) = learning_rate * decay^n, n = 0 before first_decay_epoch, then
-// (epoch - first_decay_epoch) / decay_every_epochs + 1 (epochs count from 0). PTB:
-// lr_decay^max(epoch + 1 - max_epoch, 0); CIFAR-10: 0.1 x every 350 epochs (staircase).
-struct LearningRateSchedule {
-  float decay = 1.0f;
-  int first_decay_epoch = 0;  // 0 with decay 1: constant
-  int decay_every_epochs = 1;
-  float At(float learning_rate, int epoch) const;
-};
 
 struct Recipe {
   std::string optimizer = "sgd";

@@ -1,9 +1,9 @@
-// Test-only: an HTTP/1.1 server on 127.0.0.1 (optionally TLS) whose every answer a test scripts,
+// An HTTP/1.1 server on 127.0.0.1 (optionally TLS) whose every answer a test scripts,
 // byte by byte if need be: whole answers, chunked streams sent piece by piece, connections held
 // open or dropped mid-stream. For testing RestKubeClient's handling of the wire; the test API
 // server (tests/kube) tests its REST semantics.
-#ifndef PSFLOW_OPERATOR_KUBE_SCRIPTED_HTTP_SERVER_H_
-#define PSFLOW_OPERATOR_KUBE_SCRIPTED_HTTP_SERVER_H_
+#ifndef PSFLOW_TESTS_KUBE_SCRIPTED_HTTP_SERVER_H_
+#define PSFLOW_TESTS_KUBE_SCRIPTED_HTTP_SERVER_H_
 
 #include <atomic>
 #include <chrono>
@@ -85,4 +85,4 @@ class ScriptedHttpServer {
 
 }  // namespace psflow::kube
 
-#endif  // PSFLOW_OPERATOR_KUBE_SCRIPTED_HTTP_SERVER_H_
+#endif  // PSFLOW_TESTS_KUBE_SCRIPTED_HTTP_SERVER_H_

@@ -1,4 +1,4 @@
-#include "operator/kube/scripted_http_server.h"
+#include "tests/kube/scripted_http_server.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
