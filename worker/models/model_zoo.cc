@@ -1,6 +1,5 @@
 #include "worker/models/model_zoo.h"
 
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
