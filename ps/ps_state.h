@@ -23,10 +23,10 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "core/optimizer.h"
 #include "core/transfer.h"
 #include "proto/ps.pb.h"
 #include "ps/checkpoint.h"
-#include "core/optimizer.h"
 #include "ps/partition_store.h"
 #include "ps/ps_metrics.h"
 #include "ps/step_coordinator.h"
@@ -92,7 +92,9 @@ class PsState {
   std::optional<CheckpointDir> checkpoints_;
 
   std::mutex init_mu_;  // serialises Initialize, assignments and activation
-  // Set under init_mu_ before ready; read-only once coordinator_.ready() (which orders them).
+  // Written under init_mu_ before coordinator_.ready(), read without it afterwards (ready()'s
+  // lock orders the writes before every read), so not ABSL_GUARDED_BY: a push or pull reads them
+  // after checking ready(). The partitions' contents are guarded by update_mu_.
   proto::InitializeRequest request_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<PartitionStore> store_;

@@ -29,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "proto/ps.pb.h"
 
@@ -98,25 +99,31 @@ class StepCoordinator {
     std::chrono::steady_clock::time_point deadline;
     std::function<void(bool)> done;
   };
-  bool StepCompleteLocked() const;
-  // Moves the parked calls that are due (reached, expired or stopping) out; caller holds mu_.
-  Wakeups TakeDueLocked(std::chrono::steady_clock::time_point now);
+  bool StepCompleteLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves the parked calls that are due (reached, expired or stopping) out.
+  Wakeups TakeDueLocked(std::chrono::steady_clock::time_point now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void TimerLoop();
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  int64_t step_ = -1;  // -1 until Start
-  proto::SyncConfig sync_;
-  int required_ = 0;                       // sync: replicas_to_aggregate, as given or defaulted
-  std::map<int, uint32_t> admitted_;       // sync: worker -> chunks accumulated this step
-  std::map<int, uint32_t> num_chunks_;     // sync: worker -> chunks its push has
-  std::map<int, std::vector<bool>> seen_;  // sync: worker -> which of its chunks arrived
-  int completed_ = 0;                      // sync: admitted workers whose chunks are all in
-  std::vector<bool> left_;                 // per worker
-  int left_count_ = 0;
-  bool applying_ = false;
-  std::vector<Parked> parked_;
-  bool stopping_ = false;
+  int64_t step_ ABSL_GUARDED_BY(mu_) = -1;  // -1 until Start
+  proto::SyncConfig sync_ ABSL_GUARDED_BY(mu_);
+  // sync: replicas_to_aggregate, as given or defaulted
+  int required_ ABSL_GUARDED_BY(mu_) = 0;
+  // sync: worker -> chunks accumulated this step
+  std::map<int, uint32_t> admitted_ ABSL_GUARDED_BY(mu_);
+  // sync: worker -> chunks its push has
+  std::map<int, uint32_t> num_chunks_ ABSL_GUARDED_BY(mu_);
+  // sync: worker -> which of its chunks arrived
+  std::map<int, std::vector<bool>> seen_ ABSL_GUARDED_BY(mu_);
+  // sync: admitted workers whose chunks are all in
+  int completed_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<bool> left_ ABSL_GUARDED_BY(mu_);  // per worker
+  int left_count_ ABSL_GUARDED_BY(mu_) = 0;
+  bool applying_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<Parked> parked_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread timer_;
 };
 

@@ -41,7 +41,7 @@ class Backend {
   virtual std::unique_ptr<SoftmaxCrossEntropy> MakeSoftmaxCrossEntropy() = 0;
 
   // Device memory for activations: `floats` zeroed floats, freed with the returned owner; null
-  // when the device is out of memory.
+  // when the device (for the CPU backend: the heap) is out of memory. Never throws.
   struct BufferDeleter {
     const Backend* backend;
     void operator()(float* p) const { backend->Free(p); }

@@ -66,6 +66,20 @@ TEST(ModelGradient, MnistMlpShapesAndLossAtInit) {
   EXPECT_NEAR(*loss, std::log(10.0), 1e-5);
 }
 
+// Activations no heap can hold (a batch of 2^40 MNIST images, 3.4 PB): one error naming the
+// buffer, not an exception (nn/backend.h: Allocate returns null).
+TEST(ModelGradient, ActivationsBeyondMemoryAreResourceExhausted) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "the sanitizers' allocators abort on such a size (allocator_may_return_null=0)";
+#endif
+  auto backend = MakeCpuBackend();
+  auto model = Model::Create(models::MnistMlp(), *backend, int64_t{1} << 40);
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kResourceExhausted) << model.status();
+  EXPECT_NE(model.status().message().find("out of device memory for the activations of the input"),
+            std::string::npos)
+      << model.status();
+}
+
 TEST(ModelGradient, RejectsModelsThatDoNotEndInTheClasses) {
   auto backend = MakeCpuBackend();
   ModelSpec spec = SmallModel(ActivationKind::kRelu);

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <new>
 #include <string>
 #include <thread>
 
@@ -83,7 +82,7 @@ class CpuBackend final : public Backend {
   float* AllocateRaw(int64_t floats) override {
     const size_t bytes = static_cast<size_t>(std::max<int64_t>(floats, 16)) * sizeof(float);
     void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-    if (p == nullptr) throw std::bad_alloc();
+    if (p == nullptr) return nullptr;  // Model::Create names the buffer
     std::memset(p, 0, bytes);
     return static_cast<float*>(p);
   }
