@@ -1,73 +1,34 @@
 #include "worker/backend/cpu/conv2d.h"
 
 #include <algorithm>
-#include <tuple>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "worker/backend/cpu/gemm.h"
 #include "worker/backend/cpu/vector_math.h"
+#include "worker/nn/layer_build.h"
 
 namespace psflow::cpu {
 
-absl::StatusOr<WindowedDim> WindowDim(int64_t in, int window, int stride, nn::Padding padding) {
-  if (window < 1) return absl::InvalidArgumentError("window size must be >= 1");
-  if (stride < 1) return absl::InvalidArgumentError("stride must be >= 1");
-  if (padding == nn::Padding::kValid) {
-    if (window > in) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("a VALID window of ", window, " does not fit in an input of ", in));
-    }
-    return WindowedDim{(in - window) / stride + 1, 0};
-  }
-  const int64_t out = (in + stride - 1) / stride;
-  const int64_t pad_total = std::max<int64_t>((out - 1) * stride + window - in, 0);
-  return WindowedDim{out, pad_total / 2};
-}
-
-absl::StatusOr<Window2D> SlideWindow(absl::string_view layer, const nn::Shape& input, int window,
-                                     int stride, nn::Padding padding) {
-  if (input.size() != 3 || *std::min_element(input.begin(), input.end()) < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        layer, " needs a [height, width, channels] input, got [", absl::StrJoin(input, ","), "]"));
-  }
-  Window2D w{.in_h = input[0], .in_w = input[1], .channels = input[2]};
-  for (auto [in, out, pad] :
-       {std::tuple{w.in_h, &w.out_h, &w.pad_top}, std::tuple{w.in_w, &w.out_w, &w.pad_left}}) {
-    absl::StatusOr<WindowedDim> d = WindowDim(in, window, stride, padding);
-    if (!d.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(layer, ": ", d.status().message()));
-    }
-    *out = d->out;
-    *pad = d->pad_before;
-  }
-  return w;
-}
-
 absl::StatusOr<nn::Shape> Conv2D::Build(const nn::Shape& input, const nn::BuildContext& ctx) {
-  if (spec_.filters < 1) return absl::InvalidArgumentError("conv2d filters must be >= 1");
-  if (spec_.kernel_size < 1) return absl::InvalidArgumentError("conv2d kernel_size must be >= 1");
-  absl::StatusOr<Window2D> w =
-      SlideWindow("conv2d", input, spec_.kernel_size, spec_.stride, spec_.padding);
-  if (!w.ok()) return w.status();
-  in_h_ = w->in_h;
-  in_w_ = w->in_w;
-  in_c_ = w->channels;
-  out_h_ = w->out_h;
-  out_w_ = w->out_w;
-  pad_top_ = w->pad_top;
-  pad_left_ = w->pad_left;
-  const int64_t k = spec_.kernel_size;
-  patch_ = k * k * in_c_;
+  absl::StatusOr<nn::Conv2DBuild> b = nn::BuildConv2D(spec_, name(), input, ctx);
+  if (!b.ok()) return b.status();
+  const nn::Window2D& w = b->window;
+  in_h_ = w.in_h;
+  in_w_ = w.in_w;
+  in_c_ = w.channels;
+  out_h_ = w.out_h;
+  out_w_ = w.out_w;
+  pad_top_ = w.pad_top;
+  pad_left_ = w.pad_left;
+  patch_ = b->patch;
+  kernel_ = b->kernel;
+  bias_ = b->bias;
   const int64_t col_per_example = out_h_ * out_w_ * patch_;
   chunk_ = std::clamp<int64_t>(workspace_floats_ / col_per_example, 1,
                                std::max<int64_t>(ctx.max_batch, 1));
   col_.assign(static_cast<size_t>(chunk_ * col_per_example), 0.0f);
   col_source_ = nullptr;
-  kernel_ = ctx.params->Declare(absl::StrCat(name(), "/kernel"), {k, k, in_c_, spec_.filters},
-                                spec_.kernel_init);
-  bias_ = ctx.params->Declare(absl::StrCat(name(), "/bias"), {spec_.filters}, spec_.bias_init);
-  return nn::Shape{out_h_, out_w_, spec_.filters};
+  return b->out;
 }
 
 template <class Visit>

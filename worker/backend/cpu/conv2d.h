@@ -8,34 +8,11 @@
 
 #include <vector>
 
-#include "absl/strings/string_view.h"
 #include "worker/backend/cpu/thread_pool.h"
 #include "worker/nn/layer.h"
 #include "worker/nn/layer_spec.h"
 
 namespace psflow::cpu {
-
-// One spatial dimension of a sliding window under TensorFlow's padding rules: kSame gives
-// out = ceil(in / stride) and pads max((out - 1) * stride + window - in, 0) positions, the smaller
-// half before; kValid gives out = ceil((in - window + 1) / stride) and pads nothing.
-struct WindowedDim {
-  int64_t out = 0;
-  int64_t pad_before = 0;
-};
-// INVALID_ARGUMENT when window or stride < 1, or a kValid window is larger than the input.
-absl::StatusOr<WindowedDim> WindowDim(int64_t in, int window, int stride, nn::Padding padding);
-
-// A window sliding over both spatial dimensions of an [height, width, channels] input, each as
-// WindowDim: what Conv2D and MaxPool check and compute at Build, on every backend.
-struct Window2D {
-  int64_t in_h = 0, in_w = 0, channels = 0;
-  int64_t out_h = 0, out_w = 0;
-  int64_t pad_top = 0, pad_left = 0;
-};
-// INVALID_ARGUMENT starting with `layer` ("conv2d", "maxpool") unless input is [height, width,
-// channels] with each >= 1 and WindowDim accepts both dimensions.
-absl::StatusOr<Window2D> SlideWindow(absl::string_view layer, const nn::Shape& input, int window,
-                                     int stride, nn::Padding padding);
 
 class Conv2D final : public nn::Layer {
  public:

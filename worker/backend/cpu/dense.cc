@@ -3,20 +3,18 @@
 #include "absl/strings/str_cat.h"
 #include "worker/backend/cpu/gemm.h"
 #include "worker/backend/cpu/vector_math.h"
+#include "worker/nn/layer_build.h"
 
 namespace psflow::cpu {
 
 absl::StatusOr<nn::Shape> Dense::Build(const nn::Shape& input, const nn::BuildContext& ctx) {
-  if (spec_.units < 1) return absl::InvalidArgumentError("dense units must be >= 1");
-  if (input.empty()) return absl::InvalidArgumentError("dense needs an input with a dimension");
-  in_ = input.back();
-  positions_ = nn::NumElements(input) / in_;
-  kernel_ =
-      ctx.params->Declare(absl::StrCat(name(), "/kernel"), {in_, spec_.units}, spec_.kernel_init);
-  bias_ = ctx.params->Declare(absl::StrCat(name(), "/bias"), {spec_.units}, spec_.bias_init);
-  nn::Shape out = input;
-  out.back() = spec_.units;
-  return out;
+  absl::StatusOr<nn::DenseBuild> b = nn::BuildDense(spec_, name(), input, ctx);
+  if (!b.ok()) return b.status();
+  in_ = b->in;
+  positions_ = b->positions;
+  kernel_ = b->kernel;
+  bias_ = b->bias;
+  return b->out;
 }
 
 void Dense::Forward(const nn::RunContext& ctx, const nn::Matrix& x, const nn::Matrix& y) {

@@ -6,23 +6,17 @@
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 #include "worker/nn/batch_checks.h"
+#include "worker/nn/layer_build.h"
 
 namespace psflow::cpu {
 
 absl::StatusOr<nn::Shape> Embedding::Build(const nn::Shape& input, const nn::BuildContext& ctx) {
-  if (spec_.vocab_size < 1 || spec_.dim < 1) {
-    return absl::InvalidArgumentError("embedding vocab_size and dim must be >= 1");
-  }
-  if (input.size() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "embedding expects [time] token ids per example, got ", input.size(), " dims"));
-  }
-  table_ = ctx.params->Declare(absl::StrCat(name(), "/embeddings"), {spec_.vocab_size, spec_.dim},
-                               spec_.init);
-  ctx.params->MarkSparse(table_);
-  rows_.reserve(static_cast<size_t>(ctx.max_batch * input[0]));
-  time_ = input[0];
-  return nn::Shape{input[0], spec_.dim};
+  absl::StatusOr<nn::EmbeddingBuild> b = nn::BuildEmbedding(spec_, name(), input, ctx);
+  if (!b.ok()) return b.status();
+  table_ = b->table;
+  time_ = b->time;
+  rows_.reserve(static_cast<size_t>(ctx.max_batch * time_));
+  return b->out;
 }
 
 absl::Status Embedding::Prepare(const nn::RunContext& ctx, int64_t rows) {

@@ -4,20 +4,16 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "worker/backend/cpu/conv2d.h"
+#include "worker/nn/layer_build.h"
 
 namespace psflow::cpu {
 
 absl::StatusOr<nn::Shape> MaxPool::Build(const nn::Shape& input, const nn::BuildContext& ctx) {
-  absl::StatusOr<Window2D> w =
-      SlideWindow("maxpool", input, spec_.window, spec_.stride, spec_.padding);
+  absl::StatusOr<nn::Window2D> w = nn::BuildMaxPool(spec_, input);
   if (!w.ok()) return w.status();
   in_h_ = w->in_h;
   in_w_ = w->in_w;
   c_ = w->channels;
-  if (in_h_ * in_w_ * c_ > std::numeric_limits<int32_t>::max()) {
-    return absl::InvalidArgumentError("maxpool input too large for 32-bit positions");
-  }
   out_h_ = w->out_h;
   out_w_ = w->out_w;
   pad_top_ = w->pad_top;

@@ -6,8 +6,8 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
-#include "worker/backend/cpu/conv2d.h"  // WindowDim: TensorFlow's padding rule, shared
 #include "worker/backend/cuda/cnn_kernels.h"
+#include "worker/nn/layer_build.h"
 
 namespace psflow::cuda {
 namespace {
@@ -78,18 +78,19 @@ Conv2D::Conv2D(Context& ctx, const nn::Conv2DSpec& spec, std::string name)
 Conv2D::~Conv2D() = default;
 
 absl::StatusOr<nn::Shape> Conv2D::Build(const nn::Shape& input, const nn::BuildContext& ctx) {
-  if (spec_.filters < 1) return absl::InvalidArgumentError("conv2d filters must be >= 1");
-  if (spec_.kernel_size < 1) return absl::InvalidArgumentError("conv2d kernel_size must be >= 1");
+  absl::StatusOr<nn::Conv2DBuild> b = nn::BuildConv2D(spec_, name(), input, ctx);
+  if (!b.ok()) return b.status();
   const int k = spec_.kernel_size, s = spec_.stride, f = spec_.filters;
-  absl::StatusOr<cpu::Window2D> w = cpu::SlideWindow("conv2d", input, k, s, spec_.padding);
-  if (!w.ok()) return w.status();
-  in_h_ = w->in_h;
-  in_w_ = w->in_w;
-  in_c_ = w->channels;
-  out_h_ = w->out_h;
-  out_w_ = w->out_w;
-  pad_top_ = w->pad_top;
-  pad_left_ = w->pad_left;
+  const nn::Window2D& w = b->window;
+  in_h_ = w.in_h;
+  in_w_ = w.in_w;
+  in_c_ = w.channels;
+  out_h_ = w.out_h;
+  out_w_ = w.out_w;
+  pad_top_ = w.pad_top;
+  pad_left_ = w.pad_left;
+  kernel_ = b->kernel;
+  bias_ = b->bias;
   // SAME's total is pad_before * 2 plus 0 or 1 (the odd one after); VALID pads nothing.
   const auto extra = [&](int64_t in, int64_t out, int64_t before) {
     if (spec_.padding == nn::Padding::kValid) return 0;
@@ -98,7 +99,7 @@ absl::StatusOr<nn::Shape> Conv2D::Build(const nn::Shape& input, const nn::BuildC
   extra_h_ = extra(in_h_, out_h_, pad_top_);
   extra_w_ = extra(in_w_, out_w_, pad_left_);
   max_batch_ = std::max<int64_t>(ctx.max_batch, 1);
-  patch_ = int64_t{k} * k * in_c_;
+  patch_ = b->patch;
   where_ = absl::StrCat(name(), " [batch<=", max_batch_, ", ", in_h_, ", ", in_w_, ", ", in_c_,
                         "] -> [", out_h_, ", ", out_w_, ", ", f, "]");
   constexpr int64_t kIntMax = std::numeric_limits<int>::max();
@@ -153,11 +154,7 @@ absl::StatusOr<nn::Shape> Conv2D::Build(const nn::Shape& input, const nn::BuildC
     if (!a.ok()) return a.status();
     padded_ = *std::move(a);
   }
-
-  kernel_ =
-      ctx.params->Declare(absl::StrCat(name(), "/kernel"), {k, k, in_c_, f}, spec_.kernel_init);
-  bias_ = ctx.params->Declare(absl::StrCat(name(), "/bias"), {f}, spec_.bias_init);
-  return nn::Shape{out_h_, out_w_, f};
+  return b->out;
 }
 
 absl::StatusOr<std::unique_ptr<Conv2D::Plan>> Conv2D::MakePlan(int64_t rows,

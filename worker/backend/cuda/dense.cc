@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "worker/backend/cuda/cublas_util.h"
 #include "worker/backend/cuda/kernels.h"
+#include "worker/nn/layer_build.h"
 
 namespace psflow::cuda {
 
@@ -15,20 +16,15 @@ Dense::Dense(Context& ctx, const nn::DenseSpec& spec, std::string name)
     : Layer(std::move(name)), ctx_(ctx), spec_(spec) {}
 
 absl::StatusOr<nn::Shape> Dense::Build(const nn::Shape& input, const nn::BuildContext& ctx) {
-  if (spec_.units < 1) return absl::InvalidArgumentError("dense units must be >= 1");
-  if (input.empty() || input.back() < 1) {
-    return absl::InvalidArgumentError("dense needs an input with a non-empty last dimension");
-  }
-  in_ = input.back();
-  positions_ = nn::NumElements(input) / in_;
-  kernel_ =
-      ctx.params->Declare(absl::StrCat(name(), "/kernel"), {in_, spec_.units}, spec_.kernel_init);
-  bias_ = ctx.params->Declare(absl::StrCat(name(), "/bias"), {spec_.units}, spec_.bias_init);
-  nn::Shape out = input;
-  out.back() = spec_.units;
+  absl::StatusOr<nn::DenseBuild> b = nn::BuildDense(spec_, name(), input, ctx);
+  if (!b.ok()) return b.status();
+  in_ = b->in;
+  positions_ = b->positions;
+  kernel_ = b->kernel;
+  bias_ = b->bias;
   where_ = absl::StrCat(name(), " [batch<=", ctx.max_batch, ", ", absl::StrJoin(input, ", "),
-                        "] -> [", absl::StrJoin(out, ", "), "]");
-  return out;
+                        "] -> [", absl::StrJoin(b->out, ", "), "]");
+  return b->out;
 }
 
 void Dense::Forward(const nn::RunContext& ctx, const nn::Matrix& x, const nn::Matrix& y) {

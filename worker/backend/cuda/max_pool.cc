@@ -4,21 +4,17 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "worker/backend/cpu/conv2d.h"  // WindowDim: TensorFlow's padding rule, shared
+#include "worker/nn/layer_build.h"
 
 namespace psflow::cuda {
 
 absl::StatusOr<nn::Shape> MaxPool::Build(const nn::Shape& input, const nn::BuildContext& ctx) {
-  absl::StatusOr<cpu::Window2D> w =
-      cpu::SlideWindow("maxpool", input, spec_.window, spec_.stride, spec_.padding);
+  absl::StatusOr<nn::Window2D> w = nn::BuildMaxPool(spec_, input);
   if (!w.ok()) return w.status();
   PoolGeometry& g = geometry_;
   g.in_h = w->in_h;
   g.in_w = w->in_w;
   g.channels = w->channels;
-  if (g.in_h * g.in_w * g.channels > std::numeric_limits<int32_t>::max()) {
-    return absl::InvalidArgumentError("maxpool input too large for 32-bit positions");
-  }
   g.out_h = w->out_h;
   g.out_w = w->out_w;
   g.pad_top = w->pad_top;
