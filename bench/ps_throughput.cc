@@ -21,7 +21,6 @@
 #include "bench/baselines.h"
 #include "core/command_line.h"
 #include "core/memory_tuning.h"
-#include "core/transfer.h"
 #include "ps/loopback_ps.h"
 #include "worker/ps_client.h"
 

@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/transfer.h"
+#include "core/chunk_plan.h"
 
 namespace psflow {
 namespace {

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/status_macros.h"
-#include "core/transfer.h"
+#include "core/tensor_shape.h"
 
 namespace psflow {
 namespace {

@@ -5,7 +5,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/byte_source.h"
 #include "core/status_macros.h"
+#include "core/tensor_shape.h"
+#include "core/wire_type.h"
 
 namespace psflow {
 

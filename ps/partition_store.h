@@ -21,10 +21,11 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/transfer.h"
+#include "core/byte_source.h"
+#include "core/chunk_plan.h"
+#include "core/optimizer.h"
 #include "proto/ps.pb.h"
 #include "ps/checkpoint.h"
-#include "core/optimizer.h"
 
 namespace psflow {
 

@@ -5,7 +5,9 @@
 #include <mutex>
 #include <vector>
 
-#include "core/transfer.h"
+#include "core/byte_source.h"
+#include "core/chunk_plan.h"
+#include "core/frame.h"
 
 namespace psflow {
 namespace {

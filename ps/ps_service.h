@@ -1,6 +1,6 @@
 // The gRPC ParameterServer service of one ps task (callback API) over a PsState.
 //
-// Pull and Push are raw methods: the request and reply are frames (core/transfer.h) handled as
+// Pull and Push are raw methods: the request and reply are frames (core/frame.h) handled as
 // grpc::ByteBuffer. A push is applied straight from the received slices; a pull's elements are
 // copied once, under each partition's lock, into a pooled buffer that gRPC sends as a slice and
 // hands back to the pool when it is done with it.

@@ -3,8 +3,12 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "core/byte_source.h"
+#include "core/chunk_plan.h"
+#include "core/frame.h"
 #include "core/log.h"
 #include "core/status_macros.h"
+#include "core/wire_type.h"
 
 namespace psflow {
 

@@ -23,8 +23,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "core/byte_source.h"
 #include "core/optimizer.h"
-#include "core/transfer.h"
 #include "proto/ps.pb.h"
 #include "ps/checkpoint.h"
 #include "ps/partition_store.h"

@@ -30,7 +30,9 @@ mkdir -p "$out/corpus"
 clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   -I. -isystem "$build_dir" \
   tests/fuzz/frame_fuzzer.cc ps/ps_state.cc ps/partition_store.cc ps/step_coordinator.cc \
-  core/optimizer.cc ps/checkpoint.cc ps/ps_metrics.cc core/transfer.cc core/log.cc core/metrics.cc \
+  core/optimizer.cc ps/checkpoint.cc ps/ps_metrics.cc core/byte_source.cc core/frame.cc \
+  core/wire_type.cc core/chunk_plan.cc core/tensor_shape.cc core/file_util.cc core/log.cc \
+  core/metrics.cc \
   "$build_dir/proto/ps.pb.cc" \
   $(pkg-config --libs protobuf) -lprometheus-cpp-core -lz \
   -labsl_status -labsl_statusor -labsl_strings -labsl_str_format_internal -labsl_int128 \

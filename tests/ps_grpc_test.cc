@@ -10,7 +10,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "core/transfer.h"
+#include "core/chunk_plan.h"
+#include "core/wire_type.h"
 #include "ps/loopback_ps.h"
 #include "worker/ps_client.h"
 

@@ -17,6 +17,7 @@
 #include "core/status_macros.h"
 #include "core/task_flags.h"
 #include "core/task_main.h"
+#include "core/wire_type.h"
 #include "worker/backend/cuda/devices.h"
 #include "worker/evaluation.h"
 #include "worker/evaluator.h"

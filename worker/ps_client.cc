@@ -11,10 +11,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/backoff.h"
+#include "core/byte_source.h"
+#include "core/chunk_plan.h"
+#include "core/frame.h"
 #include "core/grpc_tuning.h"
 #include "core/log.h"
 #include "core/status_macros.h"
-#include "core/transfer.h"
+#include "core/wire_type.h"
 #include "proto/ps.grpc.pb.h"
 
 namespace psflow {

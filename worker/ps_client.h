@@ -2,7 +2,7 @@
 //
 // Placement: PlaceVariables (core/placement.h) over the model's variables and the ps list, so
 // every worker agrees on which task holds which rows without talking. Transfer: each task's
-// partitions are cut into chunks of at most kChunkBytes (core/transfer.h); a Pull or Push sends
+// partitions are cut into chunks of at most kChunkBytes (core/chunk_plan.h); a Pull or Push sends
 // every chunk of every task at once as its own raw gRPC call (several HTTP/2 streams in flight per
 // task, all tasks in parallel) and waits for all. A push hands gRPC the gradient buffer itself
 // as slices (no copy); a pull copies each reply straight from the received slices into the
@@ -24,8 +24,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/chunk_plan.h"
 #include "core/placement.h"
-#include "core/transfer.h"
+#include "core/wire_type.h"
 #include "worker/parameter_sync.h"
 
 namespace psflow {

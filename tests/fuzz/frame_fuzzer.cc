@@ -13,7 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "core/transfer.h"
+#include "core/byte_source.h"
+#include "core/frame.h"
 #include "ps/ps_state.h"
 
 namespace psflow {

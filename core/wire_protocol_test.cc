@@ -1,11 +1,17 @@
-#include "core/transfer.h"
-
+// The ps wire protocol's pieces together: frames over split byte pieces, the 16-bit wire types,
+// chunk planning and shape checks (core/frame.h, byte_source.h, wire_type.h, chunk_plan.h,
+// tensor_shape.h).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <limits>
 
+#include "core/byte_source.h"
+#include "core/chunk_plan.h"
+#include "core/frame.h"
+#include "core/tensor_shape.h"
+#include "core/wire_type.h"
 #include "proto/ps.pb.h"
 
 namespace psflow {

@@ -1,0 +1,55 @@
+// The element types of a frame's payload and their conversions to and from float32.
+#ifndef PSFLOW_CORE_WIRE_TYPE_H_
+#define PSFLOW_CORE_WIRE_TYPE_H_
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "absl/status/statusor.h"
+#include "core/byte_source.h"
+
+namespace psflow {
+
+// Elements on the wire: float32 (the default), or bfloat16 / float16 (--wire_dtype: half the
+// bytes, rounded to nearest even). Values are float32 everywhere else.
+enum class WireType { kFloat32, kBfloat16, kFloat16 };
+// The wire type of a frame's dtype; INVALID_ARGUMENT for any other dtype.
+absl::StatusOr<WireType> WireTypeOf(int proto_dtype);
+inline size_t WireBytes(WireType t) { return t == WireType::kFloat32 ? 4 : 2; }
+
+// float32 <-> 16-bit wire elements.
+uint16_t ToBfloat16(float x);
+float FromBfloat16(uint16_t x);
+uint16_t ToFloat16(float x);
+float FromFloat16(uint16_t x);
+
+// Writes src as `type` elements to out (src.size() * WireBytes(type) bytes).
+void EncodeWire(std::span<const float> src, WireType type, std::byte* out);
+
+// Reads the next dst.size() elements of `type` out of `source` into dst (float32: a memcpy per
+// run). False (and nothing consumed) when fewer remain.
+bool ReadFloats(ByteSource& source, std::span<float> dst, WireType type = WireType::kFloat32);
+
+// Calls fn(std::span<const float>) on successive blocks making up the next n elements of `type`
+// in `source`, each at most 4096 elements, read through an aligned buffer on the stack (the runs
+// of a received message need not be aligned or end on an element) and converted to float32.
+// The buffer stays in L1; the elements are read once. False when fewer than n elements remain.
+template <class Fn>
+bool ForEachFloatBlock(ByteSource& source, int64_t n, Fn fn, WireType type = WireType::kFloat32) {
+  constexpr int64_t kBlock = 4096;
+  alignas(64) float block[kBlock];
+  if (static_cast<uint64_t>(n) * WireBytes(type) > source.remaining()) return false;
+  while (n > 0) {
+    const int64_t take = std::min(n, kBlock);
+    ReadFloats(source, std::span<float>(block, static_cast<size_t>(take)), type);
+    fn(std::span<const float>(block, static_cast<size_t>(take)));
+    n -= take;
+  }
+  return true;
+}
+
+}  // namespace psflow
+
+#endif  // PSFLOW_CORE_WIRE_TYPE_H_
