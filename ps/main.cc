@@ -3,9 +3,8 @@
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 
-#include <condition_variable>
 #include <cstdio>
-#include <mutex>
+#include <optional>
 #include <thread>
 
 #include "absl/flags/flag.h"
@@ -18,6 +17,7 @@
 #include "core/status_macros.h"
 #include "core/task_flags.h"
 #include "core/task_main.h"
+#include "ps/checkpoint_scheduler.h"
 #include "ps/ps_service.h"
 #include "ps/ps_state.h"
 
@@ -71,14 +71,14 @@ absl::Status Main() {
   }
 
   const int keep = absl::GetFlag(FLAGS_keep_checkpoints);
-  const double every_s = absl::GetFlag(FLAGS_checkpoint_every_s);
-  const int64_t every_steps = absl::GetFlag(FLAGS_checkpoint_every_steps);
-  if (keep < 1 || every_s < 0 || every_steps < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("--keep_checkpoints must be >= 1 (got ", keep,
-                                                   "), --checkpoint_every_s and "
-                                                   "--checkpoint_every_steps >= 0 (got ",
-                                                   every_s, ", ", every_steps, ")"));
+  if (keep < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--keep_checkpoints must be >= 1 (got ", keep, ")"));
   }
+  const CheckpointScheduler::Options schedule{
+      .every_s = absl::GetFlag(FLAGS_checkpoint_every_s),
+      .every_steps = absl::GetFlag(FLAGS_checkpoint_every_steps)};
+  RETURN_IF_ERROR(CheckpointScheduler::Check(schedule));
   PsState state({.task = spec.task.index,
                  .checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir),
                  .keep_checkpoints = keep},
@@ -100,42 +100,8 @@ absl::Status Main() {
   PSFLOW_LOG(INFO) << "ps task " << spec.task.index << " of " << spec.Tasks("ps").size()
                    << " serving on " << listen;
 
-  // Checkpoints every checkpoint_every_s seconds or checkpoint_every_steps steps, whichever
-  // comes first, and once more on the way out.
-  std::mutex mu;
-  std::condition_variable cv;
-  bool stopping = false;
-  auto checkpoint = [&state] {
-    auto written = state.Checkpoint();
-    if (!written.ok()) {
-      PSFLOW_LOG(ERROR) << "checkpoint failed: " << written.status().message();
-    } else if (written->has_value()) {
-      PSFLOW_LOG(INFO) << "checkpoint at global step " << **written;
-    }
-    return written.ok() && written->has_value() ? **written : int64_t{-1};
-  };
-  std::thread checkpointer([&] {
-    if (absl::GetFlag(FLAGS_checkpoint_dir).empty()) return;
-    int64_t last_step = std::max<int64_t>(0, state.global_step());
-    auto last_time = std::chrono::steady_clock::now();
-    std::unique_lock lock(mu);
-    while (!stopping) {
-      cv.wait_for(lock, std::chrono::milliseconds(100));
-      if (stopping) break;
-      const int64_t step = state.global_step();
-      const double since =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - last_time).count();
-      if (step < 0 || step == last_step) continue;
-      if ((every_s > 0 && since >= every_s) ||
-          (every_steps > 0 && step - last_step >= every_steps)) {
-        lock.unlock();
-        const int64_t written = checkpoint();
-        lock.lock();
-        if (written >= 0) last_step = written;
-        last_time = std::chrono::steady_clock::now();
-      }
-    }
-  });
+  std::optional<CheckpointScheduler> checkpoints;
+  if (!absl::GetFlag(FLAGS_checkpoint_dir).empty()) checkpoints.emplace(state, schedule);
   std::thread stopper([&] {
     int sig = 0;
     sigwait(&stop_signals, &sig);
@@ -146,13 +112,7 @@ absl::Status Main() {
   });
   server->Wait();
   stopper.join();
-  {
-    std::lock_guard lock(mu);
-    stopping = true;
-  }
-  cv.notify_all();
-  checkpointer.join();
-  if (!absl::GetFlag(FLAGS_checkpoint_dir).empty()) checkpoint();
+  if (checkpoints.has_value()) checkpoints->Stop();  // and the last checkpoint
   PSFLOW_LOG(INFO) << "ps task " << spec.task.index
                    << " stopped: global_step=" << std::max<int64_t>(0, state.global_step());
   return absl::OkStatus();

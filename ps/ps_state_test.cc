@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -26,6 +27,7 @@
 #include "prometheus/registry.h"
 #include "proto/ps.pb.h"
 #include "ps/checkpoint.h"
+#include "ps/checkpoint_scheduler.h"
 #include "ps/ps_metrics.h"
 
 namespace psflow {
@@ -1216,6 +1218,60 @@ TEST(PsStateTest, OnlyTheNewestCheckpointsAreKept) {
   ASSERT_EQ(files.size(), 2u);
   EXPECT_THAT(files[0], HasSubstr("ckpt-000000000003"));
   EXPECT_THAT(files[1], HasSubstr("ckpt-000000000004"));
+}
+
+// --- Checkpoint scheduler (ps/checkpoint_scheduler.h) -------------------------------------------
+
+// Waits up to 10 s for the scheduler to have written `n` checkpoints.
+bool WaitForWritten(const CheckpointScheduler& scheduler, int64_t n) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (scheduler.written() < n) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+TEST(CheckpointSchedulerTest, EveryNStepsOnlyWhenTheStepMovedAndOnceMoreOnStop) {
+  const std::string dir = TestDir();
+  auto state = ReadyState(Request(Sgd(1), Async()), CheckpointOptions(dir));
+  CheckpointScheduler scheduler(
+      *state, {.every_s = 0, .every_steps = 2, .poll = std::chrono::milliseconds(2)});
+  ASSERT_TRUE(Push(*state, Gradient(All(), 0), Fill(1)).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(scheduler.written(), 0);  // one step since the start: not yet
+  ASSERT_TRUE(Push(*state, Gradient(All(), 1), Fill(1)).ok());
+  ASSERT_EQ(state->global_step(), 2);
+  ASSERT_TRUE(WaitForWritten(scheduler, 1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(scheduler.written(), 1);  // the step has not moved since
+  scheduler.Stop();
+  EXPECT_EQ(scheduler.written(), 2);  // the last one, on the way out
+  scheduler.Stop();
+  EXPECT_EQ(scheduler.written(), 2);
+  const std::vector<std::string> files = CheckpointDir(dir, 0, 3).List();
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_EQ(ReadCheckpointFile(files[0])->global_step, 2);
+}
+
+TEST(CheckpointSchedulerTest, EverySecondsOnceTheStepMoved) {
+  const std::string dir = TestDir();
+  auto state = ReadyState(Request(Sgd(1), Async()), CheckpointOptions(dir));
+  CheckpointScheduler scheduler(
+      *state, {.every_s = 0.01, .every_steps = 0, .poll = std::chrono::milliseconds(2)});
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(scheduler.written(), 0);  // time passed, but no step
+  ASSERT_TRUE(Push(*state, Gradient(All(), 0), Fill(1)).ok());
+  ASSERT_TRUE(WaitForWritten(scheduler, 1));
+}
+
+TEST(CheckpointSchedulerTest, NegativeIntervalsAreRefusedWithTheFlagsNamed) {
+  const absl::Status s = CheckpointScheduler::Check({.every_s = -1});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("--checkpoint_every_s"), std::string::npos) << s;
+  EXPECT_FALSE(CheckpointScheduler::Check({.every_steps = -1}).ok());
+  EXPECT_FALSE(CheckpointScheduler::Check({.every_s = std::nan("")}).ok());
+  EXPECT_TRUE(CheckpointScheduler::Check({.every_s = 0, .every_steps = 0}).ok());
 }
 
 }  // namespace

@@ -1,0 +1,63 @@
+// Writes a ps task's checkpoints from a thread of its own: every `every_s` seconds or
+// `every_steps` global steps, whichever comes first (0 turns either off), and only when the global
+// step moved since the last checkpoint; then once more when stopped, so a ps that shuts down
+// cleanly loses nothing. A failed checkpoint is logged as an ERROR and tried again at the next
+// occasion; it never stops the ps.
+#ifndef PSFLOW_PS_CHECKPOINT_SCHEDULER_H_
+#define PSFLOW_PS_CHECKPOINT_SCHEDULER_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "ps/ps_state.h"
+
+namespace psflow {
+
+class CheckpointScheduler {
+ public:
+  struct Options {
+    double every_s = 60;      // 0: not by time
+    int64_t every_steps = 0;  // 0: not by steps
+    // How often the thread looks at the global step.
+    std::chrono::milliseconds poll{100};
+  };
+
+  // INVALID_ARGUMENT naming the flag for a negative interval.
+  static absl::Status Check(const Options& options);
+
+  // Starts the thread; `state` (which has a checkpoint folder) must outlive the scheduler.
+  CheckpointScheduler(PsState& state, Options options);
+  ~CheckpointScheduler();  // Stop()
+  CheckpointScheduler(const CheckpointScheduler&) = delete;
+  CheckpointScheduler& operator=(const CheckpointScheduler&) = delete;
+
+  // Stops the thread and writes the final checkpoint; later calls do nothing.
+  void Stop();
+
+  // Checkpoints written so far (the final one included).
+  int64_t written() const;
+
+ private:
+  void Loop();
+  // One checkpoint: its global step, or -1 when none was written (nothing to save, or failed).
+  int64_t WriteOne();
+
+  PsState& state_;
+  const Options options_;
+  // The global step when the scheduler was made: steps count from here, whenever the thread runs.
+  const int64_t start_step_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t written_ ABSL_GUARDED_BY(mu_) = 0;
+  std::thread thread_;
+};
+
+}  // namespace psflow
+
+#endif  // PSFLOW_PS_CHECKPOINT_SCHEDULER_H_
