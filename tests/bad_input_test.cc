@@ -341,14 +341,33 @@ TEST_F(BadInput, JobWhoseWorkerFailsEndsFailedAndStopsThePs) {
       replicas: 2
       template: {spec: {containers: [{command: [psflow-worker], args: [--data_path=/nonexistent]}]}}
 )"));
-  const auto r =
-      RunCommand({Binary("psflow"), "run", "--progress=never", path}, Environment({}), kTimeout);
+  const auto r = RunCommand(
+      {Binary("psflow"), "run", "--progress=never", "--run_dir=" + (dir_ / "run").string(), path},
+      Environment({}), kTimeout);
   ASSERT_FALSE(r.timed_out) << r.output;
   EXPECT_EQ(r.status.code, 1) << r.output;
   EXPECT_EQ(LinesWith(r.output, "job bad Failed").size(), 1u) << r.output;
   EXPECT_EQ(LinesWith(r.output, "[psflow] ps-0 stopped").size(), 1u) << r.output;
+  // Without --verbose the replicas' output is in their logs; the failed one's last lines are
+  // shown, after where its log is.
+  const std::string log = (dir_ / "run").string() + "/worker-";
+  EXPECT_FALSE(LinesWith(r.output, "'s log ends (" + log).empty()) << r.output;
   EXPECT_FALSE(LinesWith(r.output, "/nonexistent/train-images-idx3-ubyte.gz: no such file").empty())
       << r.output;
+}
+
+TEST_F(BadInput, UnwritableRunFolderStopsTheRunBeforeAnyReplicaStarts) {
+  const std::string marker = (dir_ / "started").string();
+  const auto path = Write("job.yaml", absl::StrCat(kHead, R"(spec:
+  replicaSpecs:
+    Worker: {replicas: 1, template: {spec: {containers: [{command: [touch, )",
+                                                   marker, R"(]}]}}}
+)"));
+  const std::string file = Write("file", "not a folder");
+  ExpectOneLineError(RunCommand({Binary("psflow"), "run", "--run_dir=" + file + "/run", path},
+                                Environment({}), kTimeout),
+                     2, {"run folder " + file + "/run cannot be written", "--run_dir"});
+  EXPECT_FALSE(fs::exists(marker));
 }
 
 }  // namespace

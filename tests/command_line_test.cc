@@ -82,6 +82,9 @@ void ExpectReadableHelp(const std::string& binary, const std::vector<std::string
 TEST(Help, PsflowListsItsFlagsWithTheirDefaults) {
   ExpectReadableHelp("psflow", {"operator/local/main.cc"},
                      {{"progress", "\"auto\""},
+                      {"progress_every_s", "10"},
+                      {"run_dir", "\"\""},
+                      {"verbose", "false"},
                       {"finish_grace_s", "30"},
                       {"stop_grace_s", "10"},
                       {"prometheus_targets", "\"\""}});

@@ -75,7 +75,10 @@ spec:
               args: [--model=mnist_mlp, --learning_rate=0.2, --train_epochs=2, --batch_size=100,
                      --compute_threads=1, --log_every_steps=0, --overlap=)",
                                       overlap ? "true" : "false", "]\n");
-  const CommandResult r = RunCommand({Binary("psflow"), "run", path}, Environment({}), kTimeout);
+  const CommandResult r =
+      RunCommand({Binary("psflow"), "run", "--verbose", "--run_dir=" + path + ".runs", path},
+                 Environment({}), kTimeout);
+  std::filesystem::remove_all(path + ".runs");
   ASSERT_TRUE(r.status.ok()) << r.status.Describe() << "\n" << r.output;
   // Each worker evaluates what the ps holds when it finishes; the one that finishes last sees
   // the final model, after all 1200 updates.

@@ -1,25 +1,85 @@
 // End to end: `psflow run` on the demo manifest (1 ps + 2 workers, real processes, real gRPC,
-// the packaged Fashion-MNIST) trains the MLP to >= 0.80 test accuracy.
+// the packaged Fashion-MNIST) trains the MLP to >= 0.80 test accuracy; what `psflow run` shows
+// without a terminal (the periodic progress line, the run folder and its logs, the summary
+// table, --verbose). local_run_terminal_test covers the live bar in a real terminal.
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "tests/test_util.h"
 
 namespace psflow::testing {
 namespace {
 
+namespace fs = std::filesystem;
+
+// A folder for one run's replica logs, empty.
+std::string RunDir(const std::string& name) {
+  const std::string dir = absl::StrCat(::testing::TempDir(), "psflow_runs_", getpid(), "_", name);
+  fs::remove_all(dir);
+  return dir;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::stringstream s;
+  s << std::ifstream(path).rdbuf();
+  return s.str();
+}
+
+// A small fast job: 1 ps and 2 workers training the MLP on 1500 steps each.
+std::string WriteTinyJob() {
+  const std::string path = ::testing::TempDir() + "psflow_tiny_job.yaml";
+  std::ofstream(path) << R"(apiVersion: psflow.io/v1alpha1
+kind: TrainingJob
+metadata: {name: tiny}
+spec:
+  replicaSpecs:
+    PS: {replicas: 1, template: {spec: {containers: [{command: [psflow-ps]}]}}}
+    Worker:
+      replicas: 2
+      template:
+        spec:
+          containers:
+            - command: [psflow-worker]
+              args: [--model=mnist_mlp, --compute_threads=1, --train_steps=1500,
+                     --log_every_steps=500]
+)";
+  return path;
+}
+
+// The summary table's row for `replica`, split at runs of spaces; empty when there is none.
+std::vector<std::string> SummaryRow(const std::string& output, const std::string& replica) {
+  for (absl::string_view line : absl::StrSplit(output, '\n')) {
+    if (absl::StartsWith(line, replica + "  ")) {
+      return absl::StrSplit(line, ' ', absl::SkipEmpty());
+    }
+  }
+  return {};
+}
+
+double Number(const std::string& text) {
+  double v;
+  return absl::SimpleAtod(text, &v) ? v : std::nan("");
+}
+
 TEST(LocalRun, DemoTrainsBetweenGraphToEightyPercent) {
-  const CommandResult r = RunCommand({Binary("psflow"), "run", "--progress=always",
-                                      SourceDir() + "/deploy/examples/mnist-mlp.yaml"},
-                                     Environment({}), std::chrono::seconds(240));
+  const CommandResult r =
+      RunCommand({Binary("psflow"), "run", "--progress=always", "--verbose",
+                  "--run_dir=" + RunDir("demo"), SourceDir() + "/deploy/examples/mnist-mlp.yaml"},
+                 Environment({}), std::chrono::seconds(240));
   ASSERT_FALSE(r.timed_out) << r.output;
   ASSERT_TRUE(r.status.ok()) << r.status.Describe() << "\n" << r.output;
 
@@ -48,8 +108,10 @@ TEST(LocalRun, DemoTrainsBetweenGraphToEightyPercent) {
   const auto stopped = LinesWith(r.output, "ps task 0 stopped: global_step=");
   ASSERT_EQ(stopped.size(), 1u) << r.output;
   EXPECT_EQ(Field(stopped[0], "global_step"), steps_sum);
-  // The live progress line was drawn, with the global step and throughput.
-  EXPECT_TRUE(absl::StrContains(r.output, "\r\033[K[psflow] mnist-mlp | step ")) << r.output;
+  // The live progress bar was drawn, with the throughput, and ended full: the workers report
+  // their total (5 epochs of their shards) before training.
+  EXPECT_TRUE(absl::StrContains(r.output, "\r\033[K100% [=")) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "] 3000/3000 | ")) << r.output;
   EXPECT_TRUE(absl::StrContains(r.output, " examples/s")) << r.output;
   const auto final_line = LinesWith(r.output, "job mnist-mlp Succeeded");
   ASSERT_EQ(final_line.size(), 1u) << r.output;
@@ -70,8 +132,9 @@ spec:
         spec:
           containers: [{command: [psflow-worker], args: [--train_steps=100000000, --log_every_steps=0]}]
 )";
-  const CommandResult r = RunCommand({Binary("psflow"), "run", "--progress=never", path},
-                                     Environment({}), std::chrono::seconds(120));
+  const CommandResult r = RunCommand(
+      {Binary("psflow"), "run", "--progress=never", "--run_dir=" + RunDir("deadline"), path},
+      Environment({}), std::chrono::seconds(120));
   std::remove(path.c_str());
   ASSERT_FALSE(r.timed_out) << r.output;
   EXPECT_EQ(r.status.code, 1) << r.output;
@@ -102,8 +165,9 @@ spec:
       restartPolicy: Never
       template: {spec: {containers: [{command: [sh, -c, "exit 3"]}]}}
 )";
-  const CommandResult r = RunCommand({Binary("psflow"), "run", "--progress=never", path},
-                                     Environment({}), std::chrono::seconds(60));
+  const CommandResult r = RunCommand(
+      {Binary("psflow"), "run", "--progress=never", "--run_dir=" + RunDir("policy"), path},
+      Environment({}), std::chrono::seconds(60));
   std::remove(path.c_str());
   ASSERT_FALSE(r.timed_out) << r.output;
   EXPECT_EQ(r.status.code, 0) << r.output;
@@ -144,7 +208,8 @@ spec:
               args: [--model=mnist_mlp, --compute_threads=1, --eval_interval_s=0.5,
                      --data_path=/usr/share/datasets/fashion-mnist]
 )";
-  const CommandResult r = RunCommand({Binary("psflow"), "run", "--progress=never", path},
+  const CommandResult r = RunCommand({Binary("psflow"), "run", "--progress=never", "--verbose",
+                                      "--run_dir=" + RunDir("evaluator"), path},
                                      Environment({}), std::chrono::seconds(240));
   std::remove(path.c_str());
   ASSERT_FALSE(r.timed_out) << r.output;
@@ -175,9 +240,10 @@ spec:
 }
 
 TEST(LocalRun, InterruptStopsEveryReplica) {
-  auto run = local::ChildProcess::Spawn({Binary("psflow"), "run", "--progress=never",
-                                         SourceDir() + "/deploy/examples/mnist-mlp.yaml"},
-                                        Environment({}));
+  auto run = local::ChildProcess::Spawn(
+      {Binary("psflow"), "run", "--progress=never", "--verbose", "--run_dir=" + RunDir("interrupt"),
+       SourceDir() + "/deploy/examples/mnist-mlp.yaml"},
+      Environment({}));
   ASSERT_TRUE(run.ok()) << run.status();
   // Wait (bounded) until both workers are training, then Ctrl-C the runner alone.
   std::string output;
@@ -209,6 +275,100 @@ TEST(LocalRun, InterruptStopsEveryReplica) {
         << output;
   }
   EXPECT_EQ(LinesWith(output, "job mnist-mlp Interrupted").size(), 1u) << output;
+  // Interrupted, the summary and where the logs are are still shown.
+  const auto row = SummaryRow(output, "worker-1");
+  ASSERT_EQ(row.size(), 11u) << output;  // name, "stopped, <how>", 6 figures and evaluation: "-"
+  EXPECT_EQ(row[1], "stopped,") << output;
+  EXPECT_EQ(LinesWith(output, "[psflow] replica logs: ").size(), 1u) << output;
+}
+
+TEST(LocalRun, WithoutATerminalLogsGoToTheRunFolderAndASummaryEndsTheRun) {
+  const std::string job = WriteTinyJob();
+  const std::string dir = RunDir("tiny");
+  const CommandResult r =
+      RunCommand({Binary("psflow"), "run", "--progress_every_s=1", "--run_dir=" + dir, job},
+                 Environment({}), std::chrono::seconds(120));
+  ASSERT_FALSE(r.timed_out) << r.output;
+  ASSERT_EQ(r.status.code, 0) << r.output;
+  // Where the logs go, once at the start and again at the end; none of their lines here.
+  EXPECT_EQ(LinesWith(r.output, "[psflow] job tiny: starting 3 replicas; their logs: " + dir + "/")
+                .size(),
+            1u)
+      << r.output;
+  EXPECT_EQ(LinesWith(r.output, "[psflow] replica logs: " + dir + "/").size(), 1u) << r.output;
+  EXPECT_TRUE(LinesWith(r.output, "[worker-").empty()) << r.output;
+  EXPECT_TRUE(LinesWith(r.output, " done: ").empty()) << r.output;
+  // The periodic plain line: no bar, no control characters, ending with the whole job.
+  const auto progress = LinesWith(r.output, "[psflow] tiny ");
+  ASSERT_FALSE(progress.empty()) << r.output;
+  for (const std::string& line : progress) {
+    EXPECT_EQ(line.find('\033'), std::string::npos) << line;
+    EXPECT_TRUE(absl::StrContains(line, " examples/s | ")) << line;
+    EXPECT_TRUE(absl::StrContains(line, " | elapsed ")) << line;
+  }
+  EXPECT_EQ(r.output.find('\033'), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find('\r'), std::string::npos) << r.output;
+  EXPECT_EQ(progress.back().rfind("[psflow] tiny 3000/3000 steps (100%) | ", 0), 0u)
+      << progress.back();
+  EXPECT_TRUE(absl::EndsWith(progress.back(), " | ETA 0:00")) << progress.back();
+
+  // Each replica's lines are in its log.
+  for (const int i : {0, 1}) {
+    const std::string log = ReadFile(absl::StrCat(dir, "/worker-", i, ".log"));
+    const auto done = LinesWith(log, absl::StrCat("worker ", i, " done: "));
+    ASSERT_EQ(done.size(), 1u) << log;
+    EXPECT_EQ(Field(done[0], "steps"), 1500) << done[0];
+    EXPECT_FALSE(LinesWith(log, "step 500/1500").empty()) << log;
+  }
+  const std::string ps_log = ReadFile(dir + "/ps-0.log");
+  EXPECT_EQ(LinesWith(ps_log, "ps task 0 stopped: global_step=3000").size(), 1u) << ps_log;
+
+  // The summary: a row per replica, its figures those of the replica's final lines.
+  const auto header = SummaryRow(r.output, "replica");
+  EXPECT_EQ(header,
+            (std::vector<std::string>{"replica", "exit", "steps", "examples/s", "compute", "ms",
+                                      "push", "ms", "pull", "ms", "wait", "ms", "evaluation"}))
+      << r.output;
+  EXPECT_EQ(SummaryRow(r.output, "ps-0"),
+            (std::vector<std::string>{"ps-0", "stopped,", "exit", "0", "-", "-", "-", "-", "-", "-",
+                                      "global", "step", "3000"}))
+      << r.output;
+  for (const int i : {0, 1}) {
+    const auto row = SummaryRow(r.output, absl::StrCat("worker-", i));
+    ASSERT_EQ(row.size(), 11u) << r.output;  // name, "exit 0", 6 figures, "accuracy X"
+    EXPECT_EQ(row[1] + " " + row[2], "exit 0") << r.output;
+    EXPECT_EQ(Number(row[3]), 1500) << r.output;
+    EXPECT_GT(Number(row[4]), 0) << r.output;                               // examples/s
+    EXPECT_GT(Number(row[5]), 0) << r.output;                               // compute ms per step
+    for (int c = 6; c <= 8; ++c) EXPECT_GE(Number(row[c]), 0) << r.output;  // push, pull, wait
+    EXPECT_LT(Number(row[5]), 1000) << r.output;
+    EXPECT_EQ(row[9], "accuracy") << r.output;
+    EXPECT_GE(Number(row[10]), 0) << r.output;
+    EXPECT_LE(Number(row[10]), 1) << r.output;
+  }
+  EXPECT_EQ(LinesWith(r.output, "job tiny Succeeded").size(), 1u) << r.output;
+  fs::remove_all(dir);
+}
+
+TEST(LocalRun, VerboseStreamsEveryReplicasLinesPrefixedWithItsName) {
+  const std::string job = WriteTinyJob();
+  const std::string dir = RunDir("verbose");
+  const CommandResult r = RunCommand(
+      {Binary("psflow"), "run", "--progress=never", "--verbose", "--run_dir=" + dir, job},
+      Environment({}), std::chrono::seconds(120));
+  ASSERT_FALSE(r.timed_out) << r.output;
+  ASSERT_EQ(r.status.code, 0) << r.output;
+  for (const int i : {0, 1}) {
+    const auto done = LinesWith(r.output, absl::StrCat("worker ", i, " done: "));
+    ASSERT_EQ(done.size(), 1u) << r.output;
+    EXPECT_EQ(done[0].rfind(absl::StrCat("[worker-", i, "] "), 0), 0u) << done[0];
+  }
+  const auto stopped = LinesWith(r.output, "ps task 0 stopped: global_step=3000");
+  ASSERT_EQ(stopped.size(), 1u) << r.output;
+  EXPECT_EQ(stopped[0].rfind("[ps-0] ", 0), 0u) << stopped[0];
+  // ... and still to the logs.
+  EXPECT_EQ(LinesWith(ReadFile(dir + "/worker-0.log"), "worker 0 done: ").size(), 1u);
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -84,7 +84,8 @@ spec:
   CommandResult result;
   std::thread job([&] {
     result =
-        RunCommand({Binary("psflow"), "run", manifest}, Environment({}), std::chrono::seconds(240));
+        RunCommand({Binary("psflow"), "run", "--verbose", "--run_dir=" + dir + "/runs", manifest},
+                   Environment({}), std::chrono::seconds(240));
   });
   // Wait for the first checkpoint, then kill the ps the hard way.
   const std::string ps_dir = dir + "/ps-0";

@@ -62,6 +62,8 @@ absl::StatusOr<TrainResult> Trainer::Run() {
   const bool language_model = positions > 1;
   PSFLOW_LOG(INFO) << total_steps << " steps, " << per_epoch << " per epoch"
                    << (options_.overlap ? "; push and pull overlapped with the next step" : "");
+  // The total `psflow run` draws its progress bar against.
+  if (metrics_ != nullptr) metrics_->train_steps.Set(static_cast<double>(total_steps));
 
   nn::ParameterSet& params = model_.params();
   if (options_.is_chief) params.Initialize(options_.seed);

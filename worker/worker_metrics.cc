@@ -24,6 +24,10 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r, const Labels& labels)
       words(AddCounter(r, "psflow_worker_words_total",
                        "Words (time steps) trained on, for language models.", labels)),
       steps(AddCounter(r, "psflow_worker_steps_total", "Training steps completed.", labels)),
+      train_steps(AddGauge(r, "psflow_worker_train_steps",
+                           "Steps this worker trains in all: --train_steps, or its epochs times "
+                           "the batches in one epoch of its shard.",
+                           labels)),
       step_time(
           prometheus::BuildHistogram()
               .Name("psflow_worker_step_duration_seconds")

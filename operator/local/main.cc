@@ -15,7 +15,15 @@
 #include "operator/local/runner.h"
 
 ABSL_FLAG(std::string, progress, "auto",
-          "Progress line: auto (live on a terminal, periodic otherwise), always, never");
+          "Progress display: auto (a bar redrawn in place on a terminal, a plain line every "
+          "--progress_every_s otherwise), always (the live bar), never");
+ABSL_FLAG(int, progress_every_s, 10,
+          "Seconds between progress lines when stdout is not a terminal");
+ABSL_FLAG(std::string, run_dir, "",
+          "Folder for the replicas' logs (<replica>.log each); empty: "
+          "psflow-runs/<job>-<YYYYmmdd-HHMMSS> in the working directory");
+ABSL_FLAG(bool, verbose, false,
+          "Also stream every replica's output to stdout, each line prefixed with its name");
 ABSL_FLAG(int, finish_grace_s, 30,
           "After the chief succeeds, seconds the other workers get to finish before they are "
           "stopped");
@@ -28,8 +36,8 @@ ABSL_FLAG(std::string, prometheus_targets, "",
 namespace {
 
 constexpr char kUsage[] =
-    "psflow run [--progress=auto|always|never] [--prometheus_targets=FILE.json] JOB.yaml\n"
-    "                                                      run a TrainingJob locally\n"
+    "psflow run [--progress=auto|always|never] [--run_dir=DIR] [--verbose]\n"
+    "           [--prometheus_targets=FILE.json] JOB.yaml  run a TrainingJob locally\n"
     "psflow validate JOB.yaml                              check a TrainingJob manifest";
 
 int Fail(int code, const std::string& message) {
@@ -76,6 +84,13 @@ int main(int argc, char** argv) {
     return Fail(2,
                 absl::StrCat("--progress must be auto, always or never, got \"", progress, "\""));
   }
+  if (absl::GetFlag(FLAGS_progress_every_s) < 1) {
+    return Fail(2, absl::StrCat("--progress_every_s must be >= 1, got ",
+                                absl::GetFlag(FLAGS_progress_every_s)));
+  }
+  options.progress_every = std::chrono::seconds(absl::GetFlag(FLAGS_progress_every_s));
+  options.run_dir = absl::GetFlag(FLAGS_run_dir);
+  options.verbose = absl::GetFlag(FLAGS_verbose);
   options.finish_grace = std::chrono::seconds(absl::GetFlag(FLAGS_finish_grace_s));
   options.stop_grace = std::chrono::seconds(absl::GetFlag(FLAGS_stop_grace_s));
   options.prometheus_targets = absl::GetFlag(FLAGS_prometheus_targets);

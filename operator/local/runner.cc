@@ -26,6 +26,10 @@
 #include "operator/api/cluster_spec_builder.h"
 #include "operator/api/job_policy.h"
 #include "operator/local/child_process.h"
+#include "operator/local/console.h"
+#include "operator/local/progress_tracker.h"
+#include "operator/local/run_folder.h"
+#include "operator/local/run_summary.h"
 #include "operator/local/scrape_targets.h"
 
 extern char** environ;
@@ -37,6 +41,8 @@ using Clock = std::chrono::steady_clock;
 using api::ReplicaType;
 
 constexpr int64_t kMaxLocalReplicas = 64;
+// How often the replicas' /metrics are scraped and the live bar redrawn.
+constexpr std::chrono::milliseconds kScrapeInterval{500};
 
 int g_signal_pipe = -1;  // write end; the handler only writes a byte
 
@@ -106,62 +112,46 @@ struct Replica {
   std::vector<std::string> argv;
   std::vector<std::string> env;
   std::unique_ptr<ChildProcess> process;
+  std::unique_ptr<ReplicaLog> log;
   std::string partial_line;
   bool reported_exit = false;
   bool completed = false;  // ended with exit 0 as a trainer or evaluator: never run again
   int restarts = 0;
+  int trainer = -1;      // index among the job's trainers (ProgressTracker), -1 if not one
+  ReplicaReport report;  // its row in the summary
+  // A trainer's steps as last scraped: its row's when it ends without a done: line.
+  std::optional<double> scraped_steps;
 };
 
-class Console {
- public:
-  explicit Console(RunOptions::Progress mode)
-      : live_(mode == RunOptions::Progress::kAlways ||
-              (mode == RunOptions::Progress::kAuto && isatty(STDOUT_FILENO))),
-        periodic_(mode != RunOptions::Progress::kNever && !live_) {}
+// "exit 1", "signal 9"
+std::string ShortExit(const ExitStatus& s) {
+  return s.signal != 0 ? absl::StrCat("signal ", s.signal) : absl::StrCat("exit ", s.code);
+}
 
-  void Line(absl::string_view text) {
-    std::string out;
-    if (live_ && !progress_.empty()) out = "\r\033[K";
-    absl::StrAppend(&out, text, "\n");
-    if (live_ && !progress_.empty()) out += progress_;
-    Write(out);
+Console::Display DisplayFor(const RunOptions& options) {
+  switch (options.progress) {
+    case RunOptions::Progress::kAlways:
+      return Console::Display::kLive;
+    case RunOptions::Progress::kNever:
+      return Console::Display::kNone;
+    case RunOptions::Progress::kAuto:
+      break;
   }
-  void Progress(const std::string& text) {
-    if (live_) {
-      progress_ = text;
-      Write(absl::StrCat("\r\033[K", text));
-    } else if (periodic_ && Clock::now() >= next_periodic_) {
-      next_periodic_ = Clock::now() + std::chrono::seconds(10);
-      Write(absl::StrCat(text, "\n"));
-    }
-  }
-  void EndProgress() {
-    if (live_ && !progress_.empty()) Write("\r\033[K");
-    progress_.clear();
-  }
-
- private:
-  static void Write(const std::string& s) {
-    size_t done = 0;
-    while (done < s.size()) {
-      const ssize_t n = write(STDOUT_FILENO, s.data() + done, s.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return;
-      done += static_cast<size_t>(n);
-    }
-  }
-  bool live_;
-  bool periodic_;
-  std::string progress_;
-  Clock::time_point next_periodic_ = Clock::now() + std::chrono::seconds(5);
-};
+  return isatty(STDOUT_FILENO) ? Console::Display::kLive : Console::Display::kPeriodic;
+}
 
 class JobRun {
  public:
   JobRun(const api::TrainingJob& job, const RunOptions& options, StopSignals& signals)
-      : job_(job), options_(options), signals_(signals), console_(options.progress) {}
+      : job_(job),
+        options_(options),
+        signals_(signals),
+        console_(DisplayFor(options), options.progress_every),
+        tracker_(job.name, 0, Clock::now()) {}
 
   absl::Status Plan();
+  // Creates the run folder and every replica's log in it.
+  absl::Status OpenLogs();
   // Writes options.prometheus_targets (when set): every replica's metrics endpoint, or none.
   absl::Status PublishScrapeTargets(bool listed) const;
   absl::Status Start();
@@ -169,8 +159,12 @@ class JobRun {
 
  private:
   void DrainOutput(Replica& r, bool final);
+  // One whole line of r's output: to its log, its summary row, and stdout when verbose.
+  void OnOutputLine(Replica& r, absl::string_view line);
+  // r failed on its own (not stopped by us): its last lines and where its log is.
+  void ReportFailure(const Replica& r);
   void ReapAndDecide();
-  // Scrapes the replicas' /metrics at most once a second (or now, when `force`).
+  // Scrapes the replicas' /metrics at most once per kScrapeInterval (or now, when `force`).
   void UpdateProgress(bool force = false);
   void StopAll(const char* why);
   absl::Status Restart(Replica& r);
@@ -181,17 +175,18 @@ class JobRun {
   const RunOptions& options_;
   StopSignals& signals_;
   Console console_;
+  ProgressTracker tracker_;
+  std::string run_dir_;
   std::vector<Replica> replicas_;
+  int trainers_ = 0;  // replicas with a trainer index
   Clock::time_point start_;
   std::optional<JobOutcome> outcome_;
   std::string outcome_reason_;
   std::optional<Clock::time_point> finish_by_;  // set once the job has succeeded
   // Progress state.
-  double last_examples_ = 0;
   Clock::time_point last_scrape_;
-  double rate_ = 0;
-  double global_step_ = 0;
-  int restarts_ = 0;  // across the job, against runPolicy.backoffLimit
+  double global_step_ = 0;  // the ps tasks', as last scraped
+  int restarts_ = 0;        // across the job, against runPolicy.backoffLimit
 };
 
 absl::Status JobRun::Restart(Replica& r) {
@@ -199,6 +194,9 @@ absl::Status JobRun::Restart(Replica& r) {
   r.reported_exit = false;
   r.partial_line.clear();
   ++r.restarts;  // the job's count (restarts_) is the caller's: evaluators' do not count
+  r.report.restarts = r.restarts;
+  r.report.exit = "running";
+  r.log->Append(absl::StrCat("[psflow] ", r.name, " restarted (restart ", r.restarts, ")"));
   return absl::OkStatus();
 }
 
@@ -220,6 +218,7 @@ absl::Status JobRun::Plan() {
   }
   ASSIGN_OR_RETURN(std::vector<int> ports, FreeLocalPorts(static_cast<int>(2 * count)));
   size_t next = 0;
+  int trainers = 0;
   for (const auto& [type, spec] : job_.replica_specs) {
     for (int i = 0; i < spec.replicas; ++i) {
       Replica r;
@@ -232,9 +231,13 @@ absl::Status JobRun::Plan() {
       const api::Container& c = spec.MainContainer();
       r.argv = c.command;
       r.argv.insert(r.argv.end(), c.args.begin(), c.args.end());
+      r.report.name = r.name;
+      r.report.exit = "not started";
+      if (api::IsTrainer(type)) r.trainer = trainers++;
       replicas_.push_back(std::move(r));
     }
   }
+  trainers_ = trainers;
   const ClusterSpec cluster = api::BuildClusterSpec(job_, [this](ReplicaType type, int index) {
     for (const auto& r : replicas_) {
       if (r.type == type && r.index == index) return absl::StrCat("127.0.0.1:", r.port);
@@ -262,6 +265,14 @@ absl::Status JobRun::Plan() {
   return absl::OkStatus();
 }
 
+absl::Status JobRun::OpenLogs() {
+  ASSIGN_OR_RETURN(run_dir_, CreateRunFolder(options_.run_dir, job_.name, absl::Now()));
+  for (Replica& r : replicas_) {
+    ASSIGN_OR_RETURN(r.log, ReplicaLog::Open(absl::StrCat(run_dir_, "/", r.name, ".log")));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status JobRun::PublishScrapeTargets(bool listed) const {
   if (options_.prometheus_targets.empty()) return absl::OkStatus();
   std::vector<ScrapeTarget> targets;
@@ -278,6 +289,7 @@ absl::Status JobRun::PublishScrapeTargets(bool listed) const {
 absl::Status JobRun::Start() {
   start_ = Clock::now();
   last_scrape_ = start_;
+  tracker_ = ProgressTracker(job_.name, trainers_, start_);
   // replica_specs is ordered Chief, PS, Worker, Evaluator; start the ps tasks first so the
   // workers' first connection usually succeeds.
   std::vector<Replica*> order;
@@ -287,7 +299,8 @@ absl::Status JobRun::Start() {
   for (auto& r : replicas_) {
     if (r.type != ReplicaType::kPS) order.push_back(&r);
   }
-  console_.Line(Say(absl::StrFormat("job %s: starting %d replicas", job_.name, replicas_.size())));
+  console_.Line(Say(absl::StrFormat("job %s: starting %d replicas; their logs: %s/", job_.name,
+                                    replicas_.size(), run_dir_)));
   for (Replica* r : order) {
     auto p = ChildProcess::Spawn(r->argv, r->env);
     if (!p.ok()) {
@@ -295,8 +308,27 @@ absl::Status JobRun::Start() {
       return absl::Status(p.status().code(), absl::StrCat(r->name, ": ", p.status().message()));
     }
     r->process = *std::move(p);
+    r->report.exit = "running";
   }
   return absl::OkStatus();
+}
+
+void JobRun::OnOutputLine(Replica& r, absl::string_view line) {
+  r.log->Append(line);
+  if (ObserveLogLine(line, r.report) && r.trainer >= 0 && r.report.steps) {
+    tracker_.Finished(r.trainer, *r.report.steps);
+  }
+  if (options_.verbose) console_.Line(absl::StrCat("[", r.name, "] ", line));
+}
+
+void JobRun::ReportFailure(const Replica& r) {
+  if (options_.verbose) {  // its lines were shown as they came
+    console_.Line(Say(absl::StrCat(r.name, "'s log: ", r.log->path())));
+    return;
+  }
+  const std::vector<std::string> tail = r.log->Tail();
+  console_.Line(Say(absl::StrCat(r.name, "'s log ends (", r.log->path(), "):")));
+  for (const std::string& line : tail) console_.Line(absl::StrCat("[", r.name, "] ", line));
 }
 
 void JobRun::DrainOutput(Replica& r, bool final) {
@@ -308,8 +340,7 @@ void JobRun::DrainOutput(Replica& r, bool final) {
       r.partial_line.append(buf, static_cast<size_t>(n));
       size_t start = 0, nl;
       while ((nl = r.partial_line.find('\n', start)) != std::string::npos) {
-        console_.Line(absl::StrCat("[", r.name, "] ",
-                                   absl::string_view(r.partial_line).substr(start, nl - start)));
+        OnOutputLine(r, absl::string_view(r.partial_line).substr(start, nl - start));
         start = nl + 1;
       }
       r.partial_line.erase(0, start);
@@ -317,7 +348,7 @@ void JobRun::DrainOutput(Replica& r, bool final) {
     }
     if (n < 0 && errno == EINTR) continue;
     if (n == 0 || final) {  // EOF, or the process is gone: flush what is left
-      if (!r.partial_line.empty()) console_.Line(absl::StrCat("[", r.name, "] ", r.partial_line));
+      if (!r.partial_line.empty()) OnOutputLine(r, r.partial_line);
       r.partial_line.clear();
       if (n == 0) r.process->CloseOutput();
     }
@@ -332,7 +363,9 @@ void JobRun::ReapAndDecide() {
     if (!status || r.reported_exit) continue;
     r.reported_exit = true;
     DrainOutput(r, /*final=*/true);
+    r.report.exit = ShortExit(*status);
     console_.Line(Say(absl::StrCat(r.name, " exited: ", status->Describe())));
+    if (!status->ok()) ReportFailure(r);
     if (outcome_) continue;
     const api::ReplicaExit exit{status->signal != 0 ? 128 + status->signal : status->code};
     switch (api::OnReplicaEnd(job_, r.type, exit)) {
@@ -396,40 +429,28 @@ void JobRun::ReapAndDecide() {
 
 void JobRun::UpdateProgress(bool force) {
   const auto now = Clock::now();
-  if (!force && now - last_scrape_ < std::chrono::seconds(1)) return;
-  double examples = 0, loss_sum = 0, step = global_step_;
-  int running = 0, trainers = 0, losses = 0;
-  for (const Replica& r : replicas_) {
+  if (!force && now - last_scrape_ < kScrapeInterval) return;
+  last_scrape_ = now;
+  for (Replica& r : replicas_) {
     const bool alive = r.process != nullptr && !r.process->exit_status();
-    if (IsTrainer(r)) {
-      ++trainers;
-      running += alive ? 1 : 0;
-    }
-    if (!alive) continue;
+    if (!alive || (r.type != ReplicaType::kPS && r.trainer < 0)) continue;
     auto text = HttpGet("127.0.0.1", r.metrics_port, "/metrics", std::chrono::milliseconds(300));
     if (!text.ok()) continue;
     if (r.type == ReplicaType::kPS) {
-      step = std::max(step, SumSamples(*text, "psflow_ps_global_step").value_or(0));
-    } else if (IsTrainer(r)) {
-      examples += SumSamples(*text, "psflow_worker_examples_total").value_or(0);
-      if (auto loss = SumSamples(*text, "psflow_worker_loss")) {
-        loss_sum += *loss;
-        ++losses;
-      }
+      global_step_ = std::max(global_step_, SumSamples(*text, "psflow_ps_global_step").value_or(0));
+      continue;
     }
+    TrainerFigures f;
+    f.steps = SumSamples(*text, "psflow_worker_steps_total").value_or(0);
+    f.examples = SumSamples(*text, "psflow_worker_examples_total").value_or(0);
+    f.words = SumSamples(*text, "psflow_worker_words_total").value_or(0);
+    f.loss = SumSamples(*text, "psflow_worker_loss");
+    f.train_steps = SumSamples(*text, "psflow_worker_train_steps");
+    if (f.train_steps == 0.0) f.train_steps.reset();  // not set yet: training has not started
+    tracker_.Update(r.trainer, f);
+    r.scraped_steps = f.steps;
   }
-  const double dt = std::chrono::duration<double>(now - last_scrape_).count();
-  // Finished workers stop being scraped; only a rise counts towards the rate.
-  if (examples >= last_examples_) rate_ = (examples - last_examples_) / dt;
-  last_examples_ = examples;
-  last_scrape_ = now;
-  global_step_ = step;
-  std::string line =
-      absl::StrFormat("[psflow] %s | step %.0f | %.0f examples/s", job_.name, global_step_, rate_);
-  if (losses > 0) absl::StrAppendFormat(&line, " | loss %.4f", loss_sum / losses);
-  absl::StrAppendFormat(&line, " | workers running %d/%d | %.0fs", running, trainers,
-                        std::chrono::duration<double>(now - start_).count());
-  console_.Progress(line);
+  console_.Progress(tracker_.Snapshot(now));
 }
 
 void JobRun::StopAll(const char* why) {
@@ -462,6 +483,7 @@ void JobRun::StopAll(const char* why) {
     if (r.process == nullptr || r.reported_exit) continue;
     r.reported_exit = true;
     DrainOutput(r, /*final=*/true);
+    r.report.exit = absl::StrCat("stopped, ", ShortExit(*r.process->exit_status()));
     console_.Line(Say(absl::StrCat(r.name, " stopped: ", r.process->exit_status()->Describe())));
   }
 }
@@ -504,7 +526,7 @@ JobOutcome JobRun::Supervise() {
   }
   // A last look at the ps before it stops, for the summary.
   UpdateProgress(/*force=*/true);
-  console_.EndProgress();
+  console_.EndProgress(tracker_.Snapshot(Clock::now()));
   if (interrupted) {
     outcome_ = JobOutcome::kInterrupted;
     outcome_reason_ = "interrupted";
@@ -517,10 +539,19 @@ JobOutcome JobRun::Supervise() {
   const char* state = *outcome_ == JobOutcome::kSucceeded ? "Succeeded"
                       : *outcome_ == JobOutcome::kFailed  ? "Failed"
                                                           : "Interrupted";
+  std::vector<ReplicaReport> reports;
+  for (const Replica& r : replicas_) {
+    reports.push_back(r.report);
+    // Stopped before its done: line, a trainer's steps are the last scraped.
+    if (!r.report.steps) reports.back().steps = r.scraped_steps;
+  }
+  WriteAll(STDOUT_FILENO,
+           absl::StrCat("\n", FormatSummaryTable(reports, isatty(STDOUT_FILENO)), "\n"));
   console_.Line(
       Say(absl::StrFormat("job %s %s after %.1fs: %s (global step %.0f)", job_.name, state,
                           std::chrono::duration<double>(Clock::now() - start_).count(),
                           outcome_reason_, global_step_)));
+  console_.Line(Say(absl::StrCat("replica logs: ", run_dir_, "/")));
   return *outcome_;
 }
 
@@ -534,6 +565,7 @@ absl::StatusOr<JobOutcome> RunLocally(const api::TrainingJob& job, const RunOpti
   ASSIGN_OR_RETURN(std::unique_ptr<StopSignals> signals, StopSignals::Install());
   JobRun run(job, options, *signals);
   RETURN_IF_ERROR(run.Plan());
+  RETURN_IF_ERROR(run.OpenLogs());
   RETURN_IF_ERROR(run.PublishScrapeTargets(/*listed=*/true));
   if (absl::Status started = run.Start(); !started.ok()) {
     run.PublishScrapeTargets(/*listed=*/false).IgnoreError();  // nothing runs: best effort

@@ -1,9 +1,13 @@
 // `psflow run`: runs a TrainingJob on this machine, each replica a local process.
 //
 // Every replica gets TF_CONFIG naming free 127.0.0.1 ports, PSFLOW_JOB_NAME,
-// PSFLOW_REPLICA_TYPE/INDEX and PSFLOW_METRICS_PORT. Output lines are prefixed with the replica
-// name; a progress line (global step, examples/s, loss) comes from scraping the replicas'
-// /metrics. What happens when a replica exits is the operator's rule too (api/job_policy.h):
+// PSFLOW_REPLICA_TYPE/INDEX and PSFLOW_METRICS_PORT. Each replica's output goes to
+// <run folder>/<replica>.log (run_folder.h; the folder is printed at the start and the end), and
+// to stdout prefixed with the replica name only when `verbose`. A progress display (steps of the
+// total, percentage, examples/s or words/s, loss, elapsed time, ETA: progress_bar.h) comes from
+// scraping the replicas' /metrics. When a replica fails, its last lines and its log's path are
+// printed; when the job ends, a table of every replica's exit and figures (run_summary.h).
+// What happens when a replica exits is the operator's rule too (api/job_policy.h):
 // restartPolicy and backoffLimit (default 6) decide restarts, an evaluator never decides the
 // outcome, and the job succeeds per successPolicy; the remaining workers then get a grace period
 // to finish, and the ps tasks are stopped. runPolicy.activeDeadlineSeconds passing fails the job.
@@ -22,8 +26,15 @@ namespace psflow::local {
 
 struct RunOptions {
   enum class Progress { kAuto, kAlways, kNever };
-  // kAuto: a live line redrawn in place when stdout is a terminal, else a line every 10 s.
+  // kAuto: a live line redrawn in place when stdout is a terminal, else a plain line every
+  // `progress_every`; kAlways: the live line even when stdout is not a terminal.
   Progress progress = Progress::kAuto;
+  std::chrono::seconds progress_every{10};
+  // The folder for the replicas' logs; empty: psflow-runs/<job>-<time> in the working directory.
+  // A folder that cannot be written stops the run before any replica starts.
+  std::string run_dir;
+  // Also stream every replica's output to stdout, each line prefixed "[<replica>] ".
+  bool verbose = false;
   // After the job succeeded: how long still-running workers get to finish before SIGTERM.
   std::chrono::seconds finish_grace{30};
   // Between SIGTERM and SIGKILL when stopping replicas.
@@ -39,8 +50,8 @@ struct RunOptions {
 enum class JobOutcome { kSucceeded, kFailed, kInterrupted };
 
 // Runs the job to its end. Errors only for what stops it from starting (a replica without a
-// command, a command that cannot be run, no free ports, a prometheus_targets path that cannot be
-// written); every started process is stopped then.
+// command, a command that cannot be run, no free ports, a run folder or prometheus_targets path
+// that cannot be written); every started process is stopped then.
 absl::StatusOr<JobOutcome> RunLocally(const api::TrainingJob& job, const RunOptions& options);
 
 }  // namespace psflow::local

@@ -1,0 +1,59 @@
+#include "operator/local/run_folder.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "operator/local/console.h"
+
+namespace psflow::local {
+namespace {
+
+absl::Status CannotWrite(const std::string& path, const std::string& why) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "run folder ", path, " cannot be written: ", why, " (choose one with --run_dir)"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> CreateRunFolder(const std::string& dir, absl::string_view job,
+                                            absl::Time now) {
+  std::string path = dir;
+  std::error_code error;
+  if (path.empty()) {
+    const std::string base = absl::StrCat(
+        "psflow-runs/", job, "-", absl::FormatTime("%Y%m%d-%H%M%S", now, absl::LocalTimeZone()));
+    path = base;
+    for (int n = 2; std::filesystem::exists(path, error); ++n) path = absl::StrCat(base, "-", n);
+  }
+  std::filesystem::create_directories(path, error);
+  if (error) return CannotWrite(path, error.message());
+  if (!std::filesystem::is_directory(path, error)) return CannotWrite(path, "not a folder");
+  if (access(path.c_str(), W_OK | X_OK) != 0) return CannotWrite(path, strerror(errno));
+  return path;
+}
+
+absl::StatusOr<std::unique_ptr<ReplicaLog>> ReplicaLog::Open(std::string path) {
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("replica log ", path, " cannot be written: ", strerror(errno)));
+  }
+  return std::unique_ptr<ReplicaLog>(new ReplicaLog(std::move(path), fd));
+}
+
+ReplicaLog::~ReplicaLog() { close(fd_); }
+
+void ReplicaLog::Append(absl::string_view line) {
+  WriteAll(fd_, absl::StrCat(line, "\n"));
+  tail_.emplace_back(line);
+  if (tail_.size() > kTailLines) tail_.pop_front();
+}
+
+}  // namespace psflow::local
