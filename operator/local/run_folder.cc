@@ -5,11 +5,10 @@
 
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
-#include <system_error>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/file_util.h"
 #include "operator/local/console.h"
 
 namespace psflow::local {
@@ -25,17 +24,16 @@ absl::Status CannotWrite(const std::string& path, const std::string& why) {
 absl::StatusOr<std::string> CreateRunFolder(const std::string& dir, absl::string_view job,
                                             absl::Time now) {
   std::string path = dir;
-  std::error_code error;
   if (path.empty()) {
     const std::string base = absl::StrCat(
         "psflow-runs/", job, "-", absl::FormatTime("%Y%m%d-%H%M%S", now, absl::LocalTimeZone()));
     path = base;
-    for (int n = 2; std::filesystem::exists(path, error); ++n) path = absl::StrCat(base, "-", n);
+    for (int n = 2; access(path.c_str(), F_OK) == 0; ++n) path = absl::StrCat(base, "-", n);
   }
-  std::filesystem::create_directories(path, error);
-  if (error) return CannotWrite(path, error.message());
-  if (!std::filesystem::is_directory(path, error)) return CannotWrite(path, "not a folder");
-  if (access(path.c_str(), W_OK | X_OK) != 0) return CannotWrite(path, strerror(errno));
+  if (absl::Status made = MakeDirs(path); !made.ok()) {
+    return CannotWrite(path, std::string(made.message()));
+  }
+  if (access(path.c_str(), W_OK | X_OK) != 0) return CannotWrite(path, std::strerror(errno));
   return path;
 }
 
