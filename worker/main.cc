@@ -1,33 +1,28 @@
 // psflow-worker: trains one replica of a model between-graph against the ps tasks of its cluster
 // spec ($TF_CONFIG, or the seed scripts' flags). With no cluster spec at all it trains alone,
 // in process, with no ps.
-#include <cmath>
-#include <cstdio>
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
-#include <tuple>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "core/log.h"
 #include "core/metrics.h"
 #include "core/status_macros.h"
 #include "core/task_flags.h"
 #include "core/task_main.h"
-#include "core/wire_type.h"
 #include "worker/backend/cuda/devices.h"
 #include "worker/evaluation.h"
 #include "worker/evaluator.h"
 #include "worker/gpu_monitor.h"
 #include "worker/models/model_zoo.h"
-#include "worker/nn/loss_scale.h"
-#include "worker/nn/precision.h"
-#include "worker/nn/towers.h"
 #include "worker/ps_client.h"
+#include "worker/trainable_factory.h"
 #include "worker/trainer.h"
+#include "worker/worker_config.h"
 #include "worker/worker_input.h"
 
 ABSL_FLAG(std::string, model, "mnist_mlp",
@@ -106,67 +101,52 @@ ABSL_FLAG(int, ps_timeout_s, 60,
 namespace psflow {
 namespace {
 
-// The flag's value unless it is `unset` (its default), else the model's seed value.
-template <class T>
-T FlagOr(const absl::Flag<T>& flag, T unset, T recipe_value) {
-  const T value = absl::GetFlag(flag);
-  return value == unset ? recipe_value : value;
-}
-
-absl::StatusOr<WireType> ParseWireType(const std::string& wire) {
-  if (wire == "float32") return WireType::kFloat32;
-  if (wire == "bfloat16") return WireType::kBfloat16;
-  if (wire == "float16") return WireType::kFloat16;
-  return absl::InvalidArgumentError(
-      absl::StrCat("--wire_dtype must be float32, bfloat16 or float16, got \"", wire, "\""));
-}
-
-// --dtype, with the older spellings --use_fp16 and --tf32 folded in.
-absl::StatusOr<nn::Precision> ResolvePrecision(const std::string& device) {
-  absl::StatusOr<nn::Precision> parsed = nn::ParsePrecision(absl::GetFlag(FLAGS_dtype));
-  if (!parsed.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--dtype ", parsed.status().message()));
-  }
-  nn::Precision p = *parsed;
-  for (const auto& [set, implied, flag] :
-       {std::tuple{absl::GetFlag(FLAGS_use_fp16), nn::Precision::kFp16, "--use_fp16"},
-        std::tuple{absl::GetFlag(FLAGS_tf32), nn::Precision::kTf32, "--tf32"}}) {
-    if (!set) continue;
-    if (p != nn::Precision::kFp32 && p != implied) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(flag, " contradicts --dtype=", nn::PrecisionName(p)));
-    }
-    p = implied;
-  }
-  if (p != nn::Precision::kFp32 && device != "gpu") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--dtype=", nn::PrecisionName(p), " needs --device=gpu: the CPU backend computes in fp32"));
-  }
-  return p;
-}
-
-// --loss_scale; "auto" is dynamic for fp16 products.
-absl::StatusOr<nn::LossScaleOptions> ResolveLossScale(nn::Precision precision) {
-  std::string text = absl::GetFlag(FLAGS_loss_scale);
-  if (text == "auto") text = precision == nn::Precision::kFp16 ? "dynamic" : "none";
-  absl::StatusOr<nn::LossScaleOptions> o = nn::ParseLossScale(text);
-  if (!o.ok())
-    return absl::InvalidArgumentError(absl::StrCat("--loss_scale ", o.status().message()));
-  return o;
+WorkerFlags FlagsGiven() {
+  return WorkerFlags{.model = absl::GetFlag(FLAGS_model),
+                     .model_config = absl::GetFlag(FLAGS_model_config),
+                     .batch_size = absl::GetFlag(FLAGS_batch_size),
+                     .learning_rate = absl::GetFlag(FLAGS_learning_rate),
+                     .optimizer = absl::GetFlag(FLAGS_optimizer),
+                     .momentum = absl::GetFlag(FLAGS_momentum),
+                     .use_nesterov = absl::GetFlag(FLAGS_use_nesterov),
+                     .max_grad_norm = absl::GetFlag(FLAGS_max_grad_norm),
+                     .wire_dtype = absl::GetFlag(FLAGS_wire_dtype),
+                     .sync_replicas = absl::GetFlag(FLAGS_sync_replicas),
+                     .overlap = absl::GetFlag(FLAGS_overlap),
+                     .replicas_to_aggregate = absl::GetFlag(FLAGS_replicas_to_aggregate),
+                     .train_epochs = absl::GetFlag(FLAGS_train_epochs),
+                     .train_steps = absl::GetFlag(FLAGS_train_steps),
+                     .data_source = absl::GetFlag(FLAGS_data_source),
+                     .data_path = absl::GetFlag(FLAGS_data_path),
+                     .eval_steps = absl::GetFlag(FLAGS_eval_steps),
+                     .eval_interval_s = absl::GetFlag(FLAGS_eval_interval_s),
+                     .seed = absl::GetFlag(FLAGS_seed),
+                     .log_every_steps = absl::GetFlag(FLAGS_log_every_steps),
+                     .compute_threads = absl::GetFlag(FLAGS_compute_threads),
+                     .device = absl::GetFlag(FLAGS_device),
+                     .gpu = absl::GetFlag(FLAGS_gpu),
+                     .num_gpus = absl::GetFlag(FLAGS_num_gpus),
+                     .dtype = absl::GetFlag(FLAGS_dtype),
+                     .use_fp16 = absl::GetFlag(FLAGS_use_fp16),
+                     .tf32 = absl::GetFlag(FLAGS_tf32),
+                     .loss_scale = absl::GetFlag(FLAGS_loss_scale),
+                     .cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs),
+                     .ps_timeout_s = absl::GetFlag(FLAGS_ps_timeout_s)};
 }
 
 // Test accuracy (classifiers) or valid/test perplexity (language models) of the final model.
-absl::Status EvaluateAndReport(const models::ZooModel& zoo, nn::Model& model, nn::Backend& backend,
-                               const WorkerInput& input, const ClusterSpec& spec, bool is_chief,
-                               const TrainResult& r, WorkerMetrics* metrics) {
+absl::Status EvaluateAndReport(const WorkerConfig& config, nn::Model& model, nn::Backend& backend,
+                               const WorkerInput& input, const TrainResult& r,
+                               WorkerMetrics* metrics) {
   const std::string head = absl::StrFormat(
       "%s %d done: steps=%d examples=%d seconds=%.3f examples_per_sec=%.1f global_step=%d "
       "loss=%.4f pull_ms=%.3f compute_ms=%.3f push_ms=%.3f input_wait_ms=%.3f dropped_pushes=%d "
       "exchange_ms=%.3f skipped_steps=%d loss_scale=%g",
-      spec.task.type, spec.task.index, r.steps, r.examples, r.seconds, r.examples_per_second(),
-      r.global_step, r.last_loss, 1e3 * r.pull_seconds / r.steps, 1e3 * r.compute_seconds / r.steps,
-      1e3 * r.push_seconds / r.steps, 1e3 * r.input_wait_seconds / r.steps, r.dropped_pushes,
-      1e3 * r.exchange_seconds / r.steps, r.skipped_steps, r.loss_scale);
+      config.spec.task.type, config.spec.task.index, r.steps, r.examples, r.seconds,
+      r.examples_per_second(), r.global_step, r.last_loss, 1e3 * r.pull_seconds / r.steps,
+      1e3 * r.compute_seconds / r.steps, 1e3 * r.push_seconds / r.steps,
+      1e3 * r.input_wait_seconds / r.steps, r.dropped_pushes, 1e3 * r.exchange_seconds / r.steps,
+      r.skipped_steps, r.loss_scale);
   if (input.test.has_value()) {
     ASSIGN_OR_RETURN(const ClassifierEvaluation e, EvaluateClassifier(model, *input.test));
     if (metrics != nullptr) metrics->test_accuracy.Set(e.accuracy);
@@ -176,7 +156,7 @@ absl::Status EvaluateAndReport(const models::ZooModel& zoo, nn::Model& model, nn
   }
   if (!input.corpus.has_value()) {  // synthetic data
     // Words per second only where words mean something: a classifier's would repeat its examples.
-    if (zoo.data == models::DataKind::kPtb) {
+    if (config.zoo.data == models::DataKind::kPtb) {
       PSFLOW_LOG(INFO) << absl::StrFormat("%s words_per_sec=%.1f", head, r.words_per_second());
     } else {
       PSFLOW_LOG(INFO) << head;
@@ -185,17 +165,16 @@ absl::Status EvaluateAndReport(const models::ZooModel& zoo, nn::Model& model, nn
   }
   std::string perplexities = absl::StrFormat(" train_perplexity=%.3f", r.train_perplexity);
   // Evaluation of a language model is the chief's: the test pass runs one word per step.
-  if (is_chief) {
-    const int64_t max_batches = absl::GetFlag(FLAGS_eval_steps);
+  if (config.is_chief) {
     ASSIGN_OR_RETURN(const double valid, EvaluatePerplexity(model, input.corpus->valid,
-                                                            model.max_batch(), max_batches));
+                                                            model.max_batch(), config.eval_steps));
     ASSIGN_OR_RETURN(std::unique_ptr<nn::Model> test_model,
-                     nn::Model::Create(zoo.eval_spec, backend, 1));
+                     nn::Model::Create(config.zoo.eval_spec, backend, 1));
     std::span<const float> trained = model.params().values();
     std::copy(trained.begin(), trained.end(), test_model->params().values().begin());
     test_model->UploadParameters();
     ASSIGN_OR_RETURN(const double test,
-                     EvaluatePerplexity(*test_model, input.corpus->test, 1, max_batches));
+                     EvaluatePerplexity(*test_model, input.corpus->test, 1, config.eval_steps));
     if (metrics != nullptr) metrics->test_perplexity.Set(test);
     absl::StrAppendFormat(&perplexities, " valid_perplexity=%.3f test_perplexity=%.3f", valid,
                           test);
@@ -203,6 +182,56 @@ absl::Status EvaluateAndReport(const models::ZooModel& zoo, nn::Model& model, nn
   PSFLOW_LOG(INFO) << absl::StrFormat("%s words=%d words_per_sec=%.1f%s", head, r.words,
                                       r.words_per_second(), perplexities);
   return absl::OkStatus();
+}
+
+// The start-up line: what trains, on what, with which hyper-parameters.
+std::string Describe(const WorkerConfig& c, const Backends& backends) {
+  const nn::LossScaleOptions& scale = c.loss_scale;
+  return absl::StrCat(
+      cuda::BuildInfo(), c.is_evaluator ? "; evaluating " : "; training ", c.zoo.spec.name, " on ",
+      backends.description, ": batch ", c.batch_size, ", ", c.training.optimizer.name(),
+      " learning rate ", c.learning_rate,
+      c.max_grad_norm > 0 ? absl::StrCat(", clip norm ", c.max_grad_norm) : "",
+      scale.mode == nn::LossScaleOptions::Mode::kNone
+          ? ""
+          : absl::StrCat(", loss scale ",
+                         scale.mode == nn::LossScaleOptions::Mode::kDynamic ? "dynamic from " : "",
+                         scale.initial));
+}
+
+// GPU utilization and memory, when the NVIDIA driver's NVML is there to ask; null otherwise.
+std::unique_ptr<GpuMetricsExporter> ExportGpuMetrics(const WorkerConfig& c,
+                                                     MetricsEndpoint& endpoint,
+                                                     std::unique_ptr<GpuMonitor>& monitor) {
+  absl::StatusOr<std::unique_ptr<GpuMonitor>> opened = GpuMonitor::Open();
+  if (!opened.ok()) {
+    PSFLOW_LOG(WARNING) << opened.status().message() << "; no GPU metrics";
+    return nullptr;
+  }
+  monitor = *std::move(opened);
+  std::vector<MonitoredGpu> gpus;
+  for (int i = 0; i < c.num_gpus; ++i) {
+    gpus.push_back({c.first_gpu + i, cuda::PciBusId(c.first_gpu + i)});
+  }
+  return std::make_unique<GpuMetricsExporter>(*monitor, endpoint.registry(),
+                                              StandardLabels(c.spec.task.type, c.spec.task.index),
+                                              std::move(gpus), std::chrono::seconds(1));
+}
+
+// LocalUpdate when there is no ps task, else a client of the ps tasks.
+absl::StatusOr<std::unique_ptr<ParameterSync>> MakeSync(const WorkerConfig& c,
+                                                        nn::ParameterSet& params) {
+  if (c.ps_hosts.empty()) {
+    PSFLOW_LOG(INFO) << "no ps task: training in process";
+    return LocalUpdate::Create(c.training);
+  }
+  PsClient::Options options;
+  options.ps_addresses = c.ps_hosts;
+  options.training = c.training;
+  options.wire_type = c.wire_type;
+  options.connect_timeout = c.ps_timeout;
+  ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client, PsClient::Create(options, params));
+  return std::unique_ptr<ParameterSync>(std::move(client));
 }
 
 absl::Status Main() {
@@ -219,242 +248,58 @@ absl::Status Main() {
   } else {
     ASSIGN_OR_RETURN(spec, ResolveClusterSpec());
   }
-  if (spec.task.type != "worker" && spec.task.type != "chief" && spec.task.type != "evaluator") {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "psflow-worker runs worker, chief or evaluator tasks, but the cluster spec says task type "
-        "\"%s\"",
-        spec.task.type));
-  }
-  const bool is_evaluator = spec.task.type == "evaluator";
-  // A chief trains too (TensorFlow's convention): it takes shard 0 and the workers the rest.
-  const bool has_chief = !spec.Tasks("chief").empty();
-  const int num_trainers = static_cast<int>(spec.Tasks("worker").size()) + (has_chief ? 1 : 0);
-  const int shard_index =
-      spec.task.type == "chief" || is_evaluator ? 0 : spec.task.index + (has_chief ? 1 : 0);
-  const bool is_chief = standalone || spec.IsChief();
-  const auto& ps_hosts = spec.Tasks("ps");
-  if (ps_hosts.empty() && num_trainers > 1) {
-    return absl::InvalidArgumentError("several workers need at least one ps task to share with");
-  }
-  if (ps_hosts.empty() && is_evaluator) {
-    return absl::InvalidArgumentError(
-        "an evaluator follows the ps tasks, and the cluster has none");
-  }
-  if (absl::GetFlag(FLAGS_eval_interval_s) <= 0) {
-    return absl::InvalidArgumentError("--eval_interval_s must be > 0");
-  }
-
-  ASSIGN_OR_RETURN(
-      const models::ZooModel zoo,
-      models::FindModel(absl::GetFlag(FLAGS_model), absl::GetFlag(FLAGS_model_config)));
-  const models::Recipe& recipe = zoo.recipe;
-  const int64_t batch_size = FlagOr<int64_t>(FLAGS_batch_size, 0, recipe.batch_size);
-  const float learning_rate = FlagOr(FLAGS_learning_rate, 0.0f, recipe.learning_rate);
-  const float max_grad_norm = absl::GetFlag(FLAGS_max_grad_norm) < 0
-                                  ? recipe.max_grad_norm
-                                  : absl::GetFlag(FLAGS_max_grad_norm);
-  const int train_epochs = FlagOr(FLAGS_train_epochs, 0, recipe.epochs);
-  if (batch_size < 1) return absl::InvalidArgumentError("--batch_size must be >= 1");
-  if (!(learning_rate > 0)) return absl::InvalidArgumentError("--learning_rate must be > 0");
-  // Checked before anything else, also where no ps is used, so a typo never passes silently.
-  ASSIGN_OR_RETURN(const WireType wire_type, ParseWireType(absl::GetFlag(FLAGS_wire_dtype)));
-  if (std::isnan(max_grad_norm)) return absl::InvalidArgumentError("--max_grad_norm is NaN");
-  if (absl::GetFlag(FLAGS_replicas_to_aggregate) < 0 ||
-      absl::GetFlag(FLAGS_replicas_to_aggregate) > std::max(num_trainers, 1)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "--replicas_to_aggregate must be in [0, %d] (the number of workers), got %d",
-        std::max(num_trainers, 1), absl::GetFlag(FLAGS_replicas_to_aggregate)));
-  }
-  TrainingConfig training;
-  training.optimizer.set_name(FlagOr(FLAGS_optimizer, std::string(), recipe.optimizer));
-  training.optimizer.set_learning_rate(learning_rate);
-  training.optimizer.set_momentum(absl::GetFlag(FLAGS_momentum));
-  training.optimizer.set_use_nesterov(absl::GetFlag(FLAGS_use_nesterov));
-  training.sync.set_sync_replicas(absl::GetFlag(FLAGS_sync_replicas));
-  training.sync.set_replicas_to_aggregate(absl::GetFlag(FLAGS_replicas_to_aggregate));
-  training.sync.set_total_workers(std::max(num_trainers, 1));
-  training.worker_index = shard_index;
-  // Check the optimizer here, in one line, rather than on the ps.
-  RETURN_IF_ERROR(LocalUpdate::Create(training).status());
-  if (absl::GetFlag(FLAGS_train_steps) < 0 ||
-      (absl::GetFlag(FLAGS_train_steps) == 0 && train_epochs < 1)) {
-    return absl::InvalidArgumentError("--train_epochs must be >= 1 (or --train_steps >= 1)");
-  }
-  const std::string data_source = absl::GetFlag(FLAGS_data_source);
-  if (data_source != "real" && data_source != "synthetic") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--data_source must be real or synthetic, got \"", data_source, "\""));
-  }
-  if (is_evaluator && data_source == "synthetic") {
-    return absl::InvalidArgumentError(
-        "an evaluator needs a test split: --data_source=synthetic has none");
-  }
-  if (absl::GetFlag(FLAGS_eval_steps) < 0) {
-    return absl::InvalidArgumentError("--eval_steps must be >= 0");
-  }
-  if (absl::GetFlag(FLAGS_compute_threads) < 0 ||
-      absl::GetFlag(FLAGS_compute_threads) > nn::kMaxCpuThreads) {
-    return absl::InvalidArgumentError(absl::StrCat("--compute_threads must be between 0 and ",
-                                                   nn::kMaxCpuThreads, " (0: one per core)"));
-  }
-  const std::string device = absl::GetFlag(FLAGS_device);
-  if (device != "cpu" && device != "gpu") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--device must be cpu or gpu, got \"", device, "\""));
-  }
-  if (absl::GetFlag(FLAGS_gpu) < 0) return absl::InvalidArgumentError("--gpu must be >= 0");
-  const int num_gpus = absl::GetFlag(FLAGS_num_gpus);
-  if (num_gpus < 1) return absl::InvalidArgumentError("--num_gpus must be >= 1");
-  if (num_gpus > 1 && device != "gpu") {
-    return absl::InvalidArgumentError("--num_gpus > 1 needs --device=gpu");
-  }
-  if (absl::GetFlag(FLAGS_cuda_graphs) && device != "gpu") {
-    return absl::InvalidArgumentError("--cuda_graphs needs --device=gpu");
-  }
-  if (absl::GetFlag(FLAGS_ps_timeout_s) < 1) {
-    return absl::InvalidArgumentError("--ps_timeout_s must be >= 1");
-  }
+  ASSIGN_OR_RETURN(const WorkerConfig config, MakeWorkerConfig(FlagsGiven(), spec, standalone));
   ASSIGN_OR_RETURN(const int metrics_port, ResolveMetricsPort());
-  ASSIGN_OR_RETURN(const nn::Precision precision, ResolvePrecision(device));
-  ASSIGN_OR_RETURN(const nn::LossScaleOptions loss_scale, ResolveLossScale(precision));
 
-  // The device before the data: a worker that cannot get its GPU says so at once.
-  // One backend per GPU (towers), else one.
-  std::vector<std::unique_ptr<nn::Backend>> backends;
-  std::string backend_name = "the CPU backend";
-  if (device == "gpu") {
-    const int first = absl::GetFlag(FLAGS_gpu);
-    for (int i = 0; i < num_gpus; ++i) {
-      absl::StatusOr<std::unique_ptr<nn::Backend>> b = nn::MakeCudaBackend(first + i, precision);
-      if (!b.ok()) {
-        return num_gpus == 1 ? b.status()
-                             : absl::Status(b.status().code(),
-                                            absl::StrCat("--gpu=", first, " --num_gpus=", num_gpus,
-                                                         ": ", b.status().message()));
-      }
-      backends.push_back(*std::move(b));
-    }
-    backend_name = absl::StrCat(num_gpus == 1 ? "GPU " : "GPUs ", first,
-                                num_gpus == 1 ? "" : absl::StrCat("-", first + num_gpus - 1), " (",
-                                nn::PrecisionName(precision), " products",
-                                absl::GetFlag(FLAGS_cuda_graphs) ? ", CUDA graphs" : "", ")");
-  } else {
-    const int threads = absl::GetFlag(FLAGS_compute_threads);
-    backends.push_back(nn::MakeCpuBackend(threads));
-    backend_name =
-        absl::StrCat("the CPU backend (",
-                     threads > 0 ? absl::StrCat(threads, " thread(s)") : "a thread per core", ", ",
-                     nn::CpuKernels(), ")");
-  }
-  InputOptions input_options;
-  input_options.synthetic = data_source == "synthetic";
-  input_options.data_path = absl::GetFlag(FLAGS_data_path);
-  input_options.batch_size = batch_size;
-  input_options.shard_index = shard_index;
-  input_options.num_shards = std::max(num_trainers, 1);
-  input_options.seed = absl::GetFlag(FLAGS_seed);
-  ASSIGN_OR_RETURN(std::unique_ptr<WorkerInput> input, LoadWorkerInput(zoo, input_options));
-
-  PSFLOW_LOG(INFO) << cuda::BuildInfo() << (is_evaluator ? "; evaluating " : "; training ")
-                   << zoo.spec.name << " on " << backend_name << ": batch " << batch_size << ", "
-                   << training.optimizer.name() << " learning rate " << learning_rate
-                   << (max_grad_norm > 0 ? absl::StrCat(", clip norm ", max_grad_norm) : "")
-                   << (loss_scale.mode == nn::LossScaleOptions::Mode::kNone
-                           ? ""
-                           : absl::StrCat(", loss scale ",
-                                          loss_scale.mode == nn::LossScaleOptions::Mode::kDynamic
-                                              ? "dynamic from "
-                                              : "",
-                                          loss_scale.initial));
-  const uint64_t model_seed = absl::GetFlag(FLAGS_seed) * 31 + shard_index;
-  // What trains (one model, or towers over the GPUs) and the model that evaluates (tower 0).
-  std::unique_ptr<nn::Towers> towers;
-  std::unique_ptr<nn::Model> single;
-  nn::Trainable* trainable = nullptr;
-  nn::Model* model = nullptr;
-  if (backends.size() > 1) {
-    std::vector<nn::Backend*> raw;
-    for (auto& b : backends) raw.push_back(b.get());
-    ASSIGN_OR_RETURN(towers, nn::Towers::Create(zoo.spec, raw, batch_size, model_seed));
-    trainable = towers.get();
-    model = &towers->tower(0);
-    if (absl::GetFlag(FLAGS_cuda_graphs)) towers->EnableGraphs();
-  } else {
-    ASSIGN_OR_RETURN(single, nn::Model::Create(zoo.spec, *backends[0], batch_size, model_seed));
-    trainable = single.get();
-    model = single.get();
-    if (absl::GetFlag(FLAGS_cuda_graphs)) single->EnableGraphs();
-  }
+  ASSIGN_OR_RETURN(const Backends backends, MakeBackends(config));
+  const InputOptions input_options{.synthetic = config.synthetic,
+                                   .data_path = config.data_path,
+                                   .batch_size = config.batch_size,
+                                   .shard_index = config.shard_index,
+                                   .num_shards = config.num_trainers,
+                                   .seed = config.seed};
+  ASSIGN_OR_RETURN(std::unique_ptr<WorkerInput> input, LoadWorkerInput(config.zoo, input_options));
+  PSFLOW_LOG(INFO) << Describe(config, backends);
+  ASSIGN_OR_RETURN(TrainableModel trainable, MakeTrainable(config, backends));
 
   std::unique_ptr<MetricsEndpoint> endpoint;
   std::unique_ptr<WorkerMetrics> metrics;
+  std::unique_ptr<GpuMonitor> gpu_monitor;
+  std::unique_ptr<GpuMetricsExporter> gpu_metrics;
   if (metrics_port >= 0) {
     ASSIGN_OR_RETURN(endpoint, MetricsEndpoint::Start("0.0.0.0", metrics_port));
     metrics = std::make_unique<WorkerMetrics>(endpoint->registry(),
                                               StandardLabels(spec.task.type, spec.task.index));
     PSFLOW_LOG(INFO) << "metrics on :" << endpoint->port() << "/metrics";
+    if (config.gpu) gpu_metrics = ExportGpuMetrics(config, *endpoint, gpu_monitor);
   }
-  // GPU utilization and memory, when the NVIDIA driver's NVML is there to ask.
-  std::unique_ptr<GpuMonitor> gpu_monitor;
-  std::unique_ptr<GpuMetricsExporter> gpu_metrics;
-  if (metrics != nullptr && device == "gpu") {
-    absl::StatusOr<std::unique_ptr<GpuMonitor>> opened = GpuMonitor::Open();
-    if (opened.ok()) {
-      gpu_monitor = *std::move(opened);
-      std::vector<MonitoredGpu> gpus;
-      for (int i = 0; i < num_gpus; ++i) {
-        const int gpu = absl::GetFlag(FLAGS_gpu) + i;
-        gpus.push_back({gpu, cuda::PciBusId(gpu)});
-      }
-      gpu_metrics = std::make_unique<GpuMetricsExporter>(
-          *gpu_monitor, endpoint->registry(), StandardLabels(spec.task.type, spec.task.index),
-          std::move(gpus), std::chrono::seconds(1));
-    } else {
-      PSFLOW_LOG(WARNING) << opened.status().message() << "; no GPU metrics";
-    }
-  }
+  ASSIGN_OR_RETURN(std::unique_ptr<ParameterSync> sync,
+                   MakeSync(config, trainable.model->params()));
 
-  std::unique_ptr<ParameterSync> sync;
-  if (ps_hosts.empty()) {
-    PSFLOW_LOG(INFO) << "no ps task: training in process";
-    ASSIGN_OR_RETURN(sync, LocalUpdate::Create(training));
-  } else {
-    PsClient::Options options;
-    options.ps_addresses = ps_hosts;
-    options.training = training;
-    options.wire_type = wire_type;
-    options.connect_timeout = std::chrono::seconds(absl::GetFlag(FLAGS_ps_timeout_s));
-    ASSIGN_OR_RETURN(auto client, PsClient::Create(options, model->params()));
-    sync = std::move(client);
+  if (config.is_evaluator) {
+    const EvaluatorOptions evaluator{.interval = config.eval_interval,
+                                     .eval_steps = config.eval_steps,
+                                     .name = absl::StrCat("evaluator ", spec.task.index)};
+    return RunEvaluator(*trainable.model, *sync, *input, evaluator, metrics.get());
   }
-
-  if (is_evaluator) {
-    EvaluatorOptions evaluator;
-    evaluator.interval = absl::Seconds(absl::GetFlag(FLAGS_eval_interval_s));
-    evaluator.eval_steps = absl::GetFlag(FLAGS_eval_steps);
-    evaluator.name = absl::StrCat("evaluator ", spec.task.index);
-    return RunEvaluator(*model, *sync, *input, evaluator, metrics.get());
-  }
-
   TrainerOptions options;
-  options.train_steps = absl::GetFlag(FLAGS_train_steps);
-  options.train_epochs = train_epochs;
-  options.is_chief = is_chief;
-  options.seed = absl::GetFlag(FLAGS_seed);
-  options.log_every_steps = absl::GetFlag(FLAGS_log_every_steps);
-  options.max_grad_norm = max_grad_norm;
-  options.learning_rate = learning_rate;
-  options.schedule = recipe.schedule;
-  options.overlap =
-      absl::GetFlag(FLAGS_overlap) && !ps_hosts.empty() && !absl::GetFlag(FLAGS_sync_replicas);
-  options.loss_scale = loss_scale;
+  options.train_steps = config.train_steps;
+  options.train_epochs = config.train_epochs;
+  options.is_chief = config.is_chief;
+  options.seed = config.seed;
+  options.log_every_steps = config.log_every_steps;
+  options.max_grad_norm = config.max_grad_norm;
+  options.learning_rate = config.learning_rate;
+  options.schedule = config.zoo.recipe.schedule;
+  options.overlap = config.overlap;
+  options.loss_scale = config.loss_scale;
   data::Prefetcher prefetcher(std::move(input->train));
-  Trainer trainer(*trainable, *sync, prefetcher, options, metrics.get());
+  Trainer trainer(*trainable.trainable, *sync, prefetcher, options, metrics.get());
   ASSIGN_OR_RETURN(const TrainResult r, trainer.Run());
   // Towers upload on their threads at the next step, which never comes: tower 0 evaluates here,
   // on this thread (bound to its GPU), with the final parameters.
-  if (towers != nullptr) model->UploadParameters();
-  return EvaluateAndReport(zoo, *model, *backends[0], *input, spec, is_chief, r, metrics.get());
+  if (trainable.towers != nullptr) trainable.model->UploadParameters();
+  return EvaluateAndReport(config, *trainable.model, *backends.all[0], *input, r, metrics.get());
 }
 
 }  // namespace

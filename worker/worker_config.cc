@@ -1,0 +1,191 @@
+#include "worker/worker_config.h"
+
+#include <algorithm>
+#include <cmath>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/status_macros.h"
+#include "worker/nn/backend.h"
+
+namespace psflow {
+namespace {
+
+// The flag's value unless it is `unset` (its default), else the model's seed value.
+template <class T>
+T Or(T value, T unset, T recipe_value) {
+  return value == unset ? recipe_value : value;
+}
+
+absl::StatusOr<WireType> ParseWireType(const std::string& wire) {
+  if (wire == "float32") return WireType::kFloat32;
+  if (wire == "bfloat16") return WireType::kBfloat16;
+  if (wire == "float16") return WireType::kFloat16;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--wire_dtype must be float32, bfloat16 or float16, got \"", wire, "\""));
+}
+
+// --dtype, with the older spellings --use_fp16 and --tf32 folded in.
+absl::StatusOr<nn::Precision> ResolvePrecision(const WorkerFlags& flags) {
+  absl::StatusOr<nn::Precision> parsed = nn::ParsePrecision(flags.dtype);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--dtype ", parsed.status().message()));
+  }
+  nn::Precision p = *parsed;
+  for (const auto& [set, implied, flag] :
+       {std::tuple{flags.use_fp16, nn::Precision::kFp16, "--use_fp16"},
+        std::tuple{flags.tf32, nn::Precision::kTf32, "--tf32"}}) {
+    if (!set) continue;
+    if (p != nn::Precision::kFp32 && p != implied) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, " contradicts --dtype=", nn::PrecisionName(p)));
+    }
+    p = implied;
+  }
+  if (p != nn::Precision::kFp32 && flags.device != "gpu") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--dtype=", nn::PrecisionName(p), " needs --device=gpu: the CPU backend computes in fp32"));
+  }
+  return p;
+}
+
+// --loss_scale; "auto" is dynamic for fp16 products.
+absl::StatusOr<nn::LossScaleOptions> ResolveLossScale(const std::string& flag,
+                                                      nn::Precision precision) {
+  std::string text = flag;
+  if (text == "auto") text = precision == nn::Precision::kFp16 ? "dynamic" : "none";
+  absl::StatusOr<nn::LossScaleOptions> o = nn::ParseLossScale(text);
+  if (!o.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--loss_scale ", o.status().message()));
+  }
+  return o;
+}
+
+// The task's place in the cluster, and what a cluster must have for it.
+absl::Status PlaceInCluster(const ClusterSpec& spec, bool standalone, double eval_interval_s,
+                            WorkerConfig& c) {
+  if (spec.task.type != "worker" && spec.task.type != "chief" && spec.task.type != "evaluator") {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "psflow-worker runs worker, chief or evaluator tasks, but the cluster spec says task type "
+        "\"%s\"",
+        spec.task.type));
+  }
+  c.spec = spec;
+  c.is_evaluator = spec.task.type == "evaluator";
+  const bool has_chief = !spec.Tasks("chief").empty();
+  const int trainers = static_cast<int>(spec.Tasks("worker").size()) + (has_chief ? 1 : 0);
+  c.num_trainers = std::max(trainers, 1);
+  c.shard_index =
+      spec.task.type == "chief" || c.is_evaluator ? 0 : spec.task.index + (has_chief ? 1 : 0);
+  c.is_chief = standalone || spec.IsChief();
+  c.ps_hosts = spec.Tasks("ps");
+  if (c.ps_hosts.empty() && trainers > 1) {
+    return absl::InvalidArgumentError("several workers need at least one ps task to share with");
+  }
+  if (c.ps_hosts.empty() && c.is_evaluator) {
+    return absl::InvalidArgumentError(
+        "an evaluator follows the ps tasks, and the cluster has none");
+  }
+  if (!(eval_interval_s > 0)) return absl::InvalidArgumentError("--eval_interval_s must be > 0");
+  c.eval_interval = absl::Seconds(eval_interval_s);
+  return absl::OkStatus();
+}
+
+// The model, its hyper-parameters (flags over the recipe) and the optimizer and sync settings.
+absl::Status ResolveTraining(const WorkerFlags& f, WorkerConfig& c) {
+  ASSIGN_OR_RETURN(c.zoo, models::FindModel(f.model, f.model_config));
+  const models::Recipe& recipe = c.zoo.recipe;
+  c.batch_size = Or<int64_t>(f.batch_size, 0, recipe.batch_size);
+  c.learning_rate = Or(f.learning_rate, 0.0f, recipe.learning_rate);
+  c.max_grad_norm = f.max_grad_norm < 0 ? recipe.max_grad_norm : f.max_grad_norm;
+  c.train_epochs = Or(f.train_epochs, 0, recipe.epochs);
+  c.train_steps = f.train_steps;
+  if (c.batch_size < 1) return absl::InvalidArgumentError("--batch_size must be >= 1");
+  if (!(c.learning_rate > 0)) return absl::InvalidArgumentError("--learning_rate must be > 0");
+  // Checked before anything else, also where no ps is used, so a typo never passes silently.
+  ASSIGN_OR_RETURN(c.wire_type, ParseWireType(f.wire_dtype));
+  if (std::isnan(c.max_grad_norm)) return absl::InvalidArgumentError("--max_grad_norm is NaN");
+  if (f.replicas_to_aggregate < 0 || f.replicas_to_aggregate > c.num_trainers) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--replicas_to_aggregate must be in [0, %d] (the number of workers), got %d",
+        c.num_trainers, f.replicas_to_aggregate));
+  }
+  TrainingConfig& t = c.training;
+  t.optimizer.set_name(Or(f.optimizer, std::string(), recipe.optimizer));
+  t.optimizer.set_learning_rate(c.learning_rate);
+  t.optimizer.set_momentum(f.momentum);
+  t.optimizer.set_use_nesterov(f.use_nesterov);
+  t.sync.set_sync_replicas(f.sync_replicas);
+  t.sync.set_replicas_to_aggregate(f.replicas_to_aggregate);
+  t.sync.set_total_workers(c.num_trainers);
+  t.worker_index = c.shard_index;
+  // The optimizer checked here, in one line, rather than on the ps.
+  RETURN_IF_ERROR(LocalUpdate::Create(t).status());
+  if (c.train_steps < 0 || (c.train_steps == 0 && c.train_epochs < 1)) {
+    return absl::InvalidArgumentError("--train_epochs must be >= 1 (or --train_steps >= 1)");
+  }
+  c.overlap = f.overlap && !c.ps_hosts.empty() && !f.sync_replicas;
+  return absl::OkStatus();
+}
+
+absl::Status ResolveData(const WorkerFlags& f, WorkerConfig& c) {
+  if (f.data_source != "real" && f.data_source != "synthetic") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--data_source must be real or synthetic, got \"", f.data_source, "\""));
+  }
+  c.synthetic = f.data_source == "synthetic";
+  if (c.is_evaluator && c.synthetic) {
+    return absl::InvalidArgumentError(
+        "an evaluator needs a test split: --data_source=synthetic has none");
+  }
+  if (f.eval_steps < 0) return absl::InvalidArgumentError("--eval_steps must be >= 0");
+  c.data_path = f.data_path;
+  c.eval_steps = f.eval_steps;
+  c.seed = f.seed;
+  c.log_every_steps = f.log_every_steps;
+  return absl::OkStatus();
+}
+
+absl::Status ResolveDevice(const WorkerFlags& f, WorkerConfig& c) {
+  if (f.compute_threads < 0 || f.compute_threads > nn::kMaxCpuThreads) {
+    return absl::InvalidArgumentError(absl::StrCat("--compute_threads must be between 0 and ",
+                                                   nn::kMaxCpuThreads, " (0: one per core)"));
+  }
+  if (f.device != "cpu" && f.device != "gpu") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--device must be cpu or gpu, got \"", f.device, "\""));
+  }
+  c.gpu = f.device == "gpu";
+  if (f.gpu < 0) return absl::InvalidArgumentError("--gpu must be >= 0");
+  if (f.num_gpus < 1) return absl::InvalidArgumentError("--num_gpus must be >= 1");
+  if (f.num_gpus > 1 && !c.gpu) {
+    return absl::InvalidArgumentError("--num_gpus > 1 needs --device=gpu");
+  }
+  if (f.cuda_graphs && !c.gpu) {
+    return absl::InvalidArgumentError("--cuda_graphs needs --device=gpu");
+  }
+  if (f.ps_timeout_s < 1) return absl::InvalidArgumentError("--ps_timeout_s must be >= 1");
+  c.compute_threads = f.compute_threads;
+  c.first_gpu = f.gpu;
+  c.num_gpus = f.num_gpus;
+  c.cuda_graphs = f.cuda_graphs;
+  c.ps_timeout = std::chrono::seconds(f.ps_timeout_s);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<WorkerConfig> MakeWorkerConfig(const WorkerFlags& flags, const ClusterSpec& spec,
+                                              bool standalone) {
+  WorkerConfig c;
+  RETURN_IF_ERROR(PlaceInCluster(spec, standalone, flags.eval_interval_s, c));
+  RETURN_IF_ERROR(ResolveTraining(flags, c));
+  RETURN_IF_ERROR(ResolveData(flags, c));
+  RETURN_IF_ERROR(ResolveDevice(flags, c));
+  ASSIGN_OR_RETURN(c.precision, ResolvePrecision(flags));
+  ASSIGN_OR_RETURN(c.loss_scale, ResolveLossScale(flags.loss_scale, c.precision));
+  return c;
+}
+
+}  // namespace psflow

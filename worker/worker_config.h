@@ -1,0 +1,107 @@
+// What a worker process is told — its flags and its cluster spec — resolved against its model's
+// recipe (flags left unset take the seed's hyper-parameters) and checked in one place, so that
+// every contradiction is one INVALID_ARGUMENT line before anything starts.
+#ifndef PSFLOW_WORKER_WORKER_CONFIG_H_
+#define PSFLOW_WORKER_WORKER_CONFIG_H_
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "core/cluster_spec.h"
+#include "core/wire_type.h"
+#include "worker/models/model_zoo.h"
+#include "worker/nn/loss_scale.h"
+#include "worker/nn/precision.h"
+#include "worker/parameter_sync.h"
+
+namespace psflow {
+
+// The worker's flags as given (worker/main.cc defines them; the defaults here are theirs). 0, -1
+// or empty where the model's recipe supplies the value.
+struct WorkerFlags {
+  std::string model = "mnist_mlp";
+  std::string model_config{};
+  int64_t batch_size = 0;
+  float learning_rate = 0;
+  std::string optimizer{};
+  float momentum = 0;
+  bool use_nesterov = false;
+  float max_grad_norm = -1;
+  std::string wire_dtype = "float32";
+  bool sync_replicas = false;
+  bool overlap = true;
+  int replicas_to_aggregate = 0;
+  int train_epochs = 0;
+  int64_t train_steps = 0;
+  std::string data_source = "real";
+  std::string data_path{};
+  int64_t eval_steps = 0;
+  double eval_interval_s = 30;
+  uint64_t seed = 1;
+  int64_t log_every_steps = 100;
+  int compute_threads = 0;
+  std::string device = "cpu";
+  int gpu = 0;
+  int num_gpus = 1;
+  std::string dtype = "fp32";
+  bool use_fp16 = false;
+  bool tf32 = false;
+  std::string loss_scale = "auto";
+  bool cuda_graphs = false;
+  int ps_timeout_s = 60;
+};
+
+struct WorkerConfig {
+  // The cluster and this task's place in it. A chief trains too (TensorFlow's convention): it
+  // takes shard 0 and the workers the shards after it; an evaluator reads shard 0's test split.
+  ClusterSpec spec;
+  bool is_chief = false;
+  bool is_evaluator = false;
+  int num_trainers = 1;  // chief + workers, at least 1
+  int shard_index = 0;
+  std::vector<std::string> ps_hosts;  // empty: training alone, in process
+
+  // The model and how it trains.
+  models::ZooModel zoo;
+  int64_t batch_size = 0;
+  float learning_rate = 0;
+  float max_grad_norm = 0;  // 0: no clipping
+  int train_epochs = 0;
+  int64_t train_steps = 0;  // 0: train_epochs
+  TrainingConfig training;  // optimizer and sync settings, as the ps gets them
+  WireType wire_type = WireType::kFloat32;
+  bool overlap = false;  // asynchronous through ps tasks only
+  nn::LossScaleOptions loss_scale;
+
+  // Data and reporting.
+  bool synthetic = false;
+  std::string data_path{};
+  int64_t eval_steps = 0;
+  absl::Duration eval_interval;
+  uint64_t seed = 1;
+  int64_t log_every_steps = 0;
+
+  // The device.
+  bool gpu = false;
+  int compute_threads = 0;  // CPU: 0 is one per core
+  int first_gpu = 0;
+  int num_gpus = 1;
+  nn::Precision precision = nn::Precision::kFp32;
+  bool cuda_graphs = false;
+  std::chrono::seconds ps_timeout{60};
+};
+
+// `spec` is the resolved cluster (core/task_flags.h); `standalone` when nothing named one (the
+// worker then trains alone as the chief of a one-worker cluster). INVALID_ARGUMENT, naming the
+// flag, for every value out of range and every contradiction between flags, the cluster and the
+// model; NOT_FOUND for an unknown model or configuration.
+absl::StatusOr<WorkerConfig> MakeWorkerConfig(const WorkerFlags& flags, const ClusterSpec& spec,
+                                              bool standalone);
+
+}  // namespace psflow
+
+#endif  // PSFLOW_WORKER_WORKER_CONFIG_H_
