@@ -205,7 +205,6 @@ absl::StatusOr<Figures> RunCompute(const Subject& s, int64_t steps) {
   if (!model.ok()) return model.status();
   if (OnGpu() && absl::GetFlag(FLAGS_cuda_graphs)) (*model)->EnableGraphs();
   (*model)->params().Initialize(1);
-  (*model)->UploadParameters();
   // fp16 trains with a loss scale: the gradients are unscaled and measured on the device.
   if (BenchPrecision() == nn::Precision::kFp16) (*model)->SetLossScale(65536.0f);
   data::Prefetcher prefetcher(std::move((*input)->train));

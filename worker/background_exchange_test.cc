@@ -12,6 +12,7 @@
 #include "worker/data/synthetic.h"
 #include "worker/nn/backend.h"
 #include "worker/nn/model.h"
+#include "worker/overlapped_sync.h"
 #include "worker/trainer.h"
 
 namespace psflow {
@@ -183,9 +184,9 @@ TEST(TrainerOverlap, EveryStepPushedOnceAndControlCallsNeverOverlapAnExchange) {
   options.train_epochs = 3;
   options.learning_rate = 0.1f;
   options.schedule = LearningRateSchedule{.decay = 0.5f, .first_decay_epoch = 1};
-  options.overlap = true;
   options.log_every_steps = 0;
-  Trainer trainer(**model, sync, input, options, nullptr);
+  OverlappedSync overlapped(sync, (*model)->params());
+  Trainer trainer(**model, overlapped, input, options, nullptr);
   absl::StatusOr<TrainResult> r = trainer.Run();
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->steps, 15);
@@ -214,7 +215,6 @@ class ScriptedOverflow final : public nn::Trainable {
       : model_(model), finite_(std::move(finite)) {}
   nn::ParameterSet& params() override { return model_.params(); }
   int64_t labels_per_example() const override { return model_.labels_per_example(); }
-  void UploadParameters() override { model_.UploadParameters(); }
   absl::StatusOr<double> ComputeGradients(const nn::Batch& batch, float clip_norm) override {
     scales.push_back(scale_);
     last_finite_ = step_ < finite_.size() ? finite_[step_] : true;
@@ -254,11 +254,12 @@ void RunScripted(std::vector<bool> finite, nn::LossScaleOptions loss_scale, bool
   TrainerOptions options;
   options.train_epochs = 1;
   options.learning_rate = 0.1f;
-  options.overlap = overlap;
   options.log_every_steps = 0;
   options.loss_scale = loss_scale;
   options.max_skipped_in_a_row = max_skipped;
-  Trainer trainer(scripted, run.sync, input, options, nullptr);
+  OverlappedSync overlapped(run.sync, scripted.params());
+  Trainer trainer(scripted, overlap ? static_cast<ParameterSync&>(overlapped) : run.sync, input,
+                  options, nullptr);
   run.result = trainer.Run();
   run.scales = scripted.scales;
 }

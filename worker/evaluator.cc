@@ -24,7 +24,6 @@ absl::Status RunEvaluator(nn::Model& model, ParameterSync& sync, const WorkerInp
       return absl::OkStatus();
     }
     if (pulled->global_step != evaluated_step) {
-      model.UploadParameters();
       std::string figures;
       if (input.test.has_value()) {
         ASSIGN_OR_RETURN(const ClassifierEvaluation e, EvaluateClassifier(model, *input.test));

@@ -65,8 +65,8 @@ absl::StatusOr<std::unique_ptr<GpuMonitor>> GpuMonitor::Open(const std::string& 
   if (!Bind(handle, "nvmlDeviceGetMemoryInfo", api->memory)) missing = "nvmlDeviceGetMemoryInfo";
   if (missing != nullptr) {
     dlclose(handle);
-    return absl::UnavailableError(absl::StrCat("NVML not available: ", library, " has no ",
-                                               missing));
+    return absl::UnavailableError(
+        absl::StrCat("NVML not available: ", library, " has no ", missing));
   }
   if (NvmlReturn r = api->init(); r != kNvmlSuccess) {
     const std::string why = api->error_string(r);
@@ -93,13 +93,13 @@ absl::StatusOr<GpuSample> GpuMonitor::Read(const std::string& pci_bus_id) const 
   }
   NvmlUtilization utilization{};
   if (NvmlReturn r = api_->utilization(device, &utilization); r != kNvmlSuccess) {
-    return absl::UnavailableError(absl::StrCat("NVML: utilization of GPU at ", pci_bus_id, ": ",
-                                               api_->error_string(r)));
+    return absl::UnavailableError(
+        absl::StrCat("NVML: utilization of GPU at ", pci_bus_id, ": ", api_->error_string(r)));
   }
   NvmlMemory memory{};
   if (NvmlReturn r = api_->memory(device, &memory); r != kNvmlSuccess) {
-    return absl::UnavailableError(absl::StrCat("NVML: memory of GPU at ", pci_bus_id, ": ",
-                                               api_->error_string(r)));
+    return absl::UnavailableError(
+        absl::StrCat("NVML: memory of GPU at ", pci_bus_id, ": ", api_->error_string(r)));
   }
   return GpuSample{utilization.gpu / 100.0, memory.used, memory.total};
 }

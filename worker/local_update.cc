@@ -1,5 +1,5 @@
-#include "core/status_macros.h"
 #include "core/optimizer.h"
+#include "core/status_macros.h"
 #include "worker/parameter_sync.h"
 
 namespace psflow {
@@ -47,6 +47,7 @@ absl::StatusOr<SyncResult> LocalUpdate::Push(nn::ParameterSet& params, int64_t) 
     const int64_t width = d.shape.empty() || d.shape[0] == 0 ? 0 : d.size / d.shape[0];
     for (int64_t row : d.touched_rows) apply(d.offset + row * width, width);
   }
+  params.ValuesChanged();
   return SyncResult{.global_step = ++global_step_};
 }
 

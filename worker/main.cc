@@ -19,6 +19,7 @@
 #include "worker/evaluator.h"
 #include "worker/gpu_monitor.h"
 #include "worker/models/model_zoo.h"
+#include "worker/overlapped_sync.h"
 #include "worker/ps_client.h"
 #include "worker/trainable_factory.h"
 #include "worker/trainer.h"
@@ -170,9 +171,7 @@ absl::Status EvaluateAndReport(const WorkerConfig& config, nn::Model& model, nn:
                                                             model.max_batch(), config.eval_steps));
     ASSIGN_OR_RETURN(std::unique_ptr<nn::Model> test_model,
                      nn::Model::Create(config.zoo.eval_spec, backend, 1));
-    std::span<const float> trained = model.params().values();
-    std::copy(trained.begin(), trained.end(), test_model->params().values().begin());
-    test_model->UploadParameters();
+    test_model->params().CopyValuesFrom(model.params());  // the same variables
     ASSIGN_OR_RETURN(const double test,
                      EvaluatePerplexity(*test_model, input.corpus->test, 1, config.eval_steps));
     if (metrics != nullptr) metrics->test_perplexity.Set(test);
@@ -273,14 +272,19 @@ absl::Status Main() {
     PSFLOW_LOG(INFO) << "metrics on :" << endpoint->port() << "/metrics";
     if (config.gpu) gpu_metrics = ExportGpuMetrics(config, *endpoint, gpu_monitor);
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<ParameterSync> sync,
+  ASSIGN_OR_RETURN(std::unique_ptr<ParameterSync> direct,
                    MakeSync(config, trainable.model->params()));
 
   if (config.is_evaluator) {
     const EvaluatorOptions evaluator{.interval = config.eval_interval,
                                      .eval_steps = config.eval_steps,
                                      .name = absl::StrCat("evaluator ", spec.task.index)};
-    return RunEvaluator(*trainable.model, *sync, *input, evaluator, metrics.get());
+    return RunEvaluator(*trainable.model, *direct, *input, evaluator, metrics.get());
+  }
+  std::unique_ptr<ParameterSync> overlapped;
+  if (config.overlap) {
+    overlapped = std::make_unique<OverlappedSync>(*direct, trainable.model->params());
+    PSFLOW_LOG(INFO) << "push and pull overlapped with the next step";
   }
   TrainerOptions options;
   options.train_steps = config.train_steps;
@@ -291,14 +295,13 @@ absl::Status Main() {
   options.max_grad_norm = config.max_grad_norm;
   options.learning_rate = config.learning_rate;
   options.schedule = config.zoo.recipe.schedule;
-  options.overlap = config.overlap;
   options.loss_scale = config.loss_scale;
   data::Prefetcher prefetcher(std::move(input->train));
-  Trainer trainer(*trainable.trainable, *sync, prefetcher, options, metrics.get());
+  Trainer trainer(*trainable.trainable, overlapped != nullptr ? *overlapped : *direct, prefetcher,
+                  options, metrics.get());
   ASSIGN_OR_RETURN(const TrainResult r, trainer.Run());
-  // Towers upload on their threads at the next step, which never comes: tower 0 evaluates here,
-  // on this thread (bound to its GPU), with the final parameters.
-  if (trainable.towers != nullptr) trainable.model->UploadParameters();
+  // Tower 0 evaluates here, on this thread (bound to its GPU): its Model uploads the final
+  // parameters as the evaluation starts.
   return EvaluateAndReport(config, *trainable.model, *backends.all[0], *input, r, metrics.get());
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "absl/status/statusor.h"
 #include "proto/ps.pb.h"
@@ -18,6 +19,10 @@ struct SyncResult {
   int64_t global_step = 0;  // after the pull or push (ps task 0's)
   int64_t bytes = 0;        // tensor bytes moved by this call
   bool dropped = false;     // push: not applied (stale, a backup worker's, or the ps restarted)
+  // Overlapped (OverlappedSync): of this call's time, the wait for the exchange in flight, and
+  // the push + pull time of the exchange it finished, spent on the background thread.
+  double waited_seconds = 0;
+  double background_seconds = 0;
 };
 
 // What the chief tells the ps tasks when it creates the variables.
@@ -37,18 +42,27 @@ class ParameterSync {
   // reached in time; FAILED_PRECONDITION when the ps holds a different model.
   virtual absl::Status Prepare(const nn::ParameterSet& params, bool is_chief) = 0;
 
-  // Overwrites params' values with the current ones. In sync mode, waits (on the ps, without
-  // polling) until the step after this worker's last push has been aggregated.
+  // Overwrites params' values with the current ones (and says so: ParameterSet::ValuesChanged).
+  // In sync mode, waits (on the ps, without polling) until the step after this worker's last
+  // push has been aggregated.
   virtual absl::StatusOr<SyncResult> Pull(nn::ParameterSet& params) = 0;
 
   // Sends params' gradients, computed from the parameters of the last Pull, over `examples`.
-  // Remote implementations only read params; LocalUpdate applies the update to its values.
+  // Remote implementations only read params; LocalUpdate applies the update to its values (and
+  // says so).
   virtual absl::StatusOr<SyncResult> Push(nn::ParameterSet& params, int64_t examples) = 0;
 
   // The chief changes the learning rate on every ps task (e.g. a per-epoch decay).
   virtual absl::Status SetLearningRate(float learning_rate) = 0;
 
-  // This worker is done: sync mode stops counting on it.
+  // Completes what is still in flight (OverlappedSync: the last exchange, whose pulled values
+  // it then writes into params) and returns what that push did; nullopt when nothing was, as
+  // always for the others. Called before SetLearningRate and Leave, and at the end of training.
+  virtual absl::StatusOr<std::optional<SyncResult>> Flush(nn::ParameterSet& /*params*/) {
+    return std::nullopt;
+  }
+
+  // This worker is done: sync mode stops counting on it. A Pull after it reads the ps.
   virtual absl::Status Leave() = 0;
 };
 

@@ -490,7 +490,10 @@ absl::StatusOr<SyncResult> PsClient::Pull(nn::ParameterSet& params) {
     if (need_recovery_) RETURN_IF_ERROR(Recover(params));
     SyncResult result;
     absl::Status s = Transfer(params, proto::TK_PULL, 0, &result, nullptr, &params);
-    if (s.ok()) return result;
+    if (s.ok()) {
+      params.ValuesChanged();
+      return result;
+    }
     if (!absl::IsUnavailable(s) || Clock::now() >= deadline) return s;
     need_recovery_ = true;
   }

@@ -10,7 +10,6 @@
 
 #include "absl/status/statusor.h"
 #include "core/learning_rate_schedule.h"
-#include "worker/background_exchange.h"
 #include "worker/data/prefetcher.h"
 #include "worker/nn/loss_scale.h"
 #include "worker/nn/trainable.h"
@@ -28,9 +27,6 @@ struct TrainerOptions {
   float max_grad_norm = 0;        // > 0: clip the gradients by global norm before each push
   float learning_rate = 0;        // the initial rate (the ParameterSync was configured with it)
   LearningRateSchedule schedule;
-  // Push and pull on a background thread while the next step computes (BackgroundExchange):
-  // asynchronous training through ps tasks only; the caller decides where it applies.
-  bool overlap = false;
   // Loss scaling (fp16 products). Whatever the mode, a step whose measured gradients are not all
   // finite is not pushed; after max_skipped_in_a_row of them in a row Run fails (the model
   // diverged: lower the learning rate).
@@ -63,6 +59,8 @@ struct TrainResult {
   double words_per_second() const { return seconds > 0 ? words / seconds : 0; }
 };
 
+class StepRecorder;
+
 class Trainer {
  public:
   // All references must outlive the trainer; metrics may be null.
@@ -70,13 +68,22 @@ class Trainer {
           TrainerOptions options, WorkerMetrics* metrics);
 
   // Trains, leaves (sync mode stops waiting for this worker), and pulls the final parameters
-  // into the model, ready to evaluate. Errors from the ParameterSync as they come.
+  // into the model, ready to evaluate. Each step pulls, computes and pushes; the ParameterSync
+  // decides what that means (OverlappedSync: in the background, beside the next step). Errors
+  // from the ParameterSync as they come.
   absl::StatusOr<TrainResult> Run();
 
  private:
-  absl::Status StartEpoch(int epoch);
-  // Overlap: waits for the exchange in flight (if any), takes its parameters and accounts it.
-  absl::Status FinishExchange(TrainResult& result);
+  // Flushes the sync and sets the epoch's learning rate (the chief).
+  absl::Status StartEpoch(int epoch, StepRecorder& recorder);
+  absl::Status Step(StepRecorder& recorder);
+  // The batch's gradients and loss, with the loss scale; `finite` false when the gradients were
+  // not (not to push). FAILED_PRECONDITION after max_skipped_in_a_row such steps.
+  struct Computed {
+    double loss = 0;
+    bool finite = true;
+  };
+  absl::StatusOr<Computed> ComputeGradients(const nn::Batch& batch, StepRecorder& recorder);
 
   nn::Trainable& model_;
   ParameterSync& sync_;
@@ -85,7 +92,6 @@ class Trainer {
   WorkerMetrics* metrics_;
   float learning_rate_ = 0;  // as last set on the ps
   nn::LossScaler scaler_;
-  std::unique_ptr<BackgroundExchange> exchange_;  // overlap only
 };
 
 }  // namespace psflow

@@ -83,6 +83,7 @@ void Model::MakeViews(int64_t rows) {
 
 absl::Status Model::Stage(const Batch& batch, bool training) {
   assert(batch.size >= 1 && batch.size <= max_batch_);
+  if (uploaded_version_ != params_.values_version()) UploadParameters();
   // Staged at one address: the device phase's copy (recorded or not) reads this batch's inputs.
   // A backend that reads host memory copies them from the batch itself.
   input_ = batch.inputs;

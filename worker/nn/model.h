@@ -48,9 +48,13 @@ class Model final : public Trainable {
   ParameterSet& params() override { return params_; }
   const ParameterSet& params() const { return params_; }
 
-  // The host values in params() changed (a pull, Initialize): the next step must compute with
-  // them. A copy to the device on a GPU backend; nothing on the CPU.
-  void UploadParameters() override { backend_.UploadParameters(params_); }
+  // Copies params()' host values to the device now (nothing on the CPU). Every step and
+  // evaluation does so itself when the values changed (ParameterSet::ValuesChanged); this is for
+  // values written without saying so, and for tests.
+  void UploadParameters() {
+    backend_.UploadParameters(params_);
+    uploaded_version_ = params_.values_version();
+  }
 
   // Sets params().grads() (on the host) to the gradient of the loss on `batch` and returns the
   // loss: the cross-entropy summed over each example's predictions, averaged over the examples
@@ -135,6 +139,7 @@ class Model final : public Trainable {
   bool check_finite_ = false;  // loss scaling on
   bool last_step_finite_ = true;
   ParameterSet params_;
+  uint64_t uploaded_version_ = 0;  // params_' values_version() on the device
   std::vector<std::unique_ptr<Layer>> layers_;
   // layers_[i] owns the parameter handles [param_begin_[i], param_begin_[i + 1]).
   std::vector<int> param_begin_;

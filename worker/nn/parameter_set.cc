@@ -87,6 +87,7 @@ void ParameterSet::Initialize(uint64_t seed) {
         break;
     }
   }
+  ValuesChanged();
 }
 
 void ParameterSet::MarkSparse(Handle h) { descs_[static_cast<size_t>(h)].sparse = true; }
@@ -108,6 +109,7 @@ std::unique_ptr<ParameterSet> ParameterSet::SameLayoutAs(const ParameterSet& oth
 void ParameterSet::CopyValuesFrom(const ParameterSet& other) {
   assert(other.total_ == total_ && other.descs_.size() == descs_.size());
   std::memcpy(values_.get(), other.values_.get(), static_cast<size_t>(total_) * sizeof(float));
+  ValuesChanged();
 }
 
 void ParameterSet::CopyGradientsFrom(const ParameterSet& other) {

@@ -66,6 +66,13 @@ class ParameterSet {
 
   // Fills values() from each parameter's initializer; the same seed gives the same values.
   void Initialize(uint64_t seed);
+
+  // The host values changed: whoever writes values() directly (a pull, an update) says so, and
+  // a Model computing with this set copies them to its device before its next step (nothing to
+  // copy on the CPU). Initialize and CopyValuesFrom say so themselves.
+  void ValuesChanged() { ++values_version_; }
+  // Bumped by every ValuesChanged; starts at 1.
+  uint64_t values_version() const { return values_version_; }
   void ZeroGrads();
 
   // Sparse gradients (an embedding's, as TensorFlow's IndexedSlices): after MarkSparse(h), the
@@ -114,6 +121,7 @@ class ParameterSet {
   std::vector<ParameterDesc> descs_;
   int64_t total_ = 0;
   std::unique_ptr<float[], FreeDeleter> values_;
+  uint64_t values_version_ = 1;
   std::unique_ptr<float[], FreeDeleter> grads_;
   float* device_values_ = nullptr;  // owned by the backend
   float* device_grads_ = nullptr;

@@ -8,22 +8,33 @@
 #include <new>
 
 #include "worker/background_exchange.h"
+#include "worker/data/prefetcher.h"
+#include "worker/data/synthetic.h"
 #include "worker/models/model_zoo.h"
 #include "worker/nn/clip.h"
 #include "worker/nn/gradient_check.h"
 #include "worker/nn/towers.h"
+#include "worker/overlapped_sync.h"
+#include "worker/trainer.h"
 
 namespace {
 std::atomic<int64_t> g_allocations{0};
+thread_local int64_t t_allocations = 0;  // this thread's alone
 }  // namespace
 
 void* operator new(size_t n) {
   g_allocations.fetch_add(1, std::memory_order_relaxed);
+  ++t_allocations;
   if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
   throw std::bad_alloc();
 }
+// The replaced operator new above allocates with malloc, so free is the matching release; GCC
+// cannot see that once the trainer's code is inlined into this file.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, size_t) noexcept { std::free(p); }
+#pragma GCC diagnostic pop
 
 namespace psflow::nn {
 namespace {
@@ -94,6 +105,58 @@ TEST(SteadyState, BackgroundExchangeAllocatesNothing) {
   EXPECT_EQ(g_allocations.load() - before, 0);
 }
 
+// The trainer's whole loop — pull, input, compute, push, the step's accounting — allocates
+// nothing per step on its thread, serial (LocalUpdate) and overlapped (OverlappedSync; its
+// background thread is BackgroundExchangeAllocatesNothing's). Counted between the 4th and the
+// 12th step's compute by a Trainable that notes this thread's count as each step computes.
+class CountingTrainable final : public Trainable {
+ public:
+  explicit CountingTrainable(Model& model) : model_(model) { marks.reserve(64); }
+  ParameterSet& params() override { return model_.params(); }
+  int64_t labels_per_example() const override { return model_.labels_per_example(); }
+  absl::StatusOr<double> ComputeGradients(const Batch& batch, float clip_norm) override {
+    marks.push_back(t_allocations);
+    return model_.ComputeGradients(batch, clip_norm);
+  }
+  void SetLossScale(float scale) override { model_.SetLossScale(scale); }
+  bool last_step_finite() const override { return model_.last_step_finite(); }
+  void ResetState() override { model_.ResetState(); }
+  std::vector<int64_t> marks;
+
+ private:
+  Model& model_;
+};
+
+TEST(SteadyState, TrainerStepsAllocateNothing) {
+  for (bool overlapped : {false, true}) {
+    SCOPED_TRACE(overlapped ? "overlapped" : "serial");
+    auto backend = MakeCpuBackend(1);
+    ModelSpec spec{.name = "tiny", .input_shape = {16}, .num_classes = 4, .layers = {}};
+    spec.layers.push_back(DenseSpec{.units = 4});
+    auto model = Model::Create(spec, *backend, 8);
+    ASSERT_TRUE(model.ok()) << model.status();
+    CountingTrainable counting(**model);
+    data::SyntheticShape shape{.example_elements = 16, .num_classes = 4, .batches_per_epoch = 100};
+    data::Prefetcher input(std::make_unique<data::SyntheticSource>(shape, 8, 1));
+    TrainingConfig config;
+    config.optimizer.set_name("momentum");
+    config.optimizer.set_learning_rate(0.1f);
+    auto local = LocalUpdate::Create(config);
+    ASSERT_TRUE(local.ok()) << local.status();
+    NullSync null_sync;
+    OverlappedSync overlap(null_sync, counting.params());
+    TrainerOptions options;
+    options.train_steps = 12;
+    options.log_every_steps = 0;
+    options.learning_rate = 0.1f;
+    Trainer trainer(counting, overlapped ? static_cast<ParameterSync&>(overlap) : **local, input,
+                    options, nullptr);
+    ASSERT_TRUE(trainer.Run().ok());
+    ASSERT_EQ(counting.marks.size(), 12u);
+    EXPECT_EQ(counting.marks[11] - counting.marks[3], 0);
+  }
+}
+
 // Towers: the hand-off to the tower threads, the slices and the average allocate nothing.
 TEST(SteadyState, LstmTowersStepAllocatesNothing) {
   models::PtbConfig c = models::PtbConfigByName("test").value();
@@ -106,13 +169,12 @@ TEST(SteadyState, LstmTowersStepAllocatesNothing) {
   auto towers = Towers::Create(spec, {b0.get(), b1.get()}, 4);
   ASSERT_TRUE(towers.ok()) << towers.status();
   (*towers)->params().Initialize(3);
-  (*towers)->UploadParameters();
   const GradientCheckInput in = RandomInput(spec, 4, (*towers)->labels_per_example(), 9, 50);
   const Batch b{in.inputs.data(), in.labels.data(), 4};
   ASSERT_TRUE((*towers)->ComputeGradients(b, 1.0f).ok());
   const int64_t before = g_allocations.load();
   for (int s = 0; s < 3; ++s) {
-    (*towers)->UploadParameters();
+    (*towers)->params().ValuesChanged();  // as a pull does: every tower copies and uploads
     ASSERT_TRUE((*towers)->ComputeGradients(b, 1.0f).ok());
   }
   EXPECT_EQ(g_allocations.load() - before, 0);

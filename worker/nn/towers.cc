@@ -29,6 +29,7 @@ absl::StatusOr<std::unique_ptr<Towers>> Towers::Create(const ModelSpec& spec,
   }
   backends[0]->BindThread();
   t->begin_.resize(backends.size());
+  t->copied_version_.resize(backends.size(), 0);
   t->rows_.resize(backends.size());
   t->weight_.resize(backends.size());
   t->losses_.resize(backends.size(), 0.0);
@@ -96,9 +97,12 @@ void Towers::Step(int k) {
     losses_[i] = 0.0;
     return;
   }
-  if (upload_) {
-    if (k > 0) m.params().CopyValuesFrom(towers_[0]->params());
-    m.UploadParameters();
+  // Tower 0's values, when they changed since this tower last took them; each Model copies its
+  // own to its GPU as the step starts.
+  const uint64_t version = towers_[0]->params().values_version();
+  if (k > 0 && copied_version_[i] != version) {
+    m.params().CopyValuesFrom(towers_[0]->params());
+    copied_version_[i] = version;
   }
   const int64_t elements = NumElements(m.spec().input_shape);
   const Batch slice{batch_.inputs + begin_[i] * elements,
@@ -125,7 +129,6 @@ absl::StatusOr<double> Towers::ComputeGradients(const Batch& batch, float clip_n
   }
   batch_ = batch;
   RunOnEveryTower(Job::kStep);
-  upload_ = false;
   double loss = 0;
   for (size_t k = 0; k < towers_.size(); ++k) {
     if (!losses_[k].ok()) {

@@ -43,8 +43,8 @@ class Towers final : public Trainable {
 
   ParameterSet& params() override { return towers_[0]->params(); }
   int64_t labels_per_example() const override { return towers_[0]->labels_per_example(); }
-  // Every tower takes params()' values at the start of the next step (on its own thread).
-  void UploadParameters() override { upload_ = true; }
+  // Every tower takes params()' values, when they changed (ParameterSet::ValuesChanged), at the
+  // start of its next step, on its own thread.
   // batch.size in [1, max_batch]. The first tower's error, naming the tower.
   absl::StatusOr<double> ComputeGradients(const Batch& batch, float clip_norm) override;
   void SetLossScale(float scale) override;
@@ -73,7 +73,9 @@ class Towers final : public Trainable {
   std::vector<ParameterSet*> others_;  // towers 1.. parameter sets, for ReduceGradients
   std::vector<absl::StatusOr<double>> losses_;
   Batch batch_;  // the step's whole batch
-  bool upload_ = true;
+  // Towers 1..: tower 0's values_version() their values were last copied at (each written by
+  // its tower's thread only).
+  std::vector<uint64_t> copied_version_;
   bool last_step_finite_ = true;
 
   std::mutex mu_;

@@ -42,7 +42,7 @@ class TowersTest : public testing::Test {
     one_->params().Initialize(7);
     std::copy(one_->params().values().begin(), one_->params().values().end(),
               towers_->params().values().begin());
-    towers_->UploadParameters();
+    towers_->params().ValuesChanged();
     spec_ = spec;
   }
 

@@ -24,12 +24,11 @@ class Trainable {
   virtual ~Trainable() = default;
 
   // The parameters (host values the trainer overwrites with pulls) and their gradients (host,
-  // what the trainer pushes).
+  // what the trainer pushes). A step computes with the values as they are when it starts: a
+  // writer of values() calls params().ValuesChanged() and the device copy follows by itself.
   virtual ParameterSet& params() = 0;
   // Predictions (and labels) per example: 1 for a classifier, the time steps of a sequence.
   virtual int64_t labels_per_example() const = 0;
-  // The host values in params() changed (a pull, Initialize): the next step computes with them.
-  virtual void UploadParameters() = 0;
   // params().grads() := the gradient of the mean loss over `batch`, clipped by global norm when
   // clip_norm > 0; returns the loss (Model::ComputeGradients says which). Errors: a device
   // failure, naming the layer and its shapes. With a loss scale (SetLossScale) backward runs on

@@ -540,7 +540,7 @@ TEST_F(CudaBackendTest, TowersOnOneGpuMatchOneCpuModel) {
   (*cpu)->params().Initialize(5);
   std::copy((*cpu)->params().values().begin(), (*cpu)->params().values().end(),
             (*towers)->params().values().begin());
-  (*towers)->UploadParameters();
+  (*towers)->params().ValuesChanged();
   for (uint64_t step = 0; step < 2; ++step) {
     const GradientCheckInput in =
         RandomInput(spec, batch, (*cpu)->labels_per_example(), 30 + step, c.vocab_size);

@@ -1,0 +1,49 @@
+// Asynchronous training with communication overlapped with computation, as a ParameterSync: the
+// trainer pulls, computes and pushes as it does serially, and this wrapper turns that into a
+// BackgroundExchange (background_exchange.h says what it costs and buys):
+//
+//   Pull  the first: the wrapped sync's pull. After that: returns at once, with the values the
+//         exchange finished by the last Push or Flush already in params (a step computes on
+//         parameters that lack this worker's previous step: a delay of one step).
+//   Push  waits for the exchange in flight (its pulled values go into params), then hands this
+//         step's gradients over to a new one; returns what the finished exchange's push did
+//         (waited_seconds: the wait; background_seconds: that exchange's push + pull).
+//   Flush waits for the exchange in flight, as Push does, and starts none.
+//
+// SetLearningRate and Leave need nothing in flight (FAILED_PRECONDITION otherwise): the wrapped
+// sync is used by the background thread between a Push and the next Push or Flush.
+#ifndef PSFLOW_WORKER_OVERLAPPED_SYNC_H_
+#define PSFLOW_WORKER_OVERLAPPED_SYNC_H_
+
+#include <memory>
+#include <optional>
+
+#include "worker/background_exchange.h"
+#include "worker/parameter_sync.h"
+
+namespace psflow {
+
+class OverlappedSync final : public ParameterSync {
+ public:
+  // `sync` (a PsClient, asynchronous) must outlive this; `layout` fixes the parameters.
+  OverlappedSync(ParameterSync& sync, const nn::ParameterSet& layout);
+
+  absl::Status Prepare(const nn::ParameterSet& params, bool is_chief) override;
+  absl::StatusOr<SyncResult> Pull(nn::ParameterSet& params) override;
+  absl::StatusOr<SyncResult> Push(nn::ParameterSet& params, int64_t examples) override;
+  absl::StatusOr<std::optional<SyncResult>> Flush(nn::ParameterSet& params) override;
+  absl::Status SetLearningRate(float learning_rate) override;
+  absl::Status Leave() override;
+
+ private:
+  ParameterSync& sync_;
+  BackgroundExchange exchange_;
+  // The pull of the exchange finished last, not yet returned by Pull (its values are in params).
+  std::optional<SyncResult> pulled_;
+  int64_t global_step_ = 0;  // the last one seen
+  bool left_ = false;
+};
+
+}  // namespace psflow
+
+#endif  // PSFLOW_WORKER_OVERLAPPED_SYNC_H_
