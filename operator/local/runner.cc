@@ -165,7 +165,9 @@ class JobRun {
   void ReportFailure(const Replica& r);
   void ReapAndDecide();
   // Scrapes the replicas' /metrics at most once per kScrapeInterval (or now, when `force`).
-  void UpdateProgress(bool force = false);
+  // Scrapes the replicas (at most every kScrapeInterval) and shows the progress; `last` scrapes
+  // now and shows nothing (EndProgress shows the final figures once).
+  void UpdateProgress(bool last = false);
   void StopAll(const char* why);
   absl::Status Restart(Replica& r);
   bool IsTrainer(const Replica& r) const { return api::IsTrainer(r.type); }
@@ -427,9 +429,9 @@ void JobRun::ReapAndDecide() {
   }
 }
 
-void JobRun::UpdateProgress(bool force) {
+void JobRun::UpdateProgress(bool last) {
   const auto now = Clock::now();
-  if (!force && now - last_scrape_ < kScrapeInterval) return;
+  if (!last && now - last_scrape_ < kScrapeInterval) return;
   last_scrape_ = now;
   for (Replica& r : replicas_) {
     const bool alive = r.process != nullptr && !r.process->exit_status();
@@ -450,7 +452,7 @@ void JobRun::UpdateProgress(bool force) {
     tracker_.Update(r.trainer, f);
     r.scraped_steps = f.steps;
   }
-  console_.Progress(tracker_.Snapshot(now));
+  if (!last) console_.Progress(tracker_.Snapshot(now));
 }
 
 void JobRun::StopAll(const char* why) {
@@ -525,7 +527,7 @@ JobOutcome JobRun::Supervise() {
     UpdateProgress();
   }
   // A last look at the ps before it stops, for the summary.
-  UpdateProgress(/*force=*/true);
+  UpdateProgress(/*last=*/true);
   console_.EndProgress(tracker_.Snapshot(Clock::now()));
   if (interrupted) {
     outcome_ = JobOutcome::kInterrupted;
