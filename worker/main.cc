@@ -1,7 +1,6 @@
 // psflow-worker: trains one replica of a model between-graph against the ps tasks of its cluster
 // spec ($TF_CONFIG, or the seed scripts' flags). With no cluster spec at all it trains alone,
 // in process, with no ps.
-#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <vector>
