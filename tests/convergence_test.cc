@@ -60,21 +60,10 @@ void TrainTwoWorkersAndOne(bool overlap, TwoWorkersVersusOne* out) {
       {"--model=mnist_mlp", "--learning_rate=0.2", "--train_epochs=2", "--batch_size=100"});
   const std::string path = absl::StrCat(::testing::TempDir(), "psflow_two_workers_",
                                         overlap ? "overlap" : "serial", ".yaml");
-  std::ofstream(path) << absl::StrCat(R"(apiVersion: psflow.io/v1alpha1
-kind: TrainingJob
-metadata: {name: two-workers}
-spec:
-  replicaSpecs:
-    PS: {replicas: 1, template: {spec: {containers: [{command: [psflow-ps]}]}}}
-    Worker:
-      replicas: 2
-      template:
-        spec:
-          containers:
-            - command: [psflow-worker]
-              args: [--model=mnist_mlp, --learning_rate=0.2, --train_epochs=2, --batch_size=100,
-                     --compute_threads=1, --log_every_steps=0, --overlap=)",
-                                      overlap ? "true" : "false", "]\n");
+  WriteJob(path, "two-workers", 2,
+           {"--model=mnist_mlp", "--learning_rate=0.2", "--train_epochs=2", "--batch_size=100",
+            "--compute_threads=1", "--log_every_steps=0",
+            absl::StrCat("--overlap=", overlap ? "true" : "false")});
   const CommandResult r =
       RunCommand({Binary("psflow"), "run", "--verbose", "--run_dir=" + path + ".runs", path},
                  Environment({}), kTimeout);

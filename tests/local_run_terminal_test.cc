@@ -6,7 +6,6 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <string>
 #include <vector>
@@ -64,21 +63,9 @@ TEST(LocalRunTerminal, LiveBarIsRedrawnInPlaceAndTheSummaryFollows) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   const std::string job = dir + "/job.yaml";
-  std::ofstream(job) << R"(apiVersion: psflow.io/v1alpha1
-kind: TrainingJob
-metadata: {name: tty}
-spec:
-  replicaSpecs:
-    PS: {replicas: 1, template: {spec: {containers: [{command: [psflow-ps]}]}}}
-    Worker:
-      replicas: 2
-      template:
-        spec:
-          containers:
-            - command: [psflow-worker]
-              args: [--model=mnist_mlp, --compute_threads=1, --train_steps=3000,
-                     --log_every_steps=100]
-)";
+  WriteJob(
+      job, "tty", 2,
+      {"--model=mnist_mlp", "--compute_threads=1", "--train_steps=3000", "--log_every_steps=100"});
   Tmux tmux;
   const std::string command = absl::StrCat(Binary("psflow"), " run --run_dir=", dir, "/runs ", job,
                                            "; echo PSFLOW_EXIT=$?; sleep 600");

@@ -41,23 +41,9 @@ std::string ReadFile(const std::string& path) {
 
 // A small fast job: 1 ps and 2 workers training the MLP on 1500 steps each.
 std::string WriteTinyJob() {
-  const std::string path = ::testing::TempDir() + "psflow_tiny_job.yaml";
-  std::ofstream(path) << R"(apiVersion: psflow.io/v1alpha1
-kind: TrainingJob
-metadata: {name: tiny}
-spec:
-  replicaSpecs:
-    PS: {replicas: 1, template: {spec: {containers: [{command: [psflow-ps]}]}}}
-    Worker:
-      replicas: 2
-      template:
-        spec:
-          containers:
-            - command: [psflow-worker]
-              args: [--model=mnist_mlp, --compute_threads=1, --train_steps=1500,
-                     --log_every_steps=500]
-)";
-  return path;
+  return WriteJob(
+      ::testing::TempDir() + "psflow_tiny_job.yaml", "tiny", 2,
+      {"--model=mnist_mlp", "--compute_threads=1", "--train_steps=1500", "--log_every_steps=500"});
 }
 
 // The summary table's row for `replica`, split at runs of spaces; empty when there is none.

@@ -4,9 +4,12 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <fstream>
 #include <sstream>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 extern char** environ;
 
@@ -64,6 +67,20 @@ double Field(const std::string& line, const std::string& key) {
   const size_t at = line.find(key + "=");
   if (at == std::string::npos) return NAN;
   return std::strtod(line.c_str() + at + key.size() + 1, nullptr);
+}
+
+std::string WriteJob(const std::string& path, const std::string& name, int workers,
+                     const std::vector<std::string>& worker_args) {
+  std::ofstream(path) << absl::StrCat(
+      "apiVersion: psflow.io/v1alpha1\nkind: TrainingJob\nmetadata: {name: ", name,
+      "}\nspec:\n  replicaSpecs:\n"
+      "    PS: {replicas: 1, template: {spec: {containers: [{command: [psflow-ps]}]}}}\n"
+      "    Worker:\n      replicas: ",
+      workers,
+      "\n      template:\n        spec:\n          containers:\n"
+      "            - command: [psflow-worker]\n              args: [",
+      absl::StrJoin(worker_args, ", "), "]\n");
+  return path;
 }
 
 }  // namespace psflow::testing

@@ -31,6 +31,11 @@ std::vector<std::string> Environment(const std::vector<std::string>& extra,
 CommandResult RunCommand(const std::vector<std::string>& argv, const std::vector<std::string>& env,
                          std::chrono::seconds timeout);
 
+// A TrainingJob manifest named `name` with one ps and `workers` workers, each running
+// psflow-worker with `worker_args` (e.g. "--model=mnist_mlp"), written to `path`; returns path.
+std::string WriteJob(const std::string& path, const std::string& name, int workers,
+                     const std::vector<std::string>& worker_args);
+
 // Lines of `text` that contain `needle`.
 std::vector<std::string> LinesWith(const std::string& text, const std::string& needle);
 
