@@ -33,11 +33,12 @@ absl::StatusOr<TrainResult> Trainer::Run() {
   const int64_t total_steps =
       options_.train_steps > 0 ? options_.train_steps : options_.train_epochs * per_epoch;
   PSFLOW_LOG(INFO) << total_steps << " steps, " << per_epoch << " per epoch";
-  StepRecorder recorder(metrics_, total_steps, model_.labels_per_example(),
-                        options_.log_every_steps);
   nn::ParameterSet& params = model_.params();
   if (options_.is_chief) params.Initialize(options_.seed);
   RETURN_IF_ERROR(sync_.Prepare(params, options_.is_chief));
+  // From here: the first progress line's rate counts training steps only.
+  StepRecorder recorder(metrics_, total_steps, model_.labels_per_example(),
+                        options_.log_every_steps);
 
   const double input_wait_before = input_.wait_seconds();
   const Clock::time_point start = Clock::now();
