@@ -567,9 +567,11 @@ absl::StatusOr<JobOutcome> RunLocally(const api::TrainingJob& job, const RunOpti
   ASSIGN_OR_RETURN(std::unique_ptr<StopSignals> signals, StopSignals::Install());
   JobRun run(job, options, *signals);
   RETURN_IF_ERROR(run.Plan());
-  RETURN_IF_ERROR(run.OpenLogs());
+  // The targets file first: a path that cannot be written leaves no empty run folder behind.
   RETURN_IF_ERROR(run.PublishScrapeTargets(/*listed=*/true));
-  if (absl::Status started = run.Start(); !started.ok()) {
+  absl::Status started = run.OpenLogs();
+  if (started.ok()) started = run.Start();
+  if (!started.ok()) {
     run.PublishScrapeTargets(/*listed=*/false).IgnoreError();  // nothing runs: best effort
     return started;
   }

@@ -144,7 +144,8 @@ absl::Status ObservedRun::Train() {
   const fs::path targets = dir_ / "targets" / absl::StrCat(kJobName, ".json");
   ASSIGN_OR_RETURN(std::unique_ptr<BackgroundProcess> run,
                    BackgroundProcess::Start(
-                       {testing::Binary("psflow"), "run", "--progress=never",
+                       {testing::Binary("psflow"), "run", "--progress=never", "--verbose",
+                        "--run_dir=" + (dir_ / "runs").string(),
                         "--prometheus_targets=" + targets.string(), (dir_ / "job.yaml").string()},
                        testing::Environment({})));
   const auto give_up = std::chrono::steady_clock::now() + seconds(240);
