@@ -164,7 +164,6 @@ class JobRun {
   // r failed on its own (not stopped by us): its last lines and where its log is.
   void ReportFailure(const Replica& r);
   void ReapAndDecide();
-  // Scrapes the replicas' /metrics at most once per kScrapeInterval (or now, when `force`).
   // Scrapes the replicas (at most every kScrapeInterval) and shows the progress; `last` scrapes
   // now and shows nothing (EndProgress shows the final figures once).
   void UpdateProgress(bool last = false);

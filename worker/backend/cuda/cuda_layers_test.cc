@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "worker/backend/cuda/forced_lstm_path.h"
 #include "worker/models/model_zoo.h"
 #include "worker/nn/backend.h"
 #include "worker/nn/gradient_check.h"
@@ -93,9 +94,9 @@ class LayerComparison : public CudaBackendTest {
       auto layer = b.MakeLayer(spec, "layer0");
       ASSERT_TRUE(layer.ok()) << layer.status();
       auto out = (*layer)->Build(in_shape, BuildContext{&p, max_batch, 11});
-      // A path forced by PSFLOW_LSTM_IMPL that cuDNN has no kernel for on this GPU: nothing to
-      // compare (cudnn_persistent on an H100 with fp32 math).
-      if (absl::IsUnimplemented(out.status())) GTEST_SKIP() << out.status();
+      if (const std::string why = ForcedLstmPathRefused(out.status()); !why.empty()) {
+        GTEST_SKIP() << why;
+      }
       ASSERT_TRUE(out.ok()) << out.status();
       pair_.out = *out;
       p.Finalize();
@@ -355,8 +356,8 @@ TEST_P(ModelComparison, LossAndClippedGradientsMatchCpu) {
   const int64_t batch = 4;
   auto cpu = Model::Create(zoo->spec, *cpu_, batch);
   auto gpu = Model::Create(zoo->spec, *gpu_, batch);
-  // PSFLOW_LSTM_IMPL forces a path cuDNN has no kernel for on this GPU (scripts/gpu_check.sh).
-  if (absl::IsUnimplemented(gpu.status())) GTEST_SKIP() << gpu.status();
+  if (const std::string why = ForcedLstmPathRefused(gpu.status()); !why.empty())
+    GTEST_SKIP() << why;
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   (*cpu)->params().Initialize(3);
@@ -533,8 +534,9 @@ TEST_F(CudaBackendTest, TowersOnOneGpuMatchOneCpuModel) {
   const int64_t batch = 6;
   auto cpu = Model::Create(spec, *cpu_, batch);
   auto towers = Towers::Create(spec, {gpu_.get(), second->get()}, batch);
-  // PSFLOW_LSTM_IMPL=cudnn_persistent (scripts/gpu_check.sh) where cuDNN has no such kernel.
-  if (absl::IsUnimplemented(towers.status())) GTEST_SKIP() << towers.status();
+  if (const std::string why = ForcedLstmPathRefused(towers.status()); !why.empty()) {
+    GTEST_SKIP() << why;
+  }
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   ASSERT_TRUE(towers.ok()) << towers.status();
   (*cpu)->params().Initialize(5);
