@@ -46,10 +46,8 @@ absl::StatusOr<std::unique_ptr<ReplicaLog>> ReplicaLog::Open(std::string path) {
   return std::unique_ptr<ReplicaLog>(new ReplicaLog(std::move(path), fd));
 }
 
-ReplicaLog::~ReplicaLog() { close(fd_); }
-
 void ReplicaLog::Append(absl::string_view line) {
-  WriteAll(fd_, absl::StrCat(line, "\n"));
+  WriteAll(fd_.get(), absl::StrCat(line, "\n"));
   tail_.emplace_back(line);
   if (tail_.size() > kTailLines) tail_.pop_front();
 }

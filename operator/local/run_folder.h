@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "core/file_util.h"
 
 namespace psflow::local {
 
@@ -28,7 +29,6 @@ class ReplicaLog {
 
   // FAILED_PRECONDITION naming `path` when it cannot be opened for writing.
   static absl::StatusOr<std::unique_ptr<ReplicaLog>> Open(std::string path);
-  ~ReplicaLog();
   ReplicaLog(const ReplicaLog&) = delete;
   ReplicaLog& operator=(const ReplicaLog&) = delete;
 
@@ -42,7 +42,7 @@ class ReplicaLog {
  private:
   ReplicaLog(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
   std::string path_;
-  int fd_;
+  Fd fd_;
   std::deque<std::string> tail_;
 };
 
