@@ -52,6 +52,14 @@ class ParameterSync {
   // says so).
   virtual absl::StatusOr<SyncResult> Push(nn::ParameterSet& params, int64_t examples) = 0;
 
+  // Overlap within a step: the gradients of params' parameters [first, last) (handles) for the
+  // Push about to come, over `examples`, are final; an implementation may start sending them now.
+  // That Push then sends the rest, waits for all, and reports a failure of an early send.
+  // Default: nothing (Push sends everything).
+  virtual void GradientsReady(const nn::ParameterSet& /*params*/,
+                              nn::ParameterSet::Handle /*first*/, nn::ParameterSet::Handle /*last*/,
+                              int64_t /*examples*/) {}
+
   // The chief changes the learning rate on every ps task (e.g. a per-epoch decay).
   virtual absl::Status SetLearningRate(float learning_rate) = 0;
 

@@ -19,6 +19,16 @@ struct Batch {
   int64_t size = 0;
 };
 
+// Told, during ComputeGradients, which parameters' host gradients are final, in the order
+// backward produces them (the last layer's first), so they can be sent while backward goes on.
+class GradientListener {
+ public:
+  virtual ~GradientListener() = default;
+  // params().grads() of the parameters [first, last) (handles) are final for this step; they stay
+  // so until the next ComputeGradients. Called on the thread that runs ComputeGradients.
+  virtual void GradientsReady(ParameterSet::Handle first, ParameterSet::Handle last) = 0;
+};
+
 class Trainable {
  public:
   virtual ~Trainable() = default;
@@ -45,6 +55,11 @@ class Trainable {
   virtual bool last_step_finite() const = 0;
   // Stateful layers (LSTMs) start from zeros again.
   virtual void ResetState() = 0;
+  // From the next ComputeGradients on, tells `listener` (null: nobody; it outlives its use) as
+  // each layer's gradients become final on the host. Only a step whose gradients need no global
+  // look (no clipping, no loss scale) streams; other steps never call the listener, and neither
+  // does a Trainable that cannot stream (this default).
+  virtual void SetGradientListener(GradientListener* /*listener*/) {}
 };
 
 }  // namespace psflow::nn
