@@ -31,6 +31,28 @@ class Fingerprint {
   uint64_t hash_ = 0xcbf29ce484222325ULL;
 };
 
+// Lists each task's partitions (in partition order) and fingerprints the result.
+Placement Finish(const std::vector<VariableInfo>& variables, int num_tasks, Placement placement) {
+  placement.task_partitions.assign(num_tasks, {});
+  Fingerprint fp;
+  fp.Add(num_tasks);
+  for (size_t i = 0; i < placement.partitions.size(); ++i) {
+    auto& p = placement.partitions[i];
+    auto& list = placement.task_partitions[p.task];
+    p.index_on_task = static_cast<int>(list.size());
+    list.push_back(static_cast<int>(i));
+    const VariableInfo& v = variables[p.variable];
+    fp.Add(v.name);
+    fp.Add(static_cast<int64_t>(v.shape.size()));
+    for (int64_t d : v.shape) fp.Add(d);
+    fp.Add(p.row_begin);
+    fp.Add(p.row_end);
+    fp.Add(p.task);
+  }
+  placement.fingerprint = fp.value();
+  return placement;
+}
+
 }  // namespace
 
 double Placement::imbalance() const {
@@ -51,6 +73,13 @@ std::string Placement::Describe() const {
   }
   absl::StrAppend(&out, absl::StrFormat("; max/min %.3f", imbalance()));
   return out;
+}
+
+absl::StatusOr<PlacementStrategy> ParsePlacementStrategy(absl::string_view name) {
+  if (name == "balanced") return PlacementStrategy::kBalanced;
+  if (name == "round_robin") return PlacementStrategy::kRoundRobin;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown placement \"", name, "\" (balanced or round_robin)"));
 }
 
 absl::StatusOr<Placement> PlaceVariables(const std::vector<VariableInfo>& variables, int num_tasks,
@@ -74,6 +103,20 @@ absl::StatusOr<Placement> PlaceVariables(const std::vector<VariableInfo>& variab
   }
 
   Placement placement;
+  if (options.strategy == PlacementStrategy::kRoundRobin) {
+    placement.bytes_per_task.assign(num_tasks, 0);
+    for (size_t i = 0; i < variables.size(); ++i) {
+      const VariableInfo& v = variables[i];
+      PartitionPlacement pp;
+      pp.variable = static_cast<int>(i);
+      pp.row_end = v.shape.empty() ? 1 : v.shape[0];
+      pp.row_elements = pp.row_end == 0 ? 0 : elements[i] / pp.row_end;
+      pp.task = static_cast<int>(i % static_cast<size_t>(num_tasks));
+      placement.bytes_per_task[pp.task] += pp.bytes();
+      placement.partitions.push_back(pp);
+    }
+    return Finish(variables, num_tasks, std::move(placement));
+  }
   const int64_t piece = std::max(
       options.min_partition_bytes,
       total_bytes / (static_cast<int64_t>(num_tasks) * std::max(1, options.pieces_per_task)));
@@ -115,24 +158,7 @@ absl::StatusOr<Placement> PlaceVariables(const std::vector<VariableInfo>& variab
         placement.bytes_per_task.begin());
     placement.bytes_per_task[p.task] += p.bytes();
   }
-  placement.task_partitions.assign(num_tasks, {});
-  Fingerprint fp;
-  fp.Add(num_tasks);
-  for (size_t i = 0; i < placement.partitions.size(); ++i) {
-    auto& p = placement.partitions[i];
-    auto& list = placement.task_partitions[p.task];
-    p.index_on_task = static_cast<int>(list.size());
-    list.push_back(static_cast<int>(i));
-    const VariableInfo& v = variables[p.variable];
-    fp.Add(v.name);
-    fp.Add(static_cast<int64_t>(v.shape.size()));
-    for (int64_t d : v.shape) fp.Add(d);
-    fp.Add(p.row_begin);
-    fp.Add(p.row_end);
-    fp.Add(p.task);
-  }
-  placement.fingerprint = fp.value();
-  return placement;
+  return Finish(variables, num_tasks, std::move(placement));
 }
 
 }  // namespace psflow

@@ -13,6 +13,10 @@
 // piece at most 1/pieces_per_task of a task's share, the loads end within a piece of each other:
 // max/min <= 1.1 for every seed model and 1..4 tasks (see placement_test.cc). A single task gets
 // every variable whole.
+//
+// kRoundRobin is TensorFlow 1.x's replica_device_setter default, kept to reproduce the seeds'
+// experiments: every variable whole, the i-th variable in model order on task i % num_tasks,
+// whatever its size (the CIFAR-10 CNN on 2 tasks: every weight on task 0, every bias on task 1).
 #ifndef PSFLOW_CORE_PLACEMENT_H_
 #define PSFLOW_CORE_PLACEMENT_H_
 
@@ -21,6 +25,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace psflow {
 
@@ -30,7 +35,11 @@ struct VariableInfo {
   std::vector<int64_t> shape;  // rank 0 (a scalar) is one row of one element
 };
 
+enum class PlacementStrategy { kBalanced, kRoundRobin };
+
 struct PlacementOptions {
+  PlacementStrategy strategy = PlacementStrategy::kBalanced;
+  // kBalanced only:
   int64_t min_partition_bytes = 4 << 10;
   int pieces_per_task = 32;
 };
@@ -62,6 +71,9 @@ struct Placement {
   // One line for the log: "2 ps tasks, 5 partitions of 4 variables: ps0 159.1 KiB (3), ...".
   std::string Describe() const;
 };
+
+// "balanced" or "round_robin"; INVALID_ARGUMENT naming the choices otherwise.
+absl::StatusOr<PlacementStrategy> ParsePlacementStrategy(absl::string_view name);
 
 // INVALID_ARGUMENT when num_tasks < 1, there are no variables, two share a name, a name is empty
 // or a shape has a negative dimension or more than 2^40 elements.

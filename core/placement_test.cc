@@ -155,5 +155,31 @@ TEST(Placement, RejectsBadInput) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(Placement, RoundRobinPutsVariableIOnTaskIModN) {
+  const auto variables = SeedModels()["cifar10_cnn"];
+  auto p = PlaceVariables(variables, 2, {.strategy = PlacementStrategy::kRoundRobin});
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->partitions.size(), variables.size());
+  for (size_t i = 0; i < variables.size(); ++i) {
+    EXPECT_EQ(p->partitions[i].task, static_cast<int>(i % 2)) << variables[i].name;
+    EXPECT_EQ(p->partitions[i].num_parts, 1);
+  }
+  // TensorFlow 1.x's imbalance on the seed's model: the weights on task 0, the biases on task 1.
+  EXPECT_EQ(p->bytes_per_task[0], 4 * (5 * 5 * 3 * 64 + 5 * 5 * 64 * 64 + 2304 * 384 + 384 * 192 +
+                                       192 * 10));
+  EXPECT_EQ(p->bytes_per_task[1], 4 * (64 + 64 + 384 + 192 + 10));
+  EXPECT_NE(p->fingerprint, PlaceVariables(variables, 2)->fingerprint);
+  // One task: the same layout, and so the same fingerprint, as balanced.
+  EXPECT_EQ(PlaceVariables(variables, 1, {.strategy = PlacementStrategy::kRoundRobin})->fingerprint,
+            PlaceVariables(variables, 1)->fingerprint);
+}
+
+TEST(Placement, ParsesItsStrategies) {
+  EXPECT_EQ(*ParsePlacementStrategy("balanced"), PlacementStrategy::kBalanced);
+  EXPECT_EQ(*ParsePlacementStrategy("round_robin"), PlacementStrategy::kRoundRobin);
+  EXPECT_EQ(ParsePlacementStrategy("roundrobin").status().message(),
+            "unknown placement \"roundrobin\" (balanced or round_robin)");
+}
+
 }  // namespace
 }  // namespace psflow
