@@ -40,6 +40,8 @@ packages=(
   python3 wordnet-base
   # tests/local_run_terminal_test drives `psflow run` in a real terminal.
   tmux
+  # `psflow run --emulate_network` (ip netns, veth, tc) and tests/emulated_network_test.
+  iproute2
   # The operator's tests run a real Kubernetes control plane (tests/control_plane): etcd, and
   # openssl/curl/xz for its certificates, readiness checks and compressed binaries. (Debian's
   # etcd-server also enables an etcd service on 127.0.0.1:2379 where systemd runs; the tests start

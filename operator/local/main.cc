@@ -33,11 +33,17 @@ ABSL_FLAG(std::string, prometheus_targets, "",
           "(labels job, replica_type, replica_index; emptied when the run ends), for "
           "deploy/prometheus/prometheus-local.yml; empty: none");
 
+ABSL_FLAG(std::string, emulate_network, "",
+          "RATE[,DELAY[,LOSS]], e.g. 1gbit, 10gbit,0.2ms or 25gbit,1ms,0.1%: run every replica "
+          "in a network namespace of its own, its link shaped so both ways (root and iproute2 "
+          "needed; docs/user-guide.md); empty: all on this machine's loopback");
+
 namespace {
 
 constexpr char kUsage[] =
     "psflow run [--progress=auto|always|never] [--run_dir=DIR] [--verbose]\n"
-    "           [--prometheus_targets=FILE.json] JOB.yaml  run a TrainingJob locally\n"
+    "           [--prometheus_targets=FILE.json | --emulate_network=RATE[,DELAY[,LOSS]]]\n"
+    "           JOB.yaml                                   run a TrainingJob locally\n"
     "psflow validate JOB.yaml                              check a TrainingJob manifest";
 
 int Fail(int code, const std::string& message) {
@@ -94,6 +100,11 @@ int main(int argc, char** argv) {
   options.finish_grace = std::chrono::seconds(absl::GetFlag(FLAGS_finish_grace_s));
   options.stop_grace = std::chrono::seconds(absl::GetFlag(FLAGS_stop_grace_s));
   options.prometheus_targets = absl::GetFlag(FLAGS_prometheus_targets);
+  if (const std::string spec = absl::GetFlag(FLAGS_emulate_network); !spec.empty()) {
+    auto shape = psflow::local::ParseLinkShape(spec);
+    if (!shape.ok()) return Fail(2, std::string(shape.status().message()));
+    options.emulate_network = *shape;
+  }
   PrependOwnDirToPath();
   auto outcome = psflow::local::RunLocally(*job, options);
   if (!outcome.ok()) return Fail(2, std::string(outcome.status().message()));

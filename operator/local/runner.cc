@@ -1,8 +1,11 @@
 #include "operator/local/runner.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -18,7 +21,9 @@
 #include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "core/file_util.h"
 #include "core/free_ports.h"
 #include "core/http_get.h"
 #include "core/prometheus_text.h"
@@ -27,6 +32,7 @@
 #include "operator/api/job_policy.h"
 #include "operator/local/child_process.h"
 #include "operator/local/console.h"
+#include "operator/local/network_emulation.h"
 #include "operator/local/progress_tracker.h"
 #include "operator/local/run_folder.h"
 #include "operator/local/run_summary.h"
@@ -43,6 +49,7 @@ using api::ReplicaType;
 constexpr int64_t kMaxLocalReplicas = 64;
 // How often the replicas' /metrics are scraped and the live bar redrawn.
 constexpr std::chrono::milliseconds kScrapeInterval{500};
+constexpr std::chrono::seconds kPsListenWait{10};
 
 int g_signal_pipe = -1;  // write end; the handler only writes a byte
 
@@ -106,6 +113,7 @@ class StopSignals {
 struct Replica {
   ReplicaType type = ReplicaType::kWorker;
   int index = 0;
+  int position = 0;  // in JobRun::replicas_: its link's index in an emulated network
   std::string name;  // "worker-1"
   int port = 0;
   int metrics_port = 0;
@@ -169,6 +177,19 @@ class JobRun {
   void UpdateProgress(bool last = false);
   void StopAll(const char* why);
   absl::Status Restart(Replica& r);
+  // With an emulated network, once before the first replica other than a ps starts: waits (at
+  // most kPsListenWait) until every ps task accepts connections. A worker whose first gRPC
+  // connection finds no ps listening in its namespace waits seconds (5 measured) before it
+  // retries; on loopback the replicas' start-up usually hides the race.
+  void WaitForPsTasks();
+  // With an emulated network: checks it can be made, deletes abandoned namespaces, makes it.
+  absl::Status SetUpNetwork();
+  // With an emulated network: what crossed each replica's link, then the namespaces deleted.
+  void TearDownNetwork();
+  // Where r's ports are reached: its namespace's address, or 127.0.0.1.
+  std::string Host(const Replica& r) const {
+    return network_ ? network_->Address(r.position) : "127.0.0.1";
+  }
   bool IsTrainer(const Replica& r) const { return api::IsTrainer(r.type); }
   std::string Say(absl::string_view text) { return absl::StrCat("[psflow] ", text); }
 
@@ -178,6 +199,8 @@ class JobRun {
   Console console_;
   ProgressTracker tracker_;
   std::string run_dir_;
+  // Declared before replicas_: destroyed after them, once every replica process is gone.
+  std::unique_ptr<NetworkEmulation> network_;
   std::vector<Replica> replicas_;
   int trainers_ = 0;  // replicas with a trainer index
   Clock::time_point start_;
@@ -188,6 +211,7 @@ class JobRun {
   Clock::time_point last_scrape_;
   double global_step_ = 0;  // the ps tasks', as last scraped
   int restarts_ = 0;        // across the job, against runPolicy.backoffLimit
+  bool ps_waited_ = false;
 };
 
 absl::Status JobRun::Restart(Replica& r) {
@@ -234,14 +258,16 @@ absl::Status JobRun::Plan() {
       r.argv.insert(r.argv.end(), c.args.begin(), c.args.end());
       r.report.name = r.name;
       r.report.exit = "not started";
+      r.position = static_cast<int>(replicas_.size());
       if (api::IsTrainer(type)) r.trainer = trainers++;
       replicas_.push_back(std::move(r));
     }
   }
   trainers_ = trainers;
+  RETURN_IF_ERROR(SetUpNetwork());
   const ClusterSpec cluster = api::BuildClusterSpec(job_, [this](ReplicaType type, int index) {
     for (const auto& r : replicas_) {
-      if (r.type == type && r.index == index) return absl::StrCat("127.0.0.1:", r.port);
+      if (r.type == type && r.index == index) return absl::StrCat(Host(r), ":", r.port);
     }
     return std::string();
   });
@@ -262,8 +288,52 @@ absl::Status JobRun::Plan() {
     env["PSFLOW_REPLICA_INDEX"] = absl::StrCat(r.index);
     env["PSFLOW_METRICS_PORT"] = absl::StrCat(r.metrics_port);
     for (const auto& [name, value] : env) r.env.push_back(absl::StrCat(name, "=", value));
+    if (network_) r.argv = network_->Wrap(r.position, r.argv);
   }
   return absl::OkStatus();
+}
+
+absl::Status JobRun::SetUpNetwork() {
+  if (!options_.emulate_network || replicas_.empty()) return absl::OkStatus();
+  if (!options_.prometheus_targets.empty()) {
+    return absl::InvalidArgumentError(
+        "--prometheus_targets cannot be used with --emulate_network: Prometheus, in this "
+        "machine's own network namespace, cannot reach the replicas' namespaces");
+  }
+  RETURN_IF_ERROR(NetworkEmulation::CheckPrerequisites());
+  ASSIGN_OR_RETURN(const std::vector<std::string> abandoned, NetworkEmulation::RemoveAbandoned());
+  if (!abandoned.empty()) {
+    console_.Line(Say(absl::StrCat("removed ", abandoned.size(),
+                                   " network namespaces left by an earlier psflow run that was "
+                                   "killed: ",
+                                   absl::StrJoin(abandoned, " "))));
+  }
+  std::vector<std::string> names;
+  for (const Replica& r : replicas_) names.push_back(r.name);
+  ASSIGN_OR_RETURN(network_, NetworkEmulation::Create(*options_.emulate_network, names));
+  console_.Line(Say(absl::StrCat(
+      "network: emulated, ", DescribeLinkShape(*options_.emulate_network),
+      ", each replica in its own namespace (", network_->prefix(), "*, replicas at ",
+      network_->Address(0), "..", network_->Address(static_cast<int>(replicas_.size()) - 1), ")")));
+  return absl::OkStatus();
+}
+
+void JobRun::TearDownNetwork() {
+  if (!network_) return;
+  for (const Replica& r : replicas_) {
+    auto bytes = network_->Counters(r.position);
+    if (!bytes.ok()) {
+      console_.Line(Say(absl::StrCat("network: ", r.name, ": ", bytes.status().message())));
+      continue;
+    }
+    console_.Line(Say(absl::StrCat("network: ", r.name, " sent_bytes=", bytes->sent,
+                                   " received_bytes=", bytes->received)));
+  }
+  const absl::Status removed = network_->Teardown();
+  console_.Line(Say(removed.ok()
+                        ? absl::StrCat("network: namespaces ", network_->prefix(), "* removed")
+                        : absl::StrCat("network: ", removed.message())));
+  network_.reset();
 }
 
 absl::Status JobRun::OpenLogs() {
@@ -303,6 +373,7 @@ absl::Status JobRun::Start() {
   console_.Line(Say(absl::StrFormat("job %s: starting %d replicas; their logs: %s/", job_.name,
                                     replicas_.size(), run_dir_)));
   for (Replica* r : order) {
+    if (network_ && r->type != ReplicaType::kPS) WaitForPsTasks();
     auto p = ChildProcess::Spawn(r->argv, r->env);
     if (!p.ok()) {
       StopAll("start failed");
@@ -312,6 +383,32 @@ absl::Status JobRun::Start() {
     r->report.exit = "running";
   }
   return absl::OkStatus();
+}
+
+void JobRun::WaitForPsTasks() {
+  if (ps_waited_) return;
+  ps_waited_ = true;
+  const auto give_up = Clock::now() + kPsListenWait;
+  auto listening = [](const std::string& host, int port) {
+    Fd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    return fd.valid() && inet_pton(AF_INET, host.c_str(), &addr.sin_addr) == 1 &&
+           connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0;
+  };
+  network_
+      ->RunInBridge([&] {
+        for (const Replica& r : replicas_) {
+          if (r.type != ReplicaType::kPS) continue;
+          // A ps that exited is the supervisor's to report; one slow to listen is waited for.
+          while (!listening(Host(r), r.port) && Clock::now() < give_up &&
+                 !r.process->exit_status() && !r.process->Poll()) {
+            usleep(20000);
+          }
+        }
+      })
+      .IgnoreError();  // the workers then start at once, and retry
 }
 
 void JobRun::OnOutputLine(Replica& r, absl::string_view line) {
@@ -432,21 +529,36 @@ void JobRun::UpdateProgress(bool last) {
   const auto now = Clock::now();
   if (!last && now - last_scrape_ < kScrapeInterval) return;
   last_scrape_ = now;
-  for (Replica& r : replicas_) {
-    const bool alive = r.process != nullptr && !r.process->exit_status();
-    if (!alive || (r.type != ReplicaType::kPS && r.trainer < 0)) continue;
-    auto text = HttpGet("127.0.0.1", r.metrics_port, "/metrics", std::chrono::milliseconds(300));
-    if (!text.ok()) continue;
+  std::vector<std::optional<std::string>> texts(replicas_.size());
+  auto scrape = [&] {
+    for (size_t i = 0; i < replicas_.size(); ++i) {
+      const Replica& r = replicas_[i];
+      const bool alive = r.process != nullptr && !r.process->exit_status();
+      if (!alive || (r.type != ReplicaType::kPS && r.trainer < 0)) continue;
+      auto text = HttpGet(Host(r), r.metrics_port, "/metrics", std::chrono::milliseconds(300));
+      if (text.ok()) texts[i] = *std::move(text);
+    }
+  };
+  if (network_) {
+    // The replicas are reached from their bridge's namespace; this thread stays in its own.
+    if (absl::Status s = network_->RunInBridge(scrape); !s.ok()) console_.Line(Say(s.message()));
+  } else {
+    scrape();
+  }
+  for (size_t i = 0; i < replicas_.size(); ++i) {
+    if (!texts[i]) continue;
+    Replica& r = replicas_[i];
+    const std::string& text = *texts[i];
     if (r.type == ReplicaType::kPS) {
-      global_step_ = std::max(global_step_, SumSamples(*text, "psflow_ps_global_step").value_or(0));
+      global_step_ = std::max(global_step_, SumSamples(text, "psflow_ps_global_step").value_or(0));
       continue;
     }
     TrainerFigures f;
-    f.steps = SumSamples(*text, "psflow_worker_steps_total").value_or(0);
-    f.examples = SumSamples(*text, "psflow_worker_examples_total").value_or(0);
-    f.words = SumSamples(*text, "psflow_worker_words_total").value_or(0);
-    f.loss = SumSamples(*text, "psflow_worker_loss");
-    f.train_steps = SumSamples(*text, "psflow_worker_train_steps");
+    f.steps = SumSamples(text, "psflow_worker_steps_total").value_or(0);
+    f.examples = SumSamples(text, "psflow_worker_examples_total").value_or(0);
+    f.words = SumSamples(text, "psflow_worker_words_total").value_or(0);
+    f.loss = SumSamples(text, "psflow_worker_loss");
+    f.train_steps = SumSamples(text, "psflow_worker_train_steps");
     if (f.train_steps == 0.0) f.train_steps.reset();  // not set yet: training has not started
     tracker_.Update(r.trainer, f);
     r.scraped_steps = f.steps;
@@ -537,6 +649,7 @@ JobOutcome JobRun::Supervise() {
     console_.Line(Say(s.message()));
   }
   StopAll(outcome_reason_.c_str());
+  TearDownNetwork();
   const char* state = *outcome_ == JobOutcome::kSucceeded ? "Succeeded"
                       : *outcome_ == JobOutcome::kFailed  ? "Failed"
                                                           : "Interrupted";

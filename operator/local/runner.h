@@ -13,14 +13,20 @@
 // to finish, and the ps tasks are stopped. runPolicy.activeDeadlineSeconds passing fails the job.
 // From the start of RunLocally, SIGINT or SIGTERM stops every child (SIGTERM, then SIGKILL after
 // stop_grace or at a second signal). At most 64 replicas.
+// With emulate_network, every replica runs in a network namespace of its own behind a shaped link
+// (network_emulation.h): TF_CONFIG names the replicas' addresses there, the progress display
+// scrapes them from a thread that joins the namespaces' bridge, and the namespaces are deleted
+// when the run ends, however it ends (short of SIGKILL: the next emulated run deletes those).
 #ifndef PSFLOW_OPERATOR_LOCAL_RUNNER_H_
 #define PSFLOW_OPERATOR_LOCAL_RUNNER_H_
 
 #include <chrono>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "operator/api/training_job.h"
+#include "operator/local/link_shape.h"
 
 namespace psflow::local {
 
@@ -45,13 +51,18 @@ struct RunOptions {
   // atomically (a temporary file renamed over it). A path that cannot be written stops the run
   // before it starts.
   std::string prometheus_targets;
+  // When set: each replica in its own network namespace, its link shaped so. Needs root and
+  // iproute2 (checked before anything starts); not with prometheus_targets (Prometheus, in this
+  // machine's own namespace, cannot reach the replicas').
+  std::optional<LinkShape> emulate_network;
 };
 
 enum class JobOutcome { kSucceeded, kFailed, kInterrupted };
 
 // Runs the job to its end. Errors only for what stops it from starting (a replica without a
 // command, a command that cannot be run, no free ports, a run folder or prometheus_targets path
-// that cannot be written); every started process is stopped then.
+// that cannot be written, an emulated network that cannot be set up); every started process is
+// stopped then, and every namespace created deleted.
 absl::StatusOr<JobOutcome> RunLocally(const api::TrainingJob& job, const RunOptions& options);
 
 }  // namespace psflow::local
