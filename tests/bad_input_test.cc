@@ -147,6 +147,19 @@ TEST_F(BadInput, UnknownModelOrConfig) {
                      {"ptb_lstm needs --data_path", "make_ptb_corpus.py"});
 }
 
+TEST_F(BadInput, ComputeModeUnknownOrAStepTimeThatIsNotOne) {
+  const auto env = Environment({}, {"TF_CONFIG"});
+  ExpectOneLineError(RunCommand({Binary("psflow-worker"), "--compute=fake"}, env, kTimeout), 1,
+                     {"psflow-worker: --compute must be real, replay:MS or replay:measured"});
+  for (const char* ms : {"--compute=replay:0", "--compute=replay:-1", "--compute=replay:nan"}) {
+    ExpectOneLineError(RunCommand({Binary("psflow-worker"), ms}, env, kTimeout), 1,
+                       {"psflow-worker: --compute=replay:MS needs MS"});
+  }
+  ExpectOneLineError(
+      RunCommand({Binary("psflow-worker"), "--compute=replay:20", "--device=gpu"}, env, kTimeout),
+      1, {"psflow-worker: --compute=replay runs on the CPU backend", "drop --device=gpu"});
+}
+
 TEST_F(BadInput, ComputeThreadsOutOfRange) {
   // Each thread is a real one in the CPU backend's pool: a typo must not start 100,000.
   const auto env = Environment({}, {"TF_CONFIG"});

@@ -97,6 +97,7 @@ TEST(Help, PsflowWorkerListsTheClusterFlagsThenItsOwn) {
                       {"metrics_port", "-1"},
                       {"model", "\"mnist_mlp\""},
                       {"compute_threads", "0"},
+                      {"compute", "\"real\""},
                       {"overlap", "true"},
                       {"device", "\"cpu\""},
                       {"eval_interval_s", "30"},

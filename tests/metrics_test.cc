@@ -4,7 +4,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -98,6 +101,52 @@ TEST(Metrics, LivePsAndWorkerExposeValidRisingCounters) {
   ExpectPromtoolAccepts(ps_text, "ps");
   auto health = HttpGet("127.0.0.1", ports[2], "/healthz", milliseconds(1000));
   EXPECT_TRUE(health.ok()) << health.status();
+}
+
+// --compute=replay:20 through a real ps: the real MLP's gradients (its 318,040 bytes) are pushed
+// every step, the worker says it replays in its gauge, start-up line and done line, and no step
+// is shorter than 20 ms (a lower bound: a replayed step sleeps at least its time).
+TEST(Metrics, AReplayingWorkerPushesRealGradientsAndSaysItReplays) {
+  constexpr int kSteps = 150;
+  const std::vector<int> ports = FreeLocalPorts(4).value();
+  const std::string ps = absl::StrCat("127.0.0.1:", ports[0]);
+  auto ps_process = local::ChildProcess::Spawn(
+      {Binary("psflow-ps"), "--job_name=ps", "--task_index=0", "--ps_hosts=" + ps,
+       absl::StrCat("--worker_hosts=127.0.0.1:", ports[1]),
+       absl::StrCat("--metrics_port=", ports[2])},
+      Environment({"PSFLOW_JOB_NAME=replay-test"}, {"TF_CONFIG", "PSFLOW_METRICS_PORT"}));
+  ASSERT_TRUE(ps_process.ok()) << ps_process.status();
+  auto worker = local::ChildProcess::Spawn(
+      {Binary("psflow-worker"), "--job_name=worker", "--task_index=0", "--ps_hosts=" + ps,
+       absl::StrCat("--worker_hosts=127.0.0.1:", ports[1]), "--data_source=synthetic",
+       absl::StrCat("--train_steps=", kSteps), "--log_every_steps=0", "--compute_threads=1",
+       "--compute=replay:20"},
+      Environment({"PSFLOW_JOB_NAME=replay-test", absl::StrCat("PSFLOW_METRICS_PORT=", ports[3])},
+                  {"TF_CONFIG"}));
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  const std::string worker_text = ScrapeUntil(ports[3], "psflow_worker_replayed_step_seconds", 0);
+  EXPECT_NEAR(SumSamples(worker_text, "psflow_worker_replayed_step_seconds").value_or(0), 0.020,
+              1e-9);
+
+  std::string output;
+  const std::optional<local::ExitStatus> exit =
+      (*worker)->WaitWithOutput(std::chrono::seconds(120), &output);
+  ASSERT_TRUE(exit.has_value()) << output;
+  ASSERT_TRUE(exit->ok()) << exit->Describe() << "\n" << output;
+  EXPECT_EQ(LinesWith(output, "compute: replayed (replay:20), 20.000 ms/step").size(), 1u)
+      << output;
+  const std::vector<std::string> done = LinesWith(output, "worker 0 done: ");
+  ASSERT_EQ(done.size(), 1u) << output;
+  EXPECT_TRUE(absl::StrContains(done[0], " compute=replay:20 ")) << done[0];
+  EXPECT_TRUE(absl::StrContains(done[0], "not evaluated")) << done[0];
+  EXPECT_EQ(Field(done[0], "steps"), kSteps) << done[0];
+  // Every step but the first (real) one sleeps 20 ms at least.
+  EXPECT_GE(Field(done[0], "seconds"), (kSteps - 1) * 0.020) << done[0];
+
+  // Every step's push reached the ps, at the real model's size.
+  const std::string ps_text = ScrapeUntil(ports[2], "psflow_ps_pushes_total", kSteps - 1);
+  EXPECT_EQ(SumSamples(ps_text, "psflow_ps_pushes_total"), kSteps) << ps_text;
+  EXPECT_EQ(SumSamples(ps_text, "psflow_ps_variable_bytes"), 318040);
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include "worker/models/model_zoo.h"
 #include "worker/overlapped_sync.h"
 #include "worker/ps_client.h"
+#include "worker/replay_trainable.h"
 #include "worker/trainable_factory.h"
 #include "worker/trainer.h"
 #include "worker/worker_config.h"
@@ -95,6 +96,14 @@ ABSL_FLAG(bool, cuda_graphs, false,
           "--device=gpu: record one training step of the full batch as a CUDA graph and replay "
           "it (fewer launches: helps small, launch-bound steps); checked against an eager step "
           "first, eager on any failure. Not yet measured on a GPU, hence off");
+ABSL_FLAG(std::string, compute, "real",
+          "real: every step computes its gradients. replay:MS: network-scaling experiments "
+          "with more workers than cores: the first step computes the real gradients, every later "
+          "step pushes them again after sleeping MS milliseconds instead of computing, split over "
+          "the layers' forward and backward as measured at start on this machine (the gradients "
+          "go out layer by layer as backward would make them). replay:measured: sleep the "
+          "measured times themselves. CPU backend only; nothing is learned and the result is not "
+          "evaluated; figures are labelled compute=replay:...");
 ABSL_FLAG(int, ps_timeout_s, 60,
           "Seconds to keep retrying an unreachable ps, or waiting for the chief to initialise");
 
@@ -131,7 +140,8 @@ WorkerFlags FlagsGiven() {
                      .tf32 = absl::GetFlag(FLAGS_tf32),
                      .loss_scale = absl::GetFlag(FLAGS_loss_scale),
                      .cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs),
-                     .ps_timeout_s = absl::GetFlag(FLAGS_ps_timeout_s)};
+                     .ps_timeout_s = absl::GetFlag(FLAGS_ps_timeout_s),
+                     .compute = absl::GetFlag(FLAGS_compute)};
 }
 
 // Test accuracy (classifiers) or valid/test perplexity (language models) of the final model.
@@ -141,12 +151,20 @@ absl::Status EvaluateAndReport(const WorkerConfig& config, nn::Model& model, nn:
   const std::string head = absl::StrFormat(
       "%s %d done: steps=%d examples=%d seconds=%.3f examples_per_sec=%.1f global_step=%d "
       "loss=%.4f pull_ms=%.3f compute_ms=%.3f push_ms=%.3f input_wait_ms=%.3f dropped_pushes=%d "
-      "exchange_ms=%.3f skipped_steps=%d loss_scale=%g",
+      "exchange_ms=%.3f skipped_steps=%d loss_scale=%g compute=%s",
       config.spec.task.type, config.spec.task.index, r.steps, r.examples, r.seconds,
       r.examples_per_second(), r.global_step, r.last_loss, 1e3 * r.pull_seconds / r.steps,
       1e3 * r.compute_seconds / r.steps, 1e3 * r.push_seconds / r.steps,
       1e3 * r.input_wait_seconds / r.steps, r.dropped_pushes, 1e3 * r.exchange_seconds / r.steps,
-      r.skipped_steps, r.loss_scale);
+      r.skipped_steps, r.loss_scale, config.compute.label);
+  const bool lm = config.zoo.data == models::DataKind::kPtb;
+  if (config.compute.replay()) {
+    PSFLOW_LOG(INFO) << head
+                     << (lm ? absl::StrFormat(" words_per_sec=%.1f", r.words_per_second()) : "")
+                     << " (not evaluated: replayed steps push the first step's gradients again, "
+                        "so accuracy and perplexity would mean nothing)";
+    return absl::OkStatus();
+  }
   if (input.test.has_value()) {
     ASSIGN_OR_RETURN(const ClassifierEvaluation e, EvaluateClassifier(model, *input.test));
     if (metrics != nullptr) metrics->test_accuracy.Set(e.accuracy);
@@ -156,7 +174,7 @@ absl::Status EvaluateAndReport(const WorkerConfig& config, nn::Model& model, nn:
   }
   if (!input.corpus.has_value()) {  // synthetic data
     // Words per second only where words mean something: a classifier's would repeat its examples.
-    if (config.zoo.data == models::DataKind::kPtb) {
+    if (lm) {
       PSFLOW_LOG(INFO) << absl::StrFormat("%s words_per_sec=%.1f", head, r.words_per_second());
     } else {
       PSFLOW_LOG(INFO) << head;
@@ -214,6 +232,21 @@ std::unique_ptr<GpuMetricsExporter> ExportGpuMetrics(const WorkerConfig& c,
   return std::make_unique<GpuMetricsExporter>(*monitor, endpoint.registry(),
                                               StandardLabels(c.spec.task.type, c.spec.task.index),
                                               std::move(gpus), std::chrono::seconds(1));
+}
+
+// --compute=replay: the model profiled on a synthetic batch of its shape (the training input's
+// first batch stays the first step's), then replayed; the start-up line says what a step spends.
+absl::StatusOr<std::unique_ptr<ReplayTrainable>> MakeReplay(const WorkerConfig& c, nn::Model& model,
+                                                            WorkerMetrics* metrics) {
+  data::BatchBuffer batch;
+  MakeSyntheticInput(c.zoo, c.batch_size, c.seed)->Fill(batch);
+  ASSIGN_OR_RETURN(std::unique_ptr<ReplayTrainable> replay,
+                   ReplayTrainable::Create(model, batch.view(), c.compute.step_ms / 1e3));
+  PSFLOW_LOG(INFO) << "compute: replayed (" << c.compute.label << "), "
+                   << DescribeReplay(replay->step())
+                   << "; the gradients pushed every step are the first step's, nothing is learned";
+  if (metrics != nullptr) metrics->replayed_step.Set(replay->step_seconds());
+  return replay;
 }
 
 // LocalUpdate when there is no ps task, else a client of the ps tasks.
@@ -278,6 +311,11 @@ absl::Status Main() {
     const EvaluatorOptions evaluator{.interval = config.eval_interval,
                                      .eval_steps = config.eval_steps,
                                      .name = absl::StrCat("evaluator ", spec.task.index)};
+    if (config.compute.replay()) {
+      PSFLOW_LOG(WARNING) << "--compute=" << config.compute.label
+                          << ": if the workers replay too, the parameters evaluated were trained "
+                             "with replayed gradients and their accuracy means nothing";
+    }
     return RunEvaluator(*trainable.model, *direct, *input, evaluator, metrics.get());
   }
   std::unique_ptr<ParameterSync> overlapped;
@@ -295,9 +333,14 @@ absl::Status Main() {
   options.learning_rate = config.learning_rate;
   options.schedule = config.zoo.recipe.schedule;
   options.loss_scale = config.loss_scale;
+  std::unique_ptr<ReplayTrainable> replay;
+  if (config.compute.replay()) {
+    ASSIGN_OR_RETURN(replay, MakeReplay(config, *trainable.model, metrics.get()));
+  }
   data::Prefetcher prefetcher(std::move(input->train));
-  Trainer trainer(*trainable.trainable, overlapped != nullptr ? *overlapped : *direct, prefetcher,
-                  options, metrics.get());
+  Trainer trainer(replay != nullptr ? *replay : *trainable.trainable,
+                  overlapped != nullptr ? *overlapped : *direct, prefetcher, options,
+                  metrics.get());
   ASSIGN_OR_RETURN(const TrainResult r, trainer.Run());
   // Tower 0 evaluates here, on this thread (bound to its GPU): its Model uploads the final
   // parameters as the evaluation starts.

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <tuple>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/status_macros.h"
@@ -60,6 +62,26 @@ absl::StatusOr<nn::LossScaleOptions> ResolveLossScale(const std::string& flag,
     return absl::InvalidArgumentError(absl::StrCat("--loss_scale ", o.status().message()));
   }
   return o;
+}
+
+// --compute=real|replay:MS|replay:measured.
+absl::StatusOr<ComputeMode> ParseComputeMode(const std::string& flag) {
+  if (flag == "real") return ComputeMode{};
+  if (flag == "replay:measured") {
+    return ComputeMode{ComputeMode::Kind::kReplayMeasured, 0, flag};
+  }
+  if (!absl::StartsWith(flag, "replay:")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--compute must be real, replay:MS or replay:measured, got \"", flag, "\""));
+  }
+  const std::string ms_text = flag.substr(std::string("replay:").size());
+  double ms = 0;
+  if (!absl::SimpleAtod(ms_text, &ms) || !std::isfinite(ms) || !(ms > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--compute=replay:MS needs MS, the milliseconds of a step, to be a positive number, got \"",
+        ms_text, "\""));
+  }
+  return ComputeMode{ComputeMode::Kind::kReplay, ms, flag};
 }
 
 // The task's place in the cluster, and what a cluster must have for it.
@@ -166,6 +188,14 @@ absl::Status ResolveDevice(const WorkerFlags& f, WorkerConfig& c) {
     return absl::InvalidArgumentError("--cuda_graphs needs --device=gpu");
   }
   if (f.ps_timeout_s < 1) return absl::InvalidArgumentError("--ps_timeout_s must be >= 1");
+  ASSIGN_OR_RETURN(c.compute, ParseComputeMode(f.compute));
+  // The profile a replay spends is the CPU backend's, and its gradients are the CPU backend's:
+  // a GPU would be named and never used.
+  if (c.compute.replay() && c.gpu) {
+    return absl::InvalidArgumentError(
+        "--compute=replay runs on the CPU backend (its per-layer times and first-step gradients "
+        "are the CPU's): drop --device=gpu");
+  }
   c.compute_threads = f.compute_threads;
   c.first_gpu = f.gpu;
   c.num_gpus = f.num_gpus;

@@ -53,6 +53,18 @@ struct WorkerFlags {
   std::string loss_scale = "auto";
   bool cuda_graphs = false;
   int ps_timeout_s = 60;
+  std::string compute = "real";
+};
+
+// --compute: whether steps compute, or replay a step's time without computing
+// (worker/replay_trainable.h).
+struct ComputeMode {
+  enum class Kind { kReal, kReplay, kReplayMeasured };
+  Kind kind = Kind::kReal;
+  double step_ms = 0;  // kReplay: milliseconds per step
+  // As the flag says it, for the done line: "real", "replay:20", "replay:measured".
+  std::string label = "real";
+  bool replay() const { return kind != Kind::kReal; }
 };
 
 struct WorkerConfig {
@@ -93,6 +105,7 @@ struct WorkerConfig {
   nn::Precision precision = nn::Precision::kFp32;
   bool cuda_graphs = false;
   std::chrono::seconds ps_timeout{60};
+  ComputeMode compute;
 };
 
 // `spec` is the resolved cluster (core/task_flags.h); `standalone` when nothing named one (the

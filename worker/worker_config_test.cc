@@ -150,7 +150,41 @@ std::vector<Refused> RefusedConfigs() {
       {"bf16 on the cpu", [](F f) { f.dtype = "bf16"; }, Alone(), true, kInvalid,
        "--dtype=bf16 needs --device=gpu"},
       {"loss scale", [](F f) { f.loss_scale = "huge"; }, Alone(), true, kInvalid, "--loss_scale "},
+      {"compute mode", [](F f) { f.compute = "simulated"; }, Alone(), true, kInvalid,
+       "--compute must be real, replay:MS or replay:measured, got \"simulated\""},
+      {"replay without ms", [](F f) { f.compute = "replay:"; }, Alone(), true, kInvalid,
+       "--compute=replay:MS needs MS"},
+      {"replay ms zero", [](F f) { f.compute = "replay:0"; }, Alone(), true, kInvalid,
+       "a positive number, got \"0\""},
+      {"replay ms negative", [](F f) { f.compute = "replay:-5"; }, Alone(), true, kInvalid,
+       "got \"-5\""},
+      {"replay ms infinite", [](F f) { f.compute = "replay:inf"; }, Alone(), true, kInvalid,
+       "got \"inf\""},
+      {"replay ms NaN", [](F f) { f.compute = "replay:nan"; }, Alone(), true, kInvalid,
+       "got \"nan\""},
+      {"replay ms text", [](F f) { f.compute = "replay:20ms"; }, Alone(), true, kInvalid,
+       "got \"20ms\""},
+      {"replay on a gpu", [](F f) { f.compute = "replay:20", f.device = "gpu"; }, Alone(), true,
+       kInvalid, "--compute=replay runs on the CPU backend"},
   };
+}
+
+TEST(WorkerConfig, ComputeIsRealOrAReplayedStepTime) {
+  const absl::StatusOr<WorkerConfig> real = MakeWorkerConfig(WorkerFlags{}, Alone(), true);
+  ASSERT_TRUE(real.ok()) << real.status();
+  EXPECT_FALSE(real->compute.replay());
+  EXPECT_EQ(real->compute.label, "real");
+  const absl::StatusOr<WorkerConfig> fixed =
+      MakeWorkerConfig(WorkerFlags{.compute = "replay:12.5"}, Alone(), true);
+  ASSERT_TRUE(fixed.ok()) << fixed.status();
+  EXPECT_EQ(fixed->compute.kind, ComputeMode::Kind::kReplay);
+  EXPECT_EQ(fixed->compute.step_ms, 12.5);
+  EXPECT_EQ(fixed->compute.label, "replay:12.5");
+  const absl::StatusOr<WorkerConfig> measured =
+      MakeWorkerConfig(WorkerFlags{.compute = "replay:measured"}, Alone(), true);
+  ASSERT_TRUE(measured.ok()) << measured.status();
+  EXPECT_EQ(measured->compute.kind, ComputeMode::Kind::kReplayMeasured);
+  EXPECT_EQ(measured->compute.label, "replay:measured");
 }
 
 TEST(WorkerConfig, EveryContradictionIsOneLineNamingTheFlag) {

@@ -19,18 +19,18 @@ absl::Status CheckShard(const data::Range& shard, const InputOptions& o) {
                       o.batch_size, shard.size()));
 }
 
-std::unique_ptr<data::BatchSource> SyntheticInput(const models::ZooModel& m, const InputOptions& o,
-                                                  uint64_t seed) {
+}  // namespace
+
+std::unique_ptr<data::BatchSource> MakeSyntheticInput(const models::ZooModel& m, int64_t batch_size,
+                                                      uint64_t seed) {
   const bool lm = m.data == models::DataKind::kPtb;
   data::SyntheticShape shape;
   shape.example_elements = nn::NumElements(m.spec.input_shape);
   shape.labels_per_example = lm ? m.num_steps : 1;
   shape.num_classes = m.spec.num_classes;
   shape.vocab_size = lm ? m.spec.num_classes : 0;
-  return std::make_unique<data::SyntheticSource>(shape, o.batch_size, seed);
+  return std::make_unique<data::SyntheticSource>(shape, batch_size, seed);
 }
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<WorkerInput>> LoadWorkerInput(const models::ZooModel& m,
                                                              const InputOptions& o) {
@@ -38,7 +38,7 @@ absl::StatusOr<std::unique_ptr<WorkerInput>> LoadWorkerInput(const models::ZooMo
   // Each worker's own order and randomness, repeatable for a seed.
   const uint64_t seed = o.seed * 7919 + static_cast<uint64_t>(o.shard_index);
   if (o.synthetic) {
-    in->train = SyntheticInput(m, o, seed);
+    in->train = MakeSyntheticInput(m, o.batch_size, seed);
     PSFLOW_LOG(INFO) << "synthetic data: random batches of the model's shape, no evaluation";
     return in;
   }

@@ -45,6 +45,10 @@ struct WorkerInput {
 absl::StatusOr<std::unique_ptr<WorkerInput>> LoadWorkerInput(const models::ZooModel& model,
                                                              const InputOptions& options);
 
+// Random batches of `model`'s shape (--data_source=synthetic), repeatable for a seed.
+std::unique_ptr<data::BatchSource> MakeSyntheticInput(const models::ZooModel& model,
+                                                      int64_t batch_size, uint64_t seed);
+
 }  // namespace psflow
 
 #endif  // PSFLOW_WORKER_WORKER_INPUT_H_

@@ -53,6 +53,10 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r, const Labels& labels)
       test_perplexity(AddGauge(r, "psflow_worker_test_perplexity",
                                "Language models: perplexity on the test set after training.",
                                labels)),
+      replayed_step(AddGauge(r, "psflow_worker_replayed_step_seconds",
+                             "--compute=replay: seconds a step sleeps instead of computing (its "
+                             "gradients are the first step's); 0 when steps compute for real.",
+                             labels)),
       step_phases(PhaseFamily(r)),
       pull_seconds(PhaseCounter(step_phases, labels, "pull")),
       compute_seconds(PhaseCounter(step_phases, labels, "compute")),

@@ -26,6 +26,9 @@ struct WorkerMetrics {
   prometheus::Gauge& global_step;      // psflow_worker_global_step (as last seen from the ps)
   prometheus::Gauge& test_accuracy;    // psflow_worker_test_accuracy_ratio (after training)
   prometheus::Gauge& test_perplexity;  // psflow_worker_test_perplexity (language models)
+  // psflow_worker_replayed_step_seconds: --compute=replay's time per step (a step computes
+  // nothing and sleeps this long); 0 when steps compute for real.
+  prometheus::Gauge& replayed_step;
   // psflow_worker_step_phase_seconds_total{phase=...}: where the steps' time went. pull: waiting
   // for parameters; compute: forward, backward, clipping and the gradients' way to host memory;
   // push: sending gradients; wait: waiting for the next input batch.

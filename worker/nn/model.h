@@ -15,6 +15,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -23,6 +24,13 @@
 #include "worker/nn/trainable.h"
 
 namespace psflow::nn {
+
+// One layer's share of a training step (Model::ProfileLayers), in seconds.
+struct LayerTime {
+  std::string layer;  // Layer::name(), e.g. "dense0"
+  double forward_seconds = 0;
+  double backward_seconds = 0;
+};
 
 struct ModelSpec {
   std::string name;
@@ -47,6 +55,23 @@ class Model final : public Trainable {
   int64_t labels_per_example() const override { return labels_per_example_; }
   ParameterSet& params() override { return params_; }
   const ParameterSet& params() const { return params_; }
+
+  // The layers, in order: layer i is named layer_name(i) and owns the parameter handles
+  // [layer_params(i).first, layer_params(i).second) (an empty range for a layer without any).
+  int num_layers() const { return static_cast<int>(layers_.size()); }
+  const std::string& layer_name(int i) const { return layers_[static_cast<size_t>(i)]->name(); }
+  std::pair<ParameterSet::Handle, ParameterSet::Handle> layer_params(int i) const {
+    return {param_begin_[static_cast<size_t>(i)], param_begin_[static_cast<size_t>(i) + 1]};
+  }
+
+  // Times each layer's Forward and Backward on `batch` (model_profile.cc): one warm-up step, then
+  // the median of `steps` timed training steps per layer, waiting for the device
+  // (Backend::Synchronize) after each layer so a GPU's queued work is counted where it runs. The
+  // loss (softmax cross-entropy) counts as the last layer's forward. Afterwards params().grads()
+  // are undefined (until the next ComputeGradients), stateful layers start from zeros
+  // (ResetState) and the dropout masks are those the next step would have drawn anyway; the
+  // values are not changed. INVALID_ARGUMENT for steps < 1; a layer's error as ComputeGradients.
+  absl::StatusOr<std::vector<LayerTime>> ProfileLayers(const Batch& batch, int steps);
 
   // Copies params()' host values to the device now (nothing on the CPU). Every step and
   // evaluation does so itself when the values changed (ParameterSet::ValuesChanged); this is for
