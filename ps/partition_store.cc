@@ -177,52 +177,52 @@ void PartitionStore::ApplyGradients(const proto::TransferHeader& header, ByteSou
   }
 }
 
-void PartitionStore::Accumulate(const proto::TransferHeader& header, ByteSource& payload) {
+void PartitionStore::Stage(const proto::TransferHeader& header, ByteSource& payload) {
   const WireType type = WireTypeOf(header.wire_dtype()).value_or(WireType::kFloat32);
-  auto add = [](float* acc, std::span<const float> g) {
-    for (size_t i = 0; i < g.size(); ++i) acc[i] += g[i];
-  };
   for (const proto::Segment& s : header.segments()) {
+    Partition::Piece piece;
+    piece.worker = header.worker();
+    piece.offset = s.offset();
+    piece.rows.assign(s.rows().begin(), s.rows().end());
+    piece.values.resize(static_cast<size_t>(s.count()));
+    ReadFloats(payload, piece.values, type);
     Partition& p = *partitions_[s.partition()];
     std::lock_guard lock(p.mu);
-    if (s.rows_size() > 0) {
-      for (int64_t r : s.rows()) {
-        float* acc = p.accumulator.data() + r * p.row_elements;
-        ForEachFloatBlock(
-            payload, p.row_elements,
-            [&](std::span<const float> g) {
-              add(acc, g);
-              acc += g.size();
-            },
-            type);
-      }
-      continue;
-    }
-    float* acc = p.accumulator.data() + s.offset();
-    ForEachFloatBlock(
-        payload, s.count(),
-        [&](std::span<const float> g) {
-          add(acc, g);
-          acc += g.size();
-        },
-        type);
+    p.staged.push_back(std::move(piece));
   }
 }
 
-void PartitionStore::ApplyAccumulated(float scale, const Optimizer& optimizer, float learning_rate,
-                                      int64_t step) {
-  constexpr int64_t kBlock = 4096;
-  for (auto& pp : partitions_) {
-    Partition& p = *pp;
-    std::lock_guard lock(p.mu);
-    for (int64_t at = 0; at < p.elements; at += kBlock) {
-      const int64_t n = std::min(kBlock, p.elements - at);
-      float* acc = p.accumulator.data() + at;
-      for (int64_t i = 0; i < n; ++i) acc[i] *= scale;
-      optimizer.Apply(learning_rate, step, {p.value.data() + at, static_cast<size_t>(n)},
-                      {acc, static_cast<size_t>(n)}, p.SlotSpans(at, n));
-      std::memset(acc, 0, static_cast<size_t>(n) * 4);
+void PartitionStore::ApplyStaged(uint32_t partition, std::span<const int> workers, float scale,
+                                 const Optimizer& optimizer, float learning_rate, int64_t step) {
+  Partition& p = *partitions_[partition];
+  std::lock_guard lock(p.mu);
+  // Worker by worker, each worker's pieces in arrival order: a worker's pieces cover distinct
+  // elements, so only the order of workers matters to the sum.
+  for (int worker : workers) {
+    for (const Partition::Piece& piece : p.staged) {
+      if (piece.worker != worker) continue;
+      if (piece.rows.empty()) {
+        float* acc = p.accumulator.data() + piece.offset;
+        for (size_t i = 0; i < piece.values.size(); ++i) acc[i] += piece.values[i];
+        continue;
+      }
+      const float* g = piece.values.data();
+      for (int64_t r : piece.rows) {
+        float* acc = p.accumulator.data() + r * p.row_elements;
+        for (int64_t i = 0; i < p.row_elements; ++i) acc[i] += g[i];
+        g += p.row_elements;
+      }
     }
+  }
+  p.staged.clear();
+  constexpr int64_t kBlock = 4096;
+  for (int64_t at = 0; at < p.elements; at += kBlock) {
+    const int64_t n = std::min(kBlock, p.elements - at);
+    float* acc = p.accumulator.data() + at;
+    for (int64_t i = 0; i < n; ++i) acc[i] *= scale;
+    optimizer.Apply(learning_rate, step, {p.value.data() + at, static_cast<size_t>(n)},
+                    {acc, static_cast<size_t>(n)}, p.SlotSpans(at, n));
+    std::memset(acc, 0, static_cast<size_t>(n) * 4);
   }
 }
 

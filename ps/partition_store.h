@@ -65,10 +65,17 @@ class PartitionStore {
   // Async: applies each segment's gradient with the optimizer under the partition's lock.
   void ApplyGradients(const proto::TransferHeader& header, ByteSource& payload,
                       const Optimizer& optimizer, float learning_rate, int64_t step);
-  // Sync: adds the gradients into the accumulators.
-  void Accumulate(const proto::TransferHeader& header, ByteSource& payload);
-  // Sync: applies accumulator * scale to every partition and zeroes the accumulators.
-  void ApplyAccumulated(float scale, const Optimizer& optimizer, float learning_rate, int64_t step);
+  // Sync: keeps a copy of each segment's gradients, as the header's worker's, in its partition
+  // until that partition is applied. Memory: the pieces of every partition not yet applied in
+  // this step, per admitted worker (at most the task's gradient bytes per admitted worker, while
+  // the slowest worker's backward runs), plus a row list per sparse piece.
+  void Stage(const proto::TransferHeader& header, ByteSource& payload);
+  // Sync: adds the staged pieces of `workers` (in that order) into the partition's accumulator,
+  // applies accumulator * scale, zeroes it and discards every staged piece of the partition
+  // (those of workers not listed: a worker that left mid-push, or a stale leftover) under the
+  // partition's lock. Exact: a piece not listed never touches the values.
+  void ApplyStaged(uint32_t partition, std::span<const int> workers, float scale,
+                   const Optimizer& optimizer, float learning_rate, int64_t step);
 
   // Copies the (dense) segments' current values to out, back to back; each partition's part is
   // read under its lock, so it is never torn by a concurrent update.
@@ -87,6 +94,14 @@ class PartitionStore {
     std::vector<float> value;
     std::vector<std::vector<float>> slots;
     std::vector<float> accumulator;  // sync mode only
+    // Sync: a gradient piece staged until the partition is applied (Stage).
+    struct Piece {
+      int worker = 0;
+      int64_t offset = 0;         // dense
+      std::vector<int64_t> rows;  // sparse (then offset unused)
+      std::vector<float> values;
+    };
+    std::vector<Piece> staged;
     mutable std::mutex mu;
     absl::InlinedVector<std::span<float>, 3> SlotSpans(int64_t offset, int64_t count);
   };

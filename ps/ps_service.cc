@@ -93,7 +93,7 @@ grpc::ServerUnaryReactor* PsService::WaitReady(grpc::CallbackServerContext* cont
                                                const proto::WaitReadyRequest* request,
                                                proto::WaitReadyResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  state_.coordinator().Park(0, ParkDeadline(request->timeout_ms()),
+  state_.coordinator().Park(0, {}, ParkDeadline(request->timeout_ms()),
                             [this, reactor, response](bool) {
                               *response = state_.ReadyResponse();
                               reactor->Finish(grpc::Status::OK);
@@ -161,8 +161,8 @@ grpc::ServerUnaryReactor* PsService::Pull(grpc::CallbackServerContext* context,
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   const auto parked_at = std::chrono::steady_clock::now();
   const int64_t payload = *bytes;
-  state_.coordinator().Park(
-      header->step(), ParkDeadline(header->timeout_ms()),
+  state_.ParkPull(
+      *header, ParkDeadline(header->timeout_ms()),
       [this, reactor, response, header, payload, parked_at](bool reached) {
         if (metrics_ != nullptr) {
           metrics_->wait_seconds.Increment(

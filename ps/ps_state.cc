@@ -1,6 +1,8 @@
 #include "ps/ps_state.h"
 
 #include <cmath>
+#include <future>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "core/byte_source.h"
@@ -37,7 +39,7 @@ absl::Status PsState::Activate(const proto::InitializeRequest& request,
                                   static_cast<double>(store_->partition_bytes(i)));
     }
   }
-  return coordinator_.Start(request.sync(), step);
+  return coordinator_.Start(request.sync(), step, store_->partition_elements());
 }
 
 absl::StatusOr<bool> PsState::RestoreFromCheckpoint() {
@@ -154,17 +156,29 @@ absl::StatusOr<int64_t> PsState::Leave(int worker) {
   }
   StepCoordinator::Wakeups wake;
   {
-    std::shared_lock lock(update_mu_);
-    if (coordinator_.Leave(worker)) {
-      const int n = coordinator_.workers_in_step();
-      store_->ApplyAccumulated(1.0f / static_cast<float>(n), *optimizer_, learning_rate_.load(),
-                               coordinator_.step() + 1);
-      wake = coordinator_.FinishStep();
-      if (metrics_ != nullptr) metrics_->updates.Increment();
-    }
+    // Exclusive: no push is between its Admit and its ChunkAccumulated, so the worker's place
+    // and staged pieces are settled when it gives them up.
+    std::unique_lock lock(update_mu_);
+    wake = ApplyReady(coordinator_.Leave(worker), learning_rate_.load());
   }
   StepCoordinator::Wake(std::move(wake));
   return coordinator_.step();
+}
+
+StepCoordinator::Wakeups PsState::ApplyReady(const StepCoordinator::Progress& progress,
+                                             float learning_rate) {
+  // The step cannot advance while these partitions are being applied: this is the step s whose
+  // average they get (the optimizer's step s + 1).
+  const int64_t step = coordinator_.step();
+  if (!progress.apply.empty()) {
+    const float scale = 1.0f / static_cast<float>(progress.workers.size());
+    for (uint32_t p : progress.apply) {
+      store_->ApplyStaged(p, progress.workers, scale, *optimizer_, learning_rate, step + 1);
+    }
+  }
+  StepCoordinator::Wakeups wake = coordinator_.PartitionsApplied(progress);
+  if (metrics_ != nullptr && coordinator_.step() != step) metrics_->updates.Increment();
+  return wake;
 }
 
 absl::Status PsState::CheckFrame(const proto::TransferHeader& header) const {
@@ -237,17 +251,11 @@ absl::StatusOr<proto::TransferReply> PsState::Push(ByteSource& frame) {
         }
         break;
       case StepCoordinator::Verdict::kAccumulate:
-        store_->Accumulate(h, frame);
+        store_->Stage(h, frame);
         if (h.chunk() == 0 && metrics_ != nullptr) {
           metrics_->examples.Increment(static_cast<double>(h.examples()));
         }
-        if (coordinator_.ChunkAccumulated(h)) {
-          const int workers = coordinator_.workers_in_step();
-          store_->ApplyAccumulated(1.0f / static_cast<float>(workers), *optimizer_, lr,
-                                   admission.step + 1);
-          wake = coordinator_.FinishStep();
-          if (metrics_ != nullptr) metrics_->updates.Increment();
-        }
+        wake = ApplyReady(coordinator_.ChunkAccumulated(h), lr);
         break;
       case StepCoordinator::Verdict::kDropStale:
         reply.set_dropped(true);
@@ -292,12 +300,28 @@ absl::StatusOr<int64_t> PsState::CheckPull(ByteSource& frame, proto::TransferHea
 proto::TransferReply PsState::FillPull(const proto::TransferHeader& header,
                                        std::byte* payload) const {
   proto::TransferReply reply;
+  const std::vector<uint32_t> partitions = PartitionsOf(header);
   {
     std::shared_lock lock(update_mu_);
     store_->CopyOut(header, payload);
+    // Under the same hold as the copy: the step these values are at (a partition applied ahead
+    // of the rest of its step is at the next one).
+    reply.set_global_step(coordinator_.step_of(partitions));
   }
-  reply.set_global_step(coordinator_.step());
   return reply;
+}
+
+void PsState::ParkPull(const proto::TransferHeader& header,
+                       std::chrono::steady_clock::time_point deadline,
+                       std::function<void(bool reached)> done) {
+  coordinator_.Park(header.step(), PartitionsOf(header), deadline, std::move(done));
+}
+
+std::vector<uint32_t> PsState::PartitionsOf(const proto::TransferHeader& header) {
+  std::vector<uint32_t> partitions;
+  partitions.reserve(static_cast<size_t>(header.segments_size()));
+  for (const proto::Segment& s : header.segments()) partitions.push_back(s.partition());
+  return partitions;
 }
 
 int64_t PsState::bytes() const {
@@ -313,10 +337,29 @@ absl::StatusOr<std::optional<int64_t>> PsState::Checkpoint() {
   metadata.set_commit(true);
   ckpt.metadata = metadata.SerializeAsString();
   ckpt.fingerprint = fingerprint_;
-  {
-    std::unique_lock lock(update_mu_);
-    ckpt.global_step = coordinator_.step();
-    ckpt.tensors = store_->Snapshot(*optimizer_);
+  // A step whose partitions are partly applied is waited out (the pushes that finish it hold
+  // update_mu_ shared): a checkpoint holds whole steps only.
+  for (;;) {
+    int64_t step = 0;
+    {
+      std::unique_lock lock(update_mu_);
+      if (!coordinator_.mid_step()) {
+        ckpt.global_step = coordinator_.step();
+        ckpt.tensors = store_->Snapshot(*optimizer_);
+        break;
+      }
+      step = coordinator_.step();
+    }
+    auto finished = std::make_shared<std::promise<bool>>();
+    std::future<bool> reached = finished->get_future();
+    coordinator_.Park(step + 1, {}, std::chrono::steady_clock::now() + kCheckpointWait,
+                      [finished](bool r) { finished->set_value(r); });
+    if (!reached.get()) {
+      return absl::UnavailableError(
+          absl::StrCat("checkpoint not written: step ", step, " stayed partly applied for ",
+                       std::chrono::duration_cast<std::chrono::seconds>(kCheckpointWait).count(),
+                       " s (a worker's push is incomplete) or the ps is stopping"));
+    }
   }
   RETURN_IF_ERROR(checkpoints_->Write(ckpt));
   if (metrics_ != nullptr) metrics_->checkpoints.Increment();

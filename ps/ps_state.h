@@ -8,19 +8,28 @@
 //
 // Every bulk frame is validated completely (kind, fingerprint, dtype, segments against the
 // partitions, payload size, step) before it touches a partition, so a bad call changes nothing.
+// Sync mode applies each partition as soon as every admitted worker has delivered it
+// (StepCoordinator), so pulls of the next step are answered partition by partition; a pull's
+// reply reports the step its partitions are at (StepCoordinator::step_of).
+//
 // Checkpoints are consistent: Checkpoint() waits for the pushes being applied and holds new ones
-// off while it copies the partitions (a memcpy of the model), then writes without any lock.
+// off while it copies the partitions (a memcpy of the model), then writes without any lock. In
+// sync mode it also waits (up to kCheckpointWait) for a step whose partitions are partly applied
+// to finish: a checkpoint never holds half a step.
 // Thread-safe.
 #ifndef PSFLOW_PS_PS_STATE_H_
 #define PSFLOW_PS_PS_STATE_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <shared_mutex>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/byte_source.h"
@@ -35,6 +44,7 @@ namespace psflow {
 
 class PsState {
  public:
+  static constexpr std::chrono::seconds kCheckpointWait{60};
   struct Options {
     int task = 0;
     std::string checkpoint_dir;  // empty: no checkpoints
@@ -66,6 +76,10 @@ class PsState {
 
   // A bulk pull frame, validated (as Push); the payload bytes its reply will carry.
   absl::StatusOr<int64_t> CheckPull(ByteSource& frame, proto::TransferHeader* header) const;
+  // Parks a checked pull until its partitions reach header.step() (StepCoordinator::Park), then
+  // calls done (see there).
+  void ParkPull(const proto::TransferHeader& header, std::chrono::steady_clock::time_point deadline,
+                std::function<void(bool reached)> done);
   // Fills a checked pull's reply payload (payload bytes long) and returns its reply header.
   proto::TransferReply FillPull(const proto::TransferHeader& header, std::byte* payload) const;
 
@@ -74,7 +88,7 @@ class PsState {
   int64_t bytes() const;
 
   // Writes a checkpoint now (no-op without a checkpoint dir or before ready). Returns the step
-  // written, if any.
+  // written, if any. UNAVAILABLE when a sync step stays partly applied for kCheckpointWait.
   absl::StatusOr<std::optional<int64_t>> Checkpoint();
 
  private:
@@ -82,6 +96,10 @@ class PsState {
   // INVALID_ARGUMENT unless the payload holds exactly `elements` of the frame's wire type.
   absl::Status CheckPayload(const proto::TransferHeader& header, int64_t elements,
                             size_t payload_bytes) const;
+  // Applies what became ready (sync) and tells the coordinator; the calls to Wake.
+  StepCoordinator::Wakeups ApplyReady(const StepCoordinator::Progress& progress,
+                                      float learning_rate);
+  static std::vector<uint32_t> PartitionsOf(const proto::TransferHeader& header);
   absl::Status Activate(const proto::InitializeRequest& request,
                         std::unique_ptr<PartitionStore> store, std::unique_ptr<Optimizer> optimizer,
                         int64_t step);

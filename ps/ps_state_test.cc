@@ -14,6 +14,7 @@
 #include <future>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -532,7 +533,7 @@ TEST(PsStateTest, SyncAveragesTheWorkersGradientsOncePerStep) {
   auto state = ReadyState(Request(Sgd(0.5f), Sync(2, 2)), {}, &metrics.ps);
   auto step1 = std::make_shared<std::promise<bool>>();
   auto step1_answer = step1->get_future();
-  state->coordinator().Park(1, std::chrono::steady_clock::now() + std::chrono::hours(1),
+  state->coordinator().Park(1, {}, std::chrono::steady_clock::now() + std::chrono::hours(1),
                             [step1](bool reached) { step1->set_value(reached); });
 
   const std::vector<float> g0 = {2, 4, 6, 8, 2, 4, 6, 8, 2, 4, 6};
@@ -585,7 +586,8 @@ TEST(PsStateTest, SyncBackupWorkerIsDroppedAndChunksWaitForEachOther) {
   const std::vector<float> g1 = {4, 4, 4, 4, 0, 0, 0, 0, -2, -4, -6};
   const std::vector<float> g2 = Fill(1000);
 
-  // Chunk 0 from workers 0 and 1: admitted. Worker 2 is the third: a backup.
+  // Chunk 0 from workers 0 and 1: admitted. Worker 2 is the third: a backup. Chunk 0 holds
+  // partitions 0 and 1 whole: both admitted workers delivered them, they are applied at once.
   ASSERT_TRUE(Accepted(Push(*state, Gradient(Chunk0(), 0, 0, 0, 2), Part(g0, 0, 8))));
   ASSERT_TRUE(Accepted(Push(*state, Gradient(Chunk0(), 0, 1, 0, 2), Part(g1, 0, 8))));
   auto r = Push(*state, Gradient(Chunk0(), 0, 2, 0, 2), Part(g2, 0, 8));
@@ -596,9 +598,9 @@ TEST(PsStateTest, SyncBackupWorkerIsDroppedAndChunksWaitForEachOther) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->dropped());
   EXPECT_DOUBLE_EQ(metrics.ps.dropped_backup.Value(), 2);
-  // Worker 0 complete, worker 1 not yet: nothing applied.
+  // Worker 0 complete, worker 1 not yet: partition 2 waits.
   ASSERT_TRUE(Accepted(Push(*state, Gradient(Chunk1(), 0, 0, 1, 2), Part(g0, 8, 11))));
-  EXPECT_EQ(PullAll(*state), Init());
+  ExpectValues(PullAll(*state), {-0.5, 0, 0.5, 1, 4.5, 5, 5.5, 6, 10, 20, 30});
   EXPECT_EQ(state->global_step(), 0);
 
   r = Push(*state, Gradient(Chunk1(), 0, 1, 1, 2), Part(g1, 8, 11));
@@ -618,15 +620,15 @@ TEST(PsStateTest, SyncBackupWorkerIsDroppedAndChunksWaitForEachOther) {
   EXPECT_EQ(state->global_step(), 1);
 }
 
-TEST(PsStateTest, SyncChunkedGradientIsAppliedAfterItsLastChunk) {
+TEST(PsStateTest, SyncChunkedGradientIsAppliedPartitionByPartitionTheStepAfterItsLastChunk) {
   auto state = ReadyState(Request(Sgd(0.5f), Sync(1, 1)));
   const std::vector<float> g = {2, 4, 6, 8, 2, 4, 6, 8, 2, 4, 6};
-  // Chunk 1 arrives first.
+  // Chunk 1 arrives first: its partition is whole, the only worker delivered it: applied.
   auto r = Push(*state, Gradient(Chunk1(), 0, 0, 1, 2), Part(g, 8, 11), 2);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(r->dropped());
   EXPECT_EQ(r->global_step(), 0);
-  EXPECT_EQ(PullAll(*state), Init());
+  ExpectValues(PullAll(*state), {1, 2, 3, 4, 5, 6, 7, 8, 9, 18, 27});
   r = Push(*state, Gradient(Chunk0(), 0, 0, 0, 2), Part(g, 0, 8), 2);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->global_step(), 1);
@@ -663,6 +665,147 @@ TEST(PsStateTest, SyncLeaveCompletesTheStepWithTheWorkersThatPushed) {
   step = state->Leave(1);  // again: nothing happens
   ASSERT_TRUE(step.ok()) << step.status();
   EXPECT_EQ(*step, 2);
+}
+
+// A pull parked on the state (ParkPull) for `step`; `answered` holds its answer once given (the
+// pushes that make it due answer it before they return).
+struct ParkedPull {
+  std::shared_ptr<std::promise<bool>> promise = std::make_shared<std::promise<bool>>();
+  std::future<bool> answer = promise->get_future();
+  bool answered() const {
+    return answer.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+  }
+};
+
+std::unique_ptr<ParkedPull> ParkPull(PsState& state, const std::vector<Seg>& segments,
+                                     int64_t step) {
+  auto parked = std::make_unique<ParkedPull>();
+  state.ParkPull(Header(proto::TK_PULL, segments, step),
+                 std::chrono::steady_clock::now() + std::chrono::hours(1),
+                 [promise = parked->promise](bool reached) { promise->set_value(reached); });
+  return parked;
+}
+
+TEST(PsStateTest, SyncAppliesEachPartitionOnceEveryAdmittedWorkerDeliveredIt) {
+  auto state = ReadyState(Request(Sgd(0.5f), Sync(2, 2)));
+  const std::vector<float> g0 = {2, 4, 6, 8, 2, 4, 6, 8, 2, 4, 6};
+  const std::vector<float> g1 = {4, 4, 4, 4, 0, 0, 0, 0, -2, -4, -6};
+  auto w_first = ParkPull(*state, {{0, 0, 4}}, 1);
+  auto b = ParkPull(*state, {{2, 0, 3}}, 1);
+  auto all = ParkPull(*state, All(), 1);
+
+  ASSERT_TRUE(Accepted(Push(*state, Gradient(Chunk0(), 0, 0, 0, 2), Part(g0, 0, 8))));
+  EXPECT_FALSE(w_first->answered());
+  EXPECT_EQ(PullAll(*state), Init());
+  // Worker 1's partitions 0 and 1 too: they are applied; partition 2 still waits.
+  ASSERT_TRUE(Accepted(Push(*state, Gradient(Chunk0(), 0, 1, 0, 2), Part(g1, 0, 8))));
+  ASSERT_TRUE(w_first->answered());
+  EXPECT_TRUE(w_first->answer.get());
+  EXPECT_FALSE(b->answered());
+  EXPECT_FALSE(all->answered());
+  EXPECT_EQ(state->global_step(), 0);
+  int64_t step = -1;
+  ExpectValues(PullSegments(*state, {{0, 0, 4}, {1, 0, 4}}, &step),
+               {-0.5, 0, 0.5, 1, 4.5, 5, 5.5, 6});
+  EXPECT_EQ(step, 1);  // these partitions are at step 1 already
+  ExpectValues(PullSegments(*state, {{2, 0, 3}}, &step), {10, 20, 30});
+  EXPECT_EQ(step, 0);
+
+  ASSERT_TRUE(Accepted(Push(*state, Gradient(Chunk1(), 0, 0, 1, 2), Part(g0, 8, 11))));
+  EXPECT_FALSE(b->answered());
+  ASSERT_TRUE(Accepted(Push(*state, Gradient(Chunk1(), 0, 1, 1, 2), Part(g1, 8, 11))));
+  ASSERT_TRUE(b->answered() && all->answered());
+  EXPECT_TRUE(b->answer.get());
+  EXPECT_EQ(state->global_step(), 1);
+  ExpectValues(PullAll(*state), {-0.5, 0, 0.5, 1, 4.5, 5, 5.5, 6, 10, 20, 30});
+}
+
+// Per-partition application gives exactly the values of whole pushes (each worker's gradients in
+// one chunk, applied when the last worker's arrives), whatever the chunking and the order.
+TEST(PsStateTest, SyncPartitionByPartitionEqualsTheWholeStepRule) {
+  auto whole = ReadyState(Request(Momentum(0.25f, 0.5f), Sync(3, 2)));
+  auto chunked = ReadyState(Request(Momentum(0.25f, 0.5f), Sync(3, 2)));
+  // Partition 0 split across chunks 1 and 2, as a chunk plan splits a large partition.
+  const std::vector<std::vector<Seg>> chunks = {{{2, 0, 3}}, {{1, 0, 4}, {0, 0, 1}}, {{0, 1, 3}}};
+  for (int64_t step = 0; step < 3; ++step) {
+    std::vector<std::vector<float>> g;
+    for (int w = 0; w < 3; ++w) {
+      std::vector<float> v(kNumElements);
+      for (size_t i = 0; i < v.size(); ++i) {
+        v[i] = static_cast<float>((static_cast<int>(i) * (w + 1) + 3 * static_cast<int>(step)) % 7 -
+                                  3);
+      }
+      g.push_back(std::move(v));
+    }
+    // Workers 2 and 0 are admitted; worker 1 is a backup.
+    ASSERT_TRUE(Accepted(Push(*whole, Gradient(All(), step, 2), g[2])));
+    ASSERT_TRUE(Accepted(Push(*whole, Gradient(All(), step, 0), g[0])));
+    ASSERT_TRUE(Dropped(Push(*whole, Gradient(All(), step, 1), g[1])));
+    EXPECT_EQ(whole->global_step(), step + 1);
+
+    // The chunked worker's payload is its gradients in segment order: p2, p1 + p0[0], p0[1..4).
+    auto payload = [&](int w, size_t c) {
+      std::vector<float> out;
+      for (const Seg& s : chunks[c]) {
+        const size_t base = s.partition == 0 ? 0 : s.partition == 1 ? 4 : 8;
+        for (int64_t i = 0; i < s.count; ++i) {
+          out.push_back(g[static_cast<size_t>(w)][base + static_cast<size_t>(s.offset + i)]);
+        }
+      }
+      return out;
+    };
+    const std::vector<std::pair<int, size_t>> order = {{2, 1}, {0, 2}, {2, 0}, {1, 0},
+                                                       {0, 1}, {2, 2}, {0, 0}};
+    for (const auto& [w, c] : order) {
+      const auto r =
+          Push(*chunked, Gradient(chunks[c], step, w, static_cast<uint32_t>(c), 3), payload(w, c));
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_EQ(r->dropped(), w == 1) << "worker " << w << " chunk " << c;
+    }
+    EXPECT_EQ(chunked->global_step(), step + 1);
+    EXPECT_EQ(PullAll(*chunked), PullAll(*whole)) << "step " << step;
+  }
+}
+
+// A worker that leaves with half a push: none of its pieces reaches a partition; the step is the
+// average of the others' gradients only.
+TEST(PsStateTest, SyncWorkerLeavingMidPushHasNoneOfItsPiecesApplied) {
+  auto state = ReadyState(Request(Sgd(0.5f), Sync(3, 3)));
+  auto reference = ReadyState(Request(Sgd(0.5f), Sync(2, 2)));
+  const std::vector<float> g0 = {2, 4, 6, 8, 2, 4, 6, 8, 2, 4, 6};
+  const std::vector<float> g1 = {4, 4, 4, 4, 0, 0, 0, 0, -2, -4, -6};
+  const std::vector<float> g2 = Fill(1000);
+  // Worker 2, admitted first, sends half of partition 0 and half of partition 1, then leaves.
+  ASSERT_TRUE(Accepted(Push(*state, Gradient({{0, 0, 2}}, 0, 2, 0, 4), Part(g2, 0, 2))));
+  ASSERT_TRUE(Accepted(Push(*state, Gradient({{1, 2, 2}}, 0, 2, 1, 4), Part(g2, 6, 8))));
+  ASSERT_TRUE(Accepted(Push(*state, Gradient(All(), 0, 0), g0)));
+  ASSERT_TRUE(Accepted(Push(*state, Gradient(All(), 0, 1), g1)));
+  EXPECT_EQ(state->global_step(), 0);
+  EXPECT_EQ(PullAll(*state), Init());
+  auto step = state->Leave(2);
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(*step, 1);
+
+  ASSERT_TRUE(Accepted(Push(*reference, Gradient(All(), 0, 0), g0)));
+  ASSERT_TRUE(Accepted(Push(*reference, Gradient(All(), 0, 1), g1)));
+  ASSERT_EQ(reference->global_step(), 1);
+  EXPECT_EQ(PullAll(*state), PullAll(*reference));
+
+  // The next step needs the two workers left, and nothing of worker 2 lingers.
+  ASSERT_TRUE(Accepted(Push(*state, Gradient(All(), 1, 0), g1)));
+  ASSERT_TRUE(Accepted(Push(*state, Gradient(All(), 1, 1), g0)));
+  ASSERT_TRUE(Accepted(Push(*reference, Gradient(All(), 1, 0), g1)));
+  ASSERT_TRUE(Accepted(Push(*reference, Gradient(All(), 1, 1), g0)));
+  EXPECT_EQ(state->global_step(), 2);
+  EXPECT_EQ(PullAll(*state), PullAll(*reference));
+}
+
+TEST(PsStateTest, SyncElementsOfAPartitionSentTwiceAreRejected) {
+  auto state = ReadyState(Request(Sgd(0.5f), Sync(2, 2)));
+  const std::vector<float> g = Fill(1);
+  ASSERT_TRUE(Accepted(Push(*state, Gradient({{0, 0, 3}}, 0, 0, 0, 3), Part(g, 0, 3))));
+  const auto r = Push(*state, Gradient({{0, 2, 2}}, 0, 0, 1, 3), Part(g, 0, 2));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 // --- Bad input -----------------------------------------------------------------------------------
@@ -950,7 +1093,8 @@ TEST(PsStateTest, ConcurrentSyncWorkersApplyEveryStepOnce) {
         // Wait for step s as a pull would.
         auto reached = std::make_shared<std::promise<bool>>();
         auto answer = reached->get_future();
-        state->coordinator().Park(s, std::chrono::steady_clock::now() + std::chrono::seconds(60),
+        state->coordinator().Park(s, {},
+                                  std::chrono::steady_clock::now() + std::chrono::seconds(60),
                                   [reached](bool r) { reached->set_value(r); });
         if (!answer.get()) {
           ++failures;
@@ -1160,6 +1304,32 @@ TEST(PsStateTest, AsyncCheckpointIsConsistentWithItsStep) {
 
 TEST(PsStateTest, SyncCheckpointIsConsistentWithItsStep) {
   CheckpointsWhilePushing(Request(Sgd(1), Sync(1, 1)), 1);
+}
+
+// A checkpoint asked for while a step is partly applied waits for the step to finish: it never
+// holds half a step.
+TEST(PsStateTest, SyncCheckpointWaitsOutAPartlyAppliedStep) {
+  const std::string dir = TestDir();
+  auto state = ReadyState(Request(Sgd(0.5f), Sync(2, 2)), CheckpointOptions(dir));
+  const std::vector<float> g0 = {2, 4, 6, 8, 2, 4, 6, 8, 2, 4, 6};
+  const std::vector<float> g1 = {4, 4, 4, 4, 0, 0, 0, 0, -2, -4, -6};
+  ASSERT_TRUE(Accepted(Push(*state, Gradient(Chunk0(), 0, 0, 0, 2), Part(g0, 0, 8))));
+  ASSERT_TRUE(Accepted(Push(*state, Gradient(Chunk0(), 0, 1, 0, 2), Part(g1, 0, 8))));
+  absl::StatusOr<std::optional<int64_t>> written;
+  std::thread checkpoint([&] { written = state->Checkpoint(); });
+  ASSERT_TRUE(Accepted(Push(*state, Gradient(Chunk1(), 0, 0, 1, 2), Part(g0, 8, 11))));
+  ASSERT_TRUE(Accepted(Push(*state, Gradient(Chunk1(), 0, 1, 1, 2), Part(g1, 8, 11))));
+  checkpoint.join();
+  ASSERT_TRUE(written.ok() && written->has_value()) << written.status();
+  EXPECT_EQ(**written, 1);
+  auto ckpt =
+      ReadCheckpointFile(absl::StrCat(dir, "/ps-0/ckpt-", absl::Dec(1, absl::kZeroPad12), ".psck"));
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  std::vector<float> values;
+  for (const CheckpointTensor& t : ckpt->tensors) {
+    values.insert(values.end(), t.values.begin(), t.values.end());
+  }
+  ExpectValues(values, {-0.5, 0, 0.5, 1, 4.5, 5, 5.5, 6, 10, 20, 30});
 }
 
 TEST(PsStateTest, CorruptNewestCheckpointFallsBackToThePreviousOne) {

@@ -25,7 +25,8 @@ absl::Status StepCoordinator::CheckSyncConfig(const proto::SyncConfig& sync) {
   return absl::OkStatus();
 }
 
-absl::Status StepCoordinator::Start(const proto::SyncConfig& sync, int64_t step) {
+absl::Status StepCoordinator::Start(const proto::SyncConfig& sync, int64_t step,
+                                    std::vector<int64_t> partition_elements) {
   RETURN_IF_ERROR(CheckSyncConfig(sync));
   Wakeups due;
   {
@@ -34,6 +35,8 @@ absl::Status StepCoordinator::Start(const proto::SyncConfig& sync, int64_t step)
     required_ =
         sync.replicas_to_aggregate() == 0 ? sync.total_workers() : sync.replicas_to_aggregate();
     left_.assign(static_cast<size_t>(sync.total_workers()), false);
+    partition_state_.assign(partition_elements.size(), PartitionState::kWaiting);
+    partition_elements_ = std::move(partition_elements);
     step_ = std::max<int64_t>(step, 0);
     due = TakeDueLocked(std::chrono::steady_clock::now());
   }
@@ -54,6 +57,22 @@ int64_t StepCoordinator::step() const {
 proto::SyncConfig StepCoordinator::sync() const {
   std::lock_guard lock(mu_);
   return sync_;
+}
+
+int64_t StepCoordinator::step_of(std::span<const uint32_t> partitions) const {
+  std::lock_guard lock(mu_);
+  if (partitions.empty()) return step_;
+  for (uint32_t p : partitions) {
+    if (p >= partition_state_.size() || partition_state_[p] != PartitionState::kApplied) {
+      return step_;
+    }
+  }
+  return step_ + 1;
+}
+
+bool StepCoordinator::mid_step() const {
+  std::lock_guard lock(mu_);
+  return applying_;
 }
 
 absl::StatusOr<StepCoordinator::Admission> StepCoordinator::Admit(
@@ -80,7 +99,8 @@ absl::StatusOr<StepCoordinator::Admission> StepCoordinator::Admit(
   if (!sync_.sync_replicas()) {
     if (header.chunk() == 0) {
       ++step_;
-      // Wake the calls parked for this step (as FinishStep does in sync mode), without the lock.
+      // Wake the calls parked for this step (as PartitionsApplied does in sync mode), without the
+      // lock.
       auto due = TakeDueLocked(std::chrono::steady_clock::now());
       lock.unlock();
       for (auto& [fn, reached] : due) fn(reached);
@@ -97,86 +117,157 @@ absl::StatusOr<StepCoordinator::Admission> StepCoordinator::Admit(
       a.verdict = Verdict::kDropBackup;
       return a;
     }
-    it = admitted_.emplace(header.worker(), 0).first;
-    num_chunks_[header.worker()] = header.num_chunks();
-    seen_[header.worker()].assign(header.num_chunks(), false);
-  } else if (num_chunks_[header.worker()] != header.num_chunks() ||
-             seen_[header.worker()][header.chunk()]) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("worker ", header.worker(), " sent chunk ", header.chunk(), " of ",
-                     header.num_chunks(), " twice or with another count (its push has ",
-                     num_chunks_[header.worker()], ") for step ", step_));
+  } else if (it->second.num_chunks != header.num_chunks() || it->second.seen[header.chunk()]) {
+    return absl::InvalidArgumentError(absl::StrCat("worker ", header.worker(), " sent chunk ",
+                                                   header.chunk(), " of ", header.num_chunks(),
+                                                   " twice or with another count (its push has ",
+                                                   it->second.num_chunks, ") for step ", step_));
   }
-  seen_[header.worker()][header.chunk()] = true;
+  // Dense elements past a partition's size: some were sent twice. Checked before any change.
+  const size_t partitions = partition_elements_.size();
+  absl::InlinedVector<int64_t, 8> adding(partitions, 0);
+  for (const proto::Segment& s : header.segments()) {
+    if (s.rows_size() > 0 || s.partition() >= partitions) continue;
+    adding[s.partition()] += s.count();
+    const int64_t before = it == admitted_.end() ? 0 : it->second.admitted_elements[s.partition()];
+    if (before + adding[s.partition()] > partition_elements_[s.partition()]) {
+      return absl::InvalidArgumentError(absl::StrCat("worker ", header.worker(),
+                                                     " sent elements of partition ", s.partition(),
+                                                     " twice for step ", step_));
+    }
+  }
+  if (it == admitted_.end()) {
+    WorkerPush push;
+    push.num_chunks = header.num_chunks();
+    push.seen.assign(header.num_chunks(), false);
+    push.admitted_elements.assign(partitions, 0);
+    push.staged_elements.assign(partitions, 0);
+    push.delivered.assign(partitions, false);
+    it = admitted_.emplace(header.worker(), std::move(push)).first;
+  }
+  it->second.seen[header.chunk()] = true;
+  for (size_t p = 0; p < partitions; ++p) it->second.admitted_elements[p] += adding[p];
   a.verdict = Verdict::kAccumulate;
   return a;
 }
 
-bool StepCoordinator::StepCompleteLocked() const {
+bool StepCoordinator::AdmissionFinalLocked() const {
   const int live = sync_.total_workers() - left_count_;
-  const int needed = std::min(required_, live);
-  return !applying_ && completed_ > 0 && completed_ >= needed;
+  return !admitted_.empty() && static_cast<int>(admitted_.size()) >= std::min(required_, live);
 }
 
-bool StepCoordinator::ChunkAccumulated(const proto::TransferHeader& header) {
+StepCoordinator::Progress StepCoordinator::TakeReadyLocked() {
+  Progress progress;
+  if (!AdmissionFinalLocked()) return progress;
+  bool pending = false;  // a partition still waiting or being applied elsewhere
+  for (size_t p = 0; p < partition_state_.size(); ++p) {
+    if (partition_state_[p] != PartitionState::kWaiting) {
+      pending = pending || partition_state_[p] == PartitionState::kApplying;
+      continue;
+    }
+    bool ready = true;
+    for (const auto& [worker, push] : admitted_) ready = ready && push.delivered[p];
+    if (!ready) {
+      pending = true;
+      continue;
+    }
+    partition_state_[p] = PartitionState::kApplying;
+    progress.apply.push_back(static_cast<uint32_t>(p));
+  }
+  bool complete = true;
+  for (const auto& [worker, push] : admitted_) {
+    progress.workers.push_back(worker);
+    complete = complete && push.complete();
+  }
+  // Said once per step; admission closes with it, as with the first partition applied.
+  progress.completes_step = complete && !pending && !completion_told_;
+  completion_told_ = completion_told_ || progress.completes_step;
+  if (!progress.apply.empty() || progress.completes_step) applying_ = true;
+  return progress;
+}
+
+StepCoordinator::Progress StepCoordinator::ChunkAccumulated(const proto::TransferHeader& header) {
   std::lock_guard lock(mu_);
   auto it = admitted_.find(header.worker());
-  if (it == admitted_.end()) return false;
-  if (++it->second == num_chunks_[header.worker()]) ++completed_;
-  if (!StepCompleteLocked()) return false;
-  applying_ = true;
-  return true;
+  if (it == admitted_.end()) return {};
+  WorkerPush& push = it->second;
+  for (const proto::Segment& s : header.segments()) {
+    if (s.rows_size() > 0 || s.partition() >= partition_elements_.size()) continue;
+    push.staged_elements[s.partition()] += s.count();
+    if (push.staged_elements[s.partition()] == partition_elements_[s.partition()]) {
+      push.delivered[s.partition()] = true;
+    }
+  }
+  // The whole push is in: every partition (sparse ones, and any it sent nothing of) delivered.
+  if (++push.chunks_in == push.num_chunks) push.delivered.assign(push.delivered.size(), true);
+  return TakeReadyLocked();
 }
 
 int StepCoordinator::workers_in_step() const {
   std::lock_guard lock(mu_);
-  return completed_;
+  return static_cast<int>(admitted_.size());
 }
 
 void StepCoordinator::Wake(Wakeups wakeups) {
   for (auto& [fn, reached] : wakeups) fn(reached);
 }
 
-StepCoordinator::Wakeups StepCoordinator::FinishStep() {
+StepCoordinator::Wakeups StepCoordinator::PartitionsApplied(const Progress& progress) {
   std::lock_guard lock(mu_);
-  ++step_;
-  admitted_.clear();
-  num_chunks_.clear();
-  seen_.clear();
-  completed_ = 0;
-  applying_ = false;
+  for (uint32_t p : progress.apply) partition_state_[p] = PartitionState::kApplied;
+  bool done = AdmissionFinalLocked();
+  for (const auto& [worker, push] : admitted_) done = done && push.complete();
+  for (PartitionState state : partition_state_) done = done && state == PartitionState::kApplied;
+  if (done) {
+    ++step_;
+    admitted_.clear();
+    partition_state_.assign(partition_state_.size(), PartitionState::kWaiting);
+    applying_ = false;
+    completion_told_ = false;
+  }
+  if (!done && progress.apply.empty()) return {};
   return TakeDueLocked(std::chrono::steady_clock::now());
 }
 
-bool StepCoordinator::Leave(int worker) {
+StepCoordinator::Progress StepCoordinator::Leave(int worker) {
   std::lock_guard lock(mu_);
-  if (worker < 0 || static_cast<size_t>(worker) >= left_.size() || left_[worker]) return false;
+  if (worker < 0 || static_cast<size_t>(worker) >= left_.size() || left_[worker]) return {};
   left_[worker] = true;
   ++left_count_;
-  // A worker that leaves halfway through a push gives its place in the step back. (What it
-  // already sent stays in the accumulators: the client leaves only after its last push.)
+  if (!sync_.sync_replicas()) return {};
+  // A worker that leaves halfway through a push gives its place in the step back; its staged
+  // pieces are never applied (the callers apply Progress::workers' only).
   auto it = admitted_.find(worker);
-  if (it != admitted_.end() && it->second < num_chunks_[worker]) {
-    admitted_.erase(it);
-    num_chunks_.erase(worker);
-    seen_.erase(worker);
+  if (it != admitted_.end() && !it->second.complete()) admitted_.erase(it);
+  return TakeReadyLocked();
+}
+
+bool StepCoordinator::ReachedLocked(const Parked& p) const {
+  if (stopping_ || step_ < 0) return false;
+  if (step_ >= p.min_step) return true;
+  if (p.partitions.empty() || p.min_step != step_ + 1) return false;
+  for (uint32_t q : p.partitions) {
+    if (q >= partition_state_.size() || partition_state_[q] != PartitionState::kApplied) {
+      return false;
+    }
   }
-  if (!sync_.sync_replicas() || !StepCompleteLocked()) return false;
-  applying_ = true;
   return true;
 }
 
-void StepCoordinator::Park(int64_t min_step, std::chrono::steady_clock::time_point deadline,
+void StepCoordinator::Park(int64_t min_step, std::vector<uint32_t> partitions,
+                           std::chrono::steady_clock::time_point deadline,
                            std::function<void(bool)> done) {
   bool answer_now = false;
   bool reached = false;
   {
     std::lock_guard lock(mu_);
-    if (stopping_ || (step_ >= 0 && step_ >= min_step)) {
+    Parked parked{min_step, std::move(partitions), deadline, std::move(done)};
+    if (stopping_ || ReachedLocked(parked)) {
       answer_now = true;
       reached = !stopping_;
+      done = std::move(parked.done);
     } else {
-      parked_.push_back({min_step, deadline, std::move(done)});
+      parked_.push_back(std::move(parked));
       cv_.notify_one();
     }
   }
@@ -198,7 +289,7 @@ StepCoordinator::Wakeups StepCoordinator::TakeDueLocked(std::chrono::steady_cloc
   Wakeups due;
   auto keep = parked_.begin();
   for (auto it = parked_.begin(); it != parked_.end(); ++it) {
-    const bool reached = !stopping_ && step_ >= 0 && step_ >= it->min_step;
+    const bool reached = ReachedLocked(*it);
     if (reached || stopping_ || it->deadline <= now) {
       due.emplace_back(std::move(it->done), reached);
     } else {

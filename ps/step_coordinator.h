@@ -4,17 +4,33 @@
 // Async: every gradient push is applied as it arrives; the push's chunk 0 advances the step by
 // one and records its staleness (the step now minus the step the gradient was computed at).
 //
-// Sync (TensorFlow's SyncReplicasOptimizer): the first `replicas_to_aggregate` workers to push for
-// the current step s are admitted; their gradients are summed into the accumulators; when every
-// admitted worker has delivered all its chunks the caller applies the average once and calls
-// FinishStep, which makes the step s + 1 and wakes the pulls parked for it. A push computed at a
-// step older than s is dropped as stale; a push for s from a worker beyond the first
-// replicas_to_aggregate (a backup worker) is dropped too, so the slowest never hold the step back.
-// A push from a step the ps has not reached is INVALID_ARGUMENT. A worker that Leaves no longer
-// counts: the step needs min(replicas_to_aggregate, workers still in the job) pushes.
+// Sync (TensorFlow's SyncReplicasOptimizer rules, applied per partition): the first
+// `replicas_to_aggregate` workers to push for the current step s are admitted (per worker, on its
+// first chunk); their gradients are staged (PartitionStore::Stage). A worker has delivered a
+// partition when it has sent all of its elements (dense: counted against the partition's size
+// given to Start) or all of its push's chunks (sparse rows vary per worker: the whole push marks
+// them delivered). Once the admitted set is final (min(replicas_to_aggregate, workers still in the
+// job)) and every admitted worker has delivered a partition, that partition is averaged over the
+// admitted workers and applied at once, without waiting for the others, and a pull parked for
+// s + 1 that covers only applied partitions is answered. When every partition is applied and
+// every admitted worker's chunks are in, the step becomes s + 1. Partitions that become ready
+// together are handed out in partition order (the order the next forward pass reads them).
+// A push computed at a step older than s is dropped as stale; a push for s from a worker beyond
+// the first replicas_to_aggregate (a backup worker), or once a partition of s was applied, is
+// dropped too, so the slowest never hold the step back. A push from a step the ps has not reached
+// is INVALID_ARGUMENT. A worker that Leaves no longer counts: if its push was incomplete it loses
+// its place in the step and none of its staged pieces is applied (the callers apply the admitted
+// workers' pieces only); the step then needs min(replicas_to_aggregate, workers still in the job).
+// With complete pushes every partition gets exactly the sum the whole-step rule gave.
 //
-// Waiting: Park(min_step, deadline, done) calls done(true) as soon as the step is >= min_step
-// (immediately when it already is), done(false) at the deadline or on Stop. Before the ps is
+// The caller's protocol per accumulated chunk: Admit -> stage the payload -> ChunkAccumulated ->
+// apply the returned partitions (averaged over Progress::workers) -> PartitionsApplied (always,
+// even with nothing to apply) -> Wake the returned calls after releasing its locks. Leave returns
+// a Progress the same way.
+//
+// Waiting: Park(min_step, partitions, deadline, done) calls done(true) as soon as the step is >=
+// min_step, or is min_step - 1 with every listed partition already applied (immediately when that
+// holds), done(false) at the deadline or on Stop; no partitions: the whole step. Before the ps is
 // ready the step is -1, so Park(0, ...) waits for readiness. Callbacks run on the thread that
 // advanced the step (or the timer thread) without the lock held. Thread-safe.
 #ifndef PSFLOW_PS_STEP_COORDINATOR_H_
@@ -26,10 +42,12 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "proto/ps.pb.h"
 
@@ -42,7 +60,7 @@ class StepCoordinator {
 
   enum class Verdict {
     kApply,       // async: apply now
-    kAccumulate,  // sync: add to the accumulators, then call ChunkAccumulated
+    kAccumulate,  // sync: stage the gradients, then call ChunkAccumulated
     kDropStale,   // computed at an old step
     kDropBackup,  // sync: this step already has its replicas_to_aggregate workers
   };
@@ -50,6 +68,16 @@ class StepCoordinator {
     Verdict verdict = Verdict::kApply;
     int64_t step = 0;       // the ps's step when the push arrived
     int64_t staleness = 0;  // step - the push's step
+  };
+  // Sync: what became ready. The caller applies each partition in `apply` (in that order) as the
+  // average of the staged pieces of `workers` (1 / workers.size() times their sum), then calls
+  // PartitionsApplied with this Progress.
+  struct Progress {
+    absl::InlinedVector<uint32_t, 8> apply;
+    absl::InlinedVector<int, 8> workers;  // the admitted workers, ascending
+    // As far as this call knows, the step completes once `apply` is applied (PartitionsApplied
+    // decides; another thread may still be applying a partition).
+    bool completes_step = false;
   };
 
   // Parked calls made due by a step change, to be answered (Wake) once the caller has released
@@ -64,42 +92,71 @@ class StepCoordinator {
   // > total_workers.
   static absl::Status CheckSyncConfig(const proto::SyncConfig& sync);
 
-  // Makes the ps ready at `step` with `sync`'s rules, waking the parked calls. Errors as
+  // Makes the ps ready at `step` with `sync`'s rules, waking the parked calls. partition_elements:
+  // the size of each partition, in the order segments index them (none: the step is only whole
+  // pushes; segments naming a partition outside the list count as sparse). Errors as
   // CheckSyncConfig.
-  absl::Status Start(const proto::SyncConfig& sync, int64_t step);
+  absl::Status Start(const proto::SyncConfig& sync, int64_t step,
+                     std::vector<int64_t> partition_elements = {});
   bool ready() const;
   int64_t step() const;
   proto::SyncConfig sync() const;
+  // The step the listed partitions' values are at: step() + 1 when every one of them was already
+  // applied in the current sync step, else step(). Empty: step().
+  int64_t step_of(std::span<const uint32_t> partitions) const;
+  // Sync: some partitions of the current step are applied (or being applied) and others not yet:
+  // a checkpoint now would see half a step.
+  bool mid_step() const;
 
   // Decides what to do with a gradient chunk (header already validated for shape). Async:
   // chunk 0 advances the step. INVALID_ARGUMENT for a step from the future, a worker index
-  // outside the job, or inconsistent chunk numbering; FAILED_PRECONDITION before Start.
+  // outside the job, inconsistent chunk numbering, or dense elements of a partition sent twice;
+  // FAILED_PRECONDITION before Start.
   absl::StatusOr<Admission> Admit(const proto::TransferHeader& header);
 
-  // Sync: the admitted chunk's gradients are in the accumulators. True when it completed the
-  // step: the caller then applies the average (1 / workers_in_step()) and calls FinishStep.
-  bool ChunkAccumulated(const proto::TransferHeader& header);
+  // Sync: the admitted chunk's gradients are staged. Returns the partitions that became ready
+  // (nothing for a worker not admitted).
+  Progress ChunkAccumulated(const proto::TransferHeader& header);
+  // Sync: the number of workers admitted to the current step.
   int workers_in_step() const;
-  // Sync: the average of step s was applied; the step becomes s + 1. The caller Wakes the
-  // returned calls after releasing its locks.
-  [[nodiscard]] Wakeups FinishStep();
+  // Sync: progress.apply was applied. Marks them, and when every partition is applied and every
+  // admitted worker's chunks are in, makes the step s + 1. Returns the parked calls now due, for
+  // the caller to Wake after releasing its locks.
+  [[nodiscard]] Wakeups PartitionsApplied(const Progress& progress);
 
-  // The worker has finished. True when that completed the current step (sync): the caller then
-  // applies and calls FinishStep as after ChunkAccumulated.
-  bool Leave(int worker);
+  // The worker has finished. An incomplete push of the current step loses its place; what
+  // became ready is returned as by ChunkAccumulated (the caller applies it and calls
+  // PartitionsApplied).
+  Progress Leave(int worker);
 
-  void Park(int64_t min_step, std::chrono::steady_clock::time_point deadline,
-            std::function<void(bool reached)> done);
+  void Park(int64_t min_step, std::vector<uint32_t> partitions,
+            std::chrono::steady_clock::time_point deadline, std::function<void(bool reached)> done);
   // Answers every parked call with false, and every later Park at once.
   void Stop();
 
  private:
   struct Parked {
     int64_t min_step;
+    std::vector<uint32_t> partitions;
     std::chrono::steady_clock::time_point deadline;
     std::function<void(bool)> done;
   };
-  bool StepCompleteLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sync: one admitted worker's push to this task in the current step.
+  struct WorkerPush {
+    uint32_t num_chunks = 0;
+    uint32_t chunks_in = 0;  // staged (ChunkAccumulated)
+    std::vector<bool> seen;  // per chunk: admitted
+    // Per partition: dense elements admitted, dense elements staged, delivered.
+    std::vector<int64_t> admitted_elements;
+    std::vector<int64_t> staged_elements;
+    std::vector<bool> delivered;
+    bool complete() const { return chunks_in == num_chunks; }
+  };
+  enum class PartitionState : uint8_t { kWaiting, kApplying, kApplied };
+  bool ReachedLocked(const Parked& p) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool AdmissionFinalLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The partitions every admitted worker has delivered, marked kApplying.
+  Progress TakeReadyLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves the parked calls that are due (reached, expired or stopping) out.
   Wakeups TakeDueLocked(std::chrono::steady_clock::time_point now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -109,19 +166,19 @@ class StepCoordinator {
   std::condition_variable cv_;
   int64_t step_ ABSL_GUARDED_BY(mu_) = -1;  // -1 until Start
   proto::SyncConfig sync_ ABSL_GUARDED_BY(mu_);
+  std::vector<int64_t> partition_elements_ ABSL_GUARDED_BY(mu_);
   // sync: replicas_to_aggregate, as given or defaulted
   int required_ ABSL_GUARDED_BY(mu_) = 0;
-  // sync: worker -> chunks accumulated this step
-  std::map<int, uint32_t> admitted_ ABSL_GUARDED_BY(mu_);
-  // sync: worker -> chunks its push has
-  std::map<int, uint32_t> num_chunks_ ABSL_GUARDED_BY(mu_);
-  // sync: worker -> which of its chunks arrived
-  std::map<int, std::vector<bool>> seen_ ABSL_GUARDED_BY(mu_);
-  // sync: admitted workers whose chunks are all in
-  int completed_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<bool> left_ ABSL_GUARDED_BY(mu_);  // per worker
-  int left_count_ ABSL_GUARDED_BY(mu_) = 0;
+  // sync: the current step's admitted workers
+  std::map<int, WorkerPush> admitted_ ABSL_GUARDED_BY(mu_);
+  // sync: per partition, in the current step
+  std::vector<PartitionState> partition_state_ ABSL_GUARDED_BY(mu_);
+  // sync: a partition of the current step is applying or applied, or the step's completion was
+  // told: admission is closed
   bool applying_ ABSL_GUARDED_BY(mu_) = false;
+  bool completion_told_ ABSL_GUARDED_BY(mu_) = false;  // sync: Progress::completes_step given
+  std::vector<bool> left_ ABSL_GUARDED_BY(mu_);        // per worker
+  int left_count_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<Parked> parked_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread timer_;

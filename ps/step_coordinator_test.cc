@@ -33,7 +33,7 @@ ParkedCall Park(StepCoordinator& c, int64_t min_step, Clock::time_point deadline
   auto promise = std::make_shared<std::promise<bool>>();
   ParkedCall call;
   call.answer = promise->get_future();
-  c.Park(min_step, deadline, [promise, calls = call.calls](bool reached) {
+  c.Park(min_step, {}, deadline, [promise, calls = call.calls](bool reached) {
     if (calls->fetch_add(1) == 0) promise->set_value(reached);
   });
   return call;
@@ -117,13 +117,13 @@ TEST(StepCoordinatorTest, ParkAnswersAtOnceWhenTheStepIsReached) {
   int calls = 0;
   bool reached = false;
   // Answered on this thread, before Park returns.
-  c.Park(2, Clock::now() + kLongWait, [&](bool r) {
+  c.Park(2, {}, Clock::now() + kLongWait, [&](bool r) {
     ++calls;
     reached = r;
   });
   EXPECT_EQ(calls, 1);
   EXPECT_TRUE(reached);
-  c.Park(0, Clock::now() - std::chrono::seconds(1), [&](bool r) {
+  c.Park(0, {}, Clock::now() - std::chrono::seconds(1), [&](bool r) {
     ++calls;
     reached = r;
   });
@@ -198,7 +198,7 @@ TEST(StepCoordinatorTest, StopAnswersParkedCallsAndLaterParksWithFalse) {
 
   int calls = 0;
   bool reached = true;
-  c.Park(0, Clock::now() + kLongWait, [&](bool r) {
+  c.Park(0, {}, Clock::now() + kLongWait, [&](bool r) {
     ++calls;
     reached = r;
   });
@@ -212,7 +212,7 @@ TEST(StepCoordinatorTest, StopAfterStartAnswersEvenReachableStepsWithFalse) {
   c.Stop();
   int calls = 0;
   bool reached = true;
-  c.Park(1, Clock::now() + kLongWait, [&](bool r) {
+  c.Park(1, {}, Clock::now() + kLongWait, [&](bool r) {
     ++calls;
     reached = r;
   });
@@ -372,8 +372,8 @@ TEST(StepCoordinatorTest, AsyncRejectsBadHeadersWithoutMovingTheStep) {
 TEST(StepCoordinatorTest, AsyncLeaveNeverCompletesAStep) {
   StepCoordinator c;
   ASSERT_TRUE(c.Start(Async(2), 0).ok());
-  EXPECT_FALSE(c.Leave(0));
-  EXPECT_FALSE(c.Leave(1));
+  EXPECT_FALSE(c.Leave(0).completes_step);
+  EXPECT_FALSE(c.Leave(1).completes_step);
   EXPECT_EQ(c.step(), 0);
   // Async pushes still go on.
   ASSERT_TRUE(c.Admit(Push(0, 0)).ok());
@@ -394,7 +394,7 @@ TEST(StepCoordinatorTest, SyncAdmitsTheFirstReplicasAndDropsTheBackup) {
     EXPECT_EQ(a->verdict, Verdict::kAccumulate);
     EXPECT_EQ(a->step, 0);
     EXPECT_EQ(a->staleness, 0);
-    EXPECT_FALSE(c.ChunkAccumulated(Push(w, 0, 0, 2)));
+    EXPECT_FALSE(c.ChunkAccumulated(Push(w, 0, 0, 2)).completes_step);
   }
   // Worker 2 is the third for step 0: a backup, dropped.
   auto a = c.Admit(Push(2, 0, 0, 2));
@@ -407,13 +407,13 @@ TEST(StepCoordinatorTest, SyncAdmitsTheFirstReplicasAndDropsTheBackup) {
   a = c.Admit(Push(0, 0, 1, 2));
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->verdict, Verdict::kAccumulate);
-  EXPECT_FALSE(c.ChunkAccumulated(Push(0, 0, 1, 2)));
-  EXPECT_EQ(c.workers_in_step(), 1);
+  EXPECT_FALSE(c.ChunkAccumulated(Push(0, 0, 1, 2)).completes_step);
+  EXPECT_EQ(c.workers_in_step(), 2);  // admitted, one complete
   // Worker 1's last chunk completes the step.
   a = c.Admit(Push(1, 0, 1, 2));
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->verdict, Verdict::kAccumulate);
-  EXPECT_TRUE(c.ChunkAccumulated(Push(1, 0, 1, 2)));
+  EXPECT_TRUE(c.ChunkAccumulated(Push(1, 0, 1, 2)).completes_step);
   EXPECT_EQ(c.workers_in_step(), 2);
 
   // While the caller applies the average: the step is still 0 and nothing else is admitted.
@@ -423,7 +423,7 @@ TEST(StepCoordinatorTest, SyncAdmitsTheFirstReplicasAndDropsTheBackup) {
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->verdict, Verdict::kDropBackup);
 
-  StepCoordinator::Wake(c.FinishStep());
+  StepCoordinator::Wake(c.PartitionsApplied({}));
   EXPECT_EQ(c.step(), 1);
   EXPECT_EQ(c.workers_in_step(), 0);
   ASSERT_TRUE(Answered(next, kPrompt));
@@ -451,16 +451,16 @@ TEST(StepCoordinatorTest, SyncStepNeedsEveryChunkOfEveryAdmittedWorker) {
   // Worker 0 delivers both of its chunks first (in reverse order), worker 1 then its three.
   for (uint32_t chunk : {1u, 0u}) {
     ASSERT_EQ(c.Admit(Push(0, 0, chunk, 2))->verdict, Verdict::kAccumulate);
-    EXPECT_FALSE(c.ChunkAccumulated(Push(0, 0, chunk, 2)));
+    EXPECT_FALSE(c.ChunkAccumulated(Push(0, 0, chunk, 2)).completes_step);
   }
   for (uint32_t chunk : {0u, 1u}) {
     ASSERT_EQ(c.Admit(Push(1, 0, chunk, 3))->verdict, Verdict::kAccumulate);
-    EXPECT_FALSE(c.ChunkAccumulated(Push(1, 0, chunk, 3)));
+    EXPECT_FALSE(c.ChunkAccumulated(Push(1, 0, chunk, 3)).completes_step);
   }
   ASSERT_EQ(c.Admit(Push(1, 0, 2, 3))->verdict, Verdict::kAccumulate);
-  EXPECT_TRUE(c.ChunkAccumulated(Push(1, 0, 2, 3)));
+  EXPECT_TRUE(c.ChunkAccumulated(Push(1, 0, 2, 3)).completes_step);
   EXPECT_EQ(c.workers_in_step(), 2);
-  StepCoordinator::Wake(c.FinishStep());
+  StepCoordinator::Wake(c.PartitionsApplied({}));
   EXPECT_EQ(c.step(), 1);
 }
 
@@ -469,10 +469,10 @@ TEST(StepCoordinatorTest, SyncReplicasToAggregateZeroMeansEveryWorker) {
   ASSERT_TRUE(c.Start(Sync(3, 0), 0).ok());
   for (int w : {0, 1}) {
     ASSERT_EQ(c.Admit(Push(w, 0))->verdict, Verdict::kAccumulate);
-    EXPECT_FALSE(c.ChunkAccumulated(Push(w, 0)));
+    EXPECT_FALSE(c.ChunkAccumulated(Push(w, 0)).completes_step);
   }
   ASSERT_EQ(c.Admit(Push(2, 0))->verdict, Verdict::kAccumulate);
-  EXPECT_TRUE(c.ChunkAccumulated(Push(2, 0)));
+  EXPECT_TRUE(c.ChunkAccumulated(Push(2, 0)).completes_step);
   EXPECT_EQ(c.workers_in_step(), 3);
 }
 
@@ -480,11 +480,11 @@ TEST(StepCoordinatorTest, SyncRejectsInconsistentChunkNumbering) {
   StepCoordinator c;
   ASSERT_TRUE(c.Start(Sync(2, 2), 0).ok());
   ASSERT_EQ(c.Admit(Push(0, 0, 0, 2))->verdict, Verdict::kAccumulate);
-  EXPECT_FALSE(c.ChunkAccumulated(Push(0, 0, 0, 2)));
+  EXPECT_FALSE(c.ChunkAccumulated(Push(0, 0, 0, 2)).completes_step);
   // The same push now claims three chunks.
   EXPECT_EQ(c.Admit(Push(0, 0, 1, 3)).status().code(), absl::StatusCode::kInvalidArgument);
   ASSERT_EQ(c.Admit(Push(0, 0, 1, 2))->verdict, Verdict::kAccumulate);
-  EXPECT_FALSE(c.ChunkAccumulated(Push(0, 0, 1, 2)));
+  EXPECT_FALSE(c.ChunkAccumulated(Push(0, 0, 1, 2)).completes_step);
   // Every chunk is in: a further one for the same step is an error, not a second gradient.
   EXPECT_EQ(c.Admit(Push(0, 0, 0, 2)).status().code(), absl::StatusCode::kInvalidArgument);
   // Future steps and unknown workers are errors in sync mode too.
@@ -493,13 +493,13 @@ TEST(StepCoordinatorTest, SyncRejectsInconsistentChunkNumbering) {
   EXPECT_EQ(c.step(), 0);
   // The step still completes normally.
   ASSERT_EQ(c.Admit(Push(1, 0))->verdict, Verdict::kAccumulate);
-  EXPECT_TRUE(c.ChunkAccumulated(Push(1, 0)));
+  EXPECT_TRUE(c.ChunkAccumulated(Push(1, 0)).completes_step);
 }
 
 TEST(StepCoordinatorTest, ChunkAccumulatedForAWorkerNotAdmittedIsFalse) {
   StepCoordinator c;
   ASSERT_TRUE(c.Start(Sync(2, 1), 0).ok());
-  EXPECT_FALSE(c.ChunkAccumulated(Push(1, 0)));
+  EXPECT_FALSE(c.ChunkAccumulated(Push(1, 0)).completes_step);
   EXPECT_EQ(c.workers_in_step(), 0);
 }
 
@@ -508,36 +508,36 @@ TEST(StepCoordinatorTest, SyncLeaveCompletesTheStep) {
   ASSERT_TRUE(c.Start(Sync(2, 2), 0).ok());
   ParkedCall next = Park(c, 1, Clock::now() + kLongWait);
   ASSERT_EQ(c.Admit(Push(0, 0))->verdict, Verdict::kAccumulate);
-  EXPECT_FALSE(c.ChunkAccumulated(Push(0, 0)));
+  EXPECT_FALSE(c.ChunkAccumulated(Push(0, 0)).completes_step);
   // Worker 1 leaves: the step needs only worker 0's push, which is in.
-  EXPECT_TRUE(c.Leave(1));
+  EXPECT_TRUE(c.Leave(1).completes_step);
   EXPECT_EQ(c.workers_in_step(), 1);
   EXPECT_EQ(c.step(), 0);
-  StepCoordinator::Wake(c.FinishStep());
+  StepCoordinator::Wake(c.PartitionsApplied({}));
   EXPECT_EQ(c.step(), 1);
   ASSERT_TRUE(Answered(next, kPrompt));
   EXPECT_TRUE(next.answer.get());
 
-  EXPECT_FALSE(c.Leave(1));  // a second Leave changes nothing
+  EXPECT_FALSE(c.Leave(1).completes_step);  // a second Leave changes nothing
   // From now on each push of worker 0 completes a step on its own.
   ASSERT_EQ(c.Admit(Push(0, 1))->verdict, Verdict::kAccumulate);
-  EXPECT_TRUE(c.ChunkAccumulated(Push(0, 1)));
+  EXPECT_TRUE(c.ChunkAccumulated(Push(0, 1)).completes_step);
   EXPECT_EQ(c.workers_in_step(), 1);
-  StepCoordinator::Wake(c.FinishStep());
+  StepCoordinator::Wake(c.PartitionsApplied({}));
   EXPECT_EQ(c.step(), 2);
 }
 
 TEST(StepCoordinatorTest, SyncLeaveBeforeAnyPushCompletesNothing) {
   StepCoordinator c;
   ASSERT_TRUE(c.Start(Sync(2, 2), 0).ok());
-  EXPECT_FALSE(c.Leave(0));
-  EXPECT_FALSE(c.Leave(7));   // outside the job
-  EXPECT_FALSE(c.Leave(-1));  // outside the job
+  EXPECT_FALSE(c.Leave(0).completes_step);
+  EXPECT_FALSE(c.Leave(7).completes_step);   // outside the job
+  EXPECT_FALSE(c.Leave(-1).completes_step);  // outside the job
   EXPECT_EQ(c.step(), 0);
   // One live worker left: its push alone completes the step.
   ASSERT_EQ(c.Admit(Push(1, 0))->verdict, Verdict::kAccumulate);
-  EXPECT_TRUE(c.ChunkAccumulated(Push(1, 0)));
-  StepCoordinator::Wake(c.FinishStep());
+  EXPECT_TRUE(c.ChunkAccumulated(Push(1, 0)).completes_step);
+  StepCoordinator::Wake(c.PartitionsApplied({}));
   EXPECT_EQ(c.step(), 1);
 }
 
@@ -545,11 +545,11 @@ TEST(StepCoordinatorTest, SyncLeaveAboveTheAggregateCountChangesNothing) {
   StepCoordinator c;
   ASSERT_TRUE(c.Start(Sync(3, 2), 0).ok());
   ASSERT_EQ(c.Admit(Push(0, 0))->verdict, Verdict::kAccumulate);
-  EXPECT_FALSE(c.ChunkAccumulated(Push(0, 0)));
+  EXPECT_FALSE(c.ChunkAccumulated(Push(0, 0)).completes_step);
   // Two workers are still in the job: the step still needs two pushes.
-  EXPECT_FALSE(c.Leave(2));
+  EXPECT_FALSE(c.Leave(2).completes_step);
   ASSERT_EQ(c.Admit(Push(1, 0))->verdict, Verdict::kAccumulate);
-  EXPECT_TRUE(c.ChunkAccumulated(Push(1, 0)));
+  EXPECT_TRUE(c.ChunkAccumulated(Push(1, 0)).completes_step);
   EXPECT_EQ(c.workers_in_step(), 2);
 }
 
@@ -557,10 +557,10 @@ TEST(StepCoordinatorTest, SyncLeaveWhileApplyingDoesNotCompleteTwice) {
   StepCoordinator c;
   ASSERT_TRUE(c.Start(Sync(2, 1), 0).ok());
   ASSERT_EQ(c.Admit(Push(0, 0))->verdict, Verdict::kAccumulate);
-  EXPECT_TRUE(c.ChunkAccumulated(Push(0, 0)));
+  EXPECT_TRUE(c.ChunkAccumulated(Push(0, 0)).completes_step);
   // The caller is applying step 0; a Leave now must not hand out a second completion.
-  EXPECT_FALSE(c.Leave(1));
-  StepCoordinator::Wake(c.FinishStep());
+  EXPECT_FALSE(c.Leave(1).completes_step);
+  StepCoordinator::Wake(c.PartitionsApplied({}));
   EXPECT_EQ(c.step(), 1);
 }
 
@@ -585,14 +585,14 @@ TEST(StepCoordinatorTest, SyncConcurrentWorkersCompleteEachStepOnce) {
           continue;
         }
         ASSERT_EQ(a->verdict, Verdict::kAccumulate);
-        EXPECT_FALSE(c.ChunkAccumulated(Push(w, s, 0, 2)));
+        EXPECT_FALSE(c.ChunkAccumulated(Push(w, s, 0, 2)).completes_step);
         a = c.Admit(Push(w, s, 1, 2));
         ASSERT_TRUE(a.ok()) << a.status();
         ASSERT_EQ(a->verdict, Verdict::kAccumulate);
-        if (c.ChunkAccumulated(Push(w, s, 1, 2))) {
+        if (c.ChunkAccumulated(Push(w, s, 1, 2)).completes_step) {
           EXPECT_EQ(c.workers_in_step(), 3);
           ++completions;
-          StepCoordinator::Wake(c.FinishStep());
+          StepCoordinator::Wake(c.PartitionsApplied({}));
         }
       }
     });
@@ -613,11 +613,11 @@ TEST(StepCoordinatorTest, SyncRejectsAChunkSentTwice) {
   StepCoordinator c;
   ASSERT_TRUE(c.Start(Sync(2, 2), 0).ok());
   ASSERT_EQ(c.Admit(Push(0, 0, 0, 2))->verdict, StepCoordinator::Verdict::kAccumulate);
-  EXPECT_FALSE(c.ChunkAccumulated(Push(0, 0, 0, 2)));
+  EXPECT_FALSE(c.ChunkAccumulated(Push(0, 0, 0, 2)).completes_step);
   // Chunk 0 again would count as the second chunk and complete the push: refused.
   EXPECT_EQ(c.Admit(Push(0, 0, 0, 2)).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(c.Admit(Push(0, 0, 1, 2))->verdict, StepCoordinator::Verdict::kAccumulate);
-  EXPECT_FALSE(c.ChunkAccumulated(Push(0, 0, 1, 2)));  // worker 1 still missing
+  EXPECT_FALSE(c.ChunkAccumulated(Push(0, 0, 1, 2)).completes_step);  // worker 1 still missing
   EXPECT_EQ(c.Admit(Push(1, 0, 0, StepCoordinator::kMaxChunks + 1)).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
@@ -630,11 +630,105 @@ TEST(StepCoordinatorTest, SyncWorkerLeavingMidPushGivesItsPlaceBack) {
   ASSERT_EQ(c.Admit(Push(0, 0, 0, 2))->verdict, StepCoordinator::Verdict::kAccumulate);
   c.ChunkAccumulated(Push(0, 0, 0, 2));
   ASSERT_EQ(c.Admit(Push(1, 0))->verdict, StepCoordinator::Verdict::kAccumulate);
-  EXPECT_FALSE(c.ChunkAccumulated(Push(1, 0)));
-  EXPECT_FALSE(c.Leave(0));
+  EXPECT_FALSE(c.ChunkAccumulated(Push(1, 0)).completes_step);
+  EXPECT_FALSE(c.Leave(0).completes_step);
   ASSERT_EQ(c.Admit(Push(2, 0))->verdict, StepCoordinator::Verdict::kAccumulate);
-  EXPECT_TRUE(c.ChunkAccumulated(Push(2, 0)));
+  EXPECT_TRUE(c.ChunkAccumulated(Push(2, 0)).completes_step);
   EXPECT_EQ(c.workers_in_step(), 2);
+}
+
+}  // namespace
+}  // namespace psflow
+
+// --- Sync, per partition ---------------------------------------------------------------------
+
+namespace psflow {
+namespace {
+
+proto::TransferHeader Dense(proto::TransferHeader h, uint32_t partition, int64_t offset,
+                            int64_t count) {
+  proto::Segment* s = h.add_segments();
+  s->set_partition(partition);
+  s->set_offset(offset);
+  s->set_count(count);
+  return h;
+}
+
+TEST(StepCoordinatorTest, SyncHandsOutEachPartitionOnceEveryAdmittedWorkerDeliveredIt) {
+  StepCoordinator c;
+  ASSERT_TRUE(c.Start(Sync(2, 2), 0, {4, 3}).ok());
+  ParkedCall first = [&] {
+    auto promise = std::make_shared<std::promise<bool>>();
+    ParkedCall call;
+    call.answer = promise->get_future();
+    c.Park(1, {0}, Clock::now() + kLongWait, [promise](bool r) { promise->set_value(r); });
+    return call;
+  }();
+  ParkedCall whole = Park(c, 1, Clock::now() + kLongWait);
+  for (int w : {0, 1}) {
+    const proto::TransferHeader h = Dense(Push(w, 0, 0, 2), 0, 0, 4);
+    ASSERT_EQ(c.Admit(h)->verdict, Verdict::kAccumulate);
+    const StepCoordinator::Progress p = c.ChunkAccumulated(h);
+    EXPECT_FALSE(p.completes_step);
+    if (w == 0) {
+      EXPECT_TRUE(p.apply.empty());  // worker 1 has not delivered partition 0 yet
+      StepCoordinator::Wake(c.PartitionsApplied(p));
+      continue;
+    }
+    ASSERT_EQ(p.apply.size(), 1u);
+    EXPECT_EQ(p.apply[0], 0u);
+    EXPECT_EQ(std::vector<int>(p.workers.begin(), p.workers.end()), (std::vector<int>{0, 1}));
+    EXPECT_FALSE(Answered(first, milliseconds(0)));
+    StepCoordinator::Wake(c.PartitionsApplied(p));
+  }
+  ASSERT_TRUE(Answered(first, milliseconds(0)));
+  EXPECT_TRUE(first.answer.get());
+  EXPECT_FALSE(Answered(whole, milliseconds(0)));
+  EXPECT_EQ(c.step(), 0);
+  const uint32_t p0 = 0, p1 = 1;
+  EXPECT_EQ(c.step_of({&p0, 1}), 1);
+  EXPECT_EQ(c.step_of({&p1, 1}), 0);
+  EXPECT_TRUE(c.mid_step());
+  // Partition 1: worker 1 completes its push first, worker 0's delivery finishes the step.
+  for (int w : {1, 0}) {
+    const proto::TransferHeader h = Dense(Push(w, 0, 1, 2), 1, 0, 3);
+    ASSERT_EQ(c.Admit(h)->verdict, Verdict::kAccumulate);
+    const StepCoordinator::Progress p = c.ChunkAccumulated(h);
+    EXPECT_EQ(p.completes_step, w == 0);
+    EXPECT_EQ(p.apply.size(), w == 0 ? 1u : 0u);
+    StepCoordinator::Wake(c.PartitionsApplied(p));
+  }
+  EXPECT_EQ(c.step(), 1);
+  EXPECT_FALSE(c.mid_step());
+  ASSERT_TRUE(Answered(whole, milliseconds(0)));
+  EXPECT_EQ(c.step_of({&p0, 1}), 1);
+}
+
+TEST(StepCoordinatorTest, SyncLeaveMidPushHandsOutThePartitionsWithoutTheLeaver) {
+  StepCoordinator c;
+  ASSERT_TRUE(c.Start(Sync(3, 3), 0, {4}).ok());
+  const proto::TransferHeader half = Dense(Push(0, 0, 0, 2), 0, 0, 2);
+  ASSERT_EQ(c.Admit(half)->verdict, Verdict::kAccumulate);
+  EXPECT_TRUE(c.ChunkAccumulated(half).apply.empty());
+  for (int w : {1, 2}) {
+    const proto::TransferHeader h = Dense(Push(w, 0), 0, 0, 4);
+    ASSERT_EQ(c.Admit(h)->verdict, Verdict::kAccumulate);
+    EXPECT_TRUE(c.ChunkAccumulated(h).apply.empty());
+  }
+  const StepCoordinator::Progress p = c.Leave(0);
+  ASSERT_EQ(p.apply.size(), 1u);
+  EXPECT_TRUE(p.completes_step);
+  EXPECT_EQ(std::vector<int>(p.workers.begin(), p.workers.end()), (std::vector<int>{1, 2}));
+  StepCoordinator::Wake(c.PartitionsApplied(p));
+  EXPECT_EQ(c.step(), 1);
+}
+
+TEST(StepCoordinatorTest, SyncDenseElementsSentTwiceAreInvalid) {
+  StepCoordinator c;
+  ASSERT_TRUE(c.Start(Sync(1, 1), 0, {4}).ok());
+  ASSERT_TRUE(c.Admit(Dense(Push(0, 0, 0, 2), 0, 0, 3)).ok());
+  EXPECT_EQ(c.Admit(Dense(Push(0, 0, 1, 2), 0, 2, 2)).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -10,6 +10,10 @@
 //         (waited_seconds: the wait; background_seconds: that exchange's push + pull).
 //   Flush waits for the exchange in flight, as Push does, and starts none.
 //
+// GradientsReady does nothing: while the trainer computes, the wrapped sync belongs to the
+// background thread, and this step's gradients go out whole with the next exchange (the exchange
+// already overlaps the next step's computation).
+//
 // SetLearningRate and Leave need nothing in flight (FAILED_PRECONDITION otherwise): the wrapped
 // sync is used by the background thread between a Push and the next Push or Flush.
 #ifndef PSFLOW_WORKER_OVERLAPPED_SYNC_H_
@@ -31,6 +35,8 @@ class OverlappedSync final : public ParameterSync {
   absl::Status Prepare(const nn::ParameterSet& params, bool is_chief) override;
   absl::StatusOr<SyncResult> Pull(nn::ParameterSet& params) override;
   absl::StatusOr<SyncResult> Push(nn::ParameterSet& params, int64_t examples) override;
+  void GradientsReady(const nn::ParameterSet& /*params*/, nn::ParameterSet::Handle /*first*/,
+                      nn::ParameterSet::Handle /*last*/, int64_t /*examples*/) override {}
   absl::StatusOr<std::optional<SyncResult>> Flush(nn::ParameterSet& params) override;
   absl::Status SetLearningRate(float learning_rate) override;
   absl::Status Leave() override;

@@ -22,11 +22,16 @@ Trainer::Trainer(nn::Trainable& model, ParameterSync& sync, data::Prefetcher& in
                  TrainerOptions options, WorkerMetrics* metrics)
     : model_(model),
       sync_(sync),
+      forwarder_(sync, model.params()),
       input_(input),
       options_(options),
       metrics_(metrics),
       learning_rate_(options.learning_rate),
-      scaler_(options.loss_scale) {}
+      scaler_(options.loss_scale) {
+  model_.SetGradientListener(&forwarder_);
+}
+
+Trainer::~Trainer() { model_.SetGradientListener(nullptr); }
 
 absl::StatusOr<TrainResult> Trainer::Run() {
   const int64_t per_epoch = input_.batches_per_epoch();
@@ -111,6 +116,7 @@ absl::StatusOr<Trainer::Computed> Trainer::ComputeGradients(const nn::Batch& bat
     model_.SetLossScale(loss_scale);
   }
   Computed c;
+  forwarder_.set_examples(batch.size);
   ASSIGN_OR_RETURN(c.loss, model_.ComputeGradients(batch, options_.max_grad_norm));
   c.finite = scaler_.Update(model_.last_step_finite());
   if (c.finite) return c;

@@ -2,6 +2,13 @@
 // the next batch of this worker's input, and pushes them. The chief (worker 0) creates the
 // variables from its own seeded initial values first; the others wait for them. At each epoch's
 // start stateful layers restart from zeros and the chief applies the learning-rate schedule.
+//
+// Overlap within a step: the trainer is the model's GradientListener while it lives, and hands
+// each layer's final gradients to ParameterSync::GradientsReady (with the batch's size) as
+// backward produces them, so a PsClient starts sending them before the step ends; Push then sends
+// the rest. Only steps that need no global look at the gradients stream (Trainable's contract: no
+// clipping, no loss scale), so a step whose gradients turn out not finite (measured only with
+// clipping or a loss scale) has sent nothing. OverlappedSync ignores GradientsReady.
 #ifndef PSFLOW_WORKER_TRAINER_H_
 #define PSFLOW_WORKER_TRAINER_H_
 
@@ -66,6 +73,9 @@ class Trainer {
   // All references must outlive the trainer; metrics may be null.
   Trainer(nn::Trainable& model, ParameterSync& sync, data::Prefetcher& input,
           TrainerOptions options, WorkerMetrics* metrics);
+  ~Trainer();  // stops listening to the model
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
 
   // Trains, leaves (sync mode stops waiting for this worker), and pulls the final parameters
   // into the model, ready to evaluate. Each step pulls, computes and pushes; the ParameterSync
@@ -85,8 +95,26 @@ class Trainer {
   };
   absl::StatusOr<Computed> ComputeGradients(const nn::Batch& batch, StepRecorder& recorder);
 
+  // Forwards the model's finished layers to sync_.GradientsReady for the step being computed
+  // (an object, not a std::function: a step allocates nothing).
+  class GradientForwarder final : public nn::GradientListener {
+   public:
+    GradientForwarder(ParameterSync& sync, const nn::ParameterSet& params)
+        : sync_(sync), params_(params) {}
+    void set_examples(int64_t examples) { examples_ = examples; }
+    void GradientsReady(nn::ParameterSet::Handle first, nn::ParameterSet::Handle last) override {
+      sync_.GradientsReady(params_, first, last, examples_);
+    }
+
+   private:
+    ParameterSync& sync_;
+    const nn::ParameterSet& params_;
+    int64_t examples_ = 0;
+  };
+
   nn::Trainable& model_;
   ParameterSync& sync_;
+  GradientForwarder forwarder_;
   data::Prefetcher& input_;
   TrainerOptions options_;
   WorkerMetrics* metrics_;

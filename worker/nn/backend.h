@@ -74,6 +74,9 @@ class Backend {
   // stream while backward goes on with earlier layers. Only called when the gradients go to the
   // host as backward made them (GradientFinish::measures() false and to_host).
   virtual void GradientsReady(ParameterSet& /*params*/, int /*first*/, int /*last*/) {}
+  // Whether the host gradients GradientsReady was told of are final when it returns: true on the
+  // CPU, which computes in them; false on a GPU, whose copies finish only in FinishGradients.
+  virtual bool host_gradients_final_when_ready() const { return true; }
 
   // Ends a step's backward. With f.to_host: multiplies every gradient by f.unscale, clips them by
   // global norm when f.clip_norm > 0 (on the device), and makes params.grads() on the host hold

@@ -118,13 +118,30 @@ absl::StatusOr<double> Model::ComputeGradients(const Batch& batch, float clip_no
 
 absl::StatusOr<double> Model::ComputeGradients(const Batch& batch, const GradientFinish& finish) {
   RETURN_IF_ERROR(Stage(batch, /*training=*/true));
+  const bool tell = listener_ != nullptr && StreamsToHost(finish);
   if (batch.size == max_batch_ &&
       (graph_state_ == GraphState::kUnchecked || graph_state_ == GraphState::kReplaying)) {
-    return GraphStep(batch, finish);
+    // A graph check may run the step more than once: the listener hears of the result only.
+    absl::StatusOr<double> loss = GraphStep(batch, finish);
+    if (loss.ok() && tell) TellListener();
+    return loss;
   }
+  tell_per_layer_ = tell && backend_.host_gradients_final_when_ready();
   RunStep(batch.size, finish);
+  const bool told = tell_per_layer_;
+  tell_per_layer_ = false;
   ++step_;
-  return FinishStep(batch.size, finish);
+  absl::StatusOr<double> loss = FinishStep(batch.size, finish);
+  if (loss.ok() && tell && !told) TellListener();
+  return loss;
+}
+
+void Model::TellListener() {
+  for (size_t l = layers_.size(); l-- > 0;) {
+    if (param_begin_[l] < param_begin_[l + 1]) {
+      listener_->GradientsReady(param_begin_[l], param_begin_[l + 1]);
+    }
+  }
 }
 
 void Model::RunStep(int64_t rows, const GradientFinish& finish) {
@@ -143,6 +160,7 @@ void Model::RunStep(int64_t rows, const GradientFinish& finish) {
                          l == 0 ? nullptr : &grad_views_[l]);
     if (stream_to_host && param_begin_[l] < param_begin_[l + 1]) {
       backend_.GradientsReady(params_, param_begin_[l], param_begin_[l + 1]);
+      if (tell_per_layer_) listener_->GradientsReady(param_begin_[l], param_begin_[l + 1]);
     }
   }
 }

@@ -87,7 +87,15 @@ class Model final : public Trainable {
   // plus any regularisation. With clip_norm > 0 the gradients are first clipped by their global
   // norm (tf.clip_by_global_norm). batch.size must be in [1, max_batch]. Errors: a device
   // failure, naming the layer and its shapes.
+  //
+  // A GradientListener (SetGradientListener) hears of every layer's parameters once per step that
+  // streams (no clipping, no loss scale, gradients to the host), the last layer's first. On the
+  // CPU each layer is told right after its Backward; where the host copies are asynchronous (a
+  // GPU, Backend::host_gradients_final_when_ready() false) and on the graph path (--cuda_graphs)
+  // every layer is told after FinishGradients has waited for them: the GPU does not yet overlap
+  // sending with backward. A step that fails tells nothing more.
   absl::StatusOr<double> ComputeGradients(const Batch& batch, float clip_norm = 0) override;
+  void SetGradientListener(GradientListener* listener) override { listener_ = listener; }
   // The same, finished as `finish` says (towers keep the gradients on the device with
   // to_host = false; its unscale should then be 1 / the loss scale or 1).
   absl::StatusOr<double> ComputeGradients(const Batch& batch, const GradientFinish& finish);
@@ -146,6 +154,8 @@ class Model final : public Trainable {
   // The device phase of a training step of `rows` examples (the views staged): what a graph
   // records.
   void RunStep(int64_t rows, const GradientFinish& finish);
+  // Tells listener_ of every layer's parameters, the last layer's first.
+  void TellListener();
   // The finish: the gradients on the host (FinishGradients) and the loss of the step of `rows`.
   absl::StatusOr<double> FinishStep(int64_t rows, const GradientFinish& finish);
   // Whether backward streams each layer's gradients to the host (GradientsReady): only when they
@@ -163,6 +173,10 @@ class Model final : public Trainable {
   float loss_scale_ = 1;
   bool check_finite_ = false;  // loss scaling on
   bool last_step_finite_ = true;
+  GradientListener* listener_ = nullptr;
+  // This step's RunStep tells listener_ per layer (a streaming step on a backend whose host
+  // gradients are final at GradientsReady).
+  bool tell_per_layer_ = false;
   ParameterSet params_;
   uint64_t uploaded_version_ = 0;  // params_' values_version() on the device
   std::vector<std::unique_ptr<Layer>> layers_;

@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "worker/nn/backend.h"
@@ -106,6 +108,86 @@ TEST(ModelPhases, GraphsOnABackendThatCannotRecordRunEagerlyAsWithout) {
     EXPECT_TRUE(std::equal(g.begin(), g.end(), w.begin(), w.end())) << "step " << step;
   }
   EXPECT_EQ((*graphs)->graph_state(), Model::GraphState::kFailed);
+}
+
+// Notes every call: the handles told and a copy of the host gradients at that moment.
+class RecordingListener final : public GradientListener {
+ public:
+  explicit RecordingListener(const ParameterSet& params) : params_(params) {}
+  void GradientsReady(ParameterSet::Handle first, ParameterSet::Handle last) override {
+    calls.emplace_back(first, last);
+    for (ParameterSet::Handle h = first; h < last; ++h) {
+      const auto g = params_.grad(h);
+      seen[h].assign(g.begin(), g.end());
+    }
+  }
+  std::vector<std::pair<int, int>> calls;
+  std::map<int, std::vector<float>> seen;
+
+ private:
+  const ParameterSet& params_;
+};
+
+ModelSpec ThreeDenseLayers() {
+  const Initializer init = Initializer::Uniform(0.5f);
+  return ModelSpec{.name = "mlp",
+                   .input_shape = {5},
+                   .num_classes = 3,
+                   .layers = {DenseSpec{6, init, init}, ActivationSpec{ActivationKind::kRelu},
+                              DenseSpec{4, init, init}, DenseSpec{3, init, init}}};
+}
+
+TEST(ModelPhases, AStreamingStepTellsEveryParameterOnceLastLayerFirstWithItsFinalGradient) {
+  auto backend = MakeCpuBackend(1);
+  auto model = Model::Create(ThreeDenseLayers(), *backend, 4);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ParameterSet& params = (*model)->params();
+  params.Initialize(2);
+  RecordingListener listener(params);
+  (*model)->SetGradientListener(&listener);
+  const int handles = static_cast<int>(params.descs().size());
+  for (uint64_t step = 0; step < 2; ++step) {
+    listener.calls.clear();
+    listener.seen.clear();
+    const GradientCheckInput in = RandomInput((*model)->spec(), 4, 1, 7 + step);
+    ASSERT_TRUE((*model)->ComputeGradients(Batch{in.inputs.data(), in.labels.data(), 4}).ok());
+    // Three dense layers, two parameters each (kernel, bias); the activation has none.
+    ASSERT_EQ(listener.calls.size(), 3u);
+    std::vector<int> told(static_cast<size_t>(handles), 0);
+    int previous_first = handles;
+    for (const auto& [first, last] : listener.calls) {
+      EXPECT_LT(first, last);
+      EXPECT_EQ(last, previous_first) << "the last layer's first, then each one below";
+      previous_first = first;
+      for (int h = first; h < last; ++h) ++told[static_cast<size_t>(h)];
+    }
+    EXPECT_EQ(previous_first, 0);
+    EXPECT_EQ(told, std::vector<int>(static_cast<size_t>(handles), 1));
+    for (int h = 0; h < handles; ++h) {
+      const auto g = params.grad(h);
+      EXPECT_EQ(listener.seen[h], std::vector<float>(g.begin(), g.end())) << "handle " << h;
+    }
+  }
+}
+
+TEST(ModelPhases, AClippedOrLossScaledStepTellsNothing) {
+  auto backend = MakeCpuBackend(1);
+  auto model = Model::Create(ThreeDenseLayers(), *backend, 4);
+  ASSERT_TRUE(model.ok()) << model.status();
+  (*model)->params().Initialize(2);
+  RecordingListener listener((*model)->params());
+  (*model)->SetGradientListener(&listener);
+  const GradientCheckInput in = RandomInput((*model)->spec(), 4, 1, 9);
+  const Batch b{in.inputs.data(), in.labels.data(), 4};
+  ASSERT_TRUE((*model)->ComputeGradients(b, /*clip_norm=*/0.5f).ok());
+  EXPECT_TRUE(listener.calls.empty());
+  (*model)->SetLossScale(8);
+  ASSERT_TRUE((*model)->ComputeGradients(b).ok());
+  EXPECT_TRUE(listener.calls.empty());
+  (*model)->SetLossScale(0);
+  (*model)->SetGradientListener(nullptr);
+  ASSERT_TRUE((*model)->ComputeGradients(b).ok());
+  EXPECT_TRUE(listener.calls.empty());
 }
 
 }  // namespace

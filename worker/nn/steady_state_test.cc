@@ -108,7 +108,8 @@ TEST(SteadyState, BackgroundExchangeAllocatesNothing) {
 // The trainer's whole loop — pull, input, compute, push, the step's accounting — allocates
 // nothing per step on its thread, serial (LocalUpdate) and overlapped (OverlappedSync; its
 // background thread is BackgroundExchangeAllocatesNothing's). Counted between the 4th and the
-// 12th step's compute by a Trainable that notes this thread's count as each step computes.
+// 12th step's compute by a Trainable that notes this thread's count as each step computes (its
+// steps stream their layers to the sync: Trainer's GradientForwarder).
 class CountingTrainable final : public Trainable {
  public:
   explicit CountingTrainable(Model& model) : model_(model) { marks.reserve(64); }
@@ -121,6 +122,10 @@ class CountingTrainable final : public Trainable {
   void SetLossScale(float scale) override { model_.SetLossScale(scale); }
   bool last_step_finite() const override { return model_.last_step_finite(); }
   void ResetState() override { model_.ResetState(); }
+  // The trainer's gradient listener reaches the model: streaming is part of what is counted.
+  void SetGradientListener(GradientListener* listener) override {
+    model_.SetGradientListener(listener);
+  }
   std::vector<int64_t> marks;
 
  private:

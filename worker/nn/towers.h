@@ -12,6 +12,9 @@
 // for CPU ones), then unscales and clips the sum by global norm there, and copies it to the host
 // once.
 //
+// Towers do not stream gradients (SetGradientListener is Trainable's no-op): they are final only
+// after the reduction, when the whole backward is over, so Push sends them all at once.
+//
 // params() is tower 0's ParameterSet: the trainer pulls into it and pushes from it. Threads:
 // one thread per tower, each bound to its tower's backend (BindThread); the caller's thread
 // only waits. Not thread-safe otherwise.

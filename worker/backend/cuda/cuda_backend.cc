@@ -175,6 +175,9 @@ class CudaBackend final : public Backend {
     }
   }
 
+  // The copies are asynchronous: Model tells its GradientListener after FinishGradients.
+  bool host_gradients_final_when_ready() const override { return false; }
+
   absl::StatusOr<double> FinishGradients(ParameterSet& params, const GradientFinish& f) override {
     const bool measure = f.measures();
     if (f.to_host) {

@@ -1,0 +1,100 @@
+// Trainer's overlap within a step: each streaming step hands every layer's final gradients to the
+// ParameterSync before it pushes them, with the batch's size; a clipped step hands none.
+#include "worker/trainer.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "worker/data/prefetcher.h"
+#include "worker/data/synthetic.h"
+#include "worker/nn/backend.h"
+#include "worker/nn/model.h"
+
+namespace psflow {
+namespace {
+
+// Notes, per push, the parameters told ready before it and with how many examples.
+class RecordingSync final : public ParameterSync {
+ public:
+  absl::Status Prepare(const nn::ParameterSet&, bool) override { return absl::OkStatus(); }
+  absl::StatusOr<SyncResult> Pull(nn::ParameterSet&) override { return SyncResult{}; }
+  void GradientsReady(const nn::ParameterSet& params, nn::ParameterSet::Handle first,
+                      nn::ParameterSet::Handle last, int64_t examples) override {
+    ready_.resize(params.descs().size(), 0);
+    for (auto h = first; h < last; ++h) ++ready_[static_cast<size_t>(h)];
+    examples_.push_back(examples);
+  }
+  absl::StatusOr<SyncResult> Push(nn::ParameterSet& params, int64_t examples) override {
+    pushes.push_back({std::move(ready_), std::move(examples_), examples});
+    ready_.clear();
+    examples_.clear();
+    (void)params;
+    return SyncResult{};
+  }
+  absl::Status SetLearningRate(float) override { return absl::OkStatus(); }
+  absl::Status Leave() override { return absl::OkStatus(); }
+
+  struct PushSeen {
+    std::vector<int> ready;              // per handle: times told ready before this push
+    std::vector<int64_t> told_examples;  // each GradientsReady's examples
+    int64_t examples = 0;
+  };
+  std::vector<PushSeen> pushes;
+
+ private:
+  std::vector<int> ready_;
+  std::vector<int64_t> examples_;
+};
+
+struct TinyTraining {
+  std::unique_ptr<nn::Backend> backend = nn::MakeCpuBackend(1);
+  std::unique_ptr<nn::Model> model;
+  std::unique_ptr<data::Prefetcher> input;
+  TinyTraining() {
+    nn::ModelSpec spec{.name = "tiny", .input_shape = {16}, .num_classes = 4, .layers = {}};
+    spec.layers.push_back(nn::DenseSpec{.units = 8});
+    spec.layers.push_back(nn::DenseSpec{.units = 4});
+    model = *nn::Model::Create(spec, *backend, 8);
+    data::SyntheticShape shape{.example_elements = 16, .num_classes = 4, .batches_per_epoch = 10};
+    input =
+        std::make_unique<data::Prefetcher>(std::make_unique<data::SyntheticSource>(shape, 8, 1));
+  }
+};
+
+TEST(Trainer, EachStepTellsTheSyncOfEveryParameterOnceBeforeItsPush) {
+  TinyTraining s;
+  RecordingSync sync;
+  TrainerOptions options;
+  options.train_steps = 3;
+  options.log_every_steps = 0;
+  {
+    Trainer trainer(*s.model, sync, *s.input, options, nullptr);
+    ASSERT_TRUE(trainer.Run().ok());
+  }
+  const size_t handles = s.model->params().descs().size();
+  ASSERT_EQ(sync.pushes.size(), 3u);
+  for (const auto& push : sync.pushes) {
+    EXPECT_EQ(push.ready, std::vector<int>(handles, 1));
+    EXPECT_EQ(push.told_examples, std::vector<int64_t>(2, 8));  // two layers, 8 examples each
+    EXPECT_EQ(push.examples, 8);
+  }
+}
+
+TEST(Trainer, AClippedStepTellsTheSyncNothingEarly) {
+  TinyTraining s;
+  RecordingSync sync;
+  TrainerOptions options;
+  options.train_steps = 2;
+  options.log_every_steps = 0;
+  options.max_grad_norm = 0.01f;
+  {
+    Trainer trainer(*s.model, sync, *s.input, options, nullptr);
+    ASSERT_TRUE(trainer.Run().ok());
+  }
+  ASSERT_EQ(sync.pushes.size(), 2u);
+  for (const auto& push : sync.pushes) EXPECT_TRUE(push.told_examples.empty());
+}
+
+}  // namespace
+}  // namespace psflow
