@@ -28,6 +28,8 @@ ABSL_FLAG(std::string, model_mib, "1,16,64,256", "Model sizes in MiB");
 ABSL_FLAG(std::string, ps_tasks, "1,2,4", "Numbers of ps tasks");
 ABSL_FLAG(std::string, workers, "1,2", "Numbers of workers");
 ABSL_FLAG(int, rounds, 0, "Timed rounds per configuration (0: about 2 GB of traffic, 3..50)");
+ABSL_FLAG(int, connections, psflow::PsClient::kDefaultConnectionsPerTask,
+          "TCP connections from each worker to each ps task");
 ABSL_FLAG(bool, baselines, true, "Also run the TCP pump and plain gRPC baselines");
 ABSL_FLAG(bool, sync_overhead, true,
           "Also measure the sync-mode step (2 workers, aggregate 2) against async");
@@ -86,6 +88,7 @@ absl::StatusOr<Figures> RunPsflow(const TransferPattern& pattern, bool sync) {
     o.training.sync.set_total_workers(pattern.workers);
     o.training.sync.set_sync_replicas(sync);
     o.training.worker_index = w;
+    o.connections_per_task = absl::GetFlag(FLAGS_connections);
     auto c = PsClient::Create(o, *models.back());
     if (!c.ok()) return c.status();
     clients.push_back(std::move(*c));

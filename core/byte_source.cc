@@ -12,6 +12,18 @@ ByteSource::ByteSource(std::vector<std::span<const std::byte>> pieces)
   while (index_ < pieces_.size() && pieces_[index_].empty()) ++index_;
 }
 
+void ByteSource::Clear() {
+  pieces_.clear();
+  index_ = offset_ = remaining_ = 0;
+}
+
+void ByteSource::Add(std::span<const std::byte> piece) {
+  pieces_.push_back(piece);
+  remaining_ += piece.size();
+  // As the constructor: the cursor never rests on an empty piece (nothing is read yet).
+  while (index_ < pieces_.size() && offset_ == 0 && pieces_[index_].empty()) ++index_;
+}
+
 void ByteSource::Advance(size_t n) {
   offset_ += n;
   remaining_ -= n;

@@ -15,6 +15,11 @@ class ByteSource {
   ByteSource() = default;
   explicit ByteSource(std::vector<std::span<const std::byte>> pieces);
 
+  // Starts over with no pieces, keeping the storage (a reply decoded every step allocates
+  // nothing): Add the pieces, then read.
+  void Clear();
+  void Add(std::span<const std::byte> piece);
+
   size_t remaining() const { return remaining_; }
   // Copies the next n bytes into out. False (and nothing consumed) when fewer remain.
   bool Read(void* out, size_t n);

@@ -4,12 +4,33 @@
 
 namespace psflow {
 
+namespace {
+
+void PutPrefix(uint32_t len, char* out) {
+  for (int i = 0; i < 4; ++i) out[i] = static_cast<char>((len >> (8 * i)) & 0xff);
+}
+
+}  // namespace
+
+FrameHeaderBuffer::FrameHeaderBuffer(const google::protobuf::MessageLite& fixed) {
+  const size_t n = fixed.ByteSizeLong();
+  bytes_.resize(4 + n + 64);
+  fixed.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(bytes_.data() + 4));
+  fixed_end_ = 4 + n;
+}
+
+std::span<const std::byte> FrameHeaderBuffer::With(const google::protobuf::MessageLite& varying) {
+  const size_t n = varying.ByteSizeLong();
+  if (bytes_.size() < fixed_end_ + n) bytes_.resize(fixed_end_ + n);
+  varying.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(bytes_.data() + fixed_end_));
+  PutPrefix(static_cast<uint32_t>(fixed_end_ - 4 + n), reinterpret_cast<char*>(bytes_.data()));
+  return {bytes_.data(), fixed_end_ + n};
+}
+
 std::string EncodeFrameHeader(const google::protobuf::MessageLite& header) {
   const size_t n = header.ByteSizeLong();
   std::string out(4 + n, '\0');
-  const uint32_t len = static_cast<uint32_t>(n);
-  for (int i = 0; i < 4; ++i)
-    out[static_cast<size_t>(i)] = static_cast<char>((len >> (8 * i)) & 0xff);
+  PutPrefix(static_cast<uint32_t>(n), out.data());
   header.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(out.data() + 4));
   return out;
 }

@@ -9,8 +9,11 @@
 #ifndef PSFLOW_CORE_FRAME_H_
 #define PSFLOW_CORE_FRAME_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "core/byte_source.h"
@@ -22,6 +25,23 @@ namespace psflow {
 inline constexpr uint32_t kMaxFrameHeaderBytes = 1 << 20;
 // The frame prefix + serialized header, ready to go before the payload.
 std::string EncodeFrameHeader(const google::protobuf::MessageLite& header);
+
+// A frame header planned once and sent many times (a bulk call reused every step): the fields
+// that never change are serialized at construction; each send appends a small message of the
+// same type holding the ones that do (protobuf parses concatenated messages as one message:
+// later scalar fields win, repeated fields are appended), and patches the prefix.
+class FrameHeaderBuffer {
+ public:
+  FrameHeaderBuffer() = default;
+  explicit FrameHeaderBuffer(const google::protobuf::MessageLite& fixed);
+  // The prefix + the fixed fields + varying's fields, valid until the next call. Allocates only
+  // when varying serializes larger than ever before.
+  std::span<const std::byte> With(const google::protobuf::MessageLite& varying);
+
+ private:
+  std::vector<std::byte> bytes_;  // prefix, fixed fields, then room for the varying ones
+  size_t fixed_end_ = 4;
+};
 
 // Reads the prefix and parses the header into `header`, leaving `source` at the payload.
 // INVALID_ARGUMENT for a short frame, a length over kMaxFrameHeaderBytes or past the end, or

@@ -62,6 +62,36 @@ TEST(Transfer, FrameRoundTripsAcrossOddlySplitPieces) {
   EXPECT_FALSE(ReadFloats(source, {&extra, 1}));
 }
 
+TEST(Transfer, PlannedHeaderAppendsTheFieldsThatVaryPerSend) {
+  proto::TransferHeader fixed;
+  fixed.set_kind(proto::TK_GRADIENT);
+  fixed.set_chunk(3);
+  fixed.add_segments()->set_count(7);
+  FrameHeaderBuffer buffer(fixed);
+  for (int64_t step : {int64_t{0}, int64_t{5}, int64_t{1} << 40, int64_t{2}}) {
+    proto::TransferHeader varying;
+    varying.set_step(step);
+    varying.add_segments()->set_count(9);
+    const std::span<const std::byte> bytes = buffer.With(varying);
+    // A second source reused the way a planned call reuses its own: cleared, then refilled.
+    ByteSource source;
+    source.Add({});
+    source.Add(bytes.first(2));
+    source.Add(bytes.subspan(2));
+    proto::TransferHeader got;
+    ASSERT_TRUE(DecodeFrameHeader(source, &got).ok());
+    EXPECT_EQ(got.kind(), proto::TK_GRADIENT);
+    EXPECT_EQ(got.chunk(), 3u);
+    EXPECT_EQ(got.step(), step);
+    ASSERT_EQ(got.segments_size(), 2);
+    EXPECT_EQ(got.segments(0).count(), 7);
+    EXPECT_EQ(got.segments(1).count(), 9);
+    EXPECT_EQ(source.remaining(), 0u);
+    source.Clear();
+    EXPECT_EQ(source.remaining(), 0u);
+  }
+}
+
 TEST(Transfer, FloatBlocksCoverLongRuns) {
   std::vector<float> values(10000);
   for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i);

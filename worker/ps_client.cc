@@ -34,10 +34,10 @@ absl::Status FromGrpc(const grpc::Status& s) {
   return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
 }
 
-// Bulk calls in flight per ps task: enough to cover a round trip, few enough that the ps does
-// not buffer a whole big model at once. (Measured on 2 cores: 4 and 16 are alike; more TCP
-// connections per task did not help there either.)
-constexpr size_t kInFlightPerTask = 4;
+// Bulk calls in flight per connection: enough to cover a round trip, few enough that the ps does
+// not buffer a whole big model at once. (Measured on 2 cores with one connection per task: 4 and
+// 16 are alike.)
+constexpr size_t kInFlightPerConnection = 4;
 
 proto::DType WireDtype(WireType type) {
   switch (type) {
@@ -65,38 +65,52 @@ struct PartitionRef {
   int64_t row_begin = 0;      // rows of the parameter's first dimension
   int64_t row_end = 0;
   int64_t row_elements = 0;
+  bool sparse = false;
+};
+
+// A planned call of one dense chunk (a pull, an assignment or a gradient push).
+struct PsClient::ChunkCall {
+  BulkCall call;
+  std::vector<SegmentRange> segments;
+  // Gradient chunks: the distinct parameters the chunk covers, those of them not ready yet this
+  // step, and whether it went this step.
+  int parameters = 0;
+  int missing = 0;
+  bool sent = false;
 };
 
 struct PsClient::Task {
   int index = 0;
   std::string address;
-  std::unique_ptr<proto::ParameterServer::Stub> stub;
-  std::unique_ptr<grpc::GenericStub> bulk;
-  std::vector<PartitionRef> partitions;                // in the task's order
-  std::vector<std::vector<SegmentRange>> chunks;       // PlanChunks of the partitions
-  std::vector<std::vector<SegmentRange>> push_chunks;  // the same without sparse partitions
-  proto::InitializeRequest init;                       // the chief's request (partitions filled)
+  std::unique_ptr<proto::ParameterServer::Stub> stub;    // control calls, on connection 0
+  std::vector<std::unique_ptr<grpc::GenericStub>> bulk;  // one per connection
+  size_t first_connection = 0;                           // bulk[0]'s index in the CallWindow
+  std::vector<PartitionRef> partitions;                  // in the task's order
+  std::vector<std::vector<SegmentRange>> chunks;         // PlanChunks of the partitions
+  std::vector<std::unique_ptr<ChunkCall>> pull_calls;    // one per chunk
+  std::vector<std::unique_ptr<ChunkCall>> push_calls;    // dense gradient chunks, numbered first
+  std::vector<uint32_t> sparse_partitions;
+  // Calls of sparse rows, numbered after the dense ones; grown as a step needs more.
+  std::vector<std::unique_ptr<BulkCall>> sparse_calls;
+  // This step's push: calls per sparse partition (at least one each) and in all.
+  std::vector<uint32_t> sparse_counts;
+  uint32_t push_chunks = 0;
+  proto::InitializeRequest init;  // the chief's request (partitions filled)
   int64_t bytes = 0;
   int64_t pulled_step = 0;    // the task's step at the last pull
   int64_t next_min_step = 0;  // sync: the step the next pull waits for
 };
 
-struct PsClient::Call {
-  Task* task = nullptr;
-  size_t chunk = 0;
-  std::optional<grpc::ClientContext> context;
-  grpc::ByteBuffer request;
-  grpc::ByteBuffer response;
-  std::vector<std::byte> wire;  // a push's elements converted to a 16-bit wire type
-  grpc::Status status;
-};
-
 PsClient::PsClient(Options options) : options_(std::move(options)) {}
-PsClient::~PsClient() = default;
+PsClient::~PsClient() { Quiesce(); }
 
 absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(Options options,
                                                            const nn::ParameterSet& params) {
   if (options.ps_addresses.empty()) return absl::InvalidArgumentError("no ps task to talk to");
+  if (options.connections_per_task < 1 || options.connections_per_task > 64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "connections per ps task must be in [1, 64], got ", options.connections_per_task));
+  }
   std::vector<VariableInfo> infos;
   for (const auto& d : params.descs()) infos.push_back({d.name, d.shape});
   const int num_tasks = static_cast<int>(options.ps_addresses.size());
@@ -110,48 +124,130 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(Options options,
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  const Placement& p = c->placement_;
+  c->chunks_of_parameter_.resize(params.descs().size());
+  c->ready_.assign(params.descs().size(), false);
+  size_t max_calls = 0;
   for (int t = 0; t < num_tasks; ++t) {
     auto task = std::make_unique<Task>();
     task->index = t;
-    task->address = c->options_.ps_addresses[static_cast<size_t>(t)];
-    auto channel =
-        grpc::CreateCustomChannel(task->address, grpc::InsecureChannelCredentials(), args);
-    task->stub = proto::ParameterServer::NewStub(channel);
-    task->bulk = std::make_unique<grpc::GenericStub>(channel);
-    task->bytes = p.bytes_per_task[static_cast<size_t>(t)];
-    std::vector<int64_t> elements;
-    for (int i : p.task_partitions[static_cast<size_t>(t)]) {
-      const PartitionPlacement& part = p.partitions[static_cast<size_t>(i)];
-      const auto& desc = params.descs()[static_cast<size_t>(part.variable)];
-      task->partitions.push_back({part.variable, part.row_begin * part.row_elements, part.row_begin,
-                                  part.row_end, part.row_elements});
-      elements.push_back(part.elements());
-      proto::PartitionSpec* spec = task->init.add_partitions();
-      spec->set_variable(desc.name);
-      spec->mutable_variable_shape()->Assign(desc.shape.begin(), desc.shape.end());
-      spec->set_row_begin(part.row_begin);
-      spec->set_row_end(part.row_end);
-    }
-    task->chunks = PlanChunks(elements);
-    // Gradient pushes plan the dense partitions only; sparse ones send their touched rows.
-    std::vector<int64_t> dense = elements;
-    for (size_t i = 0; i < dense.size(); ++i) {
-      if (params.sparse(task->partitions[i].handle)) dense[i] = 0;
-    }
-    for (auto chunk : PlanChunks(dense)) {
-      std::erase_if(chunk, [&](const SegmentRange& r) {
-        return params.sparse(task->partitions[r.partition].handle);
-      });
-      if (!chunk.empty()) task->push_chunks.push_back(std::move(chunk));
-    }
-    *task->init.mutable_optimizer() = c->options_.training.optimizer;
-    *task->init.mutable_sync() = c->options_.training.sync;
-    task->init.set_fingerprint(p.fingerprint);
+    task->first_connection = static_cast<size_t>(t * c->options_.connections_per_task);
+    c->PlanTask(*task, params, args);
+    max_calls += task->pull_calls.size() + task->push_calls.size() + task->sparse_calls.size();
     c->tasks_.push_back(std::move(task));
   }
-  PSFLOW_LOG(INFO) << "placement: " << p.Describe();
+  c->window_ = std::make_unique<CallWindow>(
+      static_cast<size_t>(num_tasks * c->options_.connections_per_task), kInFlightPerConnection,
+      max_calls);
+  PSFLOW_LOG(INFO) << "placement: " << c->placement_.Describe();
   return c;
+}
+
+void PsClient::PlanTask(Task& task, const nn::ParameterSet& params,
+                        const grpc::ChannelArguments& args) {
+  const Placement& p = placement_;
+  const auto t = static_cast<size_t>(task.index);
+  task.address = options_.ps_addresses[t];
+  for (int k = 0; k < options_.connections_per_task; ++k) {
+    // A channel argument of its own gives each channel its own subchannel, so its own TCP
+    // connection (gRPC would otherwise share one between equal channels).
+    grpc::ChannelArguments own = args;
+    own.SetInt("grpc.psflow_connection", k);
+    own.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    auto channel = grpc::CreateCustomChannel(task.address, grpc::InsecureChannelCredentials(), own);
+    if (k == 0) task.stub = proto::ParameterServer::NewStub(channel);
+    task.bulk.push_back(std::make_unique<grpc::GenericStub>(channel));
+  }
+  task.bytes = p.bytes_per_task[t];
+  std::vector<int64_t> elements;
+  for (int i : p.task_partitions[t]) {
+    const PartitionPlacement& part = p.partitions[static_cast<size_t>(i)];
+    const auto& desc = params.descs()[static_cast<size_t>(part.variable)];
+    task.partitions.push_back({part.variable, part.row_begin * part.row_elements, part.row_begin,
+                               part.row_end, part.row_elements, params.sparse(part.variable)});
+    elements.push_back(part.elements());
+    proto::PartitionSpec* spec = task.init.add_partitions();
+    spec->set_variable(desc.name);
+    spec->mutable_variable_shape()->Assign(desc.shape.begin(), desc.shape.end());
+    spec->set_row_begin(part.row_begin);
+    spec->set_row_end(part.row_end);
+  }
+  *task.init.mutable_optimizer() = options_.training.optimizer;
+  *task.init.mutable_sync() = options_.training.sync;
+  task.init.set_fingerprint(p.fingerprint);
+
+  task.chunks = PlanChunks(elements);
+  for (uint32_t c = 0; c < task.chunks.size(); ++c) {
+    task.pull_calls.push_back(MakeChunkCall(task, proto::TK_PULL, c, task.chunks[c]));
+  }
+  // Gradient pushes plan the dense partitions only; sparse ones send their touched rows.
+  std::vector<int64_t> dense = elements;
+  for (uint32_t i = 0; i < dense.size(); ++i) {
+    if (task.partitions[i].sparse) {
+      dense[i] = 0;
+      task.sparse_partitions.push_back(i);
+    }
+  }
+  for (auto chunk : PlanChunks(dense)) {
+    std::erase_if(chunk,
+                  [&](const SegmentRange& r) { return task.partitions[r.partition].sparse; });
+    if (chunk.empty()) continue;
+    const auto index = static_cast<uint32_t>(task.push_calls.size());
+    auto call = MakeChunkCall(task, proto::TK_GRADIENT, index, std::move(chunk));
+    std::vector<nn::ParameterSet::Handle> handles;
+    for (const SegmentRange& r : call->segments) {
+      handles.push_back(task.partitions[r.partition].handle);
+    }
+    std::sort(handles.begin(), handles.end());
+    handles.erase(std::unique(handles.begin(), handles.end()), handles.end());
+    call->parameters = static_cast<int>(handles.size());
+    for (auto h : handles) chunks_of_parameter_[static_cast<size_t>(h)].emplace_back(&task, index);
+    task.push_calls.push_back(std::move(call));
+  }
+  task.sparse_counts.assign(task.sparse_partitions.size(), 0);
+}
+
+std::unique_ptr<PsClient::ChunkCall> PsClient::MakeChunkCall(
+    Task& task, proto::TransferKind kind, uint32_t chunk,
+    std::vector<SegmentRange> segments) const {
+  auto c = std::make_unique<ChunkCall>();
+  proto::TransferHeader fixed;
+  fixed.set_kind(kind);
+  fixed.set_fingerprint(placement_.fingerprint);
+  fixed.set_worker(options_.training.worker_index);
+  fixed.set_chunk(chunk);
+  // Initial values always travel as float32: they are the ps's master copy.
+  fixed.set_wire_dtype(
+      WireDtype(kind == proto::TK_ASSIGN ? WireType::kFloat32 : options_.wire_type));
+  if (kind == proto::TK_PULL) fixed.set_timeout_ms(options_.rpc_timeout.count());
+  if (kind != proto::TK_GRADIENT) {
+    fixed.set_num_chunks(static_cast<uint32_t>(task.chunks.size()));
+  }
+  for (const SegmentRange& r : segments) {
+    proto::Segment* s = fixed.add_segments();
+    s->set_partition(r.partition);
+    s->set_offset(r.offset);
+    s->set_count(r.count);
+  }
+  c->call.header = FrameHeaderBuffer(fixed);
+  c->call.method = kind == proto::TK_PULL ? &kPullMethod : &kPushMethod;
+  const size_t k = chunk % task.bulk.size();
+  c->call.stub = task.bulk[k].get();
+  c->call.connection = task.first_connection + k;
+  c->segments = std::move(segments);
+  return c;
+}
+
+std::chrono::system_clock::time_point PsClient::Deadline(bool parked_pull) const {
+  return std::chrono::system_clock::now() + options_.rpc_timeout +
+         (parked_pull ? options_.rpc_timeout : std::chrono::milliseconds(0));
+}
+
+void PsClient::Quiesce() {
+  if (window_ != nullptr) window_->Wait();
+  if (push_open_) {
+    push_open_ = false;
+    std::fill(ready_.begin(), ready_.end(), false);
+  }
 }
 
 absl::Status PsClient::Prepare(const nn::ParameterSet& params, bool is_chief) {
@@ -177,8 +273,7 @@ absl::Status PsClient::InitializeTask(Task& task, const nn::ParameterSet& params
     grpc::Status s = call(false, &response);
     if (s.ok() && response.initialized_now()) {
       // Send the initial values as TK_ASSIGN chunks, then commit.
-      SyncResult ignored;
-      const absl::Status assigned = Transfer(params, proto::TK_ASSIGN, 0, &ignored, &task, nullptr);
+      const absl::Status assigned = Assign(task, params);
       if (assigned.ok())
         s = call(true, &response);
       else
@@ -265,231 +360,257 @@ absl::Status PsClient::Recover(nn::ParameterSet& params) {
   return absl::OkStatus();
 }
 
-absl::Status PsClient::Transfer(const nn::ParameterSet& params, proto::TransferKind kind,
-                                int64_t examples, SyncResult* result, Task* only,
-                                nn::ParameterSet* pull_into) {
-  const bool pull = kind == proto::TK_PULL;
-  const bool sync = options_.training.sync.sync_replicas();
-  std::vector<std::unique_ptr<Call>> calls;
-  std::mutex mu;
-  std::condition_variable cv;
-  size_t pending = 0;
-  const bool gradients = kind == proto::TK_GRADIENT;
-  for (auto& task : tasks_) {
-    if (only != nullptr && task.get() != only) continue;
-    // What each call of this task carries: chunks of the dense plan; for gradients also the
-    // touched rows of sparse partitions.
-    struct Piece {
-      proto::Segment segment;
-      const float* data;  // segment.count() elements (dense), or null: rows from `rows_base`
-      const float* rows_base = nullptr;
-      int64_t row_elements = 0;
-    };
-    std::vector<std::vector<Piece>> plan;
-    const auto& chunks = gradients ? task->push_chunks : task->chunks;
-    for (const auto& chunk : chunks) {
-      auto& pieces = plan.emplace_back();
-      for (const SegmentRange& r : chunk) {
-        const PartitionRef& ref = task->partitions[r.partition];
-        Piece piece;
-        piece.segment.set_partition(r.partition);
-        piece.segment.set_offset(r.offset);
-        piece.segment.set_count(r.count);
-        piece.data = (kind == proto::TK_GRADIENT ? params.grad(ref.handle).data()
-                                                 : params.value(ref.handle).data()) +
-                     ref.first_element + r.offset;
-        pieces.push_back(std::move(piece));
-      }
-    }
-    if (gradients) {
-      for (uint32_t p = 0; p < task->partitions.size(); ++p) {
-        const PartitionRef& ref = task->partitions[p];
-        if (!params.sparse(ref.handle)) continue;
-        // This partition's share of the touched rows, as rows of the partition.
-        const auto rows = params.touched_rows(ref.handle);
-        const auto first = std::lower_bound(rows.begin(), rows.end(), ref.row_begin);
-        const auto last = std::lower_bound(first, rows.end(), ref.row_end);
-        const int64_t per_call = std::max<int64_t>(1, kChunkBytes / (4 * ref.row_elements));
-        for (auto it = first; it < last; it += std::min<int64_t>(per_call, last - it)) {
-          const auto end = it + std::min<int64_t>(per_call, last - it);
-          Piece piece;
-          for (auto r = it; r < end; ++r) piece.segment.add_rows(*r - ref.row_begin);
-          piece.segment.set_partition(p);
-          piece.segment.set_count(piece.segment.rows_size() * ref.row_elements);
-          piece.data = nullptr;
-          piece.rows_base = params.grad(ref.handle).data() + ref.first_element;
-          piece.row_elements = ref.row_elements;
-          plan.emplace_back().push_back(std::move(piece));
-        }
-      }
-      if (plan.empty() && !task->partitions.empty()) {
-        // Nothing to send this step (no rows touched here): one empty call still counts it.
-        Piece piece;
-        piece.segment.set_partition(0);
-        piece.data = nullptr;
-        plan.emplace_back().push_back(std::move(piece));
-      }
-    }
-    for (size_t c = 0; c < plan.size(); ++c) {
-      auto call = std::make_unique<Call>();
-      call->task = task.get();
-      call->chunk = c;
-      proto::TransferHeader h;
-      h.set_kind(kind);
-      h.set_fingerprint(placement_.fingerprint);
-      h.set_worker(options_.training.worker_index);
-      h.set_chunk(static_cast<uint32_t>(c));
-      h.set_num_chunks(static_cast<uint32_t>(plan.size()));
-      // Initial values always travel as float32: they are the ps's master copy.
-      const WireType type = kind == proto::TK_ASSIGN ? WireType::kFloat32 : options_.wire_type;
-      h.set_wire_dtype(WireDtype(type));
-      if (pull) {
-        h.set_step(sync ? task->next_min_step : 0);
-        h.set_timeout_ms(options_.rpc_timeout.count());
-      } else {
-        h.set_step(task->pulled_step);
-        if (c == 0) h.set_examples(examples);
-      }
-      for (const Piece& piece : plan[c]) *h.add_segments() = piece.segment;
-      std::vector<grpc::Slice> slices;
-      slices.emplace_back(EncodeFrameHeader(h));
-      if (!pull) {
-        // The buffers themselves go to gRPC: they outlive the call (we wait for every reply).
-        // A 16-bit wire type converts them into the call's own buffer first.
-        std::vector<std::span<const float>> runs;
-        for (const Piece& piece : plan[c]) {
-          if (piece.data != nullptr && piece.segment.count() > 0) {
-            runs.emplace_back(piece.data, static_cast<size_t>(piece.segment.count()));
-          }
-          for (int64_t row : piece.segment.rows()) {
-            runs.emplace_back(piece.rows_base + row * piece.row_elements,
-                              static_cast<size_t>(piece.row_elements));
-          }
-        }
-        if (type == WireType::kFloat32) {
-          for (const auto& run : runs) {
-            slices.emplace_back(run.data(), run.size_bytes(), grpc::Slice::STATIC_SLICE);
-          }
-        } else {
-          size_t total = 0;
-          for (const auto& run : runs) total += run.size();
-          call->wire.resize(total * WireBytes(type));
-          std::byte* out = call->wire.data();
-          for (const auto& run : runs) {
-            EncodeWire(run, type, out);
-            out += run.size() * WireBytes(type);
-          }
-          if (total > 0) {
-            slices.emplace_back(call->wire.data(), call->wire.size(), grpc::Slice::STATIC_SLICE);
-          }
-        }
-        for (const Piece& piece : plan[c]) {
-          result->bytes += piece.segment.count() * static_cast<int64_t>(WireBytes(type));
-        }
-      }
-      call->request = grpc::ByteBuffer(slices.data(), slices.size());
-      call->context.emplace();
-      call->context->set_deadline(
-          std::chrono::system_clock::now() + options_.rpc_timeout +
-          (pull && sync ? options_.rpc_timeout : std::chrono::milliseconds(0)));
-      calls.push_back(std::move(call));
-    }
-  }
-  const size_t window = kInFlightPerTask;
-  std::vector<std::vector<Call*>> queued(tasks_.size());
-  for (auto it = calls.rbegin(); it != calls.rend(); ++it) {
-    queued[static_cast<size_t>((*it)->task->index)].push_back(it->get());
-  }
-  pending = calls.size();
-  std::function<void(Call*)> start = [&](Call* raw) {
-    raw->task->bulk->UnaryCall(&*raw->context, pull ? kPullMethod : kPushMethod,
-                               grpc::StubOptions(), &raw->request, &raw->response,
-                               [&, raw](grpc::Status st) {
-                                 raw->status = std::move(st);
-                                 Call* next = nullptr;
-                                 {
-                                   std::lock_guard lock(mu);
-                                   auto& q = queued[static_cast<size_t>(raw->task->index)];
-                                   if (!q.empty()) {
-                                     next = q.back();
-                                     q.pop_back();
-                                   }
-                                   if (--pending == 0) cv.notify_one();
-                                 }
-                                 if (next != nullptr) start(next);
-                               });
-  };
-  std::vector<Call*> first;
-  {
-    std::lock_guard lock(mu);
-    for (auto& q : queued) {
-      for (size_t k = 0; k < window && !q.empty(); ++k) {
-        first.push_back(q.back());
-        q.pop_back();
-      }
-    }
-  }
-  for (Call* raw : first) start(raw);
-  {
-    std::unique_lock lock(mu);
-    cv.wait(lock, [&] { return pending == 0; });
-  }
+namespace {
 
-  const char* what = pull ? "pull" : (kind == proto::TK_ASSIGN ? "initial values" : "push");
-  for (auto& call : calls) {
-    Task& task = *call->task;
-    if (!call->status.ok()) {
-      return absl::Status(FromGrpc(call->status).code(),
-                          absl::StrCat(what, " to ps task ", task.index, " at ", task.address,
-                                       " failed: ", call->status.error_message()));
-    }
-    std::vector<grpc::Slice> slices;
-    if (!call->response.Dump(&slices).ok()) {
-      return absl::InternalError(absl::StrCat("unreadable reply from ps task ", task.index));
-    }
-    std::vector<std::span<const std::byte>> pieces;
-    for (const grpc::Slice& s : slices) {
-      pieces.emplace_back(reinterpret_cast<const std::byte*>(s.begin()), s.size());
-    }
-    ByteSource source(std::move(pieces));
-    proto::TransferReply reply;
-    RETURN_IF_ERROR(DecodeFrameHeader(source, &reply));
-    if (reply.timed_out()) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("ps task ", task.index, " at ", task.address, " did not reach step ",
-                       task.next_min_step, " within ", options_.rpc_timeout.count() / 1000,
-                       "s (it is at ", reply.global_step(), "): are enough workers pushing?"));
-    }
-    if (reply.dropped()) result->dropped = true;
-    if (call->chunk == 0 && task.index == 0) result->global_step = reply.global_step();
-    if (!pull) {
-      if (call->chunk == 0 && sync && kind == proto::TK_GRADIENT) {
-        task.next_min_step = task.pulled_step + 1;
-      }
-      continue;
-    }
-    if (call->chunk == 0) task.pulled_step = reply.global_step();
-    for (const SegmentRange& r : task.chunks[call->chunk]) {
+// A failed call's status, naming the task.
+absl::Status CallFailed(const absl::Status& s, const char* what, int task,
+                        const std::string& address) {
+  return absl::Status(s.code(), absl::StrCat(what, " to ps task ", task, " at ", address,
+                                             " failed: ", s.message()));
+}
+
+}  // namespace
+
+absl::Status PsClient::Assign(Task& task, const nn::ParameterSet& params) {
+  // Only at start-up and recovery: planned here, not kept.
+  std::vector<std::unique_ptr<ChunkCall>> calls;
+  for (uint32_t c = 0; c < task.chunks.size(); ++c) {
+    auto call = MakeChunkCall(task, proto::TK_ASSIGN, c, task.chunks[c]);
+    call->call.varying.set_step(task.pulled_step);
+    runs_.clear();
+    for (const SegmentRange& r : call->segments) {
       const PartitionRef& ref = task.partitions[r.partition];
-      const auto dst = pull_into->value(ref.handle)
-                           .subspan(static_cast<size_t>(ref.first_element + r.offset),
-                                    static_cast<size_t>(r.count));
-      if (!ReadFloats(source, dst, options_.wire_type)) {
-        return absl::InternalError(
-            absl::StrCat("short pull reply from ps task ", task.index, " at ", task.address));
-      }
-      result->bytes += r.count * static_cast<int64_t>(WireBytes(options_.wire_type));
+      runs_.push_back(params.value(ref.handle)
+                          .subspan(static_cast<size_t>(ref.first_element + r.offset),
+                                   static_cast<size_t>(r.count)));
+    }
+    call->call.SetRequest(runs_, WireType::kFloat32);
+    calls.push_back(std::move(call));
+  }
+  window_->Reserve(calls.size());
+  for (auto& call : calls) window_->Add(&call->call, Deadline(false));
+  window_->Wait();
+  for (auto& call : calls) {
+    proto::TransferReply reply;
+    if (absl::Status s = call->call.DecodeReply(&reply); !s.ok()) {
+      return CallFailed(s, "initial values", task.index, task.address);
     }
   }
   return absl::OkStatus();
 }
 
+absl::Status PsClient::PullOnce(nn::ParameterSet& params, SyncResult* result) {
+  const bool sync = options_.training.sync.sync_replicas();
+  for (auto& task : tasks_) {
+    for (auto& call : task->pull_calls) {
+      call->call.varying.set_step(sync ? task->next_min_step : 0);
+      call->call.SetRequest({}, options_.wire_type);
+      window_->Add(&call->call, Deadline(sync));
+    }
+  }
+  window_->Wait();
+  absl::Status status;
+  for (auto& task : tasks_) {
+    for (size_t c = 0; c < task->pull_calls.size(); ++c) {
+      ChunkCall& call = *task->pull_calls[c];
+      proto::TransferReply reply;
+      if (absl::Status s = call.call.DecodeReply(&reply); !s.ok()) {
+        // Every reply is read (the others still update the steps) before the first failure.
+        if (status.ok()) status = CallFailed(s, "pull", task->index, task->address);
+        continue;
+      }
+      if (reply.timed_out()) {
+        return absl::DeadlineExceededError(
+            absl::StrCat("ps task ", task->index, " at ", task->address, " did not reach step ",
+                         task->next_min_step, " within ", options_.rpc_timeout.count() / 1000,
+                         "s (it is at ", reply.global_step(), "): are enough workers pushing?"));
+      }
+      if (c == 0) {
+        task->pulled_step = reply.global_step();
+        if (task->index == 0) result->global_step = reply.global_step();
+      }
+      for (const SegmentRange& r : call.segments) {
+        const PartitionRef& ref = task->partitions[r.partition];
+        const auto dst = params.value(ref.handle)
+                             .subspan(static_cast<size_t>(ref.first_element + r.offset),
+                                      static_cast<size_t>(r.count));
+        if (!ReadFloats(call.call.reply_source, dst, options_.wire_type)) {
+          return absl::InternalError(
+              absl::StrCat("short pull reply from ps task ", task->index, " at ", task->address));
+        }
+        result->bytes += r.count * static_cast<int64_t>(WireBytes(options_.wire_type));
+      }
+    }
+  }
+  return status;
+}
+
+namespace {
+
+// The touched rows of a sparse partition's parameter that fall in the partition.
+std::span<const int64_t> RowsIn(const nn::ParameterSet& params, const PartitionRef& ref) {
+  const auto rows = params.touched_rows(ref.handle);
+  const auto first = std::lower_bound(rows.begin(), rows.end(), ref.row_begin);
+  const auto last = std::lower_bound(first, rows.end(), ref.row_end);
+  return {first, last};
+}
+
+}  // namespace
+
+void PsClient::BeginPush(const nn::ParameterSet& params, int64_t examples) {
+  push_open_ = true;
+  push_examples_ = examples;
+  push_bytes_ = 0;
+  std::fill(ready_.begin(), ready_.end(), false);
+  size_t calls = 0;
+  for (auto& task : tasks_) {
+    // The chunk count goes with every chunk, so it is fixed now: a sparse partition's touched
+    // rows are final already (see the header), each partition takes at least one call.
+    uint32_t n = static_cast<uint32_t>(task->push_calls.size());
+    for (size_t i = 0; i < task->sparse_partitions.size(); ++i) {
+      const PartitionRef& ref = task->partitions[task->sparse_partitions[i]];
+      const auto rows = static_cast<int64_t>(RowsIn(params, ref).size());
+      const int64_t per_call = std::max<int64_t>(1, kChunkBytes / (4 * ref.row_elements));
+      task->sparse_counts[i] =
+          static_cast<uint32_t>(std::max<int64_t>(1, (rows + per_call - 1) / per_call));
+      n += task->sparse_counts[i];
+    }
+    task->push_chunks = n;
+    const size_t sparse = n - task->push_calls.size();
+    while (task->sparse_calls.size() < sparse) {
+      auto call = std::make_unique<BulkCall>();
+      proto::TransferHeader fixed;
+      fixed.set_kind(proto::TK_GRADIENT);
+      fixed.set_fingerprint(placement_.fingerprint);
+      fixed.set_worker(options_.training.worker_index);
+      fixed.set_wire_dtype(WireDtype(options_.wire_type));
+      call->header = FrameHeaderBuffer(fixed);
+      call->method = &kPushMethod;
+      const size_t k = (task->push_calls.size() + task->sparse_calls.size()) % task->bulk.size();
+      call->stub = task->bulk[k].get();
+      call->connection = task->first_connection + k;
+      task->sparse_calls.push_back(std::move(call));
+    }
+    for (auto& call : task->push_calls) {
+      call->missing = call->parameters;
+      call->sent = false;
+    }
+    calls += task->pull_calls.size() + n;
+  }
+  window_->Reserve(calls);
+}
+
+void PsClient::SendGradientChunk(Task& task, ChunkCall& call, const nn::ParameterSet& params) {
+  proto::TransferHeader& v = call.call.varying;
+  v.set_step(task.pulled_step);
+  v.set_num_chunks(task.push_chunks);
+  if (&call == task.push_calls[0].get()) v.set_examples(push_examples_);
+  runs_.clear();
+  for (const SegmentRange& r : call.segments) {
+    const PartitionRef& ref = task.partitions[r.partition];
+    runs_.push_back(params.grad(ref.handle)
+                        .subspan(static_cast<size_t>(ref.first_element + r.offset),
+                                 static_cast<size_t>(r.count)));
+  }
+  push_bytes_ += call.call.SetRequest(runs_, options_.wire_type);
+  window_->Add(&call.call, Deadline(false));
+  call.sent = true;
+}
+
+absl::Status PsClient::SendSparseRows(Task& task, const nn::ParameterSet& params) {
+  // The calls were counted at BeginPush: rows that grew since might not fit them. Checked before
+  // anything goes.
+  for (size_t i = 0; i < task.sparse_partitions.size(); ++i) {
+    const PartitionRef& ref = task.partitions[task.sparse_partitions[i]];
+    const auto n = static_cast<int64_t>(RowsIn(params, ref).size());
+    const int64_t calls = task.sparse_counts[i];
+    if ((n + calls - 1) / calls * ref.row_elements * 4 > 2 * kChunkBytes) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(params.descs()[static_cast<size_t>(ref.handle)].name,
+                       ": touched rows changed after the step's first GradientsReady"));
+    }
+  }
+  auto chunk = static_cast<uint32_t>(task.push_calls.size());
+  for (size_t i = 0; i < task.sparse_partitions.size(); ++i) {
+    const uint32_t p = task.sparse_partitions[i];
+    const PartitionRef& ref = task.partitions[p];
+    const auto rows = RowsIn(params, ref);
+    const auto first = rows.begin();
+    const auto n = static_cast<int64_t>(rows.size());
+    const int64_t calls = task.sparse_counts[i];
+    const float* base = params.grad(ref.handle).data() + ref.first_element;
+    for (int64_t k = 0; k < calls; ++k, ++chunk) {
+      // Rows spread evenly over the calls fixed at BeginPush.
+      const auto begin = first + n * k / calls;
+      const auto end = first + n * (k + 1) / calls;
+      BulkCall& call = *task.sparse_calls[chunk - task.push_calls.size()];
+      proto::TransferHeader& v = call.varying;
+      v.clear_segments();
+      v.set_step(task.pulled_step);
+      v.set_chunk(chunk);
+      v.set_num_chunks(task.push_chunks);
+      v.set_examples(chunk == 0 ? push_examples_ : 0);
+      proto::Segment* s = v.add_segments();
+      s->set_partition(p);
+      s->set_count((end - begin) * ref.row_elements);
+      runs_.clear();
+      for (auto r = begin; r < end; ++r) {
+        s->add_rows(*r - ref.row_begin);
+        runs_.emplace_back(base + (*r - ref.row_begin) * ref.row_elements,
+                           static_cast<size_t>(ref.row_elements));
+      }
+      push_bytes_ += call.SetRequest(runs_, options_.wire_type);
+      window_->Add(&call, Deadline(false));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PsClient::FinishPush(SyncResult* result) {
+  const bool sync = options_.training.sync.sync_replicas();
+  absl::Status status;
+  for (auto& task : tasks_) {
+    for (size_t c = 0; c < task->push_chunks; ++c) {
+      BulkCall& call = c < task->push_calls.size()
+                           ? task->push_calls[c]->call
+                           : *task->sparse_calls[c - task->push_calls.size()];
+      proto::TransferReply reply;
+      if (absl::Status s = call.DecodeReply(&reply); !s.ok()) {
+        if (status.ok()) status = CallFailed(s, "push", task->index, task->address);
+        continue;
+      }
+      if (reply.dropped()) result->dropped = true;
+      if (c == 0) {
+        if (task->index == 0) result->global_step = reply.global_step();
+        if (sync) task->next_min_step = task->pulled_step + 1;
+      }
+    }
+  }
+  result->bytes = push_bytes_;
+  return status;
+}
+
+void PsClient::GradientsReady(const nn::ParameterSet& params, nn::ParameterSet::Handle first,
+                              nn::ParameterSet::Handle last, int64_t examples) {
+  if (!push_open_) BeginPush(params, examples);
+  const int n = static_cast<int>(ready_.size());
+  for (int h = std::max(first, 0); h < std::min(last, n); ++h) {
+    if (ready_[static_cast<size_t>(h)]) continue;
+    ready_[static_cast<size_t>(h)] = true;
+    for (auto [task, index] : chunks_of_parameter_[static_cast<size_t>(h)]) {
+      ChunkCall& call = *task->push_calls[index];
+      if (--call.missing == 0 && !call.sent) SendGradientChunk(*task, call, params);
+    }
+  }
+}
+
 absl::StatusOr<SyncResult> PsClient::Pull(nn::ParameterSet& params) {
+  Quiesce();
   const auto deadline = Clock::now() + options_.connect_timeout;
   for (;;) {
     if (need_recovery_) RETURN_IF_ERROR(Recover(params));
     SyncResult result;
-    absl::Status s = Transfer(params, proto::TK_PULL, 0, &result, nullptr, &params);
+    absl::Status s = PullOnce(params, &result);
     if (s.ok()) {
       params.ValuesChanged();
       return result;
@@ -500,8 +621,20 @@ absl::StatusOr<SyncResult> PsClient::Pull(nn::ParameterSet& params) {
 }
 
 absl::StatusOr<SyncResult> PsClient::Push(nn::ParameterSet& params, int64_t examples) {
+  if (!push_open_) BeginPush(params, examples);
+  for (auto& task : tasks_) {
+    for (auto& call : task->push_calls) {
+      if (!call->sent) SendGradientChunk(*task, *call, params);
+    }
+    if (absl::Status sparse = SendSparseRows(*task, params); !sparse.ok()) {
+      Quiesce();
+      return sparse;
+    }
+  }
+  window_->Wait();
   SyncResult result;
-  absl::Status s = Transfer(params, proto::TK_GRADIENT, examples, &result, nullptr, nullptr);
+  absl::Status s = FinishPush(&result);
+  push_open_ = false;
   if (absl::IsUnavailable(s)) {
     // A ps task went away mid-push (killed; it restarts from its checkpoint): these gradients
     // are lost, the next Pull waits for the task and starts from its state.

@@ -2,11 +2,20 @@
 //
 // Placement: PlaceVariables (core/placement.h) over the model's variables and the ps list, so
 // every worker agrees on which task holds which rows without talking. Transfer: each task's
-// partitions are cut into chunks of at most kChunkBytes (core/chunk_plan.h); a Pull or Push sends
-// every chunk of every task at once as its own raw gRPC call (several HTTP/2 streams in flight per
-// task, all tasks in parallel) and waits for all. A push hands gRPC the gradient buffer itself
-// as slices (no copy); a pull copies each reply straight from the received slices into the
-// parameter buffer (one copy).
+// partitions are cut into chunks of at most kChunkBytes (core/chunk_plan.h), planned once (at
+// Create) as reusable bulk calls (worker/bulk_calls.h); a Pull or Push sends every chunk of every
+// task as its own raw gRPC call, a few in flight per connection, spread over
+// Options::connections_per_task TCP connections per task, all tasks in parallel, and waits for
+// all. A push hands gRPC the gradient buffer itself as slices (no copy); a pull copies each reply
+// straight from the received slices into the parameter buffer (one copy). Apart from gRPC's own
+// allocations a steady-state step allocates nothing here.
+//
+// Early sending (GradientsReady): a dense gradient chunk goes as soon as every parameter it
+// covers is ready; a sparse parameter's touched rows go at Push (the touched rows of every sparse
+// parameter must be final before a step's first GradientsReady: layers set them before forward).
+// Push sends what is left, waits for every reply, early ones included, and reports a failed early
+// send as it reports its own. A GradientsReady must be followed by that step's Push; a Pull
+// before it waits for the early sends and forgets them.
 //
 // Sync mode: a pull after a push asks the ps for the next step and is parked there until that
 // step has been aggregated. Recovery: when a ps task becomes unreachable mid-training (killed and
@@ -20,13 +29,16 @@
 
 #include <chrono>
 #include <memory>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/chunk_plan.h"
 #include "core/placement.h"
 #include "core/wire_type.h"
+#include "worker/bulk_calls.h"
 #include "worker/parameter_sync.h"
 
 namespace psflow {
@@ -42,10 +54,17 @@ class PsClient final : public ParameterSync {
     std::chrono::milliseconds rpc_timeout{std::chrono::seconds(60)};
     // Element type of parameters and gradients on the wire (--wire_dtype); the ps keeps float32.
     WireType wire_type = WireType::kFloat32;
+    // TCP connections (gRPC channels with their own subchannel) per ps task; a task's chunks are
+    // spread over them. Measured with bench_ps_throughput (docs/benchmarks.md).
+    int connections_per_task = kDefaultConnectionsPerTask;
   };
+  static constexpr int kDefaultConnectionsPerTask = 2;
 
   // `params` fixes the variables (names, shapes) and must not change layout afterwards.
-  // INVALID_ARGUMENT when there is no ps address.
+  // INVALID_ARGUMENT when there is no ps address or connections_per_task is outside [1, 64].
+  // Every ParameterSet handed to the calls below has params' layout (it may be another set of
+  // that layout, e.g. OverlappedSync's); its buffers are read or written only during the call,
+  // and for a step's GradientsReady ... Push, until that Push returns.
   static absl::StatusOr<std::unique_ptr<PsClient>> Create(Options options,
                                                           const nn::ParameterSet& params);
   ~PsClient() override;
@@ -53,6 +72,8 @@ class PsClient final : public ParameterSync {
   absl::Status Prepare(const nn::ParameterSet& params, bool is_chief) override;
   absl::StatusOr<SyncResult> Pull(nn::ParameterSet& params) override;
   absl::StatusOr<SyncResult> Push(nn::ParameterSet& params, int64_t examples) override;
+  void GradientsReady(const nn::ParameterSet& params, nn::ParameterSet::Handle first,
+                      nn::ParameterSet::Handle last, int64_t examples) override;
   absl::Status SetLearningRate(float learning_rate) override;
   absl::Status Leave() override;
 
@@ -60,22 +81,46 @@ class PsClient final : public ParameterSync {
 
  private:
   struct Task;
-  struct Call;
+  struct ChunkCall;
   explicit PsClient(Options options);
+  // Create's planning: a task's connections, partitions, chunks and their calls.
+  void PlanTask(Task& task, const nn::ParameterSet& params, const grpc::ChannelArguments& args);
+  std::unique_ptr<ChunkCall> MakeChunkCall(Task& task, proto::TransferKind kind, uint32_t chunk,
+                                           std::vector<SegmentRange> segments) const;
+
   absl::Status InitializeTask(Task& task, const nn::ParameterSet& params);
   absl::Status WaitReadyTask(Task& task);
   absl::Status Recover(nn::ParameterSet& params);
-  // Sends every chunk of every task (or only `only`) and waits for all replies: params'
-  // gradients (TK_GRADIENT), params' values (TK_ASSIGN), or a pull (TK_PULL) whose replies are
-  // written into pull_into's values (the same layout as params; null for the others).
-  absl::Status Transfer(const nn::ParameterSet& params, proto::TransferKind kind, int64_t examples,
-                        SyncResult* result, Task* only, nn::ParameterSet* pull_into);
+  // Sends the chief's initial values (params' values) to `task` and waits.
+  absl::Status Assign(Task& task, const nn::ParameterSet& params);
+  // One pull of every task into params' values.
+  absl::Status PullOnce(nn::ParameterSet& params, SyncResult* result);
+
+  // A step's push: begun by its first GradientsReady or by Push (fixes each task's chunk count),
+  // chunks sent as they become ready, finished (the rest sent, every reply read) by Push.
+  void BeginPush(const nn::ParameterSet& params, int64_t examples);
+  void SendGradientChunk(Task& task, ChunkCall& call, const nn::ParameterSet& params);
+  absl::Status SendSparseRows(Task& task, const nn::ParameterSet& params);
+  absl::Status FinishPush(SyncResult* result);
+  // Waits for every call in flight (a begun push is forgotten).
+  void Quiesce();
+  std::chrono::system_clock::time_point Deadline(bool parked_pull) const;
 
   Options options_;
   Placement placement_;
   std::vector<std::unique_ptr<Task>> tasks_;
   bool need_recovery_ = false;
   bool is_chief_ = false;
+
+  std::unique_ptr<CallWindow> window_;
+  std::vector<std::span<const float>> runs_;  // scratch: the payload runs of the call being set
+  // Per parameter: the dense gradient chunks (task, index into its push calls) that cover it.
+  std::vector<std::vector<std::pair<Task*, size_t>>> chunks_of_parameter_;
+  // This step's push: begun, its examples, which parameters are ready, payload bytes sent.
+  bool push_open_ = false;
+  int64_t push_examples_ = 0;
+  std::vector<bool> ready_;
+  int64_t push_bytes_ = 0;
 };
 
 }  // namespace psflow

@@ -1,0 +1,99 @@
+// The ps client's bulk Pull/Push calls, planned once and reused every step, and the window that
+// runs them (PsClient: what each call carries; here: how a call goes out and comes back).
+//
+// A BulkCall keeps everything one call needs across steps: its frame header with the fixed
+// fields serialized once (FrameHeaderBuffer), the slices it sends (the header, then views of the
+// caller's buffers or of its own 16-bit copy), the reply's slices and a ByteSource over them.
+// Apart from what gRPC allocates itself, a call sent again with payloads no larger than before
+// allocates nothing.
+#ifndef PSFLOW_WORKER_BULK_CALLS_H_
+#define PSFLOW_WORKER_BULK_CALLS_H_
+
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "core/byte_source.h"
+#include "core/frame.h"
+#include "core/wire_type.h"
+#include "proto/ps.pb.h"
+
+namespace psflow {
+
+struct BulkCall {
+  // Where it goes: a stub of one of its task's connections, the method, and the connection's
+  // index in the CallWindow.
+  grpc::GenericStub* stub = nullptr;
+  const std::string* method = nullptr;
+  size_t connection = 0;
+  FrameHeaderBuffer header;
+  proto::TransferHeader varying;  // the fields set per send, appended to the fixed ones
+
+  // Sets the request: the header with `varying`, then the payload runs. float32 runs go to gRPC
+  // as they are (they must outlive the call); 16-bit ones are converted into the call's own
+  // buffer. Returns the payload bytes.
+  int64_t SetRequest(std::span<const std::span<const float>> runs, WireType type);
+  // The reply's frame header into `reply`, leaving reply_source at its payload. The call's
+  // status first: its error, then INTERNAL for an unreadable reply.
+  absl::Status DecodeReply(proto::TransferReply* reply);
+
+  std::optional<grpc::ClientContext> context;  // fresh for every send
+  grpc::ByteBuffer request;
+  grpc::ByteBuffer response;
+  grpc::Status status;
+  ByteSource reply_source;
+
+ private:
+  std::vector<grpc::Slice> slices_;        // header, then payload
+  std::vector<std::byte> wire_;            // a 16-bit payload
+  std::vector<grpc::Slice> reply_slices_;  // what reply_source reads
+};
+
+// Runs calls with at most `window` in flight per connection (the rest queued in the order they
+// were added) and waits for them. The adding thread may add calls while others are in flight
+// (early sending); Wait returns once every call added so far has completed. One thread adds and
+// waits; gRPC's callback threads complete calls.
+class CallWindow {
+ public:
+  CallWindow(size_t connections, size_t window, size_t max_calls);
+  ~CallWindow();  // waits for the calls in flight
+  CallWindow(const CallWindow&) = delete;
+  CallWindow& operator=(const CallWindow&) = delete;
+
+  // Sends `call` (request set) with a fresh context and `deadline`, now or when its connection
+  // has room. The call must stay alive and untouched until Wait returns.
+  void Add(BulkCall* call, std::chrono::system_clock::time_point deadline);
+  void Wait();
+  // Calls may be added this many times between two Waits without the queues allocating.
+  void Reserve(size_t max_calls);
+
+ private:
+  struct Queue {
+    std::vector<BulkCall*> calls;  // calls[head..] wait for room
+    size_t head = 0;
+    size_t in_flight = 0;
+  };
+  void Start(BulkCall* call);
+  void Done(BulkCall* call, grpc::Status status);
+
+  const size_t window_;
+  std::mutex mu_;
+  std::condition_variable done_;
+  std::vector<Queue> queues_ ABSL_GUARDED_BY(mu_);
+  size_t pending_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace psflow
+
+#endif  // PSFLOW_WORKER_BULK_CALLS_H_

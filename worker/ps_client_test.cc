@@ -1,0 +1,184 @@
+// PsClient's early sending (GradientsReady) against real ps tasks on loopback: chunks sent as
+// their parameters become ready, then Push, leave exactly the ps state a plain Push leaves (async
+// and sync, several tasks, chunks spanning variables, sparse rows), and an early send to a ps
+// that went away is reported by Push the way recovery expects.
+#include "worker/ps_client.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "ps/loopback_ps.h"
+
+namespace psflow {
+namespace {
+
+using Handle = nn::ParameterSet::Handle;
+
+// Variables of 1.2, 3.2 and 2 MB (4 MiB chunks: some chunk holds the end of one and the start of
+// the next), a sparse embedding and a bias.
+std::unique_ptr<nn::ParameterSet> MakeParams() {
+  auto p = std::make_unique<nn::ParameterSet>();
+  p->Declare("a", {300, 1000}, nn::Initializer::Uniform(1.0f));
+  p->Declare("b", {800, 1000}, nn::Initializer::Uniform(1.0f));
+  p->Declare("c", {500, 1000}, nn::Initializer::Uniform(1.0f));
+  const Handle emb = p->Declare("embedding", {1000, 8}, nn::Initializer::Uniform(1.0f));
+  p->Declare("bias", {8}, nn::Initializer::Zeros());
+  p->MarkSparse(emb);
+  p->Finalize();
+  return p;
+}
+
+PsClient::Options Options(std::vector<std::string> addresses, int worker, int workers, bool sync,
+                          int timeout_ms = 5000) {
+  PsClient::Options o;
+  o.ps_addresses = std::move(addresses);
+  o.connect_timeout = std::chrono::milliseconds(timeout_ms);
+  o.rpc_timeout = std::chrono::milliseconds(timeout_ms);
+  o.training.optimizer.set_name("sgd");
+  o.training.optimizer.set_learning_rate(0.5f);
+  o.training.sync.set_total_workers(workers);
+  o.training.sync.set_sync_replicas(sync);
+  o.training.worker_index = worker;
+  return o;
+}
+
+// Gradients of step `step` for worker `worker`: distinct per element, exactly representable.
+void SetStepGradients(nn::ParameterSet& params, int step, int worker) {
+  for (size_t h = 0; h < params.descs().size(); ++h) {
+    auto g = params.grad(static_cast<Handle>(h));
+    for (size_t i = 0; i < g.size(); ++i) {
+      g[i] = static_cast<float>((i * 7 + h * 3 + static_cast<size_t>(step + worker)) % 16) / 8.0f;
+    }
+  }
+  params.SetTouchedRows(
+      3, step % 2 == 0 ? std::vector<int64_t>{0, 17, 640, 999} : std::vector<int64_t>{5});
+}
+
+// Every parameter's values and the ps tasks' steps after `steps` steps of `workers` workers on
+// 2 ps tasks; worker w sends early when early[w] (one GradientsReady per parameter, last first,
+// as backward produces them).
+struct Outcome {
+  std::vector<float> values;
+  std::vector<int64_t> steps;
+};
+
+Outcome Train(bool sync, int workers, std::vector<bool> early, int steps) {
+  LoopbackPs ps0, ps1;
+  EXPECT_TRUE(ps0.started() && ps1.started());
+  const std::vector<std::string> addresses = {ps0.address(), ps1.address()};
+  std::vector<std::unique_ptr<nn::ParameterSet>> params;
+  std::vector<std::unique_ptr<PsClient>> clients;
+  for (int w = 0; w < workers; ++w) {
+    params.push_back(MakeParams());
+    if (w == 0) params[0]->Initialize(11);
+    auto c = PsClient::Create(Options(addresses, w, workers, sync), *params.back());
+    EXPECT_TRUE(c.ok()) << c.status();
+    if (!c.ok()) return {};
+    clients.push_back(std::move(*c));
+    EXPECT_TRUE(clients[w]->Prepare(*params[w], w == 0).ok());
+  }
+  for (int w = 0; w < workers; ++w) EXPECT_TRUE(clients[w]->Pull(*params[w]).ok());
+  for (int step = 0; step < steps; ++step) {
+    for (int w = 0; w < workers; ++w) {
+      nn::ParameterSet& p = *params[w];
+      SetStepGradients(p, step, w);
+      if (early[static_cast<size_t>(w)]) {
+        for (auto h = static_cast<Handle>(p.descs().size()); h > 0; --h) {
+          clients[w]->GradientsReady(p, h - 1, h, 2);
+        }
+      }
+      auto pushed = clients[w]->Push(p, 2);
+      EXPECT_TRUE(pushed.ok()) << pushed.status();
+      EXPECT_FALSE(pushed.ok() && pushed->dropped);
+    }
+    for (int w = 0; w < workers; ++w) EXPECT_TRUE(clients[w]->Pull(*params[w]).ok());
+  }
+  Outcome out;
+  const auto v = params[0]->values();
+  out.values.assign(v.begin(), v.end());
+  out.steps = {ps0.state().global_step(), ps1.state().global_step()};
+  return out;
+}
+
+TEST(PsClientEarlySend, AsyncEarlyChunksGiveThePlainPushState) {
+  const Outcome plain = Train(false, 1, {false}, 3);
+  const Outcome early = Train(false, 1, {true}, 3);
+  ASSERT_FALSE(plain.values.empty());
+  EXPECT_EQ(plain.steps, (std::vector<int64_t>{3, 3}));
+  EXPECT_EQ(early.steps, plain.steps);
+  ASSERT_EQ(early.values.size(), plain.values.size());
+  for (size_t i = 0; i < plain.values.size(); ++i) ASSERT_EQ(early.values[i], plain.values[i]) << i;
+}
+
+TEST(PsClientEarlySend, SyncEarlyChunksGiveThePlainPushState) {
+  const Outcome plain = Train(true, 2, {false, false}, 2);
+  const Outcome early = Train(true, 2, {true, false}, 2);
+  ASSERT_FALSE(plain.values.empty());
+  EXPECT_EQ(plain.steps, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(early.steps, plain.steps);
+  ASSERT_EQ(early.values.size(), plain.values.size());
+  for (size_t i = 0; i < plain.values.size(); ++i) ASSERT_EQ(early.values[i], plain.values[i]) << i;
+}
+
+TEST(PsClientEarlySend, AllParametersReadyAtOnceAndRepeatedCallsAreHarmless) {
+  // One GradientsReady for everything, then the same range again: each chunk goes once.
+  LoopbackPs ps;
+  auto params = MakeParams();
+  params->Initialize(5);
+  auto client = PsClient::Create(Options({ps.address()}, 0, 1, false), *params);
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE((*client)->Prepare(*params, true).ok());
+  ASSERT_TRUE((*client)->Pull(*params).ok());
+  SetStepGradients(*params, 0, 0);
+  const auto n = static_cast<Handle>(params->descs().size());
+  (*client)->GradientsReady(*params, 0, n, 1);
+  (*client)->GradientsReady(*params, 0, n, 1);
+  auto pushed = (*client)->Push(*params, 1);
+  ASSERT_TRUE(pushed.ok()) << pushed.status();
+  EXPECT_EQ(pushed->bytes, (300 + 800 + 500) * 1000 * 4 + (4 * 8 + 8) * 4);
+  EXPECT_EQ(ps.state().global_step(), 1);
+}
+
+TEST(PsClientEarlySend, PullAfterGradientsReadyWithoutPushForgetsThem) {
+  LoopbackPs ps;
+  auto params = MakeParams();
+  params->Initialize(5);
+  auto client = PsClient::Create(Options({ps.address()}, 0, 1, false), *params);
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE((*client)->Prepare(*params, true).ok());
+  ASSERT_TRUE((*client)->Pull(*params).ok());
+  SetStepGradients(*params, 0, 0);
+  (*client)->GradientsReady(*params, 0, 1, 1);
+  ASSERT_TRUE((*client)->Pull(*params).ok());
+  // The next step is a whole push of its own.
+  auto pushed = (*client)->Push(*params, 1);
+  ASSERT_TRUE(pushed.ok()) << pushed.status();
+  EXPECT_EQ(pushed->bytes, (300 + 800 + 500) * 1000 * 4 + (4 * 8 + 8) * 4);
+}
+
+TEST(PsClientEarlySend, EarlySendToAPsThatWentAwayIsReportedByPush) {
+  auto ps = std::make_unique<LoopbackPs>();
+  auto params = MakeParams();
+  params->Initialize(5);
+  auto client = PsClient::Create(Options({ps->address()}, 0, 1, false, 1000), *params);
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE((*client)->Prepare(*params, true).ok());
+  ASSERT_TRUE((*client)->Pull(*params).ok());
+  ps.reset();
+  SetStepGradients(*params, 0, 0);
+  const auto n = static_cast<Handle>(params->descs().size());
+  (*client)->GradientsReady(*params, 1, n, 1);
+  // As a plain push to a lost task: the gradients are dropped and the next Pull recovers (here it
+  // cannot: the task does not come back).
+  auto pushed = (*client)->Push(*params, 1);
+  ASSERT_TRUE(pushed.ok()) << pushed.status();
+  EXPECT_TRUE(pushed->dropped);
+  auto pulled = (*client)->Pull(*params);
+  EXPECT_TRUE(absl::IsUnavailable(pulled.status())) << pulled.status();
+}
+
+}  // namespace
+}  // namespace psflow
