@@ -98,6 +98,7 @@ TEST(Help, PsflowWorkerListsTheClusterFlagsThenItsOwn) {
                       {"model", "\"mnist_mlp\""},
                       {"compute_threads", "0"},
                       {"compute", "\"real\""},
+                      {"placement", "\"balanced\""},
                       {"overlap", "true"},
                       {"device", "\"cpu\""},
                       {"eval_interval_s", "30"},

@@ -45,6 +45,10 @@ ABSL_FLAG(float, max_grad_norm, -1,
 ABSL_FLAG(std::string, wire_dtype, "float32",
           "Element type of parameters and gradients between worker and ps: float32, bfloat16 or "
           "float16 (half the bytes; the ps keeps float32 master values)");
+ABSL_FLAG(std::string, placement, "balanced",
+          "How the variables are placed on the ps tasks (every worker must agree): balanced (split "
+          "into partitions balanced by bytes) or round_robin (TensorFlow 1.x's "
+          "replica_device_setter: variable i whole on task i mod n, for comparisons)");
 ABSL_FLAG(bool, sync_replicas, false,
           "Synchronous training: each step averages the gradients of --replicas_to_aggregate "
           "workers (TensorFlow's SyncReplicasOptimizer); otherwise every push is applied at once");
@@ -53,6 +57,10 @@ ABSL_FLAG(bool, overlap, true,
           "parameters on a background thread while the next step computes (that step then lacks "
           "this worker's previous gradients: a delay of one step). Off, or in sync mode, or with "
           "no ps: pull, compute and push one after the other");
+ABSL_FLAG(bool, stream_gradients, true,
+          "Send each layer's gradients to the ps as backward produces them (steps without "
+          "clipping or loss scaling; the CPU backend), the rest at the step's end; false: all "
+          "after the step, as TensorFlow 1.x (for comparisons)");
 ABSL_FLAG(int, replicas_to_aggregate, 0,
           "Sync mode: gradients per step (0: every worker). Fewer than the workers leaves the "
           "rest as backup workers");
@@ -120,8 +128,10 @@ WorkerFlags FlagsGiven() {
                      .use_nesterov = absl::GetFlag(FLAGS_use_nesterov),
                      .max_grad_norm = absl::GetFlag(FLAGS_max_grad_norm),
                      .wire_dtype = absl::GetFlag(FLAGS_wire_dtype),
+                     .placement = absl::GetFlag(FLAGS_placement),
                      .sync_replicas = absl::GetFlag(FLAGS_sync_replicas),
                      .overlap = absl::GetFlag(FLAGS_overlap),
+                     .stream_gradients = absl::GetFlag(FLAGS_stream_gradients),
                      .replicas_to_aggregate = absl::GetFlag(FLAGS_replicas_to_aggregate),
                      .train_epochs = absl::GetFlag(FLAGS_train_epochs),
                      .train_steps = absl::GetFlag(FLAGS_train_steps),
@@ -260,6 +270,7 @@ absl::StatusOr<std::unique_ptr<ParameterSync>> MakeSync(const WorkerConfig& c,
   options.ps_addresses = c.ps_hosts;
   options.training = c.training;
   options.wire_type = c.wire_type;
+  options.placement = c.placement;
   options.connect_timeout = c.ps_timeout;
   ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client, PsClient::Create(options, params));
   return std::unique_ptr<ParameterSync>(std::move(client));
@@ -333,6 +344,7 @@ absl::Status Main() {
   options.learning_rate = config.learning_rate;
   options.schedule = config.zoo.recipe.schedule;
   options.loss_scale = config.loss_scale;
+  options.stream_gradients = config.stream_gradients;
   std::unique_ptr<ReplayTrainable> replay;
   if (config.compute.replay()) {
     ASSIGN_OR_RETURN(replay, MakeReplay(config, *trainable.model, metrics.get()));

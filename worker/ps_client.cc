@@ -114,7 +114,8 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(Options options,
   std::vector<VariableInfo> infos;
   for (const auto& d : params.descs()) infos.push_back({d.name, d.shape});
   const int num_tasks = static_cast<int>(options.ps_addresses.size());
-  ASSIGN_OR_RETURN(Placement placement, PlaceVariables(infos, num_tasks));
+  ASSIGN_OR_RETURN(Placement placement,
+                   PlaceVariables(infos, num_tasks, {.strategy = options.placement}));
 
   std::unique_ptr<PsClient> c(new PsClient(std::move(options)));
   c->placement_ = std::move(placement);

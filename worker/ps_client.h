@@ -54,6 +54,9 @@ class PsClient final : public ParameterSync {
     std::chrono::milliseconds rpc_timeout{std::chrono::seconds(60)};
     // Element type of parameters and gradients on the wire (--wire_dtype); the ps keeps float32.
     WireType wire_type = WireType::kFloat32;
+    // How the variables are spread over the ps tasks (--placement); every worker must agree (the
+    // placement's fingerprint is checked against the ps's).
+    PlacementStrategy placement = PlacementStrategy::kBalanced;
     // TCP connections (gRPC channels with their own subchannel) per ps task; a task's chunks are
     // spread over them. Measured with bench_ps_throughput (docs/benchmarks.md).
     int connections_per_task = kDefaultConnectionsPerTask;

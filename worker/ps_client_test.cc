@@ -180,5 +180,23 @@ TEST(PsClientEarlySend, EarlySendToAPsThatWentAwayIsReportedByPush) {
   EXPECT_TRUE(absl::IsUnavailable(pulled.status())) << pulled.status();
 }
 
+// --placement reaches the placement the chief creates on the ps tasks: round robin puts
+// variable i whole on task i mod n (nothing needs to run for that).
+TEST(PsClient, UsesThePlacementStrategyItIsGiven) {
+  auto params = MakeParams();
+  PsClient::Options options = Options({"127.0.0.1:1", "127.0.0.1:2"}, 0, 1, false);
+  options.placement = PlacementStrategy::kRoundRobin;
+  auto client = PsClient::Create(options, *params);
+  ASSERT_TRUE(client.ok()) << client.status();
+  const Placement& p = (*client)->placement();
+  ASSERT_EQ(p.partitions.size(), params->descs().size());
+  for (size_t i = 0; i < p.partitions.size(); ++i) {
+    EXPECT_EQ(p.partitions[i].task, static_cast<int>(i % 2));
+  }
+  auto balanced = PsClient::Create(Options({"127.0.0.1:1", "127.0.0.1:2"}, 0, 1, false), *params);
+  ASSERT_TRUE(balanced.ok()) << balanced.status();
+  EXPECT_NE((*balanced)->placement().fingerprint, p.fingerprint);
+}
+
 }  // namespace
 }  // namespace psflow

@@ -28,7 +28,7 @@ Trainer::Trainer(nn::Trainable& model, ParameterSync& sync, data::Prefetcher& in
       metrics_(metrics),
       learning_rate_(options.learning_rate),
       scaler_(options.loss_scale) {
-  model_.SetGradientListener(&forwarder_);
+  if (options_.stream_gradients) model_.SetGradientListener(&forwarder_);
 }
 
 Trainer::~Trainer() { model_.SetGradientListener(nullptr); }

@@ -39,6 +39,9 @@ struct TrainerOptions {
   // diverged: lower the learning rate).
   nn::LossScaleOptions loss_scale;
   int64_t max_skipped_in_a_row = 100;
+  // Hand each layer's gradients to the ParameterSync as backward produces them (see above);
+  // false: Push sends them all after the step (TensorFlow 1.x's order, for comparisons).
+  bool stream_gradients = true;
 };
 
 struct TrainResult {

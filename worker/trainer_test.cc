@@ -1,5 +1,6 @@
 // Trainer's overlap within a step: each streaming step hands every layer's final gradients to the
-// ParameterSync before it pushes them, with the batch's size; a clipped step hands none.
+// ParameterSync before it pushes them, with the batch's size; a clipped step hands none, nor does
+// a trainer told not to stream.
 #include "worker/trainer.h"
 
 #include <gtest/gtest.h>
@@ -94,6 +95,24 @@ TEST(Trainer, AClippedStepTellsTheSyncNothingEarly) {
   }
   ASSERT_EQ(sync.pushes.size(), 2u);
   for (const auto& push : sync.pushes) EXPECT_TRUE(push.told_examples.empty());
+}
+
+TEST(Trainer, WithoutStreamingTellsTheSyncNothingEarly) {
+  TinyTraining s;
+  RecordingSync sync;
+  TrainerOptions options;
+  options.train_steps = 2;
+  options.log_every_steps = 0;
+  options.stream_gradients = false;
+  {
+    Trainer trainer(*s.model, sync, *s.input, options, nullptr);
+    ASSERT_TRUE(trainer.Run().ok());
+  }
+  ASSERT_EQ(sync.pushes.size(), 2u);
+  for (const auto& push : sync.pushes) {
+    EXPECT_TRUE(push.told_examples.empty());
+    EXPECT_EQ(push.examples, 8);
+  }
 }
 
 }  // namespace

@@ -127,6 +127,11 @@ absl::Status ResolveTraining(const WorkerFlags& f, WorkerConfig& c) {
   if (!(c.learning_rate > 0)) return absl::InvalidArgumentError("--learning_rate must be > 0");
   // Checked before anything else, also where no ps is used, so a typo never passes silently.
   ASSIGN_OR_RETURN(c.wire_type, ParseWireType(f.wire_dtype));
+  auto placement = ParsePlacementStrategy(f.placement);
+  if (!placement.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--placement: ", placement.status().message()));
+  }
+  c.placement = *placement;
   if (std::isnan(c.max_grad_norm)) return absl::InvalidArgumentError("--max_grad_norm is NaN");
   if (f.replicas_to_aggregate < 0 || f.replicas_to_aggregate > c.num_trainers) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -148,6 +153,7 @@ absl::Status ResolveTraining(const WorkerFlags& f, WorkerConfig& c) {
     return absl::InvalidArgumentError("--train_epochs must be >= 1 (or --train_steps >= 1)");
   }
   c.overlap = f.overlap && !c.ps_hosts.empty() && !f.sync_replicas;
+  c.stream_gradients = f.stream_gradients;
   return absl::OkStatus();
 }
 

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/cluster_spec.h"
+#include "core/placement.h"
 #include "core/wire_type.h"
 #include "worker/models/model_zoo.h"
 #include "worker/nn/loss_scale.h"
@@ -32,8 +33,10 @@ struct WorkerFlags {
   bool use_nesterov = false;
   float max_grad_norm = -1;
   std::string wire_dtype = "float32";
+  std::string placement = "balanced";
   bool sync_replicas = false;
   bool overlap = true;
+  bool stream_gradients = true;
   int replicas_to_aggregate = 0;
   int train_epochs = 0;
   int64_t train_steps = 0;
@@ -86,7 +89,9 @@ struct WorkerConfig {
   int64_t train_steps = 0;  // 0: train_epochs
   TrainingConfig training;  // optimizer and sync settings, as the ps gets them
   WireType wire_type = WireType::kFloat32;
-  bool overlap = false;  // asynchronous through ps tasks only
+  PlacementStrategy placement = PlacementStrategy::kBalanced;  // of the variables on the ps tasks
+  bool overlap = false;                                        // asynchronous through ps tasks only
+  bool stream_gradients = true;
   nn::LossScaleOptions loss_scale;
 
   // Data and reporting.

@@ -117,6 +117,8 @@ std::vector<Refused> RefusedConfigs() {
        "--learning_rate must be > 0"},
       {"wire dtype", [](F f) { f.wire_dtype = "fp8"; }, Alone(), true, kInvalid,
        "--wire_dtype must be float32, bfloat16 or float16, got \"fp8\""},
+      {"placement", [](F f) { f.placement = "random"; }, Alone(), true, kInvalid,
+       "--placement: unknown placement \"random\" (balanced or round_robin)"},
       {"clip NaN", [](F f) { f.max_grad_norm = std::nanf(""); }, Alone(), true, kInvalid,
        "--max_grad_norm is NaN"},
       {"replicas to aggregate", [](F f) { f.replicas_to_aggregate = 4; }, Cluster("worker", 0),
