@@ -180,13 +180,21 @@ void PartitionStore::ApplyGradients(const proto::TransferHeader& header, ByteSou
 void PartitionStore::Stage(const proto::TransferHeader& header, ByteSource& payload) {
   const WireType type = WireTypeOf(header.wire_dtype()).value_or(WireType::kFloat32);
   for (const proto::Segment& s : header.segments()) {
+    Partition& p = *partitions_[s.partition()];
     Partition::Piece piece;
+    {
+      // A piece of an earlier step, with its buffers: staging allocates nothing once warm.
+      std::lock_guard lock(p.mu);
+      if (!p.spare.empty()) {
+        piece = std::move(p.spare.back());
+        p.spare.pop_back();
+      }
+    }
     piece.worker = header.worker();
     piece.offset = s.offset();
     piece.rows.assign(s.rows().begin(), s.rows().end());
     piece.values.resize(static_cast<size_t>(s.count()));
     ReadFloats(payload, piece.values, type);
-    Partition& p = *partitions_[s.partition()];
     std::lock_guard lock(p.mu);
     p.staged.push_back(std::move(piece));
   }
@@ -214,6 +222,7 @@ void PartitionStore::ApplyStaged(uint32_t partition, std::span<const int> worker
       }
     }
   }
+  for (Partition::Piece& piece : p.staged) p.spare.push_back(std::move(piece));
   p.staged.clear();
   constexpr int64_t kBlock = 4096;
   for (int64_t at = 0; at < p.elements; at += kBlock) {

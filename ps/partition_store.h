@@ -68,7 +68,9 @@ class PartitionStore {
   // Sync: keeps a copy of each segment's gradients, as the header's worker's, in its partition
   // until that partition is applied. Memory: the pieces of every partition not yet applied in
   // this step, per admitted worker (at most the task's gradient bytes per admitted worker, while
-  // the slowest worker's backward runs), plus a row list per sparse piece.
+  // the slowest worker's backward runs), plus a row list per sparse piece; applied pieces keep
+  // their buffers for the next step's (so the peak stays allocated, and a warm step allocates
+  // nothing here).
   void Stage(const proto::TransferHeader& header, ByteSource& payload);
   // Sync: adds the staged pieces of `workers` (in that order) into the partition's accumulator,
   // applies accumulator * scale, zeroes it and discards every staged piece of the partition
@@ -102,6 +104,7 @@ class PartitionStore {
       std::vector<float> values;
     };
     std::vector<Piece> staged;
+    std::vector<Piece> spare;  // applied pieces, their buffers kept for the next Stage
     mutable std::mutex mu;
     absl::InlinedVector<std::span<float>, 3> SlotSpans(int64_t offset, int64_t count);
   };
