@@ -58,10 +58,11 @@ class PsClient final : public ParameterSync {
     // placement's fingerprint is checked against the ps's).
     PlacementStrategy placement = PlacementStrategy::kBalanced;
     // TCP connections (gRPC channels with their own subchannel) per ps task; a task's chunks are
-    // spread over them. Measured with bench_ps_throughput (docs/benchmarks.md).
+    // spread over them. bench_ps_throughput --connections=1,2,4 on 2 cores: alike (medians 0.51,
+    // 0.48, 0.48 of the TCP pump, docs/benchmarks.md), so one; not yet measured with spare cores.
     int connections_per_task = kDefaultConnectionsPerTask;
   };
-  static constexpr int kDefaultConnectionsPerTask = 2;
+  static constexpr int kDefaultConnectionsPerTask = 1;
 
   // `params` fixes the variables (names, shapes) and must not change layout afterwards.
   // INVALID_ARGUMENT when there is no ps address or connections_per_task is outside [1, 64].
