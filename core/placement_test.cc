@@ -165,8 +165,8 @@ TEST(Placement, RoundRobinPutsVariableIOnTaskIModN) {
     EXPECT_EQ(p->partitions[i].num_parts, 1);
   }
   // TensorFlow 1.x's imbalance on the seed's model: the weights on task 0, the biases on task 1.
-  EXPECT_EQ(p->bytes_per_task[0], 4 * (5 * 5 * 3 * 64 + 5 * 5 * 64 * 64 + 2304 * 384 + 384 * 192 +
-                                       192 * 10));
+  EXPECT_EQ(p->bytes_per_task[0],
+            4 * (5 * 5 * 3 * 64 + 5 * 5 * 64 * 64 + 2304 * 384 + 384 * 192 + 192 * 10));
   EXPECT_EQ(p->bytes_per_task[1], 4 * (64 + 64 + 384 + 192 + 10));
   EXPECT_NE(p->fingerprint, PlaceVariables(variables, 2)->fingerprint);
   // One task: the same layout, and so the same fingerprint, as balanced.
