@@ -77,8 +77,8 @@ class Sgd final : public OptimizerBase {
  public:
   explicit Sgd(const proto::OptimizerConfig& config) : OptimizerBase(config, {}) {}
 
-  void Apply(float learning_rate, int64_t step, std::span<float> var, std::span<const float> grad,
-             std::span<const std::span<float>> slots) const override {
+  void Update(float learning_rate, int64_t step, std::span<float> var, std::span<const float> grad,
+              std::span<const std::span<float>> slots) const override {
     CheckShapes(step, var, grad, slots);
     const float* __restrict g = grad.data();
     float* __restrict v = var.data();
@@ -98,8 +98,8 @@ class Momentum final : public OptimizerBase {
         momentum_(config.momentum()),
         nesterov_(config.use_nesterov()) {}
 
-  void Apply(float learning_rate, int64_t step, std::span<float> var, std::span<const float> grad,
-             std::span<const std::span<float>> slots) const override {
+  void Update(float learning_rate, int64_t step, std::span<float> var, std::span<const float> grad,
+              std::span<const std::span<float>> slots) const override {
     CheckShapes(step, var, grad, slots);
     float* __restrict v = var.data();
     const float* __restrict g = grad.data();
@@ -136,8 +136,8 @@ class Adagrad final : public OptimizerBase {
             config, std::array<SlotSpec, 1>{{{"accumulator", config.initial_accumulator_value()}}}),
         epsilon_(config.epsilon()) {}
 
-  void Apply(float learning_rate, int64_t step, std::span<float> var, std::span<const float> grad,
-             std::span<const std::span<float>> slots) const override {
+  void Update(float learning_rate, int64_t step, std::span<float> var, std::span<const float> grad,
+              std::span<const std::span<float>> slots) const override {
     CheckShapes(step, var, grad, slots);
     float* __restrict v = var.data();
     const float* __restrict g = grad.data();
@@ -168,8 +168,8 @@ class Adam final : public OptimizerBase {
         beta2_(config.beta2()),
         epsilon_(config.epsilon()) {}
 
-  void Apply(float learning_rate, int64_t step, std::span<float> var, std::span<const float> grad,
-             std::span<const std::span<float>> slots) const override {
+  void Update(float learning_rate, int64_t step, std::span<float> var, std::span<const float> grad,
+              std::span<const std::span<float>> slots) const override {
     CheckShapes(step, var, grad, slots);
     const double t = static_cast<double>(step);
     const double b1 = beta1_;
@@ -217,8 +217,8 @@ class RmsProp final : public OptimizerBase {
         epsilon_(config.epsilon()),
         centered_(config.centered()) {}
 
-  void Apply(float learning_rate, int64_t step, std::span<float> var, std::span<const float> grad,
-             std::span<const std::span<float>> slots) const override {
+  void Update(float learning_rate, int64_t step, std::span<float> var, std::span<const float> grad,
+              std::span<const std::span<float>> slots) const override {
     CheckShapes(step, var, grad, slots);
     float* __restrict x = var.data();
     const float* __restrict g = grad.data();

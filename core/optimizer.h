@@ -27,6 +27,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "core/flush_denormals.h"
 #include "proto/ps.pb.h"
 
 namespace psflow {
@@ -48,10 +49,20 @@ class Optimizer {
   // One update of var[i] by grad[i], i in [0, var.size()); slots[k][i] is slot k of the same
   // element (slots.size() == num_slots(), every span var.size() long). `step` >= 1 is the number
   // of this update (Adam's bias correction). grad may be any run of a partition: a whole
-  // partition, a chunk of it, or one row of a sparse update.
-  virtual void Apply(float learning_rate, int64_t step, std::span<float> var,
-                     std::span<const float> grad,
-                     std::span<const std::span<float>> slots) const = 0;
+  // partition, a chunk of it, or one row of a sparse update. Denormal inputs and results are
+  // taken as zero (core/flush_denormals.h), so a slot decaying towards zero never slows the
+  // update down; the caller's floating-point mode is left as it was.
+  void Apply(float learning_rate, int64_t step, std::span<float> var, std::span<const float> grad,
+             std::span<const std::span<float>> slots) const {
+    ScopedFlushDenormals flush;
+    Update(learning_rate, step, var, grad, slots);
+  }
+
+ private:
+  // Apply's arithmetic, run with denormals flushed.
+  virtual void Update(float learning_rate, int64_t step, std::span<float> var,
+                      std::span<const float> grad,
+                      std::span<const std::span<float>> slots) const = 0;
 };
 
 // INVALID_ARGUMENT, naming the field, for an unknown name, a learning rate that is not > 0 and

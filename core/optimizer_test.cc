@@ -609,5 +609,31 @@ TEST(OptimizerValidationTest, AdagradInitialAccumulator) {
   EXPECT_TRUE(MakeOptimizer(config).ok());
 }
 
+// A momentum accumulator decayed into the denormal range is read as zero and the update writes
+// zeros, not denormals (flush to zero), and the caller's floating-point mode is left alone: the
+// same denormal arithmetic outside Apply keeps its denormal result.
+TEST(OptimizerTest, DenormalSlotsAreFlushedToZero) {
+#if defined(__x86_64__) || defined(__aarch64__)
+  proto::OptimizerConfig config = Config("momentum", 1.0f);
+  config.set_momentum(0.5f);
+  std::unique_ptr<Optimizer> optimizer = Make(config);
+  ASSERT_NE(optimizer, nullptr);
+  constexpr float kDenormal = 1e-39f;
+  volatile float outside = kDenormal;
+  ASSERT_EQ(std::fpclassify(outside), FP_SUBNORMAL);
+  State state(*optimizer, {1.0f, 2.0f});
+  state.slots[0] = {kDenormal, 2e-38f};
+  state.Apply(*optimizer, 1.0f, 1, {0.0f, 0.0f});
+  EXPECT_EQ(state.slots[0][0], 0.0f);  // 0.5 * (denormal read as 0) + 0
+  EXPECT_EQ(state.slots[0][1], 0.0f);  // 0.5 * 2e-38 = 1e-38, a denormal result written as 0
+  EXPECT_EQ(state.var[0], 1.0f);
+  EXPECT_EQ(state.var[1], 2.0f);
+  volatile float half = 0.5f;
+  EXPECT_EQ(std::fpclassify(outside * half), FP_SUBNORMAL);
+#else
+  GTEST_SKIP() << "no flush-to-zero control on this architecture";
+#endif
+}
+
 }  // namespace
 }  // namespace psflow
