@@ -89,11 +89,13 @@ void CallWindow::Done(BulkCall* call, grpc::Status status) {
       q.calls.clear();  // keeps its capacity
       q.head = 0;
     }
-    // Once pending_ reaches zero the waiter may return and destroy this window: nothing below
-    // touches it then (there is no next call when nothing is pending).
-    if (--pending_ == 0) done_.notify_all();
   }
   if (next != nullptr) Start(next);
+  if (call->observer != nullptr) call->observer->Completed(*call);
+  std::lock_guard lock(mu_);
+  // Once pending_ reaches zero the waiter may return and destroy this window: nothing after the
+  // lock is released touches it.
+  if (--pending_ == 0) done_.notify_all();
 }
 
 void CallWindow::Wait() {

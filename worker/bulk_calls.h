@@ -32,6 +32,17 @@
 namespace psflow {
 
 struct BulkCall {
+  // Told when a call completes, on the gRPC thread that completed it, before the CallWindow counts
+  // the call done (so before Wait returns): e.g. a pull's decoding, so replies are read as they
+  // arrive, in parallel with each other and with the calls still in flight.
+  class Observer {
+   public:
+    virtual void Completed(BulkCall& call) = 0;
+
+   protected:
+    ~Observer() = default;
+  };
+
   // Where it goes: a stub of one of its task's connections, the method, and the connection's
   // index in the CallWindow.
   grpc::GenericStub* stub = nullptr;
@@ -53,6 +64,7 @@ struct BulkCall {
   grpc::ByteBuffer response;
   grpc::Status status;
   ByteSource reply_source;
+  Observer* observer = nullptr;  // none: the caller reads the reply after Wait
 
  private:
   std::vector<grpc::Slice> slices_;        // header, then payload
@@ -62,8 +74,9 @@ struct BulkCall {
 
 // Runs calls with at most `window` in flight per connection (the rest queued in the order they
 // were added) and waits for them. The adding thread may add calls while others are in flight
-// (early sending); Wait returns once every call added so far has completed. One thread adds and
-// waits; gRPC's callback threads complete calls.
+// (early sending); Wait returns once every call added so far has completed and its observer
+// returned. One thread adds and waits; gRPC's callback threads complete calls (a completed call's
+// queued successor is started before its observer runs).
 class CallWindow {
  public:
   CallWindow(size_t connections, size_t window, size_t max_calls);

@@ -69,7 +69,7 @@ struct PartitionRef {
 };
 
 // A planned call of one dense chunk (a pull, an assignment or a gradient push).
-struct PsClient::ChunkCall {
+struct PsClient::ChunkCall final : BulkCall::Observer {
   BulkCall call;
   std::vector<SegmentRange> segments;
   // Gradient chunks: the distinct parameters the chunk covers, those of them not ready yet this
@@ -77,6 +77,33 @@ struct PsClient::ChunkCall {
   int parameters = 0;
   int missing = 0;
   bool sent = false;
+
+  // Pull chunks read their reply as it completes (the call's observer): its header into `reply`,
+  // its payload into `into`'s values at `segments` (each chunk's ranges are its own, so chunks
+  // decode concurrently). `decoded`: the call's error or an unreadable header; `short_reply`: the
+  // payload ended early (a timed-out parked pull carries none).
+  const std::vector<PartitionRef>* partitions = nullptr;
+  WireType wire_type = WireType::kFloat32;
+  nn::ParameterSet* into = nullptr;
+  proto::TransferReply reply;
+  absl::Status decoded;
+  bool short_reply = false;
+
+  void Completed(BulkCall& completed) override {
+    decoded = completed.DecodeReply(&reply);
+    short_reply = false;
+    if (!decoded.ok() || reply.timed_out()) return;
+    for (const SegmentRange& r : segments) {
+      const PartitionRef& ref = (*partitions)[r.partition];
+      const auto dst = into->value(ref.handle)
+                           .subspan(static_cast<size_t>(ref.first_element + r.offset),
+                                    static_cast<size_t>(r.count));
+      if (!ReadFloats(completed.reply_source, dst, wire_type)) {
+        short_reply = true;
+        return;
+      }
+    }
+  }
 };
 
 struct PsClient::Task {
@@ -178,7 +205,11 @@ void PsClient::PlanTask(Task& task, const nn::ParameterSet& params,
 
   task.chunks = PlanChunks(elements);
   for (uint32_t c = 0; c < task.chunks.size(); ++c) {
-    task.pull_calls.push_back(MakeChunkCall(task, proto::TK_PULL, c, task.chunks[c]));
+    auto call = MakeChunkCall(task, proto::TK_PULL, c, task.chunks[c]);
+    call->partitions = &task.partitions;
+    call->wire_type = options_.wire_type;
+    call->call.observer = call.get();
+    task.pull_calls.push_back(std::move(call));
   }
   // Gradient pushes plan the dense partitions only; sparse ones send their touched rows.
   std::vector<int64_t> dense = elements;
@@ -406,18 +437,19 @@ absl::Status PsClient::PullOnce(nn::ParameterSet& params, SyncResult* result) {
     for (auto& call : task->pull_calls) {
       call->call.varying.set_step(sync ? task->next_min_step : 0);
       call->call.SetRequest({}, options_.wire_type);
+      call->into = &params;
       window_->Add(&call->call, Deadline(sync));
     }
   }
-  window_->Wait();
+  window_->Wait();  // every reply decoded into params as it arrived (ChunkCall::Completed)
   absl::Status status;
   for (auto& task : tasks_) {
     for (size_t c = 0; c < task->pull_calls.size(); ++c) {
       ChunkCall& call = *task->pull_calls[c];
-      proto::TransferReply reply;
-      if (absl::Status s = call.call.DecodeReply(&reply); !s.ok()) {
+      const proto::TransferReply& reply = call.reply;
+      if (!call.decoded.ok()) {
         // Every reply is read (the others still update the steps) before the first failure.
-        if (status.ok()) status = CallFailed(s, "pull", task->index, task->address);
+        if (status.ok()) status = CallFailed(call.decoded, "pull", task->index, task->address);
         continue;
       }
       if (reply.timed_out()) {
@@ -430,15 +462,11 @@ absl::Status PsClient::PullOnce(nn::ParameterSet& params, SyncResult* result) {
         task->pulled_step = reply.global_step();
         if (task->index == 0) result->global_step = reply.global_step();
       }
+      if (call.short_reply) {
+        return absl::InternalError(
+            absl::StrCat("short pull reply from ps task ", task->index, " at ", task->address));
+      }
       for (const SegmentRange& r : call.segments) {
-        const PartitionRef& ref = task->partitions[r.partition];
-        const auto dst = params.value(ref.handle)
-                             .subspan(static_cast<size_t>(ref.first_element + r.offset),
-                                      static_cast<size_t>(r.count));
-        if (!ReadFloats(call.call.reply_source, dst, options_.wire_type)) {
-          return absl::InternalError(
-              absl::StrCat("short pull reply from ps task ", task->index, " at ", task->address));
-        }
         result->bytes += r.count * static_cast<int64_t>(WireBytes(options_.wire_type));
       }
     }
