@@ -28,21 +28,24 @@ function(psflow_library name)
 endfunction()
 
 # psflow_test(<name> SOURCES ... DEPS ... [LABELS ...] [TIMEOUT s] [FIXTURES ...] [REAL_APISERVER]):
-# one GoogleTest binary, registered with ctest test by test; FIXTURES are ctest fixtures its tests
-# require. REAL_APISERVER: its tests run against the real Kubernetes control plane of
-# tests/control_plane (the kube_control_plane fixture) and show as skipped when it has none.
+# one GoogleTest binary, registered with ctest test by test, labelled LABELS and `cc` (the label
+# `long`: too slow to repeat under the sanitizers); FIXTURES are ctest fixtures its tests require.
+# REAL_APISERVER: its tests run against the real Kubernetes control plane of tests/control_plane
+# (the kube_control_plane fixture) and show as skipped when it has none.
+# `ninja psflow_tests` builds every such binary and what its tests start (scripts/sanitize.sh).
+add_custom_target(psflow_tests)
 function(psflow_test name)
   cmake_parse_arguments(ARG "REAL_APISERVER" "TIMEOUT" "SOURCES;DEPS;LABELS;FIXTURES" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
+  add_dependencies(psflow_tests ${name})
   psflow_target(${name})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 120)
   endif()
-  set(properties TIMEOUT ${ARG_TIMEOUT})
-  if(ARG_LABELS)
-    list(APPEND properties LABELS "${ARG_LABELS}")
-  endif()
+  # Every GoogleTest binary's tests carry the label `cc` (scripts/sanitize.sh selects them).
+  list(APPEND ARG_LABELS cc)
+  set(properties TIMEOUT ${ARG_TIMEOUT} LABELS "${ARG_LABELS}")
   if(ARG_REAL_APISERVER)
     list(APPEND ARG_FIXTURES kube_control_plane)
     target_link_libraries(${name} PRIVATE psflow_control_plane)

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Configures and builds psflow into build/ (Release with debug info). Extra arguments go to cmake,
-# e.g. scripts/build.sh -DPSFLOW_CUDA=OFF. BUILD_DIR overrides the folder.
+# Configures and builds psflow into build/ (Release with debug info), through ccache when it is
+# installed (scripts/compiler_cache.sh). Extra arguments go to cmake, e.g.
+# scripts/build.sh -DPSFLOW_CUDA=OFF. BUILD_DIR overrides the folder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir="${BUILD_DIR:-build}"
-cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+source scripts/compiler_cache.sh
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher_args[@]}" "$@" \
+  >/dev/null
 ninja -C "$build_dir"

@@ -38,6 +38,8 @@ packages=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev libopenblas-dev zlib1g-dev
   prometheus dataset-fashion-mnist clang-format
   clang libclang-rt-14-dev
+  # scripts/build.sh and scripts/sanitize.sh compile through it (scripts/compiler_cache.sh).
+  ccache
   python3 wordnet-base
   # tests/local_run_terminal_test drives `psflow run` in a real terminal.
   tmux

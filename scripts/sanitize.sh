@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The sanitizer suites, each in its own CPU-only build (CI runs both after the main tests):
+#
+#   address  build-asan, ASan + UBSan (-fno-sanitize-recover=all): every GoogleTest binary's tests
+#            (label `cc`: the unit tests and the multi-process ones, which start the ASan builds of
+#            psflow-ps, psflow-worker, psflow and psflow-operator, against the real API server
+#            where they need one) but the long convergence and example runs (label `long`).
+#   thread   build-tsan, TSan: the concurrent parts: the ps's state, coordinator and service
+#            (ps_test, ps_grpc_test), the worker's client, background exchange, overlapped sync,
+#            towers and trainer (ps_client_test, worker_test's concurrent suites), the CPU thread
+#            pool, and the operator's work queue, informer and leader election.
+#
+# Any report fails the run. The only suppressions are in tests/sanitizers/tsan.supp, each with
+# the reason it is inside gRPC. Builds go through ccache when it is installed.
+#
+#   scripts/sanitize.sh [address] [thread]      (default: both)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/compiler_cache.sh
+suites=("$@")
+[[ ${#suites[@]} -gt 0 ]] || suites=(address thread)
+jobs=$(nproc)
+
+configure() {  # configure DIR SANITIZER
+  cmake -S . -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPSFLOW_CUDA=OFF \
+    -DPSFLOW_SANITIZE="$2" "${launcher_args[@]}" >/dev/null
+}
+
+address() {
+  configure build-asan address
+  ninja -C build-asan psflow_tests
+  # detect_leaks: the processes exit cleanly, so a leak is a bug; UBSan stops at the first report.
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir build-asan --output-on-failure -j "$jobs" -L cc -LE long
+}
+
+thread() {
+  configure build-tsan thread
+  ninja -C build-tsan ps_test ps_grpc_test ps_client_test worker_test cpu_kernels_test \
+    controller_test kube_test
+  export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/sanitizers/tsan.supp"
+  local bin=build-tsan/bin
+  local concurrent_worker='BackgroundExchange*:Trainer*:ReplayTrainable*:Prefetcher*:TowersTest*:ModelPhases*'
+  local run
+  for run in "ps_test" "ps_grpc_test" "ps_client_test" \
+      "worker_test --gtest_filter=$concurrent_worker" \
+      "cpu_kernels_test --gtest_filter=ThreadPool*" \
+      "controller_test --gtest_filter=WorkQueue*:LeaderElector*:ReconcilerTest*:ThroughputProbeTest*" \
+      "kube_test --gtest_filter=Informer*:RateLimiter*"; do
+    echo "== TSan: $run"
+    # shellcheck disable=SC2086
+    $bin/$run --gtest_brief=1
+  done
+}
+
+for suite in "${suites[@]}"; do
+  case "$suite" in
+    address|thread) "$suite" ;;
+    *) echo "sanitize.sh: unknown suite '$suite' (address or thread)" >&2; exit 2 ;;
+  esac
+done
