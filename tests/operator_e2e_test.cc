@@ -5,11 +5,19 @@
 // statuses a kubelet would (phases, exit codes, OOMKilled, restarts) through pods/status.
 // Faults a real server does not produce on demand (dropped watches, 410 Gone, an unreachable
 // server, a missing CRD) are in operator_faults_test.cc, against tests/kube.
+//
+// With PSFLOW_E2E_CREDENTIALS=serviceaccount (the ctest entries AsChartServiceAccount.*) the
+// operators authenticate with the token of a ServiceAccount bound to nothing but the rules of
+// deploy/base/rbac.yaml (the chart's default rendering, tests/install/kustomize_test.sh), not as an
+// admin: a call the RBAC does not grant fails the test.
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -17,6 +25,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "core/http_get.h"
 #include "core/metrics.h"
 #include "operator/kube/object_meta.h"
@@ -38,6 +48,36 @@ Json Job(const std::string& name, int ps, int workers, const std::string& policy
   return testing::MinimalJob(name, ps, workers, policy);
 }
 
+const kube::Resource& Namespaces() {
+  static const kube::Resource* r = new kube::Resource{"", "v1", "namespaces", "Namespace", false};
+  return *r;
+}
+const kube::Resource& ServiceAccounts() {
+  static const kube::Resource* r =
+      new kube::Resource{"", "v1", "serviceaccounts", "ServiceAccount", true};
+  return *r;
+}
+const kube::Resource& Roles() {
+  static const kube::Resource* r =
+      new kube::Resource{"rbac.authorization.k8s.io", "v1", "roles", "Role", true};
+  return *r;
+}
+const kube::Resource& ClusterRoles() {
+  static const kube::Resource* r =
+      new kube::Resource{"rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", false};
+  return *r;
+}
+const kube::Resource& RoleBindings() {
+  static const kube::Resource* r =
+      new kube::Resource{"rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", true};
+  return *r;
+}
+
+bool AsServiceAccount() {
+  const char* mode = std::getenv("PSFLOW_E2E_CREDENTIALS");
+  return mode != nullptr && std::string(mode) == "serviceaccount";
+}
+
 class OperatorApiserverTest : public kubereal::RealApiserverTest {
  protected:
   OperatorApiserverTest() : RealApiserverTest("e2e") {}
@@ -50,19 +90,115 @@ class OperatorApiserverTest : public kubereal::RealApiserverTest {
 
   // Every status the operators wrote was stored as written: a status field the CRD lacks is
   // pruned by the real server, the operator logs it, and the test fails here.
+  // As the chart's ServiceAccount, nothing was refused: every call the operator made is granted.
   void TearDown() override {
     for (const auto& op : operators_) {
       EXPECT_FALSE(absl::StrContains(op->output(), "stored a different status")) << op->output();
+      if (!service_account_kubeconfig_.empty()) {
+        EXPECT_FALSE(absl::StrContains(op->output(), "forbidden")) << op->output();
+      }
+    }
+    if (!cluster_role_.empty()) {
+      client_->Delete(ClusterRoles(), "", cluster_role_, {}).IgnoreError();
     }
   }
 
-  // An operator watching only this test's namespace; it lives until the test ends.
+  // An operator watching only this test's namespace; it lives until the test ends. Without a
+  // kubeconfig: the admin's, or under PSFLOW_E2E_CREDENTIALS=serviceaccount the chart's
+  // ServiceAccount's.
   OperatorProcess* StartOperator(const std::string& identity, std::vector<std::string> flags = {},
-                                 const std::string& kubeconfig = "") {
+                                 std::string kubeconfig = "") {
     flags.push_back("--namespace=" + ns_);
-    operators_.push_back(std::make_unique<OperatorProcess>(
-        kubeconfig.empty() ? plane_->kubeconfig() : kubeconfig, identity, ns_, std::move(flags)));
+    if (kubeconfig.empty()) {
+      kubeconfig = AsServiceAccount() ? ServiceAccountKubeconfig() : plane_->kubeconfig();
+    }
+    operators_.push_back(
+        std::make_unique<OperatorProcess>(kubeconfig, identity, ns_, std::move(flags)));
     return operators_.back().get();
+  }
+
+  // deploy/base/`file` as kubectl parses it (one object, or a List of several; parsed once per
+  // process): the object of `kind` named `name`.
+  Json DeployBaseObject(const std::string& file, const std::string& kind, const std::string& name) {
+    static std::map<std::string, Json>* parsed_files = new std::map<std::string, Json>();
+    Json& items = (*parsed_files)[file];
+    if (items.empty()) {
+      std::string out;
+      const int code = plane_->Kubectl({"apply", "--dry-run=client", "-o", "json", "-f",
+                                        testing::SourceDir() + "/deploy/base/" + file},
+                                       &out);
+      EXPECT_EQ(code, 0) << out;
+      const size_t start = out.find('{');  // after any warning kubectl prints
+      const Json parsed = Json::parse(start == std::string::npos ? "{}" : out.substr(start),
+                                      nullptr, /*allow_exceptions=*/false);
+      if (!parsed.is_object()) {
+        ADD_FAILURE() << "kubectl did not print JSON for deploy/base/" << file << ": " << out;
+        return Json::object();
+      }
+      items = parsed.value("kind", "") == "List" ? parsed.value("items", Json::array())
+                                                 : Json::array({parsed});
+    }
+    for (const Json& item : items) {
+      if (item.value("kind", "") == kind && kube::Name(item) == name) return item;
+    }
+    ADD_FAILURE() << "deploy/base/" << file << " has no " << kind << " " << name << ": " << items;
+    return Json::object();
+  }
+
+  // A ServiceAccount psflow-operator in this namespace with the rules of deploy/base/rbac.yaml,
+  // bound here as the chart binds them with operator.watchNamespace (the ClusterRole's rules
+  // through a RoleBinding, the leader-election Role's in the Lease's namespace), and a kubeconfig
+  // with a token of it (TokenRequest: the control plane signs with its service-account key).
+  std::string ServiceAccountKubeconfig() {
+    if (!service_account_kubeconfig_.empty()) return service_account_kubeconfig_;
+    const Json cluster_role = DeployBaseObject("rbac.yaml", "ClusterRole", "psflow-operator");
+    const Json lease_role =
+        DeployBaseObject("rbac.yaml", "Role", "psflow-operator-leader-election");
+    const Json subjects = Json::array(
+        {{{"kind", "ServiceAccount"}, {"name", "psflow-operator"}, {"namespace", ns_}}});
+    cluster_role_ = "psflow-operator-" + ns_;
+    auto rbac = [](const std::string& kind, const std::string& name) {
+      return Json{{"kind", kind}, {"name", name}, {"apiGroup", "rbac.authorization.k8s.io"}};
+    };
+    const std::vector<std::pair<const kube::Resource*, Json>> objects = {
+        {&ServiceAccounts(), {{"metadata", {{"name", "psflow-operator"}}}}},
+        {&ClusterRoles(),
+         {{"metadata", {{"name", cluster_role_}}}, {"rules", cluster_role["rules"]}}},
+        {&RoleBindings(),
+         {{"metadata", {{"name", "psflow-operator"}}},
+          {"roleRef", rbac("ClusterRole", cluster_role_)},
+          {"subjects", subjects}}},
+        {&Roles(),
+         {{"metadata", {{"name", "psflow-operator-leader-election"}}},
+          {"rules", lease_role["rules"]}}},
+        {&RoleBindings(),
+         {{"metadata", {{"name", "psflow-operator-leader-election"}}},
+          {"roleRef", rbac("Role", "psflow-operator-leader-election")},
+          {"subjects", subjects}}}};
+    for (const auto& [resource, object] : objects) {
+      absl::StatusOr<Json> made =
+          client_->Create(*resource, resource->namespaced ? ns_ : "", object);
+      EXPECT_TRUE(made.ok()) << made.status();
+    }
+    std::string out;
+    const int code =
+        plane_->Kubectl({"create", "token", "psflow-operator", "-n", ns_, "--duration=1h"}, &out);
+    EXPECT_EQ(code, 0) << out;
+    const std::vector<std::string> lines =
+        absl::StrSplit(absl::StripAsciiWhitespace(out), '\n', absl::SkipEmpty());
+    const std::string token = lines.empty() ? "" : lines.back();
+    const std::string path = plane_->dir() + "/" + ns_ + ".serviceaccount.kubeconfig";
+    std::ifstream server_file(plane_->dir() + "/server");
+    std::string server;
+    std::getline(server_file, server);
+    std::ofstream(path) << "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
+                        << "    server: " << server
+                        << "\n    certificate-authority: " << plane_->dir()
+                        << "/pki/ca.crt\nusers:\n- name: psflow-operator\n  user:\n    token: "
+                        << token << "\ncontexts:\n- name: c\n  context: {cluster: c, user: "
+                        << "psflow-operator}\ncurrent-context: c\n";
+    service_account_kubeconfig_ = path;
+    return path;
   }
 
   void CreateJob(const Json& job) {
@@ -126,6 +262,8 @@ class OperatorApiserverTest : public kubereal::RealApiserverTest {
   std::string ns_;
   std::unique_ptr<kubereal::TestKubelet> kubelet_;
   std::vector<std::unique_ptr<OperatorProcess>> operators_;
+  std::string service_account_kubeconfig_;  // made once, by the first operator that needs it
+  std::string cluster_role_;                // cluster-scoped: deleted by TearDown
 };
 
 TEST_F(OperatorApiserverTest, JobGetsItsServicesPodsAndStatus) {
@@ -450,6 +588,83 @@ TEST_F(OperatorApiserverTest, RbacForbiddenExitsNamingWhatIsMissing) {
   ASSERT_EQ(lines.size(), 1u) << op->output();
   EXPECT_TRUE(absl::StrContains(lines[0], "cannot list resource \"pods\"")) << lines[0];
   EXPECT_TRUE(absl::StrContains(lines[0], kubereal::ControlPlane::kLimitedUser)) << lines[0];
+}
+
+// spec.networkPolicy.enabled: the job gets its NetworkPolicy before its pods, with the job's
+// selectors and named ports, owned by the job and gone with it (ttlSecondsAfterFinished, then the
+// garbage collector); a job without it gets none.
+TEST_F(OperatorApiserverTest, NetworkPolicyOnlyWhenOptedInAndDeletedWithTheJob) {
+  auto op = StartOperator("op-a");
+  Json fenced = Job("fenced", 1, 1, "OnFailure");
+  const Json monitoring =
+      Json::array({{{"namespaceSelector",
+                     {{"matchLabels", {{"kubernetes.io/metadata.name", "monitoring"}}}}}}});
+  fenced["spec"]["networkPolicy"] = {{"enabled", true}, {"metricsFrom", monitoring}};
+  fenced["spec"]["runPolicy"]["ttlSecondsAfterFinished"] = 1;
+  CreateJob(fenced);
+  CreateJob(Job("open", 1, 1, "OnFailure"));
+  ASSERT_TRUE(Eventually([&] { return Pods("fenced").size() == 2 && Pods("open").size() == 2; }))
+      << op->output();
+  absl::StatusOr<kube::ObjectList> policies = client_->List(kube::NetworkPolicies(), ns_, {});
+  ASSERT_TRUE(policies.ok()) << policies.status();
+  ASSERT_EQ(policies->items.size(), 1u);
+  const Json& policy = policies->items[0];
+  EXPECT_EQ(kube::Name(policy), "fenced-network");
+  EXPECT_EQ(kube::ControllerUid(policy), kube::Uid(GetJob("fenced")));
+  const Json job_pods = {{"matchLabels", {{"psflow.io/job-name", "fenced"}}}};
+  EXPECT_EQ(policy["spec"]["podSelector"], job_pods);
+  EXPECT_EQ(policy["spec"]["policyTypes"], Json::array({"Ingress"}));
+  EXPECT_EQ(policy["spec"]["ingress"],
+            Json::array({{{"from", Json::array({{{"podSelector", job_pods}}})},
+                          {"ports", Json::array({{{"protocol", "TCP"}, {"port", "psflow-port"}}})}},
+                         {{"from", monitoring},
+                          {"ports", Json::array({{{"protocol", "TCP"}, {"port", "metrics"}}})}}}));
+  EXPECT_TRUE(Eventually([&] { return Events("SuccessfulCreateNetworkPolicy", "Normal") == 1; }));
+  RunAll("fenced");
+  ASSERT_TRUE(kubelet_->SetPhase("fenced-worker-0", "Succeeded").ok());
+  ASSERT_TRUE(Eventually([&] { return State("fenced") == "<gone>"; })) << op->output();
+  EXPECT_TRUE(Eventually([&] {
+    absl::StatusOr<Json> left = client_->Get(kube::NetworkPolicies(), ns_, "fenced-network");
+    return left.status().code() == absl::StatusCode::kNotFound;
+  })) << "the garbage collector left fenced-network";
+}
+
+// In a namespace that enforces the restricted Pod Security Standard, the API server refuses a pod
+// without the settings (the PodSecurity admission plugin is on), and admits the operator's own
+// pod (deploy/base/deployment.yaml's template) and a job's pods, a ps checkpoint volume included.
+TEST_F(OperatorApiserverTest, RestrictedNamespaceAdmitsTheOperatorsAndTheJobsPods) {
+  absl::StatusOr<Json> ns = client_->Get(Namespaces(), "", ns_);
+  ASSERT_TRUE(ns.ok()) << ns.status();
+  (*ns)["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] = "restricted";
+  ASSERT_TRUE(client_->Update(Namespaces(), "", *ns).ok());
+  const Json plain = {
+      {"metadata", {{"name", "plain"}}},
+      {"spec", {{"containers", Json::array({{{"name", "c"}, {"image", "busybox"}}})}}}};
+  absl::StatusOr<Json> refused = client_->Create(kube::Pods(), ns_, plain);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied) << refused.status();
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "violates PodSecurity \"restricted"))
+      << refused.status();
+
+  const Json deployment = DeployBaseObject("deployment.yaml", "Deployment", "psflow-operator");
+  Json operator_pod = {{"metadata", {{"name", "psflow-operator"}}},
+                       {"spec", deployment["spec"]["template"]["spec"]}};
+  operator_pod["spec"]["serviceAccountName"] = "default";
+  absl::StatusOr<Json> admitted = client_->Create(kube::Pods(), ns_, operator_pod);
+  EXPECT_TRUE(admitted.ok()) << admitted.status();
+
+  auto op = StartOperator("op-a");
+  Json job = Job("safe", 1, 1, "OnFailure");
+  job["spec"]["replicaSpecs"]["PS"]["checkpoint"] = {{"sizeLimit", "1Gi"}};
+  CreateJob(job);
+  ASSERT_TRUE(Eventually([&] { return Pods("safe").size() == 2 && State("safe") == "Created"; }))
+      << op->output();
+  absl::StatusOr<Json> ps = client_->Get(kube::Pods(), ns_, "safe-ps-0");
+  ASSERT_TRUE(ps.ok()) << ps.status();
+  const Json& container = (*ps)["spec"]["containers"][0];
+  EXPECT_EQ(container["args"].back(), "--checkpoint_dir=/var/lib/psflow/checkpoints");
+  EXPECT_EQ(container["securityContext"]["readOnlyRootFilesystem"], true);
+  EXPECT_EQ((*ps)["spec"]["securityContext"]["runAsUser"], 65532);
 }
 
 }  // namespace

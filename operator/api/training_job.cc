@@ -109,6 +109,64 @@ absl::StatusOr<Container> ParseContainer(const YAML::Node& node, absl::string_vi
   return c;
 }
 
+// A Kubernetes quantity as a volume size is written: "512Mi", "10Gi", "1.5G", "1000000".
+bool IsSizeQuantity(absl::string_view s) {
+  size_t i = 0;
+  auto digits = [&] {
+    const size_t start = i;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+    return i > start;
+  };
+  if (!digits()) return false;
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    if (!digits()) return false;
+  }
+  const absl::string_view suffix = s.substr(i);
+  for (const char* unit : {"", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "k", "M", "G", "T", "P", "E"}) {
+    if (suffix == unit) return true;
+  }
+  return false;
+}
+
+absl::StatusOr<CheckpointVolume> ParseCheckpoint(const YAML::Node& node, absl::string_view path) {
+  if (!node.IsMap()) return Bad(path, "must be an object");
+  CheckpointVolume c;
+  ASSIGN_OR_RETURN(c.kind,
+                   EnumValue<CheckpointVolumeKind>(
+                       node["volume"], absl::StrCat(path, ".volume"),
+                       {{"emptyDir", CheckpointVolumeKind::kEmptyDir},
+                        {"persistentVolumeClaim", CheckpointVolumeKind::kPersistentVolumeClaim}},
+                       CheckpointVolumeKind::kEmptyDir));
+  if (node["claimName"]) {
+    ASSIGN_OR_RETURN(
+        c.claim_name,
+        Scalar<std::string>(node["claimName"], absl::StrCat(path, ".claimName"), "a string"));
+  }
+  if (node["sizeLimit"]) {
+    ASSIGN_OR_RETURN(
+        c.size_limit,
+        Scalar<std::string>(node["sizeLimit"], absl::StrCat(path, ".sizeLimit"), "a string"));
+    if (!IsSizeQuantity(c.size_limit)) {
+      return Bad(absl::StrCat(path, ".sizeLimit"),
+                 absl::StrCat("\"", c.size_limit, "\" is not a size (e.g. 512Mi, 10Gi)"));
+    }
+  }
+  if (c.kind == CheckpointVolumeKind::kPersistentVolumeClaim) {
+    if (c.claim_name.empty()) {
+      return Bad(absl::StrCat(path, ".claimName"),
+                 "names the PersistentVolumeClaim of volume persistentVolumeClaim; it is missing");
+    }
+    if (!c.size_limit.empty()) {
+      return Bad(absl::StrCat(path, ".sizeLimit"),
+                 "applies to volume emptyDir only (a claim's size is the claim's)");
+    }
+  } else if (!c.claim_name.empty()) {
+    return Bad(absl::StrCat(path, ".claimName"), "applies to volume persistentVolumeClaim only");
+  }
+  return c;
+}
+
 absl::StatusOr<ReplicaSpec> ParseReplicaSpec(const YAML::Node& node, ReplicaType type,
                                              absl::string_view path) {
   if (!node.IsMap()) return Bad(path, "must be an object");
@@ -138,7 +196,36 @@ absl::StatusOr<ReplicaSpec> ParseReplicaSpec(const YAML::Node& node, ReplicaType
     ASSIGN_OR_RETURN(Container c, ParseContainer(containers[i], absl::StrCat(cpath, "[", i, "]")));
     r.containers.push_back(std::move(c));
   }
+  if (node["checkpoint"]) {
+    const std::string checkpoint_path = absl::StrCat(path, ".checkpoint");
+    if (type != ReplicaType::kPS) {
+      return Bad(checkpoint_path, "only PS replicas checkpoint (they hold the variables)");
+    }
+    ASSIGN_OR_RETURN(r.checkpoint, ParseCheckpoint(node["checkpoint"], checkpoint_path));
+  }
   return r;
+}
+
+absl::StatusOr<NetworkPolicySpec> ParseNetworkPolicy(const YAML::Node& node) {
+  NetworkPolicySpec n;
+  if (!node) return n;
+  if (!node.IsMap()) return Bad("spec.networkPolicy", "must be an object");
+  if (node["enabled"]) {
+    ASSIGN_OR_RETURN(n.enabled,
+                     Scalar<bool>(node["enabled"], "spec.networkPolicy.enabled", "a boolean"));
+  }
+  if (const YAML::Node from = node["metricsFrom"]) {
+    if (!from.IsSequence()) {
+      return Bad("spec.networkPolicy.metricsFrom", "must be a list of NetworkPolicyPeers");
+    }
+    for (size_t i = 0; i < from.size(); ++i) {
+      if (!from[i].IsMap()) {
+        return Bad(absl::StrCat("spec.networkPolicy.metricsFrom[", i, "]"),
+                   "must be a NetworkPolicyPeer (podSelector, namespaceSelector or ipBlock)");
+      }
+    }
+  }
+  return n;
 }
 
 absl::StatusOr<RunPolicy> ParseRunPolicy(const YAML::Node& node) {
@@ -213,6 +300,7 @@ absl::StatusOr<TrainingJob> Parse(const YAML::Node& doc) {
     return Bad("spec.replicaSpecs", "needs at least one Worker (or a Chief) replica");
   }
   ASSIGN_OR_RETURN(job.run_policy, ParseRunPolicy(spec["runPolicy"]));
+  ASSIGN_OR_RETURN(job.network_policy, ParseNetworkPolicy(spec["networkPolicy"]));
   if (const YAML::Node sp = spec["successPolicy"]) {
     ASSIGN_OR_RETURN(job.success_policy,
                      EnumValue<SuccessPolicy>(sp, "spec.successPolicy",

@@ -57,10 +57,24 @@ struct Container {
   std::vector<ContainerPort> ports;
 };
 
+// Where the ps tasks keep their checkpoints (spec.replicaSpecs.PS.checkpoint). The operator adds
+// the volume to each ps pod, mounts it at kCheckpointMountPath in the main container and passes
+// --checkpoint_dir=kCheckpointMountPath (controller/checkpoint_volume.h). An emptyDir outlives
+// container restarts (the pod stays); a PersistentVolumeClaim outlives the pod (deleted,
+// rescheduled, replaced). `psflow run` ignores it: locally, pass --checkpoint_dir in args.
+enum class CheckpointVolumeKind { kEmptyDir, kPersistentVolumeClaim };
+struct CheckpointVolume {
+  CheckpointVolumeKind kind = CheckpointVolumeKind::kEmptyDir;
+  std::string claim_name;  // kPersistentVolumeClaim: the claim, in the job's namespace
+  std::string size_limit;  // kEmptyDir: a quantity ("10Gi"), or "" for no limit
+};
+inline constexpr char kCheckpointMountPath[] = "/var/lib/psflow/checkpoints";
+
 struct ReplicaSpec {
   int replicas = 1;
   RestartPolicy restart_policy = RestartPolicy::kNever;
-  std::vector<Container> containers;  // template.spec.containers
+  std::vector<Container> containers;           // template.spec.containers
+  std::optional<CheckpointVolume> checkpoint;  // PS only
 
   // The container psflow configures: the one named "psflow", else the first.
   const Container& MainContainer() const;
@@ -76,12 +90,20 @@ struct RunPolicy {
   bool suspend = false;
 };
 
+// spec.networkPolicy: whether the operator makes the job a NetworkPolicy (controller/
+// network_policy.h). `metricsFrom`, a list of networking.k8s.io/v1 NetworkPolicyPeers, passes
+// through to it unparsed (the operator reads it from the stored object); `psflow run` ignores both.
+struct NetworkPolicySpec {
+  bool enabled = false;
+};
+
 struct TrainingJob {
   std::string name;
   std::string namespace_ = "default";
   std::map<ReplicaType, ReplicaSpec> replica_specs;  // ordered Chief, PS, Worker, Evaluator
   RunPolicy run_policy;
   SuccessPolicy success_policy = SuccessPolicy::kChiefOrWorker0;
+  NetworkPolicySpec network_policy;
 
   int Replicas(ReplicaType type) const;
 };
@@ -89,7 +111,8 @@ struct TrainingJob {
 // Parses and validates a manifest. INVALID_ARGUMENT with one line naming `source` and the field:
 // not YAML, wrong apiVersion/kind, missing metadata.name, no or unknown replica types, negative
 // replicas, more than MaxReplicas of a type, no Worker or Chief replica, a replica spec with no
-// container, bad enum values.
+// container, bad enum values, a checkpoint on a replica other than PS or a persistentVolumeClaim
+// one without claimName, a networkPolicy.metricsFrom that is not a list of objects.
 absl::StatusOr<TrainingJob> ParseTrainingJob(absl::string_view yaml, absl::string_view source);
 
 // Reads then parses a file; NOT_FOUND when it cannot be read.

@@ -119,6 +119,89 @@ TEST(TrainingJob, BadManifestsGiveOneLineNamingTheField) {
   }
 }
 
+TEST(TrainingJob, ParsesThePsCheckpointVolumeAndTheNetworkPolicy) {
+  const std::string head =
+      "apiVersion: psflow.io/v1alpha1\nkind: TrainingJob\nmetadata: {name: x}\nspec:\n";
+  const std::string replicas =
+      "  replicaSpecs:\n"
+      "    Worker: {template: {spec: {containers: [{command: [w]}]}}}\n"
+      "    PS:\n"
+      "      template: {spec: {containers: [{command: [p]}]}}\n";
+  auto none = ParseTrainingJob(head + replicas, "job.yaml");
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->replica_specs.at(ReplicaType::kPS).checkpoint.has_value());
+  EXPECT_FALSE(none->network_policy.enabled);
+
+  auto empty_dir = ParseTrainingJob(
+      head + "  networkPolicy: {enabled: true, metricsFrom: [{podSelector: {}}]}\n" + replicas +
+          "      checkpoint: {sizeLimit: 2Gi}\n",
+      "job.yaml");
+  ASSERT_TRUE(empty_dir.ok()) << empty_dir.status();
+  EXPECT_TRUE(empty_dir->network_policy.enabled);
+  const auto& local = empty_dir->replica_specs.at(ReplicaType::kPS).checkpoint;
+  ASSERT_TRUE(local.has_value());
+  EXPECT_EQ(local->kind, CheckpointVolumeKind::kEmptyDir);
+  EXPECT_EQ(local->size_limit, "2Gi");
+  EXPECT_EQ(local->claim_name, "");
+
+  auto claim = ParseTrainingJob(
+      head + replicas + "      checkpoint: {volume: persistentVolumeClaim, claimName: ckpt}\n",
+      "job.yaml");
+  ASSERT_TRUE(claim.ok()) << claim.status();
+  const auto& kept = claim->replica_specs.at(ReplicaType::kPS).checkpoint;
+  ASSERT_TRUE(kept.has_value());
+  EXPECT_EQ(kept->kind, CheckpointVolumeKind::kPersistentVolumeClaim);
+  EXPECT_EQ(kept->claim_name, "ckpt");
+}
+
+TEST(TrainingJob, BadCheckpointsAndNetworkPoliciesGiveOneLineNamingTheField) {
+  const std::string head =
+      "apiVersion: psflow.io/v1alpha1\nkind: TrainingJob\nmetadata: {name: x}\nspec:\n";
+  const std::string replicas =
+      "  replicaSpecs:\n"
+      "    Worker: {template: {spec: {containers: [{command: [w]}]}}}\n"
+      "    PS:\n"
+      "      template: {spec: {containers: [{command: [p]}]}}\n";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {head + replicas + "      checkpoint: {volume: hostPath}\n",
+       "bad.yaml: spec.replicaSpecs.PS.checkpoint.volume: \"hostPath\" is not one of emptyDir, "
+       "persistentVolumeClaim"},
+      {head + replicas + "      checkpoint: {volume: persistentVolumeClaim}\n",
+       "bad.yaml: spec.replicaSpecs.PS.checkpoint.claimName: names the PersistentVolumeClaim of "
+       "volume persistentVolumeClaim; it is missing"},
+      {head + replicas + "      checkpoint: {claimName: c}\n",
+       "bad.yaml: spec.replicaSpecs.PS.checkpoint.claimName: applies to volume "
+       "persistentVolumeClaim only"},
+      {head + replicas +
+           "      checkpoint: {volume: persistentVolumeClaim, claimName: c, sizeLimit: 1Gi}\n",
+       "bad.yaml: spec.replicaSpecs.PS.checkpoint.sizeLimit: applies to volume emptyDir only (a "
+       "claim's size is the claim's)"},
+      {head + replicas + "      checkpoint: {sizeLimit: lots}\n",
+       "bad.yaml: spec.replicaSpecs.PS.checkpoint.sizeLimit: \"lots\" is not a size (e.g. 512Mi, "
+       "10Gi)"},
+      {head + replicas + "      checkpoint: emptyDir\n",
+       "bad.yaml: spec.replicaSpecs.PS.checkpoint: must be an object"},
+      {head +
+           "  replicaSpecs:\n    Worker: {checkpoint: {}, template: {spec: {containers: [{command: "
+           "[w]}]}}}\n",
+       "bad.yaml: spec.replicaSpecs.Worker.checkpoint: only PS replicas checkpoint (they hold the "
+       "variables)"},
+      {head + "  networkPolicy: true\n" + replicas,
+       "bad.yaml: spec.networkPolicy: must be an object"},
+      {head + "  networkPolicy: {enabled: sometimes}\n" + replicas,
+       "bad.yaml: spec.networkPolicy.enabled: must be a boolean, got \"sometimes\""},
+      {head + "  networkPolicy: {metricsFrom: [monitoring]}\n" + replicas,
+       "bad.yaml: spec.networkPolicy.metricsFrom[0]: must be a NetworkPolicyPeer (podSelector, "
+       "namespaceSelector or ipBlock)"},
+  };
+  for (const auto& [yaml, message] : cases) {
+    auto job = ParseTrainingJob(yaml, "bad.yaml");
+    ASSERT_FALSE(job.ok()) << yaml;
+    EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(job.status().message(), message);
+  }
+}
+
 TEST(TrainingJob, MissingFileIsNotFound) {
   EXPECT_EQ(LoadTrainingJob("/nonexistent/job.yaml").status().code(), absl::StatusCode::kNotFound);
 }

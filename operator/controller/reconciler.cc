@@ -17,6 +17,7 @@
 #include "operator/api/training_job.h"
 #include "operator/controller/job_decision.h"
 #include "operator/controller/job_status.h"
+#include "operator/controller/network_policy.h"
 #include "operator/controller/pod_state.h"
 #include "operator/controller/replica_objects.h"
 #include "operator/kube/api_status.h"
@@ -347,7 +348,12 @@ void Reconciler::ReconcileActive(Pass& pass) {
   for (const ObjectPtr& service : pass.extra_services) {
     absl::Status s = client_.Delete(kube::Services(), pass.ns, kube::Name(*service),
                                     {kube::Propagation::kBackground, kube::Uid(*service), -1});
-    if (s.ok()) ++pass.result.services_deleted;
+    if (s.ok()) {
+      ++pass.result.services_deleted;
+    } else if (s.code() != absl::StatusCode::kNotFound) {
+      PSFLOW_LOG(WARNING) << "deleting service " << pass.ns << "/" << kube::Name(*service) << ": "
+                          << s.message();
+    }
   }
   if (!decision.create_pods.empty() || !decision.create_services.empty()) {
     CreateAll(pass, decision.create_pods, decision.create_services);
@@ -437,9 +443,11 @@ void Reconciler::Finish(Pass& pass) {
                                       {kube::Propagation::kBackground, kube::Uid(*service), -1});
       if (s.ok() || s.code() == absl::StatusCode::kNotFound) {
         ++pass.result.services_deleted;
-      } else if (pass.result.status.ok()) {
-        pass.result.status = s;
+        continue;
       }
+      PSFLOW_LOG(WARNING) << "deleting service " << pass.ns << "/" << kube::Name(*service) << ": "
+                          << s.message();
+      if (pass.result.status.ok()) pass.result.status = s;
     }
   }
   if (ParseTimestamp(pass.status.completion_time) == absl::InfinitePast()) {
@@ -460,8 +468,10 @@ void Reconciler::Finish(Pass& pass) {
                          << " deleted: ttlSecondsAfterFinished passed";
         pass.result.job_deleted = true;
         expectations_.Forget(pass.key);
-      } else if (pass.result.status.ok()) {
-        pass.result.status = s;
+      } else {
+        PSFLOW_LOG(WARNING) << "TrainingJob " << pass.key
+                            << ": not deleted after ttlSecondsAfterFinished: " << s.message();
+        if (pass.result.status.ok()) pass.result.status = s;
       }
     } else {
       pass.result.requeue_after = expire - pass.now;
@@ -515,6 +525,25 @@ void Reconciler::CreateAll(Pass& pass, const std::vector<ReplicaSlot>& pods,
   const size_t pod_count = std::min(pods.size(), cap - service_count);
   if (service_count + pod_count < services.size() + pods.size()) {
     pass.result.requeue_after = absl::ZeroDuration();
+  }
+  // An opted-in job's NetworkPolicy comes before its pods, so that none runs unprotected. It is
+  // not watched: asking again whenever pods are made finds it (409) or puts it back.
+  if (pass.job.network_policy.enabled && pod_count > 0) {
+    const Json policy = BuildNetworkPolicy(*pass.object, pass.job);
+    absl::StatusOr<Json> made = client_.Create(kube::NetworkPolicies(), pass.ns, policy);
+    if (made.ok()) {
+      events_.Record(*pass.object, EventType::kNormal, "SuccessfulCreateNetworkPolicy",
+                     absl::StrCat("Created NetworkPolicy: ", kube::Name(policy)));
+    } else if (made.status().code() != absl::StatusCode::kAlreadyExists) {
+      PSFLOW_LOG(WARNING) << "TrainingJob " << pass.key << ": NetworkPolicy " << kube::Name(policy)
+                          << ": " << made.status().message();
+      if (pass.result.status.ok()) {
+        pass.result.status = absl::Status(
+            made.status().code(),
+            absl::StrCat("NetworkPolicy ", kube::Name(policy), ": ", made.status().message()));
+      }
+      return;
+    }
   }
   expectations_.Expect(pass.key, static_cast<int>(pod_count), 0);
   std::mutex mu;

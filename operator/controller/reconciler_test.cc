@@ -669,6 +669,54 @@ TEST_F(ReconcilerTest, FailedCreationsAreRetriedAndExpectationsReleased) {
   EXPECT_EQ(r.pods_created, 1);
 }
 
+// spec.networkPolicy.enabled: the NetworkPolicy comes first; while it cannot be made no pod is,
+// and once it exists later passes that make pods find it there.
+TEST_F(ReconcilerTest, AnOptedInJobsNetworkPolicyComesBeforeItsPods) {
+  store_.RegisterResource(kube::NetworkPolicies(), false);
+  Json job = MakeJob("fenced", 1, 1, "ExitCode");
+  job["spec"]["networkPolicy"] = {{"enabled", true}};
+  Create(job);
+  client_.SetFault([](absl::string_view verb, const kube::Resource& r, absl::string_view) {
+    if (verb == "create" && r.plural == "networkpolicies") {
+      return absl::UnavailableError("connection refused");
+    }
+    return absl::OkStatus();
+  });
+  ReconcileResult r = Pass("fenced");
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kUnavailable) << r.status;
+  EXPECT_EQ(r.status.message(), "NetworkPolicy fenced-network: connection refused");
+  EXPECT_TRUE(Names(kube::Pods()).empty());
+  client_.SetFault(nullptr);
+  r = Pass("fenced");
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.pods_created, 2);
+  EXPECT_EQ(Names(kube::NetworkPolicies()), std::vector<std::string>{"fenced-network"});
+  const Json policy = client_.Get(kube::NetworkPolicies(), "default", "fenced-network").value();
+  EXPECT_EQ(kube::ControllerUid(policy), kube::Uid(Job("fenced")));
+  // A replaced pod: the policy is asked for again, found, and the pod made.
+  SetPhase("fenced-worker-0", "Failed", 137, "OOMKilled");
+  ASSERT_TRUE(Pass("fenced").status.ok());
+  r = Pass("fenced");
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.pods_created, 1);
+  EXPECT_EQ(Names(kube::NetworkPolicies()), std::vector<std::string>{"fenced-network"});
+}
+
+TEST_F(ReconcilerTest, AJobWithoutNetworkPolicyGetsNone) {
+  store_.RegisterResource(kube::NetworkPolicies(), false);
+  Create(MakeJob("open", 1, 1, "OnFailure"));
+  int policy_calls = 0;
+  client_.SetFault([&](absl::string_view, const kube::Resource& r, absl::string_view) {
+    if (r.plural == "networkpolicies") ++policy_calls;
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(Pass("open").status.ok());
+  client_.SetFault(nullptr);
+  EXPECT_EQ(Names(kube::Pods()).size(), 2u);
+  EXPECT_TRUE(Names(kube::NetworkPolicies()).empty());
+  EXPECT_EQ(policy_calls, 0);
+}
+
 // A template the API refuses: slow start means one refused create, then the job fails for good.
 TEST_F(ReconcilerTest, ARefusedPodTemplateCostsOneCreateAndFailsTheJob) {
   Create(MakeJob("refused", 1, 8, "OnFailure"));

@@ -4,6 +4,8 @@
 #include "core/cluster_spec.h"
 #include "operator/api/cluster_spec_builder.h"
 #include "operator/api/job_policy.h"
+#include "operator/controller/checkpoint_volume.h"
+#include "operator/controller/pod_security.h"
 #include "operator/kube/object_meta.h"
 #include "operator/kube/resource.h"
 
@@ -20,15 +22,6 @@ json Labels(const api::TrainingJob& job, api::ReplicaType type, int index) {
   return labels;
 }
 
-json OwnerReference(const json& job_object, const api::TrainingJob& job) {
-  return {{"apiVersion", kube::TrainingJobs().ApiVersion()},
-          {"kind", kube::TrainingJobs().kind},
-          {"name", job.name},
-          {"uid", kube::Uid(job_object)},
-          {"controller", true},
-          {"blockOwnerDeletion", true}};
-}
-
 json Metadata(const json& job_object, const api::TrainingJob& job, api::ReplicaType type, int index,
               json base) {
   if (!base.is_object()) base = json::object();
@@ -37,7 +30,7 @@ json Metadata(const json& job_object, const api::TrainingJob& job, api::ReplicaT
   if (!base.contains("labels") || !base["labels"].is_object()) base["labels"] = json::object();
   const json labels = Labels(job, type, index);
   for (const auto& [key, value] : labels.items()) base["labels"][key] = value;
-  base["ownerReferences"] = json::array({OwnerReference(job_object, job)});
+  base["ownerReferences"] = json::array({JobOwnerReference(job_object, job)});
   for (const char* server_field : {"uid", "resourceVersion", "creationTimestamp", "generation",
                                    "deletionTimestamp", "generateName", "managedFields"}) {
     base.erase(server_field);
@@ -97,6 +90,15 @@ const json& Template(const json& job_object, api::ReplicaType type) {
 
 }  // namespace
 
+json JobOwnerReference(const json& job_object, const api::TrainingJob& job) {
+  return {{"apiVersion", kube::TrainingJobs().ApiVersion()},
+          {"kind", kube::TrainingJobs().kind},
+          {"name", job.name},
+          {"uid", kube::Uid(job_object)},
+          {"controller", true},
+          {"blockOwnerDeletion", true}};
+}
+
 std::string JobSelector(const std::string& job_name) {
   return absl::StrCat(kJobNameLabel, "=", job_name);
 }
@@ -139,6 +141,8 @@ json BuildPod(const json& job_object, const api::TrainingJob& job, api::ReplicaT
   SetEnv(container, "PSFLOW_REPLICA_TYPE", std::string(api::TaskTypeName(type)));
   SetEnv(container, "PSFLOW_REPLICA_INDEX", absl::StrCat(index));
   SetEnv(container, "PSFLOW_METRICS_PORT", absl::StrCat(metrics_port));
+  if (replica.checkpoint) AddCheckpointVolume(*replica.checkpoint, spec, main);
+  ApplyRestrictedSecurity(spec, main);
   pod["spec"] = std::move(spec);
   return pod;
 }

@@ -5,7 +5,9 @@
 // restartPolicy mapped from the replica's policy, and on the main container (the one named
 // "psflow", else the first) the env TF_CONFIG, PSFLOW_JOB_NAME, PSFLOW_NAMESPACE,
 // PSFLOW_REPLICA_TYPE, PSFLOW_REPLICA_INDEX, PSFLOW_METRICS_PORT, and the ports "psflow-port"
-// (default 2222) and "metrics" (default 9100) when the template does not declare them.
+// (default 2222) and "metrics" (default 9100) when the template does not declare them; a ps
+// pod's checkpoint volume (checkpoint_volume.h); the restricted security defaults
+// (pod_security.h).
 #ifndef PSFLOW_OPERATOR_CONTROLLER_REPLICA_OBJECTS_H_
 #define PSFLOW_OPERATOR_CONTROLLER_REPLICA_OBJECTS_H_
 
@@ -27,6 +29,9 @@ inline constexpr int kDefaultMetricsPort = 9100;
 std::string JobSelector(const std::string& job_name);
 // "psflow.io/job-name=<job>,psflow.io/replica-type=worker" (the scale subresource's selector).
 std::string WorkerSelector(const std::string& job_name);
+
+// The ownerReference to the job (controller, blockOwnerDeletion) of every object it owns.
+nlohmann::json JobOwnerReference(const nlohmann::json& job_object, const api::TrainingJob& job);
 
 // `job_object` is the TrainingJob as stored (its metadata.uid and spec.replicaSpecs.<T>.template
 // are read); `job` is its parsed form.

@@ -38,9 +38,14 @@ const Resource& Events() {
   static const Resource* r = new Resource{"", "v1", "events", "Event", true};
   return *r;
 }
-const Resource& Leases() {
+const Resource& NetworkPolicies() {
   static const Resource* r =
-      new Resource{"coordination.k8s.io", "v1", "leases", "Lease", true};
+      new Resource{"networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", true};
+  return *r;
+}
+
+const Resource& Leases() {
+  static const Resource* r = new Resource{"coordination.k8s.io", "v1", "leases", "Lease", true};
   return *r;
 }
 const Resource& TrainingJobs() {

@@ -32,8 +32,9 @@ struct Resource {
 const Resource& Pods();
 const Resource& Services();
 const Resource& Events();
-const Resource& Leases();        // coordination.k8s.io/v1
-const Resource& TrainingJobs();  // psflow.io/v1alpha1
+const Resource& Leases();           // coordination.k8s.io/v1
+const Resource& TrainingJobs();     // psflow.io/v1alpha1
+const Resource& NetworkPolicies();  // networking.k8s.io/v1
 
 }  // namespace psflow::kube
 

@@ -187,7 +187,10 @@ wait_for() {
 etcd_healthy() { curl -sf "http://127.0.0.1:$etcd_port/health" | grep -q '"health":"true"'; }
 wait_for etcd 30 etcd_healthy
 
-# --- kube-apiserver
+# --- kube-apiserver. Its default admission plugins (PodSecurity among them: a namespace labelled
+# pod-security.kubernetes.io/enforce refuses the pods its level forbids) and
+# OwnerReferencesPermissionEnforcement, as OpenShift has it: setting blockOwnerDeletion in an
+# ownerReference needs `update` of the owner's finalizers, so the operator's RBAC is checked for it.
 api_port="$(free_port)"
 setsid "$apiserver" --etcd-servers="http://127.0.0.1:$etcd_port" \
   --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$api_port" \
@@ -196,6 +199,7 @@ setsid "$apiserver" --etcd-servers="http://127.0.0.1:$etcd_port" \
   --service-account-issuer=https://kubernetes.default.svc.cluster.local \
   --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
   --service-cluster-ip-range=10.96.0.0/16 --authorization-mode=Node,RBAC \
+  --enable-admission-plugins=OwnerReferencesPermissionEnforcement \
   </dev/null >"$dir/kube-apiserver.log" 2>&1 &
 echo $! >> "$dir/pids"
 server="https://127.0.0.1:$api_port"

@@ -37,6 +37,9 @@ EXPECTED = {
         ("", "services", "create", ""), ("", "services", "delete", ""),
         # event_recorder.cc: Events on the TrainingJob (created, never updated).
         ("", "events", "create", ""),
+        # reconciler.cc: the NetworkPolicy of a job with spec.networkPolicy.enabled, created
+        # before its pods (deleted with the job by the garbage collector: no delete, no watch).
+        ("networking.k8s.io", "networkpolicies", "create", ""),
     },
     "lease": {
         # leader_election.cc: creates the Lease when missing (RBAC cannot name what is created),
@@ -49,7 +52,8 @@ EXPECTED = {
 
 RESOURCES = {"TrainingJobs": ("psflow.io", "trainingjobs"), "Pods": ("", "pods"),
              "Services": ("", "services"), "Events": ("", "events"),
-             "Leases": ("coordination.k8s.io", "leases")}
+             "Leases": ("coordination.k8s.io", "leases"),
+             "NetworkPolicies": ("networking.k8s.io", "networkpolicies")}
 VERBS = {"Get": "get", "List": "list", "Watch": "watch", "Create": "create", "Update": "update",
          "UpdateStatus": "update", "Delete": "delete"}
 
