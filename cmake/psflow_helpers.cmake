@@ -32,12 +32,9 @@ endfunction()
 # `long`: too slow to repeat under the sanitizers); FIXTURES are ctest fixtures its tests require.
 # REAL_APISERVER: its tests run against the real Kubernetes control plane of tests/control_plane
 # (the kube_control_plane fixture) and show as skipped when it has none.
-# `ninja psflow_tests` builds every such binary and what its tests start (scripts/sanitize.sh).
-add_custom_target(psflow_tests)
 function(psflow_test name)
   cmake_parse_arguments(ARG "REAL_APISERVER" "TIMEOUT" "SOURCES;DEPS;LABELS;FIXTURES" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
-  add_dependencies(psflow_tests ${name})
   psflow_target(${name})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
   if(NOT ARG_TIMEOUT)
