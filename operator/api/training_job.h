@@ -82,6 +82,9 @@ struct TrainingJob {
   std::map<ReplicaType, ReplicaSpec> replica_specs;  // ordered Chief, PS, Worker, Evaluator
   RunPolicy run_policy;
   SuccessPolicy success_policy = SuccessPolicy::kChiefOrWorker0;
+  // spec.tls.enabled (default true): mutual TLS between every replica and the ps tasks, with
+  // certificates of a CA made for the job; false opts out (plaintext, with a Warning).
+  bool tls = true;
 
   int Replicas(ReplicaType type) const;
 };
@@ -89,7 +92,7 @@ struct TrainingJob {
 // Parses and validates a manifest. INVALID_ARGUMENT with one line naming `source` and the field:
 // not YAML, wrong apiVersion/kind, missing metadata.name, no or unknown replica types, negative
 // replicas, more than MaxReplicas of a type, no Worker or Chief replica, a replica spec with no
-// container, bad enum values.
+// container, bad enum values, a spec.tls that is not {enabled: <boolean>}.
 absl::StatusOr<TrainingJob> ParseTrainingJob(absl::string_view yaml, absl::string_view source);
 
 // Reads then parses a file; NOT_FOUND when it cannot be read.

@@ -4,6 +4,7 @@
 #include "core/cluster_spec.h"
 #include "operator/api/cluster_spec_builder.h"
 #include "operator/api/job_policy.h"
+#include "operator/controller/job_certificates.h"
 #include "operator/kube/object_meta.h"
 #include "operator/kube/resource.h"
 
@@ -18,15 +19,6 @@ json Labels(const api::TrainingJob& job, api::ReplicaType type, int index) {
                  {kReplicaIndexLabel, absl::StrCat(index)}};
   if (api::IsChief(job, type, index)) labels[kJobRoleLabel] = "chief";
   return labels;
-}
-
-json OwnerReference(const json& job_object, const api::TrainingJob& job) {
-  return {{"apiVersion", kube::TrainingJobs().ApiVersion()},
-          {"kind", kube::TrainingJobs().kind},
-          {"name", job.name},
-          {"uid", kube::Uid(job_object)},
-          {"controller", true},
-          {"blockOwnerDeletion", true}};
 }
 
 json Metadata(const json& job_object, const api::TrainingJob& job, api::ReplicaType type, int index,
@@ -97,6 +89,15 @@ const json& Template(const json& job_object, api::ReplicaType type) {
 
 }  // namespace
 
+json OwnerReference(const json& job_object, const api::TrainingJob& job) {
+  return {{"apiVersion", kube::TrainingJobs().ApiVersion()},
+          {"kind", kube::TrainingJobs().kind},
+          {"name", job.name},
+          {"uid", kube::Uid(job_object)},
+          {"controller", true},
+          {"blockOwnerDeletion", true}};
+}
+
 std::string JobSelector(const std::string& job_name) {
   return absl::StrCat(kJobNameLabel, "=", job_name);
 }
@@ -139,6 +140,7 @@ json BuildPod(const json& job_object, const api::TrainingJob& job, api::ReplicaT
   SetEnv(container, "PSFLOW_REPLICA_TYPE", std::string(api::TaskTypeName(type)));
   SetEnv(container, "PSFLOW_REPLICA_INDEX", absl::StrCat(index));
   SetEnv(container, "PSFLOW_METRICS_PORT", absl::StrCat(metrics_port));
+  if (job.tls) MountReplicaCertificates(job, type, index, spec, container);
   pod["spec"] = std::move(spec);
   return pod;
 }

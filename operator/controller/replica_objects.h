@@ -5,7 +5,8 @@
 // restartPolicy mapped from the replica's policy, and on the main container (the one named
 // "psflow", else the first) the env TF_CONFIG, PSFLOW_JOB_NAME, PSFLOW_NAMESPACE,
 // PSFLOW_REPLICA_TYPE, PSFLOW_REPLICA_INDEX, PSFLOW_METRICS_PORT, and the ports "psflow-port"
-// (default 2222) and "metrics" (default 9100) when the template does not declare them.
+// (default 2222) and "metrics" (default 9100) when the template does not declare them; with
+// spec.tls.enabled, the replica's certificates mounted and its TLS flags (job_certificates.h).
 #ifndef PSFLOW_OPERATOR_CONTROLLER_REPLICA_OBJECTS_H_
 #define PSFLOW_OPERATOR_CONTROLLER_REPLICA_OBJECTS_H_
 
@@ -30,6 +31,9 @@ std::string WorkerSelector(const std::string& job_name);
 
 // `job_object` is the TrainingJob as stored (its metadata.uid and spec.replicaSpecs.<T>.template
 // are read); `job` is its parsed form.
+// The controller ownerReference to the job every object of the job carries.
+nlohmann::json OwnerReference(const nlohmann::json& job_object, const api::TrainingJob& job);
+
 nlohmann::json BuildPod(const nlohmann::json& job_object, const api::TrainingJob& job,
                         api::ReplicaType type, int index);
 nlohmann::json BuildService(const nlohmann::json& job_object, const api::TrainingJob& job,

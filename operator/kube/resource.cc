@@ -34,13 +34,16 @@ const Resource& Services() {
   static const Resource* r = new Resource{"", "v1", "services", "Service", true};
   return *r;
 }
+const Resource& Secrets() {
+  static const Resource* r = new Resource{"", "v1", "secrets", "Secret", true};
+  return *r;
+}
 const Resource& Events() {
   static const Resource* r = new Resource{"", "v1", "events", "Event", true};
   return *r;
 }
 const Resource& Leases() {
-  static const Resource* r =
-      new Resource{"coordination.k8s.io", "v1", "leases", "Lease", true};
+  static const Resource* r = new Resource{"coordination.k8s.io", "v1", "leases", "Lease", true};
   return *r;
 }
 const Resource& TrainingJobs() {
