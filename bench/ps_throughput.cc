@@ -7,11 +7,13 @@
 // pushes its gradients, then pulls the parameters. The ps applies plain SGD to every push (async)
 // or averages the workers' gradients (--sync), so psflow's figures include the update work the
 // baselines do not do. Prints GB/s of payload (2 * M * W per round), the ratios against the TCP
-// pump and plain gRPC, and process CPU-seconds per GB moved.
+// pump and plain gRPC, and process CPU-seconds per GB moved; with --tls, psflow again over mutual
+// TLS and its ratio to plaintext (what encrypting and authenticating the ps traffic costs).
 #include <grpcpp/grpcpp.h>
 #include <sys/resource.h>
 
 #include <cstdio>
+#include <optional>
 #include <thread>
 
 #include "absl/flags/flag.h"
@@ -19,8 +21,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "bench/baselines.h"
+#include "core/certificates.h"
 #include "core/command_line.h"
 #include "core/memory_tuning.h"
+#include "core/status_macros.h"
+#include "core/transport_security.h"
 #include "ps/loopback_ps.h"
 #include "worker/ps_client.h"
 
@@ -31,6 +36,10 @@ ABSL_FLAG(int, rounds, 0, "Timed rounds per configuration (0: about 2 GB of traf
 ABSL_FLAG(int, connections, psflow::PsClient::kDefaultConnectionsPerTask,
           "TCP connections from each worker to each ps task");
 ABSL_FLAG(bool, baselines, true, "Also run the TCP pump and plain gRPC baselines");
+ABSL_FLAG(bool, tls, false,
+          "Also run psflow's transport over mutual TLS (certificates of a CA made for the run, as "
+          "the operator and `psflow run` give every job) and print its GB/s, CPU s per GB and "
+          "ratio to the plaintext run");
 ABSL_FLAG(bool, sync_overhead, true,
           "Also measure the sync-mode step (2 workers, aggregate 2) against async");
 
@@ -70,11 +79,37 @@ struct Figures {
   double step_ms = 0;
 };
 
-absl::StatusOr<Figures> RunPsflow(const TransferPattern& pattern, bool sync) {
+// Mutual TLS for a ps task on 127.0.0.1 and for a worker, under one CA made for the run.
+struct RunSecurity {
+  TransportSecurity ps;
+  TransportSecurity worker;
+};
+
+absl::StatusOr<RunSecurity> MakeRunSecurity() {
+  ASSIGN_OR_RETURN(const CertificateAuthority ca,
+                   CertificateAuthority::Create("bench CA", absl::Hours(1)));
+  ASSIGN_OR_RETURN(
+      PemCertificate ps,
+      ca.Issue({.common_name = "ps", .dns_names = {"localhost"}, .ip_addresses = {"127.0.0.1"}},
+               absl::Hours(1)));
+  ASSIGN_OR_RETURN(PemCertificate worker,
+                   ca.Issue({.common_name = "worker", .dns_names = {"worker"}, .ip_addresses = {}},
+                            absl::Hours(1)));
+  return RunSecurity{TransportSecurity::MutualTls(ca.pem().certificate, std::move(ps)),
+                     TransportSecurity::MutualTls(ca.pem().certificate, std::move(worker))};
+}
+
+// `security`: plaintext when null.
+absl::StatusOr<Figures> RunPsflow(const TransferPattern& pattern, bool sync,
+                                  const RunSecurity* security = nullptr) {
   std::vector<std::unique_ptr<LoopbackPs>> tasks;
   std::vector<std::string> addresses;
   for (int t = 0; t < pattern.ps_tasks; ++t) {
-    tasks.push_back(std::make_unique<LoopbackPs>());
+    tasks.push_back(
+        std::make_unique<LoopbackPs>(security != nullptr ? security->ps : TransportSecurity()));
+    if (!tasks.back()->started()) {
+      return absl::UnavailableError("psflow: a loopback ps task did not start");
+    }
     addresses.push_back(tasks.back()->address());
   }
   std::vector<std::unique_ptr<nn::ParameterSet>> models;
@@ -89,6 +124,7 @@ absl::StatusOr<Figures> RunPsflow(const TransferPattern& pattern, bool sync) {
     o.training.sync.set_sync_replicas(sync);
     o.training.worker_index = w;
     o.connections_per_task = absl::GetFlag(FLAGS_connections);
+    if (security != nullptr) o.security = security->worker;
     auto c = PsClient::Create(o, *models.back());
     if (!c.ok()) return c.status();
     clients.push_back(std::move(*c));
@@ -139,11 +175,24 @@ absl::StatusOr<Figures> RunPsflow(const TransferPattern& pattern, bool sync) {
 double CpuPerGb(const TransferResult& r) { return r.cpu_seconds / (r.bytes_moved / 1e9); }
 
 int Main() {
+  const bool tls = absl::GetFlag(FLAGS_tls);
+  std::optional<RunSecurity> security;
+  if (tls) {
+    absl::StatusOr<RunSecurity> made = MakeRunSecurity();
+    if (!made.ok()) {
+      std::fprintf(stderr, "certificates: %s\n", std::string(made.status().message()).c_str());
+      return 1;
+    }
+    security = *std::move(made);
+  }
   std::printf(
-      "ps transport on loopback, in one process; GB/s of payload (push + pull), CPU s per GB\n");
-  std::printf("%8s %3s %3s %6s | %8s %6s | %8s %6s | %8s %6s | %7s %7s\n", "model", "W", "P",
+      "ps transport on loopback, in one process; GB/s of payload (push + pull), CPU s per GB%s\n",
+      tls ? "; psflow in plaintext and over mutual TLS" : "");
+  std::printf("%8s %3s %3s %6s | %8s %6s | %8s %6s | %8s %6s | %7s %7s", "model", "W", "P",
               "rounds", "tcp GB/s", "cpu/GB", "grpc GB/s", "cpu/GB", "psflow", "cpu/GB", "vs tcp",
               "vs grpc");
+  if (tls) std::printf(" | %8s %6s %9s", "tls GB/s", "cpu/GB", "tls/plain");
+  std::printf("\n");
   for (int mib : IntList(absl::GetFlag(FLAGS_model_mib))) {
     for (int w : IntList(absl::GetFlag(FLAGS_workers))) {
       for (int p : IntList(absl::GetFlag(FLAGS_ps_tasks))) {
@@ -175,11 +224,23 @@ int Main() {
         }
         const double base_tcp = tcp.seconds > 0 ? tcp.gb_per_s() : 0;
         const double base_grpc = grpc_bytes.seconds > 0 ? grpc_bytes.gb_per_s() : 0;
-        std::printf("%5d MiB %3d %3d %6d | %8.2f %6.2f | %8.2f %6.2f | %8.2f %6.2f | %7.2f %7.2f\n",
+        std::printf("%5d MiB %3d %3d %6d | %8.2f %6.2f | %8.2f %6.2f | %8.2f %6.2f | %7.2f %7.2f",
                     mib, w, p, pattern.rounds, base_tcp, base_tcp > 0 ? CpuPerGb(tcp) : 0,
                     base_grpc, base_grpc > 0 ? CpuPerGb(grpc_bytes) : 0, ps->transfer.gb_per_s(),
                     CpuPerGb(ps->transfer), base_tcp > 0 ? ps->transfer.gb_per_s() / base_tcp : 0,
                     base_grpc > 0 ? ps->transfer.gb_per_s() / base_grpc : 0);
+        if (security) {
+          auto secure = RunPsflow(pattern, /*sync=*/false, &*security);
+          if (!secure.ok()) {
+            std::fprintf(stderr, "\npsflow over TLS failed: %s\n",
+                         std::string(secure.status().message()).c_str());
+            return 1;
+          }
+          std::printf(" | %8.2f %6.2f %9.2f", secure->transfer.gb_per_s(),
+                      CpuPerGb(secure->transfer),
+                      secure->transfer.gb_per_s() / ps->transfer.gb_per_s());
+        }
+        std::printf("\n");
         std::fflush(stdout);
       }
     }

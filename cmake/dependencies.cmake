@@ -7,6 +7,7 @@ find_package(nlohmann_json CONFIG REQUIRED)
 find_package(yaml-cpp CONFIG REQUIRED)
 find_package(prometheus-cpp CONFIG REQUIRED)
 find_package(ZLIB REQUIRED)
+find_package(OpenSSL REQUIRED)  # certificates (core/certificates.h) and the kube client's TLS
 find_package(GTest CONFIG REQUIRED)
 find_package(benchmark CONFIG REQUIRED)
 find_package(PkgConfig REQUIRED)

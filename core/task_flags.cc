@@ -14,6 +14,13 @@ ABSL_FLAG(std::string, worker_hosts, "", "Comma-separated host:port of the worke
 ABSL_FLAG(int, metrics_port, -1,
           "Port of the /metrics endpoint (0 = any free port; default $PSFLOW_METRICS_PORT, "
           "else none)");
+ABSL_FLAG(std::string, tls_ca, "",
+          "PEM file of the CA that signs the job's certificates. With --tls_cert and --tls_key "
+          "(all three or none): the ps serves only clients with a certificate the CA signed, and "
+          "a worker talks only to a ps whose certificate the CA signed for the host it dials; "
+          "none: plaintext");
+ABSL_FLAG(std::string, tls_cert, "", "PEM file of this replica's certificate (see --tls_ca)");
+ABSL_FLAG(std::string, tls_key, "", "PEM file of this replica's private key (see --tls_ca)");
 
 namespace psflow {
 absl::StatusOr<ClusterSpec> ResolveClusterSpec() {
@@ -57,6 +64,21 @@ absl::StatusOr<int> ResolveMetricsPort() {
     return absl::InvalidArgumentError(absl::StrCat("metrics port ", port, " is above 65535"));
   }
   return port;
+}
+
+absl::StatusOr<TransportSecurity> ResolveTransportSecurity() {
+  const TlsFiles files{.ca = absl::GetFlag(FLAGS_tls_ca),
+                       .certificate = absl::GetFlag(FLAGS_tls_cert),
+                       .private_key = absl::GetFlag(FLAGS_tls_key)};
+  const int given = !files.ca.empty() + !files.certificate.empty() + !files.private_key.empty();
+  if (given == 0) return TransportSecurity();
+  if (given < 3) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--tls_ca, --tls_cert and --tls_key go together (all three or none); missing:",
+        files.ca.empty() ? " --tls_ca" : "", files.certificate.empty() ? " --tls_cert" : "",
+        files.private_key.empty() ? " --tls_key" : ""));
+  }
+  return LoadTlsFiles(files);
 }
 
 }  // namespace psflow

@@ -8,12 +8,16 @@
 #include "absl/flags/declare.h"
 #include "absl/status/statusor.h"
 #include "core/cluster_spec.h"
+#include "core/transport_security.h"
 
 ABSL_DECLARE_FLAG(std::string, job_name);
 ABSL_DECLARE_FLAG(int, task_index);
 ABSL_DECLARE_FLAG(std::string, ps_hosts);
 ABSL_DECLARE_FLAG(std::string, worker_hosts);
 ABSL_DECLARE_FLAG(int, metrics_port);
+ABSL_DECLARE_FLAG(std::string, tls_ca);
+ABSL_DECLARE_FLAG(std::string, tls_cert);
+ABSL_DECLARE_FLAG(std::string, tls_key);
 
 namespace psflow {
 
@@ -26,6 +30,10 @@ absl::StatusOr<ClusterSpec> ResolveClusterSpec();
 // --metrics_port when >= 0, else $PSFLOW_METRICS_PORT, else -1 (no endpoint).
 // INVALID_ARGUMENT when the port is above 65535 or the variable is not a port number.
 absl::StatusOr<int> ResolveMetricsPort();
+
+// Mutual TLS from the files --tls_ca, --tls_cert and --tls_key name (LoadTlsFiles checks them),
+// plaintext when none is given. INVALID_ARGUMENT when only some are given, or for a bad file.
+absl::StatusOr<TransportSecurity> ResolveTransportSecurity();
 
 }  // namespace psflow
 

@@ -5,9 +5,10 @@
 
 namespace psflow {
 
-LoopbackPs::LoopbackPs() : state_({}, nullptr), service_(state_, nullptr) {
+LoopbackPs::LoopbackPs(const TransportSecurity& security)
+    : state_({}, nullptr), service_(state_, nullptr) {
   grpc::ServerBuilder builder;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+  builder.AddListeningPort("127.0.0.1:0", security.ServerCredentials(), &port_);
   ApplyBulkTuning(builder);
   builder.RegisterService(&service_);
   server_ = builder.BuildAndStart();

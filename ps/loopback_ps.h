@@ -1,5 +1,6 @@
 // A ps task served in this process on 127.0.0.1 (a free port): a PsState behind a real gRPC
-// server with the bulk tuning, for tests and benchmarks that want real gRPC without processes.
+// server with the bulk tuning, for tests and benchmarks that want real gRPC without processes;
+// plaintext, or mutual TLS with a certificate naming 127.0.0.1.
 #ifndef PSFLOW_PS_LOOPBACK_PS_H_
 #define PSFLOW_PS_LOOPBACK_PS_H_
 
@@ -8,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "core/transport_security.h"
 #include "ps/ps_service.h"
 #include "ps/ps_state.h"
 
@@ -15,7 +17,7 @@ namespace psflow {
 
 class LoopbackPs {
  public:
-  LoopbackPs();
+  explicit LoopbackPs(const TransportSecurity& security = TransportSecurity());
   ~LoopbackPs();  // answers parked calls, then shuts the server down
   LoopbackPs(const LoopbackPs&) = delete;
   LoopbackPs& operator=(const LoopbackPs&) = delete;

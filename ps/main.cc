@@ -34,7 +34,7 @@ ABSL_FLAG(int, keep_checkpoints, 3, "Checkpoints kept per task");
 namespace psflow {
 namespace {
 
-absl::Status Main() {
+absl::Status Main(const TransportSecurity& security) {
   // Block the stop signals in every thread (gRPC's included); one thread takes them by sigwait.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
@@ -88,7 +88,7 @@ absl::Status Main() {
   grpc::ServerBuilder builder;
   const std::string listen = absl::StrCat(absl::GetFlag(FLAGS_bind_address), ":", port);
   int bound_port = 0;
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &bound_port);
+  builder.AddListeningPort(listen, security.ServerCredentials(), &bound_port);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   ApplyBulkTuning(builder);
   builder.RegisterService(&service);
@@ -98,7 +98,7 @@ absl::Status Main() {
         absl::StrCat("ps task ", spec.task.index, " cannot listen on ", listen, " (port in use?)"));
   }
   PSFLOW_LOG(INFO) << "ps task " << spec.task.index << " of " << spec.Tasks("ps").size()
-                   << " serving on " << listen;
+                   << " serving on " << listen << " (" << security.Describe() << ")";
 
   std::optional<CheckpointScheduler> checkpoints;
   if (!absl::GetFlag(FLAGS_checkpoint_dir).empty()) checkpoints.emplace(state, schedule);
@@ -127,6 +127,6 @@ int main(int argc, char** argv) {
       "one parameter-server task: holds its share of the variables, applies the workers' "
       "gradients.\n"
       "  psflow-ps [flags]  with $TF_CONFIG set, or with --job_name=ps --task_index=N\n"
-      "      --ps_hosts=H:P,... --worker_hosts=H:P,...",
+      "      --ps_hosts=H:P,... --worker_hosts=H:P,...  [--tls_ca=F --tls_cert=F --tls_key=F]",
       psflow::Main);
 }

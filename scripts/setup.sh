@@ -35,6 +35,9 @@ packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates
   protobuf-compiler libprotobuf-dev protobuf-compiler-grpc libgrpc++-dev libgrpc-dev
   libabsl-dev nlohmann-json3-dev libyaml-cpp-dev prometheus-cpp-dev libcpprest-dev
+  # OpenSSL's libcrypto: the job certificates of mutual TLS (core/certificates.h) and the
+  # operator's TLS to the API server.
+  libssl-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev libopenblas-dev zlib1g-dev
   prometheus dataset-fashion-mnist clang-format
   clang libclang-rt-14-dev

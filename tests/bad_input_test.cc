@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/certificates.h"
 #include "core/free_ports.h"
 #include "tests/test_util.h"
 
@@ -367,6 +368,60 @@ TEST_F(BadInput, JobWhoseWorkerFailsEndsFailedAndStopsThePs) {
   EXPECT_FALSE(LinesWith(r.output, "'s log ends (" + log).empty()) << r.output;
   EXPECT_FALSE(LinesWith(r.output, "/nonexistent/train-images-idx3-ubyte.gz: no such file").empty())
       << r.output;
+}
+
+// A TLS file that is missing, not PEM, not the certificate's key, of another CA or expired: one
+// line naming the flag, the file and why, exit 2, before the ps serves or the worker connects.
+TEST_F(BadInput, TlsFilesCheckedAtStartUpExitTwoNamingTheFile) {
+  const absl::Time now = absl::Now();
+  const CertificateAuthority ca = CertificateAuthority::Create("ca", absl::Hours(24)).value();
+  const CertificateAuthority other = CertificateAuthority::Create("ca", absl::Hours(24)).value();
+  const CertificateSubject subject{
+      .common_name = "ps-0", .dns_names = {"localhost"}, .ip_addresses = {"127.0.0.1"}};
+  const PemCertificate leaf = ca.Issue(subject, absl::Hours(1)).value();
+  const PemCertificate stranger = other.Issue(subject, absl::Hours(1)).value();
+  // Made two days ago, valid a day: expired since yesterday.
+  const CertificateAuthority old_ca =
+      CertificateAuthority::Create("old", absl::Hours(72), now - absl::Hours(48)).value();
+  const PemCertificate expired =
+      old_ca.Issue(subject, absl::Hours(24), now - absl::Hours(48)).value();
+  const std::string ca_file = Write("ca.crt", ca.pem().certificate);
+  const std::string cert = Write("tls.crt", leaf.certificate);
+  const std::string key = Write("tls.key", leaf.private_key);
+  const std::string other_key = Write("other.key", stranger.private_key);
+  const std::string other_cert = Write("other.crt", stranger.certificate);
+  const std::string old_ca_file = Write("old-ca.crt", old_ca.pem().certificate);
+  const std::string expired_cert = Write("expired.crt", expired.certificate);
+  const std::string expired_key = Write("expired.key", expired.private_key);
+  const std::string missing = (dir_ / "missing.crt").string();
+
+  const std::vector<std::string> ps = {Binary("psflow-ps"), "--job_name=ps", "--task_index=0",
+                                       "--ps_hosts=127.0.0.1:1", "--worker_hosts=127.0.0.1:2"};
+  const std::vector<std::string> worker = {Binary("psflow-worker"), "--job_name=worker",
+                                           "--task_index=0", "--ps_hosts=127.0.0.1:1",
+                                           "--worker_hosts=127.0.0.1:2"};
+  auto run = [&](std::vector<std::string> argv, const std::string& ca_path,
+                 const std::string& cert_path, const std::string& key_path) {
+    if (!ca_path.empty()) argv.push_back("--tls_ca=" + ca_path);
+    if (!cert_path.empty()) argv.push_back("--tls_cert=" + cert_path);
+    if (!key_path.empty()) argv.push_back("--tls_key=" + key_path);
+    return RunCommand(argv, Environment({}, {"TF_CONFIG"}), kTimeout);
+  };
+  ExpectOneLineError(run(ps, ca_file, "", ""), 2,
+                     {"psflow-ps: --tls_ca, --tls_cert and --tls_key go together (all three or "
+                      "none); missing: --tls_cert --tls_key"});
+  ExpectOneLineError(run(worker, missing, cert, key), 2,
+                     {"psflow-worker: --tls_ca cannot read " + missing + ": No such file"});
+  ExpectOneLineError(run(ps, ca_file, key, key), 2,
+                     {"psflow-ps: --tls_cert " + key + ": is not a PEM certificate"});
+  ExpectOneLineError(run(worker, ca_file, cert, other_key), 2,
+                     {"psflow-worker: --tls_key " + other_key +
+                      ": is not the private key of the certificate in " + cert});
+  ExpectOneLineError(run(ps, ca_file, other_cert, other_key), 2,
+                     {"psflow-ps: --tls_cert " + other_cert +
+                      ": is not signed by the CA (--tls_ca " + ca_file + ")"});
+  ExpectOneLineError(run(worker, old_ca_file, expired_cert, expired_key), 2,
+                     {"psflow-worker: --tls_cert " + expired_cert + ": has expired (notAfter "});
 }
 
 TEST_F(BadInput, UnwritableRunFolderStopsTheRunBeforeAnyReplicaStarts) {

@@ -56,6 +56,17 @@ std::vector<std::string> SummaryRow(const std::string& output, const std::string
   return {};
 }
 
+// The folder of the run's certificates, from its "[psflow] mutual TLS ..." line ("" if none).
+std::string TlsDir(const std::string& output) {
+  const std::string head = "[psflow] mutual TLS between the replicas; their certificates: ";
+  const auto lines = LinesWith(output, head);
+  if (lines.size() != 1) return "";
+  const std::string& line = lines[0];
+  const size_t start = line.find(head) + head.size();
+  const size_t end = line.find("/ (removed when the run ends)", start);
+  return end == std::string::npos ? "" : line.substr(start, end - start);
+}
+
 double Number(const std::string& text) {
   double v;
   return absl::SimpleAtod(text, &v) ? v : std::nan("");
@@ -101,6 +112,14 @@ TEST(LocalRun, DemoTrainsBetweenGraphToEightyPercent) {
   EXPECT_TRUE(absl::StrContains(r.output, " examples/s")) << r.output;
   const auto final_line = LinesWith(r.output, "job mnist-mlp Succeeded");
   ASSERT_EQ(final_line.size(), 1u) << r.output;
+  // All of it over mutual TLS (the default), the certificates gone with the run.
+  const std::string tls_dir = TlsDir(r.output);
+  ASSERT_FALSE(tls_dir.empty()) << r.output;
+  EXPECT_FALSE(fs::exists(tls_dir)) << tls_dir;
+  const auto serving = LinesWith(r.output, " serving on 0.0.0.0:");
+  ASSERT_EQ(serving.size(), 1u) << r.output;
+  EXPECT_TRUE(absl::StrContains(serving[0], "(mutual TLS)")) << serving[0];
+  EXPECT_EQ(LinesWith(r.output, "ps connections: mutual TLS").size(), 2u) << r.output;
 }
 
 TEST(LocalRun, ActiveDeadlineFailsTheJobAndStopsEveryReplica) {
@@ -110,6 +129,7 @@ kind: TrainingJob
 metadata: {name: slow}
 spec:
   runPolicy: {activeDeadlineSeconds: 3}
+  tls: {enabled: false}
   replicaSpecs:
     PS: {replicas: 1, template: {spec: {containers: [{command: [psflow-ps]}]}}}
     Worker:
@@ -130,6 +150,14 @@ spec:
   EXPECT_EQ(LinesWith(r.output, "[psflow] worker-0 stopped: killed by signal 15").size(), 1u)
       << r.output;
   EXPECT_EQ(LinesWith(r.output, "[psflow] ps-0 stopped: exit code 0").size(), 1u) << r.output;
+  // The opt-out: plaintext, said once; no certificates.
+  EXPECT_EQ(LinesWith(r.output,
+                      "[psflow] spec.tls.enabled is false: the replicas talk to the ps "
+                      "tasks in plaintext, unauthenticated")
+                .size(),
+            1u)
+      << r.output;
+  EXPECT_EQ(TlsDir(r.output), "") << r.output;
 }
 
 // The operator's rules (api/job_policy.h), locally: restartPolicy Always does not re-run a worker
@@ -261,6 +289,10 @@ TEST(LocalRun, InterruptStopsEveryReplica) {
         << output;
   }
   EXPECT_EQ(LinesWith(output, "job mnist-mlp Interrupted").size(), 1u) << output;
+  // Ctrl-C removes the run's certificates too.
+  const std::string tls_dir = TlsDir(output);
+  ASSERT_FALSE(tls_dir.empty()) << output;
+  EXPECT_FALSE(fs::exists(tls_dir)) << tls_dir;
   // Interrupted, the summary and where the logs are are still shown.
   const auto row = SummaryRow(output, "worker-1");
   ASSERT_EQ(row.size(), 11u) << output;  // name, "stopped, <how>", 6 figures and evaluation: "-"

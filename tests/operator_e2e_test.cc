@@ -23,10 +23,12 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "core/certificates.h"
 #include "core/http_get.h"
 #include "core/metrics.h"
 #include "operator/kube/object_meta.h"
@@ -548,6 +550,87 @@ TEST_F(OperatorApiserverTest, InPlaceRestartsShowInStatusAndEvents) {
   ASSERT_TRUE(Eventually([&] { return Events("ReplicaRestartedInPlace", "Warning") == 1; }))
       << op->output();
   EXPECT_EQ(State("flaky"), "Running");
+}
+
+// Mutual TLS, on by default: the job's CA in a Secret no pod mounts, one Secret per replica with
+// its certificate for its Service names, each pod mounting only its own (read-only, 0440) and
+// given the flags; all owned by the job, so deleting it deletes them. spec.tls.enabled: false
+// skips all of it and warns.
+TEST_F(OperatorApiserverTest, TlsSecretsAreOwnedMountedAndPassedAndTheOptOutWarns) {
+  auto op = StartOperator("op-a");
+  CreateJob(Job("secure", 1, 1, "OnFailure"));
+  Json plain = Job("plain", 1, 1, "OnFailure");
+  plain["spec"]["tls"] = {{"enabled", false}};
+  CreateJob(plain);
+  ASSERT_TRUE(Eventually([&] { return Pods("secure").size() == 2 && Pods("plain").size() == 2; }))
+      << op->output();
+  const std::string uid = kube::Uid(GetJob("secure"));
+  auto data = [](const Json& secret, const char* key) {
+    std::string decoded;
+    EXPECT_TRUE(absl::Base64Unescape(kube::StringAt(secret, "data", key), &decoded)) << key;
+    return decoded;
+  };
+  auto keys = [](const Json& secret) {
+    std::vector<std::string> out;
+    for (const auto& [key, value] : secret["data"].items()) out.push_back(key);
+    return out;
+  };
+  const Json ca = client_->Get(kube::Secrets(), ns_, "secure-tls-ca").value();
+  EXPECT_EQ(ca["type"], "Opaque");
+  EXPECT_EQ(keys(ca), (std::vector<std::string>{"ca.crt", "ca.key"}));
+  EXPECT_EQ(kube::ControllerUid(ca), uid);
+  const std::string ca_pem = data(ca, "ca.crt");
+  EXPECT_TRUE(CertificateAuthority::FromPem({ca_pem, data(ca, "ca.key")}).ok());
+
+  for (const char* replica : {"secure-ps-0", "secure-worker-0"}) {
+    SCOPED_TRACE(replica);
+    const Json secret = client_->Get(kube::Secrets(), ns_, absl::StrCat(replica, "-tls")).value();
+    EXPECT_EQ(secret["type"], "kubernetes.io/tls");
+    EXPECT_EQ(keys(secret), (std::vector<std::string>{"ca.crt", "tls.crt", "tls.key"}));
+    EXPECT_EQ(kube::ControllerUid(secret), uid);
+    EXPECT_EQ(kube::Label(secret, "psflow.io/job-name"), "secure");
+    EXPECT_EQ(data(secret, "ca.crt"), ca_pem);
+    EXPECT_TRUE(VerifyCertificate(ca_pem, data(secret, "tls.crt")).ok());
+    EXPECT_TRUE(CheckKeyMatchesCertificate(data(secret, "tls.crt"), data(secret, "tls.key")).ok());
+    const std::string r = replica, svc = r + "." + ns_;
+    EXPECT_EQ(SubjectAltNames(data(secret, "tls.crt")).value(),
+              (std::vector<std::string>{"DNS:" + r, "DNS:" + svc, "DNS:" + svc + ".svc",
+                                        "DNS:" + svc + ".svc.cluster.local"}));
+
+    const Json pod = client_->Get(kube::Pods(), ns_, replica).value();
+    const Json& volumes = pod["spec"]["volumes"];
+    int tls_volumes = 0;
+    for (const Json& v : volumes) {
+      if (v["name"] != "psflow-tls") continue;
+      ++tls_volumes;
+      EXPECT_EQ(v["secret"]["secretName"], absl::StrCat(replica, "-tls"));
+      EXPECT_EQ(v["secret"]["defaultMode"], 0440);
+    }
+    EXPECT_EQ(tls_volumes, 1) << volumes;
+    EXPECT_FALSE(absl::StrContains(volumes.dump(), "secure-tls-ca")) << volumes;
+    const Json& container = pod["spec"]["containers"][0];
+    EXPECT_TRUE(
+        absl::StrContains(container["volumeMounts"].dump(),
+                          R"({"mountPath":"/etc/psflow/tls","name":"psflow-tls","readOnly":true})"))
+        << container["volumeMounts"];
+    EXPECT_EQ(container["args"],
+              Json({"--tls_ca=/etc/psflow/tls/ca.crt", "--tls_cert=/etc/psflow/tls/tls.crt",
+                    "--tls_key=/etc/psflow/tls/tls.key"}));
+  }
+
+  // The opt-out: no Secret, no mount, no flags, and a Warning.
+  EXPECT_TRUE(Selected(kube::Secrets(), "plain").empty());
+  for (const Json& pod : Pods("plain")) {
+    EXPECT_FALSE(absl::StrContains(pod["spec"].dump(), "psflow-tls")) << pod["spec"];
+    EXPECT_FALSE(absl::StrContains(pod["spec"].dump(), "--tls_")) << pod["spec"];
+  }
+  ASSERT_TRUE(Eventually([&] { return Events("TLSDisabled", "Warning") == 1; })) << op->output();
+  EXPECT_EQ(Selected(kube::Secrets(), "secure").size(), 3u);
+
+  // Deleting the job deletes its Secrets (kube-controller-manager's garbage collector).
+  ASSERT_TRUE(client_->Delete(kube::TrainingJobs(), ns_, "secure", {}).ok());
+  EXPECT_TRUE(Eventually([&] { return Selected(kube::Secrets(), "secure").empty(); }))
+      << Selected(kube::Secrets(), "secure").size();
 }
 
 // Least privilege for real: a user whose Role lacks `list pods` is told so, in one line.

@@ -291,7 +291,7 @@ struct ParkedWait {
   explicit ParkedWait(const std::string& address) {
     thread = std::thread([this, address] {
       auto stub = proto::ParameterServer::NewStub(
-          grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+          OpenPsChannel(address, TransportSecurity(), grpc::ChannelArguments()));
       grpc::ClientContext ctx;
       proto::WaitReadyRequest req;
       req.set_timeout_ms(20000);

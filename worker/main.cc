@@ -261,6 +261,7 @@ absl::StatusOr<std::unique_ptr<ReplayTrainable>> MakeReplay(const WorkerConfig& 
 
 // LocalUpdate when there is no ps task, else a client of the ps tasks.
 absl::StatusOr<std::unique_ptr<ParameterSync>> MakeSync(const WorkerConfig& c,
+                                                        const TransportSecurity& security,
                                                         nn::ParameterSet& params) {
   if (c.ps_hosts.empty()) {
     PSFLOW_LOG(INFO) << "no ps task: training in process";
@@ -272,11 +273,13 @@ absl::StatusOr<std::unique_ptr<ParameterSync>> MakeSync(const WorkerConfig& c,
   options.wire_type = c.wire_type;
   options.placement = c.placement;
   options.connect_timeout = c.ps_timeout;
+  options.security = security;
+  PSFLOW_LOG(INFO) << "ps connections: " << security.Describe();
   ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client, PsClient::Create(options, params));
   return std::unique_ptr<ParameterSync>(std::move(client));
 }
 
-absl::Status Main() {
+absl::Status Main(const TransportSecurity& security) {
   const char* tf_config = std::getenv("TF_CONFIG");
   // Alone only when nothing names a cluster: a half-given one is an error, not a solo run.
   const bool standalone =
@@ -316,7 +319,7 @@ absl::Status Main() {
     if (config.gpu) gpu_metrics = ExportGpuMetrics(config, *endpoint, gpu_monitor);
   }
   ASSIGN_OR_RETURN(std::unique_ptr<ParameterSync> direct,
-                   MakeSync(config, trainable.model->params()));
+                   MakeSync(config, security, trainable.model->params()));
 
   if (config.is_evaluator) {
     const EvaluatorOptions evaluator{.interval = config.eval_interval,
@@ -367,6 +370,8 @@ int main(int argc, char** argv) {
       argc, argv, "psflow-worker",
       "trains one replica of a model against the ps tasks of its cluster.\n"
       "  psflow-worker [--model=NAME] [flags]  with $TF_CONFIG set, or with --job_name=worker\n"
-      "      --task_index=N --ps_hosts=H:P,... --worker_hosts=H:P,...; with neither, trains alone",
+      "      --task_index=N --ps_hosts=H:P,... --worker_hosts=H:P,...; with neither, trains "
+      "alone.\n"
+      "      Mutual TLS to the ps tasks: --tls_ca=F --tls_cert=F --tls_key=F",
       psflow::Main);
 }

@@ -150,7 +150,9 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(Options options,
   ApplyBulkTuning(args);
   // Reconnect quickly to a ps that restarts (gRPC's default backoff grows to two minutes).
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  // gRPC takes the minimum backoff as each connection attempt's timeout as well: a TLS handshake on
+  // a loaded machine takes longer than 100 ms.
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 5000);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   c->chunks_of_parameter_.resize(params.descs().size());
   c->ready_.assign(params.descs().size(), false);
@@ -181,7 +183,7 @@ void PsClient::PlanTask(Task& task, const nn::ParameterSet& params,
     grpc::ChannelArguments own = args;
     own.SetInt("grpc.psflow_connection", k);
     own.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    auto channel = grpc::CreateCustomChannel(task.address, grpc::InsecureChannelCredentials(), own);
+    auto channel = OpenPsChannel(task.address, options_.security, own);
     if (k == 0) task.stub = proto::ParameterServer::NewStub(channel);
     task.bulk.push_back(std::make_unique<grpc::GenericStub>(channel));
   }
@@ -298,6 +300,7 @@ absl::Status PsClient::InitializeTask(Task& task, const nn::ParameterSet& params
     task.init.set_commit(commit);
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + options_.rpc_timeout);
+    ctx.set_wait_for_ready(true);  // this thread polls the connection while it is being made
     return task.stub->Initialize(&ctx, task.init, response);
   };
   for (;;) {
@@ -341,6 +344,10 @@ absl::Status PsClient::WaitReadyTask(Task& task) {
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + left + std::chrono::seconds(1));
+    // Wait for the connection instead of failing fast: a synchronous call's thread is what drives
+    // the connection's handshake (TLS's included); failing fast and sleeping in the backoff left
+    // a handshake unread until its attempt timed out, again and again.
+    ctx.set_wait_for_ready(true);
     proto::WaitReadyRequest request;
     request.set_timeout_ms(std::min<int64_t>(left.count(), 5000));
     proto::WaitReadyResponse response;

@@ -37,6 +37,7 @@
 #include "absl/status/statusor.h"
 #include "core/chunk_plan.h"
 #include "core/placement.h"
+#include "core/transport_security.h"
 #include "core/wire_type.h"
 #include "worker/bulk_calls.h"
 #include "worker/parameter_sync.h"
@@ -61,6 +62,9 @@ class PsClient final : public ParameterSync {
     // spread over them. bench_ps_throughput --connections=1,2,4 on 2 cores: alike (medians 0.51,
     // 0.48, 0.48 of the TCP pump, docs/benchmarks.md), so one; not yet measured with spare cores.
     int connections_per_task = kDefaultConnectionsPerTask;
+    // Plaintext or mutual TLS (--tls_ca, --tls_cert, --tls_key); every channel to a task is
+    // opened by OpenPsChannel with it.
+    TransportSecurity security;
   };
   static constexpr int kDefaultConnectionsPerTask = 1;
 

@@ -309,6 +309,18 @@ absl::StatusOr<TrainingJob> Parse(const YAML::Node& doc) {
                                                {"AllWorkers", SuccessPolicy::kAllWorkers}},
                                               SuccessPolicy::kChiefOrWorker0));
   }
+  if (const YAML::Node tls = spec["tls"]) {
+    if (!tls.IsMap()) return Bad("spec.tls", "must be an object");
+    for (const auto& field : tls) {
+      if (field.first.as<std::string>() != "enabled") {
+        return Bad(absl::StrCat("spec.tls.", field.first.as<std::string>()),
+                   "unknown field (known: enabled)");
+      }
+    }
+    if (tls["enabled"]) {
+      ASSIGN_OR_RETURN(job.tls, Scalar<bool>(tls["enabled"], "spec.tls.enabled", "a boolean"));
+    }
+  }
   return job;
 }
 

@@ -104,6 +104,9 @@ struct TrainingJob {
   RunPolicy run_policy;
   SuccessPolicy success_policy = SuccessPolicy::kChiefOrWorker0;
   NetworkPolicySpec network_policy;
+  // spec.tls.enabled (default true): mutual TLS between every replica and the ps tasks, with
+  // certificates of a CA made for the job; false opts out (plaintext, with a Warning).
+  bool tls = true;
 
   int Replicas(ReplicaType type) const;
 };
@@ -112,7 +115,8 @@ struct TrainingJob {
 // not YAML, wrong apiVersion/kind, missing metadata.name, no or unknown replica types, negative
 // replicas, more than MaxReplicas of a type, no Worker or Chief replica, a replica spec with no
 // container, bad enum values, a checkpoint on a replica other than PS or a persistentVolumeClaim
-// one without claimName, a networkPolicy.metricsFrom that is not a list of objects.
+// one without claimName, a networkPolicy.metricsFrom that is not a list of objects, a spec.tls
+// that is not {enabled: <boolean>}.
 absl::StatusOr<TrainingJob> ParseTrainingJob(absl::string_view yaml, absl::string_view source);
 
 // Reads then parses a file; NOT_FOUND when it cannot be read.

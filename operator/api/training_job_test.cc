@@ -56,6 +56,17 @@ TEST(TrainingJob, ParsesTheFieldsPsflowUses) {
   EXPECT_EQ(worker.Port(), kDefaultPort);
   EXPECT_EQ(worker.MainContainer().args, std::vector<std::string>{"--train_steps=5"});
   EXPECT_EQ(worker.MainContainer().env.at(0).value, "1");
+  EXPECT_TRUE(job->tls);  // on unless the spec opts out
+}
+
+TEST(TrainingJob, SpecTlsEnabledFalseOptsOutOfMutualTls) {
+  const std::string job = std::string(kValid) + "  tls: {enabled: false}\n";
+  auto off = ParseTrainingJob(job, "job.yaml");
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_FALSE(off->tls);
+  auto on = ParseTrainingJob(std::string(kValid) + "  tls: {enabled: true}\n", "job.yaml");
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_TRUE(on->tls);
 }
 
 TEST(TrainingJob, TheDemoManifestIsValid) {
@@ -107,6 +118,11 @@ TEST(TrainingJob, BadManifestsGiveOneLineNamingTheField) {
       {head + "spec:\n  replicaSpecs:\n    Worker: {template: {spec: {containers: [{command: "
               "w}]}}}\n",
        "command: must be a list of strings"},
+      {head + "spec:\n  tls: {enabled: maybe}\n  replicaSpecs:\n" + worker,
+       "spec.tls.enabled: must be a boolean, got \"maybe\""},
+      {head + "spec:\n  tls: {enable: false}\n  replicaSpecs:\n" + worker,
+       "spec.tls.enable: unknown field (known: enabled)"},
+      {head + "spec:\n  tls: false\n  replicaSpecs:\n" + worker, "spec.tls: must be an object"},
   };
   for (const Case& c : cases) {
     auto job = ParseTrainingJob(c.yaml, "bad.yaml");

@@ -10,8 +10,7 @@ ObjectPtr DirectView::Job(const std::string& ns, const std::string& name) const 
   return std::make_shared<const kube::Json>(*std::move(job));
 }
 
-std::vector<ObjectPtr> DirectView::ListOwned(const kube::Resource& resource,
-                                             const std::string& ns,
+std::vector<ObjectPtr> DirectView::ListOwned(const kube::Resource& resource, const std::string& ns,
                                              const std::string& job) const {
   std::vector<ObjectPtr> out;
   kube::ListOptions options;
@@ -28,8 +27,7 @@ std::vector<ObjectPtr> DirectView::Pods(const std::string& ns, const std::string
   return ListOwned(kube::Pods(), ns, job);
 }
 
-std::vector<ObjectPtr> DirectView::Services(const std::string& ns,
-                                             const std::string& job) const {
+std::vector<ObjectPtr> DirectView::Services(const std::string& ns, const std::string& job) const {
   return ListOwned(kube::Services(), ns, job);
 }
 

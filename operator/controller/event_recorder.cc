@@ -16,25 +16,24 @@ void EventRecorder::Record(const kube::Json& object, EventType type, const std::
                            const std::string& message) {
   const std::string ns = kube::Namespace(object);
   const std::string stamp = FormatTimestamp(now_());
-  kube::Json event = {
-      {"apiVersion", "v1"},
-      {"kind", "Event"},
-      {"metadata", {{"generateName", kube::Name(object) + "."}, {"namespace", ns}}},
-      {"involvedObject",
-       {{"apiVersion", kube::TrainingJobs().ApiVersion()},
-        {"kind", kube::TrainingJobs().kind},
-        {"name", kube::Name(object)},
-        {"namespace", ns},
-        {"uid", kube::Uid(object)},
-        {"resourceVersion", kube::ResourceVersion(object)}}},
-      {"reason", reason},
-      {"message", message},
-      {"type", type == EventType::kNormal ? "Normal" : "Warning"},
-      {"source", {{"component", component_}}},
-      {"reportingComponent", component_},
-      {"firstTimestamp", stamp},
-      {"lastTimestamp", stamp},
-      {"count", 1}};
+  kube::Json event = {{"apiVersion", "v1"},
+                      {"kind", "Event"},
+                      {"metadata", {{"generateName", kube::Name(object) + "."}, {"namespace", ns}}},
+                      {"involvedObject",
+                       {{"apiVersion", kube::TrainingJobs().ApiVersion()},
+                        {"kind", kube::TrainingJobs().kind},
+                        {"name", kube::Name(object)},
+                        {"namespace", ns},
+                        {"uid", kube::Uid(object)},
+                        {"resourceVersion", kube::ResourceVersion(object)}}},
+                      {"reason", reason},
+                      {"message", message},
+                      {"type", type == EventType::kNormal ? "Normal" : "Warning"},
+                      {"source", {{"component", component_}}},
+                      {"reportingComponent", component_},
+                      {"firstTimestamp", stamp},
+                      {"lastTimestamp", stamp},
+                      {"count", 1}};
   absl::StatusOr<kube::Json> created = client_.Create(kube::Events(), ns, event);
   if (!created.ok()) {
     PSFLOW_LOG(WARNING) << "event " << reason << " for " << kube::Key(object)

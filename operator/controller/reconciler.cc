@@ -15,6 +15,7 @@
 #include "core/log.h"
 #include "operator/api/cluster_spec_builder.h"
 #include "operator/api/training_job.h"
+#include "operator/controller/job_certificates.h"
 #include "operator/controller/job_decision.h"
 #include "operator/controller/job_status.h"
 #include "operator/controller/network_policy.h"
@@ -545,6 +546,22 @@ void Reconciler::CreateAll(Pass& pass, const std::vector<ReplicaSlot>& pods,
       return;
     }
   }
+  // Pods mount their replica's certificates: the job's CA first (TLS is on unless opted out).
+  std::optional<JobCertificates> certificates;
+  if (pod_count > 0 && pass.job.tls) {
+    absl::StatusOr<JobCertificates> loaded =
+        JobCertificates::Load(client_, *pass.object, pass.job, pass.now);
+    if (!loaded.ok()) {
+      PSFLOW_LOG(WARNING) << "TrainingJob " << pass.key << ": " << loaded.status().message();
+      if (pass.result.status.ok()) pass.result.status = loaded.status();
+      return;
+    }
+    certificates.emplace(*std::move(loaded));
+  } else if (pod_count > 0) {
+    events_.Record(*pass.object, EventType::kWarning, "TLSDisabled",
+                   "spec.tls.enabled is false: the replicas talk to the ps tasks in plaintext, "
+                   "unauthenticated");
+  }
   expectations_.Expect(pass.key, static_cast<int>(pod_count), 0);
   std::mutex mu;
   std::vector<std::string> created_pods;
@@ -567,6 +584,14 @@ void Reconciler::CreateAll(Pass& pass, const std::vector<ReplicaSlot>& pods,
   }
   for (size_t n = 0; n < pod_count; ++n) {
     tasks.push_back([&, slot = pods[n]]() -> absl::Status {
+      if (certificates) {
+        absl::Status s =
+            certificates->EnsureReplicaSecret(client_, slot.first, slot.second, pass.now);
+        if (!s.ok()) {
+          expectations_.CreationObserved(pass.key);  // its pod is not created
+          return s;
+        }
+      }
       const Json pod = BuildPod(*pass.object, pass.job, slot.first, slot.second);
       absl::StatusOr<Json> out = client_.Create(kube::Pods(), pass.ns, pod);
       if (out.ok()) {

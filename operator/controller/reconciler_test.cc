@@ -173,6 +173,79 @@ TEST_F(ReconcilerTest, CreatesOnePodAndHeadlessServicePerReplicaWithTfConfig) {
   EXPECT_EQ(events_.recorded(), 2);  // one for the pods, one for the services
 }
 
+// Mutual TLS (the default): the job's CA Secret and one per replica, each pod mounting its own;
+// a replaced pod reuses its replica's Secret and the CA stays the job's.
+TEST_F(ReconcilerTest, TlsSecretsPerReplicaSignedByOneJobCaAndMountedByTheirPodOnly) {
+  Create(MakeJob("mnist", 1, 1, "OnFailure"));
+  ASSERT_TRUE(Pass("mnist").status.ok());
+  EXPECT_EQ(Names(kube::Secrets()),
+            (std::vector<std::string>{"mnist-ps-0-tls", "mnist-tls-ca", "mnist-worker-0-tls"}));
+  const Json ca = client_.Get(kube::Secrets(), "default", "mnist-tls-ca").value();
+  EXPECT_EQ(kube::ControllerUid(ca), kube::Uid(Job("mnist")));
+  const Json worker = client_.Get(kube::Secrets(), "default", "mnist-worker-0-tls").value();
+  EXPECT_EQ(worker["type"], "kubernetes.io/tls");
+  EXPECT_EQ(worker["data"]["ca.crt"], ca["data"]["ca.crt"]);
+  const Json pod = client_.Get(kube::Pods(), "default", "mnist-worker-0").value();
+  EXPECT_EQ(pod["spec"]["volumes"],
+            Json::parse(R"([{"name":"psflow-tls","secret":{"defaultMode":288,
+                             "secretName":"mnist-worker-0-tls"}}])"));
+  const Json& container = pod["spec"]["containers"][0];
+  EXPECT_EQ(
+      container["volumeMounts"],
+      Json::parse(R"([{"mountPath":"/etc/psflow/tls","name":"psflow-tls","readOnly":true}])"));
+  EXPECT_EQ(container["args"],
+            Json({"--tls_ca=/etc/psflow/tls/ca.crt", "--tls_cert=/etc/psflow/tls/tls.crt",
+                  "--tls_key=/etc/psflow/tls/tls.key"}));
+
+  // The worker fails and is replaced: same Secret, same CA, no new object.
+  SetPhase("mnist-worker-0", "Failed", 1);
+  ASSERT_TRUE(Pass("mnist").status.ok());  // deletes the failed pod
+  ASSERT_TRUE(Pass("mnist").status.ok());  // creates its replacement
+  EXPECT_EQ(Names(kube::Pods()), (std::vector<std::string>{"mnist-ps-0", "mnist-worker-0"}));
+  EXPECT_EQ(Names(kube::Secrets()).size(), 3u);
+  EXPECT_EQ(client_.Get(kube::Secrets(), "default", "mnist-worker-0-tls").value()["data"],
+            worker["data"]);
+  EXPECT_EQ(client_.Get(kube::Secrets(), "default", "mnist-tls-ca").value()["data"], ca["data"]);
+}
+
+// A Secret of the job's name left by another owner is never used: no pod until it goes.
+TEST_F(ReconcilerTest, ASecretOfAnotherOwnerHoldsThePodsBack) {
+  Json stale = {{"apiVersion", "v1"},
+                {"kind", "Secret"},
+                {"metadata", {{"name", "again-tls-ca"}, {"namespace", "default"}}},
+                {"data", {{"ca.crt", ""}, {"ca.key", ""}}}};
+  ASSERT_TRUE(client_.Create(kube::Secrets(), "default", stale).ok());
+  Create(MakeJob("again", 1, 1, "OnFailure"));
+  ReconcileResult r = Pass("again");
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kUnavailable) << r.status;
+  EXPECT_TRUE(absl::StrContains(r.status.message(),
+                                "Secret default/again-tls-ca exists but is not owned by "
+                                "TrainingJob default/again"))
+      << r.status;
+  EXPECT_EQ(Names(kube::Pods()), std::vector<std::string>{});
+  ASSERT_TRUE(client_.Delete(kube::Secrets(), "default", "again-tls-ca", {}).ok());
+  r = Pass("again");
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.pods_created, 2);
+}
+
+TEST_F(ReconcilerTest, TlsOptOutMakesNoSecretMountsNothingAndWarns) {
+  Json job = MakeJob("plain", 1, 1, "OnFailure");
+  job["spec"]["tls"] = {{"enabled", false}};
+  Create(job);
+  ASSERT_TRUE(Pass("plain").status.ok());
+  EXPECT_EQ(Names(kube::Secrets()), std::vector<std::string>{});
+  const Json pod = client_.Get(kube::Pods(), "default", "plain-ps-0").value();
+  EXPECT_FALSE(pod["spec"].contains("volumes")) << pod["spec"];
+  EXPECT_FALSE(pod["spec"]["containers"][0].contains("args")) << pod["spec"];
+  std::vector<std::string> warnings;
+  const kube::ObjectList events = client_.List(kube::Events(), "default", {}).value();
+  for (const Json& e : events.items) {
+    if (e["type"] == "Warning") warnings.push_back(e["reason"].get<std::string>());
+  }
+  EXPECT_EQ(warnings, std::vector<std::string>{"TLSDisabled"});
+}
+
 TEST_F(ReconcilerTest, PortFromTheNamedContainerPort) {
   Json job = MakeJob("p", 1, 1, "Never");
   job["spec"]["replicaSpecs"]["PS"]["template"]["spec"]["containers"][0]["ports"] =
@@ -641,7 +714,8 @@ TEST_F(ReconcilerTest, ALaggingCacheNeverCausesDuplicates) {
   ReconcileResult held = lagging.Reconcile("default", "lag");
   EXPECT_EQ(held.pods_created, 0);
   EXPECT_EQ(*held.requeue_after, absl::Seconds(5));
-  EXPECT_EQ(client_.CallCount("create"), 1 + 3 + 3 + 2);  // job, pods, services, 2 events
+  // The job, pods, services, 2 events, and (TLS) the job's CA Secret and one per replica.
+  EXPECT_EQ(client_.CallCount("create"), 1 + 3 + 3 + 2 + 1 + 3);
   // Even with expectations gone the names are fixed: the API answers AlreadyExists.
   expectations_.Forget("default/lag");
   ReconcileResult again = lagging.Reconcile("default", "lag");

@@ -5,6 +5,7 @@
 #include "operator/api/cluster_spec_builder.h"
 #include "operator/api/job_policy.h"
 #include "operator/controller/checkpoint_volume.h"
+#include "operator/controller/job_certificates.h"
 #include "operator/controller/pod_security.h"
 #include "operator/kube/object_meta.h"
 #include "operator/kube/resource.h"
@@ -142,6 +143,7 @@ json BuildPod(const json& job_object, const api::TrainingJob& job, api::ReplicaT
   SetEnv(container, "PSFLOW_REPLICA_INDEX", absl::StrCat(index));
   SetEnv(container, "PSFLOW_METRICS_PORT", absl::StrCat(metrics_port));
   if (replica.checkpoint) AddCheckpointVolume(*replica.checkpoint, spec, main);
+  if (job.tls) MountReplicaCertificates(job, type, index, spec, container);
   ApplyRestrictedSecurity(spec, main);
   pod["spec"] = std::move(spec);
   return pod;

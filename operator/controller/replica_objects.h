@@ -6,7 +6,8 @@
 // "psflow", else the first) the env TF_CONFIG, PSFLOW_JOB_NAME, PSFLOW_NAMESPACE,
 // PSFLOW_REPLICA_TYPE, PSFLOW_REPLICA_INDEX, PSFLOW_METRICS_PORT, and the ports "psflow-port"
 // (default 2222) and "metrics" (default 9100) when the template does not declare them; a ps
-// pod's checkpoint volume (checkpoint_volume.h); the restricted security defaults
+// pod's checkpoint volume (checkpoint_volume.h); with spec.tls.enabled, the replica's
+// certificates mounted and its TLS flags (job_certificates.h); the restricted security defaults
 // (pod_security.h).
 #ifndef PSFLOW_OPERATOR_CONTROLLER_REPLICA_OBJECTS_H_
 #define PSFLOW_OPERATOR_CONTROLLER_REPLICA_OBJECTS_H_
@@ -35,6 +36,7 @@ nlohmann::json JobOwnerReference(const nlohmann::json& job_object, const api::Tr
 
 // `job_object` is the TrainingJob as stored (its metadata.uid and spec.replicaSpecs.<T>.template
 // are read); `job` is its parsed form.
+
 nlohmann::json BuildPod(const nlohmann::json& job_object, const api::TrainingJob& job,
                         api::ReplicaType type, int index);
 nlohmann::json BuildService(const nlohmann::json& job_object, const api::TrainingJob& job,

@@ -7,7 +7,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "operator/kube/read_file.h"
+#include "core/read_file.h"
 
 namespace psflow::kube {
 

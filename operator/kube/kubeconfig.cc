@@ -10,8 +10,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/read_file.h"
 #include "core/status_macros.h"
-#include "operator/kube/read_file.h"
 
 namespace psflow::kube {
 namespace {

@@ -34,6 +34,10 @@ const Resource& Services() {
   static const Resource* r = new Resource{"", "v1", "services", "Service", true};
   return *r;
 }
+const Resource& Secrets() {
+  static const Resource* r = new Resource{"", "v1", "secrets", "Secret", true};
+  return *r;
+}
 const Resource& Events() {
   static const Resource* r = new Resource{"", "v1", "events", "Event", true};
   return *r;

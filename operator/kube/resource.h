@@ -31,6 +31,7 @@ struct Resource {
 // The resources the operator reads and writes.
 const Resource& Pods();
 const Resource& Services();
+const Resource& Secrets();
 const Resource& Events();
 const Resource& Leases();           // coordination.k8s.io/v1
 const Resource& TrainingJobs();     // psflow.io/v1alpha1

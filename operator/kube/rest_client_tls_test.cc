@@ -10,8 +10,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/read_file.h"
 #include "operator/kube/object_meta.h"
-#include "operator/kube/read_file.h"
 #include "operator/kube/rest_client.h"
 #include "tests/kube/scripted_http_server.h"
 

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -32,6 +33,7 @@
 #include "operator/api/job_policy.h"
 #include "operator/local/child_process.h"
 #include "operator/local/console.h"
+#include "operator/local/local_certificates.h"
 #include "operator/local/network_emulation.h"
 #include "operator/local/progress_tracker.h"
 #include "operator/local/run_folder.h"
@@ -201,6 +203,7 @@ class JobRun {
   std::string run_dir_;
   // Declared before replicas_: destroyed after them, once every replica process is gone.
   std::unique_ptr<NetworkEmulation> network_;
+  std::unique_ptr<LocalCertificates> certificates_;  // with spec.tls.enabled (the default)
   std::vector<Replica> replicas_;
   int trainers_ = 0;  // replicas with a trainer index
   Clock::time_point start_;
@@ -265,6 +268,11 @@ absl::Status JobRun::Plan() {
   }
   trainers_ = trainers;
   RETURN_IF_ERROR(SetUpNetwork());
+  if (job_.tls) {
+    const char* tmp = std::getenv("TMPDIR");
+    ASSIGN_OR_RETURN(certificates_, LocalCertificates::Create(
+                                        tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", job_.name));
+  }
   const ClusterSpec cluster = api::BuildClusterSpec(job_, [this](ReplicaType type, int index) {
     for (const auto& r : replicas_) {
       if (r.type == type && r.index == index) return absl::StrCat(Host(r), ":", r.port);
@@ -288,6 +296,13 @@ absl::Status JobRun::Plan() {
     env["PSFLOW_REPLICA_INDEX"] = absl::StrCat(r.index);
     env["PSFLOW_METRICS_PORT"] = absl::StrCat(r.metrics_port);
     for (const auto& [name, value] : env) r.env.push_back(absl::StrCat(name, "=", value));
+    if (certificates_) {
+      std::vector<std::string> ips = {Host(r)};
+      if (ips[0] != "127.0.0.1") ips.push_back("127.0.0.1");
+      ASSIGN_OR_RETURN(const std::vector<std::string> flags,
+                       certificates_->AddReplica(r.name, ips));
+      r.argv.insert(r.argv.end(), flags.begin(), flags.end());
+    }
     if (network_) r.argv = network_->Wrap(r.position, r.argv);
   }
   return absl::OkStatus();
@@ -372,6 +387,11 @@ absl::Status JobRun::Start() {
   }
   console_.Line(Say(absl::StrFormat("job %s: starting %d replicas; their logs: %s/", job_.name,
                                     replicas_.size(), run_dir_)));
+  console_.Line(Say(certificates_ != nullptr
+                        ? absl::StrCat("mutual TLS between the replicas; their certificates: ",
+                                       certificates_->dir(), "/ (removed when the run ends)")
+                        : std::string("spec.tls.enabled is false: the replicas talk to the ps "
+                                      "tasks in plaintext, unauthenticated")));
   for (Replica* r : order) {
     if (network_ && r->type != ReplicaType::kPS) WaitForPsTasks();
     auto p = ChildProcess::Spawn(r->argv, r->env);

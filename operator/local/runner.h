@@ -1,7 +1,10 @@
 // `psflow run`: runs a TrainingJob on this machine, each replica a local process.
 //
 // Every replica gets TF_CONFIG naming free 127.0.0.1 ports, PSFLOW_JOB_NAME,
-// PSFLOW_REPLICA_TYPE/INDEX and PSFLOW_METRICS_PORT. Each replica's output goes to
+// PSFLOW_REPLICA_TYPE/INDEX and PSFLOW_METRICS_PORT. Unless spec.tls.enabled is false, the
+// replicas talk over mutual TLS: each gets --tls_ca, --tls_cert and --tls_key appended to its
+// command, naming files of a private temporary folder removed when the run ends
+// (local_certificates.h). Each replica's output goes to
 // <run folder>/<replica>.log (run_folder.h; the folder is printed at the start and the end), and
 // to stdout prefixed with the replica name only when `verbose`. A progress display (steps of the
 // total, percentage, examples/s or words/s, loss, elapsed time, ETA: progress_bar.h) comes from

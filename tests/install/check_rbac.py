@@ -35,6 +35,9 @@ EXPECTED = {
         # reconciler.cc: one pod and one Service per replica, created and deleted.
         ("", "pods", "create", ""), ("", "pods", "delete", ""),
         ("", "services", "create", ""), ("", "services", "delete", ""),
+        # job_certificates.cc: the job's CA Secret and one per replica, created; the CA Secret
+        # read back to sign replicas created later.
+        ("", "secrets", "create", ""), ("", "secrets", "get", ""),
         # event_recorder.cc: Events on the TrainingJob (created, never updated).
         ("", "events", "create", ""),
         # reconciler.cc: the NetworkPolicy of a job with spec.networkPolicy.enabled, created
@@ -51,7 +54,7 @@ EXPECTED = {
 }
 
 RESOURCES = {"TrainingJobs": ("psflow.io", "trainingjobs"), "Pods": ("", "pods"),
-             "Services": ("", "services"), "Events": ("", "events"),
+             "Services": ("", "services"), "Secrets": ("", "secrets"), "Events": ("", "events"),
              "Leases": ("coordination.k8s.io", "leases"),
              "NetworkPolicies": ("networking.k8s.io", "networkpolicies")}
 VERBS = {"Get": "get", "List": "list", "Watch": "watch", "Create": "create", "Update": "update",

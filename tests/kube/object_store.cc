@@ -61,6 +61,7 @@ void ObjectStore::RegisterResource(const kube::Resource& resource, bool has_stat
 void ObjectStore::RegisterBuiltins() {
   RegisterResource(kube::Pods(), true);
   RegisterResource(kube::Services(), true);
+  RegisterResource(kube::Secrets(), false);
   RegisterResource(kube::Events(), false);
   RegisterResource(kube::Leases(), false);
 }

@@ -99,7 +99,7 @@ class ObjectStore {
   // --- Resources (the CRDs installed) ---
   // Serves `resource` from now on; registering it again changes only has_status_subresource.
   void RegisterResource(const kube::Resource& resource, bool has_status_subresource);
-  // pods and services (with a status subresource), events and leases (without).
+  // pods and services (with a status subresource), secrets, events and leases (without).
   void RegisterBuiltins();
   // As deleting a CRD: its objects are deleted (DELETED events; their dependents are garbage
   // collected; finalizers are not waited for), open watches of it end, and requests for it are

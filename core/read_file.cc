@@ -1,4 +1,4 @@
-#include "operator/kube/read_file.h"
+#include "core/read_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace psflow::kube {
+namespace psflow {
 namespace {
 
 constexpr size_t kMaxBytes = 16 << 20;  // kubeconfigs and PEMs are kilobytes
@@ -61,4 +61,4 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return data;
 }
 
-}  // namespace psflow::kube
+}  // namespace psflow
