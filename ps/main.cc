@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 
+#include <chrono>
 #include <cstdio>
 #include <optional>
 #include <thread>
@@ -30,6 +31,10 @@ ABSL_FLAG(std::string, checkpoint_dir, "",
 ABSL_FLAG(double, checkpoint_every_s, 60, "Seconds between checkpoints (0: not by time)");
 ABSL_FLAG(int64_t, checkpoint_every_steps, 0, "Global steps between checkpoints (0: not by steps)");
 ABSL_FLAG(int, keep_checkpoints, 3, "Checkpoints kept per task");
+ABSL_FLAG(double, push_timeout_s, 30,
+          "Seconds a worker's push may stay incomplete (a worker killed mid-push) before it is "
+          "given up: sync mode drops its pieces and completes the step without it. Keep it under "
+          "the workers' --ps_timeout_s");
 
 namespace psflow {
 namespace {
@@ -79,10 +84,18 @@ absl::Status Main(const TransportSecurity& security) {
       .every_s = absl::GetFlag(FLAGS_checkpoint_every_s),
       .every_steps = absl::GetFlag(FLAGS_checkpoint_every_steps)};
   RETURN_IF_ERROR(CheckpointScheduler::Check(schedule));
-  PsState state({.task = spec.task.index,
-                 .checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir),
-                 .keep_checkpoints = keep},
-                metrics.get());
+  const double push_timeout_s = absl::GetFlag(FLAGS_push_timeout_s);
+  if (!(push_timeout_s >= 1) || push_timeout_s > 86400) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--push_timeout_s must be in [1, 86400] (got ", push_timeout_s, ")"));
+  }
+  PsState::Options options;
+  options.task = spec.task.index;
+  options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  options.keep_checkpoints = keep;
+  options.incomplete_push_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(push_timeout_s * 1000));
+  PsState state(std::move(options), metrics.get());
   RETURN_IF_ERROR(state.RestoreFromCheckpoint().status());
   PsService service(state, metrics.get());
   grpc::ServerBuilder builder;

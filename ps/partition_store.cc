@@ -1,5 +1,6 @@
 #include "ps/partition_store.h"
 
+#include <algorithm>
 #include <cstring>
 #include <set>
 
@@ -12,13 +13,18 @@
 
 namespace psflow {
 
-absl::InlinedVector<std::span<float>, 3> PartitionStore::Partition::SlotSpans(int64_t offset,
-                                                                              int64_t count) {
+absl::InlinedVector<std::span<float>, 3> PartitionStore::Target::SlotSpans(int64_t offset,
+                                                                           int64_t count) const {
   absl::InlinedVector<std::span<float>, 3> spans;
-  for (auto& s : slots) {
-    spans.emplace_back(s.data() + offset, static_cast<size_t>(count));
-  }
+  for (float* s : slots) spans.emplace_back(s + offset, static_cast<size_t>(count));
   return spans;
+}
+
+PartitionStore::Target PartitionStore::TargetOf(Partition& p) {
+  Target t;
+  t.value = p.value.data();
+  for (auto& s : p.slots) t.slots.push_back(s.data());
+  return t;
 }
 
 absl::StatusOr<std::unique_ptr<PartitionStore>> PartitionStore::Create(
@@ -144,36 +150,52 @@ void PartitionStore::Assign(const proto::TransferHeader& header, ByteSource& pay
   }
 }
 
+void PartitionStore::ApplySegment(const Partition& p, const proto::Segment& s, ByteSource& payload,
+                                  WireType type, const Optimizer& optimizer, float learning_rate,
+                                  int64_t step, const Target& target) {
+  auto apply_run = [&](int64_t at, int64_t count) {
+    ForEachFloatBlock(
+        payload, count,
+        [&](std::span<const float> g) {
+          optimizer.Apply(learning_rate, step, {target.value + at, g.size()}, g,
+                          target.SlotSpans(at, static_cast<int64_t>(g.size())));
+          at += static_cast<int64_t>(g.size());
+        },
+        type);
+  };
+  if (s.rows_size() == 0) {
+    apply_run(s.offset(), s.count());
+    return;
+  }
+  // Sparse: each row is its own run of the partition (lazy update of only the rows sent).
+  for (int64_t r : s.rows()) apply_run(r * p.row_elements, p.row_elements);
+}
+
 void PartitionStore::ApplyGradients(const proto::TransferHeader& header, ByteSource& payload,
                                     const Optimizer& optimizer, float learning_rate, int64_t step) {
   const WireType type = WireTypeOf(header.wire_dtype()).value_or(WireType::kFloat32);
   for (const proto::Segment& s : header.segments()) {
     Partition& p = *partitions_[s.partition()];
     std::lock_guard lock(p.mu);
-    if (s.rows_size() > 0) {
-      // Sparse: each row is its own run of the partition (lazy update of only the rows sent).
-      for (int64_t r : s.rows()) {
-        int64_t at = r * p.row_elements;
-        ForEachFloatBlock(
-            payload, p.row_elements,
-            [&](std::span<const float> g) {
-              optimizer.Apply(learning_rate, step, {p.value.data() + at, g.size()}, g,
-                              p.SlotSpans(at, static_cast<int64_t>(g.size())));
-              at += static_cast<int64_t>(g.size());
-            },
-            type);
-      }
-      continue;
-    }
-    int64_t at = s.offset();
-    ForEachFloatBlock(
-        payload, s.count(),
-        [&](std::span<const float> g) {
-          optimizer.Apply(learning_rate, step, {p.value.data() + at, g.size()}, g,
-                          p.SlotSpans(at, static_cast<int64_t>(g.size())));
-          at += static_cast<int64_t>(g.size());
-        },
-        type);
+    ApplySegment(p, s, payload, type, optimizer, learning_rate, step, TargetOf(p));
+  }
+}
+
+void PartitionStore::ApplyGradientsTo(std::vector<CheckpointTensor>& snapshot,
+                                      const proto::TransferHeader& header, ByteSource& payload,
+                                      const Optimizer& optimizer, float learning_rate,
+                                      int64_t step) const {
+  const WireType type = WireTypeOf(header.wire_dtype()).value_or(WireType::kFloat32);
+  // Snapshot's layout: per partition its values, then its slots.
+  const size_t per_partition = 1 + static_cast<size_t>(optimizer.num_slots());
+  for (const proto::Segment& s : header.segments()) {
+    const size_t first = s.partition() * per_partition;
+    Target target;
+    target.value = snapshot[first].values.data();
+    for (size_t k = 1; k < per_partition; ++k)
+      target.slots.push_back(snapshot[first + k].values.data());
+    ApplySegment(*partitions_[s.partition()], s, payload, type, optimizer, learning_rate, step,
+                 target);
   }
 }
 
@@ -224,14 +246,33 @@ void PartitionStore::ApplyStaged(uint32_t partition, std::span<const int> worker
   }
   for (Partition::Piece& piece : p.staged) p.spare.push_back(std::move(piece));
   p.staged.clear();
+  const Target target = TargetOf(p);
   constexpr int64_t kBlock = 4096;
   for (int64_t at = 0; at < p.elements; at += kBlock) {
     const int64_t n = std::min(kBlock, p.elements - at);
     float* acc = p.accumulator.data() + at;
     for (int64_t i = 0; i < n; ++i) acc[i] *= scale;
     optimizer.Apply(learning_rate, step, {p.value.data() + at, static_cast<size_t>(n)},
-                    {acc, static_cast<size_t>(n)}, p.SlotSpans(at, n));
+                    {acc, static_cast<size_t>(n)}, target.SlotSpans(at, n));
     std::memset(acc, 0, static_cast<size_t>(n) * 4);
+  }
+}
+
+void PartitionStore::DropStaged(std::span<const int> workers) {
+  if (workers.empty()) return;
+  for (auto& pp : partitions_) {
+    Partition& p = *pp;
+    std::lock_guard lock(p.mu);
+    auto keep = p.staged.begin();
+    for (auto it = p.staged.begin(); it != p.staged.end(); ++it) {
+      if (std::find(workers.begin(), workers.end(), it->worker) != workers.end()) {
+        p.spare.push_back(std::move(*it));
+      } else {
+        if (keep != it) *keep = std::move(*it);
+        ++keep;
+      }
+    }
+    p.staged.erase(keep, p.staged.end());
   }
 }
 

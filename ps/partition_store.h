@@ -24,6 +24,7 @@
 #include "core/byte_source.h"
 #include "core/chunk_plan.h"
 #include "core/optimizer.h"
+#include "core/wire_type.h"
 #include "proto/ps.pb.h"
 #include "ps/checkpoint.h"
 
@@ -65,6 +66,12 @@ class PartitionStore {
   // Async: applies each segment's gradient with the optimizer under the partition's lock.
   void ApplyGradients(const proto::TransferHeader& header, ByteSource& payload,
                       const Optimizer& optimizer, float learning_rate, int64_t step);
+  // Async: the same update applied to `snapshot` (what Snapshot returned) instead of the
+  // partitions: a checkpoint completing the pushes that were half applied when it was taken.
+  // The caller serialises the calls on one snapshot.
+  void ApplyGradientsTo(std::vector<CheckpointTensor>& snapshot,
+                        const proto::TransferHeader& header, ByteSource& payload,
+                        const Optimizer& optimizer, float learning_rate, int64_t step) const;
   // Sync: keeps a copy of each segment's gradients, as the header's worker's, in its partition
   // until that partition is applied. Memory: the pieces of every partition not yet applied in
   // this step, per admitted worker (at most the task's gradient bytes per admitted worker, while
@@ -78,6 +85,9 @@ class PartitionStore {
   // partition's lock. Exact: a piece not listed never touches the values.
   void ApplyStaged(uint32_t partition, std::span<const int> workers, float scale,
                    const Optimizer& optimizer, float learning_rate, int64_t step);
+  // Sync: discards every staged piece of `workers` (their pushes were given up) in every
+  // partition, keeping the buffers for later pieces.
+  void DropStaged(std::span<const int> workers);
 
   // Copies the (dense) segments' current values to out, back to back; each partition's part is
   // read under its lock, so it is never torn by a concurrent update.
@@ -106,8 +116,18 @@ class PartitionStore {
     std::vector<Piece> staged;
     std::vector<Piece> spare;  // applied pieces, their buffers kept for the next Stage
     mutable std::mutex mu;
-    absl::InlinedVector<std::span<float>, 3> SlotSpans(int64_t offset, int64_t count);
   };
+  // Where an update goes: a partition's values and slots, or a snapshot's copies of them.
+  struct Target {
+    float* value = nullptr;
+    absl::InlinedVector<float*, 3> slots;
+    absl::InlinedVector<std::span<float>, 3> SlotSpans(int64_t offset, int64_t count) const;
+  };
+  static Target TargetOf(Partition& p);
+  // Applies one validated segment's gradients (the payload's next elements) to `target`.
+  static void ApplySegment(const Partition& p, const proto::Segment& s, ByteSource& payload,
+                           WireType type, const Optimizer& optimizer, float learning_rate,
+                           int64_t step, const Target& target);
   PartitionStore() = default;
 
   std::vector<std::unique_ptr<Partition>> partitions_;

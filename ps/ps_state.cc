@@ -1,5 +1,6 @@
 #include "ps/ps_state.h"
 
+#include <algorithm>
 #include <cmath>
 #include <future>
 #include <memory>
@@ -15,11 +16,16 @@
 namespace psflow {
 
 PsState::PsState(Options options, PsMetrics* metrics)
-    : options_(std::move(options)), metrics_(metrics) {
+    : options_(std::move(options)),
+      metrics_(metrics),
+      coordinator_(options_.incomplete_push_timeout) {
   if (!options_.checkpoint_dir.empty()) {
     checkpoints_.emplace(options_.checkpoint_dir, options_.task, options_.keep_checkpoints);
   }
+  coordinator_.SetExpiryHandler([this] { ExpirePushes(); });
 }
+
+PsState::~PsState() { coordinator_.Stop(); }
 
 absl::Status PsState::Activate(const proto::InitializeRequest& request,
                                std::unique_ptr<PartitionStore> store,
@@ -100,10 +106,24 @@ absl::StatusOr<proto::InitializeResponse> PsState::Initialize(
   if (request.fingerprint() != fingerprint_) {
     return absl::FailedPreconditionError("initialize commit for a different model");
   }
+  if (request.start_step() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("initialize commit at step ", request.start_step(), " (must be >= 0)"));
+  }
   auto store = std::move(store_);
   auto optimizer = std::move(optimizer_);
   const proto::InitializeRequest created = request_;
-  RETURN_IF_ERROR(Activate(created, std::move(store), std::move(optimizer), 0));
+  const int64_t start = request.start_step();
+  RETURN_IF_ERROR(Activate(created, std::move(store), std::move(optimizer), start));
+  if (start > 0) {
+    PSFLOW_LOG(WARNING) << "ps task " << options_.task
+                        << " lost its training progress (restarted without a checkpoint): its "
+                           "variables were re-created from the chief's copy at global step "
+                        << start
+                        << "; the updates the chief had not pulled and the optimizer's slots are "
+                           "lost; the global step resumes at "
+                        << start;
+  }
   PSFLOW_LOG(INFO) << "initialised " << created.partitions_size() << " partition(s), "
                    << store_->bytes() << " bytes; "
                    << (sync_ ? absl::StrCat("sync, aggregating ",
@@ -114,7 +134,7 @@ absl::StatusOr<proto::InitializeResponse> PsState::Initialize(
                              : std::string("async"))
                    << ", optimizer " << optimizer_->config().name();
   response.set_initialized_now(true);
-  response.set_global_step(0);
+  response.set_global_step(start);
   return response;
 }
 
@@ -167,10 +187,18 @@ absl::StatusOr<int64_t> PsState::Leave(int worker) {
 
 StepCoordinator::Wakeups PsState::ApplyReady(const StepCoordinator::Progress& progress,
                                              float learning_rate) {
+  if (!progress.given_up.empty()) {
+    if (sync_) {
+      store_->DropStaged(progress.given_up);
+    } else {
+      ForgetCaptured(progress.given_up);
+    }
+  }
   // The step cannot advance while these partitions are being applied: this is the step s whose
-  // average they get (the optimizer's step s + 1).
+  // average they get (the optimizer's step s + 1). No workers (every admitted one gone): the
+  // partitions complete the step without an update.
   const int64_t step = coordinator_.step();
-  if (!progress.apply.empty()) {
+  if (!progress.apply.empty() && !progress.workers.empty()) {
     const float scale = 1.0f / static_cast<float>(progress.workers.size());
     for (uint32_t p : progress.apply) {
       store_->ApplyStaged(p, progress.workers, scale, *optimizer_, learning_rate, step + 1);
@@ -179,6 +207,55 @@ StepCoordinator::Wakeups PsState::ApplyReady(const StepCoordinator::Progress& pr
   StepCoordinator::Wakeups wake = coordinator_.PartitionsApplied(progress);
   if (metrics_ != nullptr && coordinator_.step() != step) metrics_->updates.Increment();
   return wake;
+}
+
+void PsState::ExpirePushes() {
+  StepCoordinator::Wakeups wake;
+  {
+    // Exclusive, as Leave: no push is between its Admit and its ChunkAccumulated.
+    std::unique_lock lock(update_mu_);
+    const StepCoordinator::Progress progress = coordinator_.ExpirePushes();
+    for (int worker : progress.given_up) {
+      PSFLOW_LOG(WARNING) << "ps task " << options_.task << ": worker " << worker
+                          << "'s push stayed incomplete for "
+                          << std::chrono::duration<double>(options_.incomplete_push_timeout).count()
+                          << " s (killed mid-push?): given up"
+                          << (sync_ ? "; its pieces are dropped and the step goes on without it"
+                                    : "");
+    }
+    if (!coordinator_.ready() ||
+        (progress.given_up.empty() && progress.apply.empty() && !progress.completes_step)) {
+      return;
+    }
+    wake = ApplyReady(progress, learning_rate_.load());
+  }
+  StepCoordinator::Wake(std::move(wake));
+  if (metrics_ != nullptr) metrics_->global_step.Set(static_cast<double>(coordinator_.step()));
+}
+
+void PsState::Capture(const proto::TransferHeader& header,
+                      const StepCoordinator::Admission& admission, ByteSource& frame,
+                      float learning_rate) {
+  std::lock_guard lock(capture_mu_);
+  auto it = std::find_if(capture_open_.begin(), capture_open_.end(),
+                         [&](const auto& open) { return open.worker == header.worker(); });
+  if (it == capture_open_.end()) return;
+  if (it->counted_at == admission.step) {
+    store_->ApplyGradientsTo(capture_, header, frame, *optimizer_, learning_rate,
+                             admission.step + 1);
+    if (--it->chunks_left > 0) return;
+  }
+  // Done, or the worker opened another push (it restarted): the one in the copy ends here.
+  capture_open_.erase(it);
+  if (capture_open_.empty()) capture_done_.notify_all();
+}
+
+void PsState::ForgetCaptured(std::span<const int> workers) {
+  std::lock_guard lock(capture_mu_);
+  for (int worker : workers) {
+    std::erase_if(capture_open_, [worker](const auto& open) { return open.worker == worker; });
+  }
+  if (capture_open_.empty()) capture_done_.notify_all();
 }
 
 absl::Status PsState::CheckFrame(const proto::TransferHeader& header) const {
@@ -243,11 +320,21 @@ absl::StatusOr<proto::TransferReply> PsState::Push(ByteSource& frame) {
     const float lr = learning_rate_.load();
     switch (admission.verdict) {
       case StepCoordinator::Verdict::kApply:
-        store_->ApplyGradients(h, frame, *optimizer_, lr, admission.step + 1);
-        if (h.chunk() == 0 && metrics_ != nullptr) {
-          metrics_->updates.Increment();
-          metrics_->examples.Increment(static_cast<double>(h.examples()));
-          metrics_->staleness.Observe(static_cast<double>(admission.staleness));
+        if (capturing_) {
+          ByteSource copy = frame;  // a checkpoint is completing its copy: rare, may allocate
+          store_->ApplyGradients(h, frame, *optimizer_, lr, admission.step + 1);
+          Capture(h, admission, copy, lr);
+        } else {
+          store_->ApplyGradients(h, frame, *optimizer_, lr, admission.step + 1);
+        }
+        if (metrics_ != nullptr) {
+          // A push counts once, as it opens (its first chunk to arrive); its examples ride on
+          // chunk 0.
+          if (admission.opens_push) {
+            metrics_->updates.Increment();
+            metrics_->staleness.Observe(static_cast<double>(admission.staleness));
+          }
+          if (h.chunk() == 0) metrics_->examples.Increment(static_cast<double>(h.examples()));
         }
         break;
       case StepCoordinator::Verdict::kAccumulate:
@@ -331,6 +418,7 @@ int64_t PsState::bytes() const {
 
 absl::StatusOr<std::optional<int64_t>> PsState::Checkpoint() {
   if (!checkpoints_ || !coordinator_.ready()) return std::optional<int64_t>();
+  std::lock_guard one_at_a_time(checkpoint_mu_);
   psflow::Checkpoint ckpt;
   proto::InitializeRequest metadata = request_;
   metadata.mutable_optimizer()->set_learning_rate(learning_rate_.load());
@@ -339,6 +427,7 @@ absl::StatusOr<std::optional<int64_t>> PsState::Checkpoint() {
   ckpt.fingerprint = fingerprint_;
   // A step whose partitions are partly applied is waited out (the pushes that finish it hold
   // update_mu_ shared): a checkpoint holds whole steps only.
+  bool capturing = false;
   for (;;) {
     int64_t step = 0;
     {
@@ -346,6 +435,16 @@ absl::StatusOr<std::optional<int64_t>> PsState::Checkpoint() {
       if (!coordinator_.mid_step()) {
         ckpt.global_step = coordinator_.step();
         ckpt.tensors = store_->Snapshot(*optimizer_);
+        if (!sync_) {
+          std::vector<StepCoordinator::OpenPush> open = coordinator_.open_pushes();
+          if (!open.empty()) {
+            // Async pushes half applied: their remaining chunks complete the copy (Capture).
+            std::lock_guard capture_lock(capture_mu_);
+            capture_ = std::move(ckpt.tensors);
+            capture_open_ = std::move(open);
+            capturing_ = capturing = true;
+          }
+        }
         break;
       }
       step = coordinator_.step();
@@ -359,6 +458,32 @@ absl::StatusOr<std::optional<int64_t>> PsState::Checkpoint() {
           absl::StrCat("checkpoint not written: step ", step, " stayed partly applied for ",
                        std::chrono::duration_cast<std::chrono::seconds>(kCheckpointWait).count(),
                        " s (a worker's push is incomplete) or the ps is stopping"));
+    }
+  }
+  if (options_.after_checkpoint_cut) options_.after_checkpoint_cut();
+  if (capturing) {
+    // The open pushes finish or are given up (incomplete_push_timeout); a stopping ps gets no
+    // more chunks: what they have is all they will have, as in the partitions.
+    const auto give_up = std::chrono::steady_clock::now() + kCheckpointWait;
+    {
+      std::unique_lock lock(capture_mu_);
+      while (!capture_open_.empty() && !coordinator_.stopped() &&
+             std::chrono::steady_clock::now() < give_up) {
+        capture_done_.wait_for(lock, std::chrono::milliseconds(50));
+      }
+    }
+    std::unique_lock lock(update_mu_);
+    std::lock_guard capture_lock(capture_mu_);
+    capturing_ = false;
+    const bool complete = capture_open_.empty() || coordinator_.stopped();
+    ckpt.tensors = std::move(capture_);
+    capture_.clear();
+    capture_open_.clear();
+    if (!complete) {
+      return absl::UnavailableError(absl::StrCat(
+          "checkpoint not written: an async push open at step ", ckpt.global_step,
+          " stayed incomplete for ",
+          std::chrono::duration_cast<std::chrono::seconds>(kCheckpointWait).count(), " s"));
     }
   }
   RETURN_IF_ERROR(checkpoints_->Write(ckpt));

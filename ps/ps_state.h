@@ -3,8 +3,10 @@
 // PsService puts it on the wire; the frame fuzzer drives it directly.
 //
 // Life cycle: Initialize(commit = false) creates the partitions; the chief's TK_ASSIGN pushes fill
-// them; Initialize(commit = true) makes the task ready. Or RestoreFromCheckpoint makes it ready at
-// the checkpoint's step and a chief's Initialize then finds the variables there.
+// them; Initialize(commit = true) makes the task ready, at the commit's start_step (0 for a new
+// job; a chief re-creating a task that restarted without a checkpoint sends its last known global
+// step, so the step never goes back: that is logged as lost progress). Or RestoreFromCheckpoint
+// makes it ready at the checkpoint's step and a chief's Initialize then finds the variables there.
 //
 // Every bulk frame is validated completely (kind, fingerprint, dtype, segments against the
 // partitions, payload size, step) before it touches a partition, so a bad call changes nothing.
@@ -12,25 +14,33 @@
 // (StepCoordinator), so pulls of the next step are answered partition by partition; a pull's
 // reply reports the step its partitions are at (StepCoordinator::step_of).
 //
-// Checkpoints are consistent: Checkpoint() waits for the pushes being applied and holds new ones
-// off while it copies the partitions (a memcpy of the model), then writes without any lock. In
-// sync mode it also waits (up to kCheckpointWait) for a step whose partitions are partly applied
-// to finish: a checkpoint never holds half a step.
+// Checkpoints are consistent cuts: Checkpoint() waits for the pushes being applied and holds new
+// ones off while it copies the partitions (a memcpy of the model), then writes without any lock.
+// In sync mode it also waits (up to kCheckpointWait) for a step whose partitions are partly applied
+// to finish: a checkpoint never holds half a step. In async mode the pushes open at the copy (some
+// of their chunks applied) are completed in the copy: each later chunk of theirs is applied to the
+// copy as well as to the partitions, pushes opened after the copy only to the partitions, and the
+// copy is written once the open ones are done (up to kCheckpointWait): it holds whole pushes and
+// the step that counts them. A push given up (its worker left or restarted, or incomplete for
+// incomplete_push_timeout, see StepCoordinator) ends as it is, in the copy as in the partitions.
 // Thread-safe.
 #ifndef PSFLOW_PS_PS_STATE_H_
 #define PSFLOW_PS_PS_STATE_H_
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <shared_mutex>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "core/byte_source.h"
 #include "core/optimizer.h"
@@ -49,9 +59,15 @@ class PsState {
     int task = 0;
     std::string checkpoint_dir;  // empty: no checkpoints
     int keep_checkpoints = 3;
+    // A push incomplete this long is given up (StepCoordinator's push_timeout).
+    std::chrono::milliseconds incomplete_push_timeout = StepCoordinator::kDefaultPushTimeout;
+    // Tests: runs on the checkpointing thread, without locks, once a checkpoint has copied the
+    // partitions and before it waits for the pushes open at that moment.
+    std::function<void()> after_checkpoint_cut;
   };
   // metrics may be null.
   PsState(Options options, PsMetrics* metrics);
+  ~PsState();  // stops the coordinator (no expiry runs afterwards)
 
   // Loads the newest valid checkpoint of this task, if there is one, and becomes ready at its
   // step. True when one was restored.
@@ -103,6 +119,14 @@ class PsState {
   absl::Status Activate(const proto::InitializeRequest& request,
                         std::unique_ptr<PartitionStore> store, std::unique_ptr<Optimizer> optimizer,
                         int64_t step);
+  // The coordinator's expiry handler: gives up the pushes incomplete for too long.
+  void ExpirePushes();
+  // Async, with a checkpoint waiting for the pushes open at its copy: `frame` (a copy of the
+  // chunk's payload) goes to the copy as well when its push is one of them. Under update_mu_.
+  void Capture(const proto::TransferHeader& header, const StepCoordinator::Admission& admission,
+               ByteSource& frame, float learning_rate);
+  // The checkpoint's copy no longer waits for these workers' pushes (given up).
+  void ForgetCaptured(std::span<const int> workers);
 
   Options options_;
   PsMetrics* metrics_;
@@ -122,6 +146,16 @@ class PsState {
   std::atomic<float> learning_rate_{0.0f};
   // Shared by every push while it touches partitions; exclusive while a checkpoint copies them.
   mutable std::shared_mutex update_mu_;
+
+  std::mutex checkpoint_mu_;  // one Checkpoint at a time (it owns the copy below)
+  // Async: the copy of the partitions a checkpoint is completing (see the top).
+  // Written under update_mu_ held exclusively, read under it shared: a push tests it without
+  // capture_mu_.
+  bool capturing_ = false;
+  std::mutex capture_mu_;
+  std::condition_variable capture_done_;  // capture_open_ became empty
+  std::vector<CheckpointTensor> capture_ ABSL_GUARDED_BY(capture_mu_);
+  std::vector<StepCoordinator::OpenPush> capture_open_ ABSL_GUARDED_BY(capture_mu_);
 };
 
 }  // namespace psflow

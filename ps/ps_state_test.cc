@@ -321,6 +321,27 @@ TEST(PsStateTest, ChiefFlowMakesTheTaskReadyWithTheAssignedValues) {
   EXPECT_EQ(step, 0);
 }
 
+// A chief re-creating a task that restarted without a checkpoint commits at the last step it
+// saw: the task starts there, not at 0, and counts on from it.
+TEST(PsStateTest, CommitAtAStartStepMakesTheTaskReadyThere) {
+  PsState state({}, nullptr);
+  proto::InitializeRequest request = Request(Sgd(1), Async());
+  ASSERT_TRUE(state.Initialize(request).ok());
+  request.set_commit(true);
+  request.set_start_step(-1);
+  EXPECT_EQ(state.Initialize(request).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(state.ReadyResponse().ready());
+  request.set_start_step(1234);
+  auto committed = state.Initialize(request);
+  ASSERT_TRUE(committed.ok()) << committed.status();
+  EXPECT_TRUE(committed->initialized_now());
+  EXPECT_EQ(committed->global_step(), 1234);
+  EXPECT_EQ(state.ReadyResponse().global_step(), 1234);
+  const auto r = Push(state, Gradient(All(), 1234), Fill(1));
+  ASSERT_TRUE(Accepted(r));
+  EXPECT_EQ(r->global_step(), 1235);
+}
+
 TEST(PsStateTest, PartitionsStartZeroedAndPartialAssignmentsLandAtTheirOffsets) {
   PsState state({}, nullptr);
   ASSERT_TRUE(state.Initialize(Request(Sgd(1), Async())).ok());
@@ -798,6 +819,64 @@ TEST(PsStateTest, SyncWorkerLeavingMidPushHasNoneOfItsPiecesApplied) {
   ASSERT_TRUE(Accepted(Push(*reference, Gradient(All(), 1, 1), g0)));
   EXPECT_EQ(state->global_step(), 2);
   EXPECT_EQ(PullAll(*state), PullAll(*reference));
+}
+
+// Waits up to `wait` for the state's step to reach `step`; true when it did.
+bool ReachesStepWithin(PsState& state, int64_t step, std::chrono::milliseconds wait) {
+  auto parked = ParkPull(state, All(), step);
+  return parked->answer.wait_for(wait) == std::future_status::ready && parked->answer.get();
+}
+
+bool ReachesStep(PsState& state, int64_t step) {
+  return ReachesStepWithin(state, step, std::chrono::seconds(10));
+}
+
+PsState::Options QuickExpiry() {
+  PsState::Options options;
+  options.incomplete_push_timeout = std::chrono::milliseconds(100);
+  return options;
+}
+
+// A worker that dies in the middle of a sync push (no Leave: it never sends the rest) gives its
+// place up once its push has been incomplete for incomplete_push_timeout: the step completes
+// with the workers still there, none of the dead worker's pieces applied.
+TEST(PsStateTest, SyncWorkerDyingMidPushIsDroppedAfterTheTimeout) {
+  auto state = ReadyState(Request(Sgd(0.5f), Sync(2, 2)), QuickExpiry());
+  const std::vector<float> g0 = {2, 4, 6, 8, 2, 4, 6, 8, 2, 4, 6};
+  const std::vector<float> g1 = Fill(1000);
+  // Worker 1 sends half of partition 0 (chunk 0 of 4) and dies.
+  ASSERT_TRUE(Accepted(Push(*state, Gradient({{0, 0, 2}}, 0, 1, 0, 4), Part(g1, 0, 2))));
+  ASSERT_TRUE(Accepted(Push(*state, Gradient(All(), 0, 0), g0)));
+  ASSERT_TRUE(ReachesStep(*state, 1));
+  EXPECT_EQ(state->global_step(), 1);
+  // Averaged over worker 0 alone: var -= 0.5 * g0.
+  ExpectValues(PullAll(*state), {0, 0, 0, 0, 4, 4, 4, 4, 9, 18, 27});
+
+  // The worker comes back (restarted) and both make the next step again.
+  const std::vector<float> g2 = {4, 4, 4, 4, 0, 0, 0, 0, -2, -4, -6};
+  ASSERT_TRUE(Accepted(Push(*state, Gradient(All(), 1, 1), g2)));
+  EXPECT_EQ(state->global_step(), 1);  // the step needs both again
+  ASSERT_TRUE(Accepted(Push(*state, Gradient(All(), 1, 0), g0)));
+  EXPECT_EQ(state->global_step(), 2);
+  // var -= 0.5 * (g0 + g2) / 2.
+  ExpectValues(PullAll(*state), {-1.5, -2, -2.5, -3, 3.5, 3, 2.5, 2, 9, 18, 27});
+}
+
+// A dead worker's staged pieces are dropped when its push is given up: if it comes back within
+// the same step, only its new push counts.
+TEST(PsStateTest, SyncWorkerBackAfterItsPushWasGivenUpCountsOnce) {
+  auto state = ReadyState(Request(Sgd(0.5f), Sync(3, 2)), QuickExpiry());
+  const std::vector<float> g0 = {2, 4, 6, 8, 2, 4, 6, 8, 2, 4, 6};
+  const std::vector<float> g1 = {4, 4, 4, 4, 0, 0, 0, 0, -2, -4, -6};
+  const std::vector<float> dead = Fill(1000);
+  ASSERT_TRUE(Accepted(Push(*state, Gradient({{0, 0, 2}}, 0, 1, 0, 4), Part(dead, 0, 2))));
+  ASSERT_TRUE(Accepted(Push(*state, Gradient(All(), 0, 0), g0)));
+  // Worker 1's push is given up; the step still needs two workers of the two left.
+  EXPECT_FALSE(ReachesStepWithin(*state, 1, std::chrono::milliseconds(500)));
+  ASSERT_TRUE(Accepted(Push(*state, Gradient(All(), 0, 1), g1)));
+  EXPECT_EQ(state->global_step(), 1);
+  // var -= 0.5 * (g0 + g1) / 2: nothing of the 1000s.
+  ExpectValues(PullAll(*state), {-0.5, 0, 0.5, 1, 4.5, 5, 5.5, 6, 10, 20, 30});
 }
 
 TEST(PsStateTest, SyncElementsOfAPartitionSentTwiceAreRejected) {
@@ -1330,6 +1409,103 @@ TEST(PsStateTest, SyncCheckpointWaitsOutAPartlyAppliedStep) {
     values.insert(values.end(), t.values.begin(), t.values.end());
   }
   ExpectValues(values, {-0.5, 0, 0.5, 1, 4.5, 5, 5.5, 6, 10, 20, 30});
+}
+
+// The checkpoint file written at `step` in `dir`: its step and every tensor, values bit for bit.
+Checkpoint ReadWritten(const std::string& dir, int64_t step) {
+  auto ckpt = ReadCheckpointFile(
+      absl::StrCat(dir, "/ps-0/ckpt-", absl::Dec(step, absl::kZeroPad12), ".psck"));
+  EXPECT_TRUE(ckpt.ok()) << ckpt.status();
+  return ckpt.ok() ? *std::move(ckpt) : Checkpoint{};
+}
+
+// Every value and slot, in tensor order.
+std::vector<float> Flatten(const Checkpoint& ckpt) {
+  std::vector<float> values;
+  for (const CheckpointTensor& t : ckpt.tensors) {
+    values.insert(values.end(), t.values.begin(), t.values.end());
+  }
+  return values;
+}
+
+// An async push split into chunks counts as one step, and every chunk is applied with the step
+// number of the whole push: Adam's values and both slots come out bit for bit as with the push
+// whole, whatever order the chunks arrive in.
+TEST(PsStateTest, AsyncChunkedPushEqualsTheWholePushBitForBit) {
+  const std::string whole_dir = TestDir() + "/whole";
+  const std::string split_dir = TestDir() + "/split";
+  auto whole = ReadyState(Request(Adam(0.01f), Async(2)), CheckpointOptions(whole_dir));
+  auto split = ReadyState(Request(Adam(0.01f), Async(2)), CheckpointOptions(split_dir));
+  const std::vector<float> g1 = {0.3f, -1.7f, 2.9f, 0.01f, -4, 5.5f, 0.25f, -0.125f, 7, -8, 0.9f};
+  const std::vector<float> g2 = {1.1f, 0.2f, -0.3f, 4.4f, 0.5f, -6.6f, 7.7f, 0.8f, -9.9f, 1, 2};
+  const std::vector<float> g3 = {-2, 3, -4, 5, -6, 7, -8, 9, -10, 11, -12};
+  // The three chunks of a worker's push: one partition each.
+  const std::vector<Seg> chunks[3] = {{{0, 0, 4}}, {{1, 0, 4}}, {{2, 0, 3}}};
+  const size_t begin[3] = {0, 4, 8};
+  const size_t end[3] = {4, 8, 11};
+  auto push_split = [&](const std::vector<float>& g, int64_t step, int worker,
+                        std::vector<uint32_t> order) {
+    for (uint32_t c : order) {
+      auto r = Push(*split, Gradient(chunks[c], step, worker, c, 3), Part(g, begin[c], end[c]));
+      ASSERT_TRUE(Accepted(r));
+    }
+  };
+  // Worker 0 at step 0 (chunks in order), worker 1 at step 0 (last chunk first), worker 0 at
+  // step 2 (middle chunk first).
+  push_split(g1, 0, 0, {0, 1, 2});
+  EXPECT_EQ(split->global_step(), 1);
+  push_split(g2, 0, 1, {2, 0, 1});
+  EXPECT_EQ(split->global_step(), 2);
+  push_split(g3, 2, 0, {1, 2, 0});
+  EXPECT_EQ(split->global_step(), 3);
+  ASSERT_TRUE(Accepted(Push(*whole, Gradient(All(), 0, 0), g1)));
+  ASSERT_TRUE(Accepted(Push(*whole, Gradient(All(), 0, 1), g2)));
+  ASSERT_TRUE(Accepted(Push(*whole, Gradient(All(), 2, 0), g3)));
+  EXPECT_EQ(whole->global_step(), 3);
+
+  EXPECT_EQ(PullAll(*split), PullAll(*whole));
+  auto split_written = split->Checkpoint();
+  auto whole_written = whole->Checkpoint();
+  ASSERT_TRUE(split_written.ok() && split_written->has_value()) << split_written.status();
+  ASSERT_TRUE(whole_written.ok() && whole_written->has_value()) << whole_written.status();
+  EXPECT_EQ(**split_written, 3);
+  EXPECT_EQ(**whole_written, 3);
+  const Checkpoint split_ckpt = ReadWritten(split_dir, 3);
+  const Checkpoint whole_ckpt = ReadWritten(whole_dir, 3);
+  ASSERT_EQ(split_ckpt.tensors.size(), 9u);  // values, m and v of three partitions
+  EXPECT_EQ(Flatten(split_ckpt), Flatten(whole_ckpt));
+}
+
+// A checkpoint asked for while an async push is half applied is a consistent cut: it holds the
+// whole push and the step that counts it, and none of a push that opened after the cut, even
+// though that push reached the partitions before the half-applied one finished.
+TEST(PsStateTest, AsyncCheckpointHoldsWholePushesOnly) {
+  const std::string dir = TestDir();
+  const std::vector<float> g0 = {2, 4, 6, 8, 2, 4, 6, 8, 2, 4, 6};
+  const std::vector<float> g1 = {4, 4, 4, 4, 0, 0, 0, 0, -2, -4, -6};
+  int cuts = 0;
+  std::unique_ptr<PsState> state;
+  PsState::Options options = CheckpointOptions(dir);
+  // Runs once the checkpoint has taken its cut: worker 1's push (after the cut), then the rest of
+  // worker 0's (before it).
+  options.after_checkpoint_cut = [&] {
+    ++cuts;
+    ASSERT_TRUE(Accepted(Push(*state, Gradient(All(), 0, 1), g1)));
+    ASSERT_TRUE(Accepted(Push(*state, Gradient(Chunk1(), 0, 0, 1, 2), Part(g0, 8, 11))));
+  };
+  state = ReadyState(Request(Sgd(0.5f), Async(2)), options);
+  ASSERT_TRUE(Accepted(Push(*state, Gradient(Chunk0(), 0, 0, 0, 2), Part(g0, 0, 8))));
+  auto written = state->Checkpoint();
+  EXPECT_EQ(cuts, 1);
+  ASSERT_TRUE(written.ok() && written->has_value()) << written.status();
+  EXPECT_EQ(**written, 1);
+  const Checkpoint ckpt = ReadWritten(dir, 1);
+  EXPECT_EQ(ckpt.global_step, 1);
+  // Worker 0's push whole (var -= 0.5 g0), nothing of worker 1's.
+  ExpectValues(Flatten(ckpt), {0, 0, 0, 0, 4, 4, 4, 4, 9, 18, 27});
+  // The live state has both.
+  EXPECT_EQ(state->global_step(), 2);
+  ExpectValues(PullAll(*state), {-2, -2, -2, -2, 4, 4, 4, 4, 10, 20, 30});
 }
 
 TEST(PsStateTest, CorruptNewestCheckpointFallsBackToThePreviousOne) {

@@ -1,17 +1,25 @@
 #include "ps/step_coordinator.h"
 
 #include <algorithm>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 
 namespace psflow {
 
-StepCoordinator::StepCoordinator() : timer_([this] { TimerLoop(); }) {}
+StepCoordinator::StepCoordinator(std::chrono::milliseconds push_timeout)
+    : push_timeout_(push_timeout), timer_([this] { TimerLoop(); }) {}
 
 StepCoordinator::~StepCoordinator() {
   Stop();
   timer_.join();
+}
+
+void StepCoordinator::SetExpiryHandler(std::function<void()> handler) {
+  std::lock_guard lock(mu_);
+  expiry_handler_ = std::move(handler);
+  cv_.notify_all();  // the timer may sleep with no deadline: it now has push deadlines
 }
 
 absl::Status StepCoordinator::CheckSyncConfig(const proto::SyncConfig& sync) {
@@ -35,6 +43,8 @@ absl::Status StepCoordinator::Start(const proto::SyncConfig& sync, int64_t step,
     required_ =
         sync.replicas_to_aggregate() == 0 ? sync.total_workers() : sync.replicas_to_aggregate();
     left_.assign(static_cast<size_t>(sync.total_workers()), false);
+    absent_.assign(static_cast<size_t>(sync.total_workers()), false);
+    async_.assign(sync.sync_replicas() ? 0 : static_cast<size_t>(sync.total_workers()), {});
     partition_state_.assign(partition_elements.size(), PartitionState::kWaiting);
     partition_elements_ = std::move(partition_elements);
     step_ = std::max<int64_t>(step, 0);
@@ -47,6 +57,11 @@ absl::Status StepCoordinator::Start(const proto::SyncConfig& sync, int64_t step,
 bool StepCoordinator::ready() const {
   std::lock_guard lock(mu_);
   return step_ >= 0;
+}
+
+bool StepCoordinator::stopped() const {
+  std::lock_guard lock(mu_);
+  return stopping_;
 }
 
 int64_t StepCoordinator::step() const {
@@ -97,8 +112,28 @@ absl::StatusOr<StepCoordinator::Admission> StepCoordinator::Admit(
   a.step = step_;
   a.staleness = step_ - header.step();
   if (!sync_.sync_replicas()) {
-    if (header.chunk() == 0) {
+    AsyncPush& push = async_[static_cast<size_t>(header.worker())];
+    if (!push.open || push.from_step != header.step() || push.num_chunks != header.num_chunks() ||
+        push.seen[header.chunk()]) {
+      // A new push (one this worker left open ends as it is: it restarted).
+      push.open = true;
+      push.from_step = header.step();
+      push.counted_at = step_;
+      push.num_chunks = header.num_chunks();
+      push.chunks_in = 0;
+      push.seen.assign(header.num_chunks(), false);
+      push.opened = std::chrono::steady_clock::now();
+      a.opens_push = true;
       ++step_;
+    }
+    push.seen[header.chunk()] = true;
+    a.step = push.counted_at;
+    a.staleness = push.counted_at - header.step();
+    if (++push.chunks_in == push.num_chunks) {
+      push.open = false;
+      a.closes_push = true;
+    }
+    if (a.opens_push) {
       // Wake the calls parked for this step (as PartitionsApplied does in sync mode), without the
       // lock.
       auto due = TakeDueLocked(std::chrono::steady_clock::now());
@@ -106,6 +141,11 @@ absl::StatusOr<StepCoordinator::Admission> StepCoordinator::Admit(
       for (auto& [fn, reached] : due) fn(reached);
     }
     return a;
+  }
+  if (absent_[static_cast<size_t>(header.worker())]) {
+    // Back after its push was given up: it counts among the workers in the job again.
+    absent_[static_cast<size_t>(header.worker())] = false;
+    --absent_count_;
   }
   if (header.step() < step_) {
     a.verdict = Verdict::kDropStale;
@@ -143,6 +183,7 @@ absl::StatusOr<StepCoordinator::Admission> StepCoordinator::Admit(
     push.admitted_elements.assign(partitions, 0);
     push.staged_elements.assign(partitions, 0);
     push.delivered.assign(partitions, false);
+    push.opened = std::chrono::steady_clock::now();
     it = admitted_.emplace(header.worker(), std::move(push)).first;
   }
   it->second.seen[header.chunk()] = true;
@@ -152,13 +193,17 @@ absl::StatusOr<StepCoordinator::Admission> StepCoordinator::Admit(
 }
 
 bool StepCoordinator::AdmissionFinalLocked() const {
-  const int live = sync_.total_workers() - left_count_;
+  // Closed once a partition went out: the workers admitted then are the step's, even if some
+  // leave or come back afterwards (a worker given up and back cannot reopen it).
+  if (applying_) return true;
+  const int live = sync_.total_workers() - left_count_ - absent_count_;
   return !admitted_.empty() && static_cast<int>(admitted_.size()) >= std::min(required_, live);
 }
 
-StepCoordinator::Progress StepCoordinator::TakeReadyLocked() {
-  Progress progress;
-  if (!AdmissionFinalLocked()) return progress;
+void StepCoordinator::TakeReadyLocked(Progress& progress) {
+  // With every admitted worker of a partly applied step gone, each partition still waiting is
+  // "delivered" by none: it is handed out with no workers (no update) and the step completes.
+  if (!AdmissionFinalLocked()) return;
   bool pending = false;  // a partition still waiting or being applied elsewhere
   for (size_t p = 0; p < partition_state_.size(); ++p) {
     if (partition_state_[p] != PartitionState::kWaiting) {
@@ -183,13 +228,13 @@ StepCoordinator::Progress StepCoordinator::TakeReadyLocked() {
   progress.completes_step = complete && !pending && !completion_told_;
   completion_told_ = completion_told_ || progress.completes_step;
   if (!progress.apply.empty() || progress.completes_step) applying_ = true;
-  return progress;
 }
 
 StepCoordinator::Progress StepCoordinator::ChunkAccumulated(const proto::TransferHeader& header) {
   std::lock_guard lock(mu_);
+  Progress progress;
   auto it = admitted_.find(header.worker());
-  if (it == admitted_.end()) return {};
+  if (it == admitted_.end()) return progress;
   WorkerPush& push = it->second;
   for (const proto::Segment& s : header.segments()) {
     if (s.rows_size() > 0 || s.partition() >= partition_elements_.size()) continue;
@@ -200,7 +245,19 @@ StepCoordinator::Progress StepCoordinator::ChunkAccumulated(const proto::Transfe
   }
   // The whole push is in: every partition (sparse ones, and any it sent nothing of) delivered.
   if (++push.chunks_in == push.num_chunks) push.delivered.assign(push.delivered.size(), true);
-  return TakeReadyLocked();
+  TakeReadyLocked(progress);
+  return progress;
+}
+
+std::vector<StepCoordinator::OpenPush> StepCoordinator::open_pushes() const {
+  std::lock_guard lock(mu_);
+  std::vector<OpenPush> open;
+  for (size_t w = 0; w < async_.size(); ++w) {
+    if (!async_[w].open) continue;
+    open.push_back(
+        {static_cast<int>(w), async_[w].counted_at, async_[w].num_chunks - async_[w].chunks_in});
+  }
+  return open;
 }
 
 int StepCoordinator::workers_in_step() const {
@@ -231,15 +288,70 @@ StepCoordinator::Wakeups StepCoordinator::PartitionsApplied(const Progress& prog
 
 StepCoordinator::Progress StepCoordinator::Leave(int worker) {
   std::lock_guard lock(mu_);
-  if (worker < 0 || static_cast<size_t>(worker) >= left_.size() || left_[worker]) return {};
+  Progress progress;
+  if (worker < 0 || static_cast<size_t>(worker) >= left_.size() || left_[worker]) return progress;
   left_[worker] = true;
   ++left_count_;
-  if (!sync_.sync_replicas()) return {};
+  if (!sync_.sync_replicas()) {
+    if (async_[static_cast<size_t>(worker)].open) {
+      async_[static_cast<size_t>(worker)].open = false;
+      progress.given_up.push_back(worker);
+    }
+    return progress;
+  }
+  if (absent_[static_cast<size_t>(worker)]) {
+    absent_[static_cast<size_t>(worker)] = false;  // counted as left now
+    --absent_count_;
+  }
   // A worker that leaves halfway through a push gives its place in the step back; its staged
-  // pieces are never applied (the callers apply Progress::workers' only).
+  // pieces are never applied (the callers discard them).
   auto it = admitted_.find(worker);
-  if (it != admitted_.end() && !it->second.complete()) admitted_.erase(it);
-  return TakeReadyLocked();
+  if (it != admitted_.end() && !it->second.complete()) {
+    admitted_.erase(it);
+    progress.given_up.push_back(worker);
+  }
+  TakeReadyLocked(progress);
+  return progress;
+}
+
+StepCoordinator::Progress StepCoordinator::ExpirePushes() {
+  std::lock_guard lock(mu_);
+  const auto now = std::chrono::steady_clock::now();
+  Progress progress;
+  if (!sync_.sync_replicas()) {
+    for (size_t w = 0; w < async_.size(); ++w) {
+      if (async_[w].open && async_[w].opened + push_timeout_ <= now) {
+        async_[w].open = false;
+        progress.given_up.push_back(static_cast<int>(w));
+      }
+    }
+    return progress;
+  }
+  for (auto it = admitted_.begin(); it != admitted_.end();) {
+    if (it->second.complete() || it->second.opened + push_timeout_ > now) {
+      ++it;
+      continue;
+    }
+    progress.given_up.push_back(it->first);
+    if (!absent_[static_cast<size_t>(it->first)] && !left_[static_cast<size_t>(it->first)]) {
+      absent_[static_cast<size_t>(it->first)] = true;
+      ++absent_count_;
+    }
+    it = admitted_.erase(it);
+  }
+  if (!progress.given_up.empty()) TakeReadyLocked(progress);
+  return progress;
+}
+
+std::chrono::steady_clock::time_point StepCoordinator::NextPushDeadlineLocked() const {
+  auto next = std::chrono::steady_clock::time_point::max();
+  for (const auto& [worker, push] : admitted_) {
+    if (!push.complete()) next = std::min(next, push.opened + push_timeout_);
+  }
+  for (const AsyncPush& push : async_) {
+    if (push.open) next = std::min(next, push.opened + push_timeout_);
+  }
+  return next;
 }
 
 bool StepCoordinator::ReachedLocked(const Parked& p) const {
@@ -277,10 +389,14 @@ void StepCoordinator::Park(int64_t min_step, std::vector<uint32_t> partitions,
 void StepCoordinator::Stop() {
   Wakeups due;
   {
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_);
     stopping_ = true;
     due = TakeDueLocked(std::chrono::steady_clock::now());
-    cv_.notify_one();
+    cv_.notify_all();
+    // The timer thread itself never calls Stop: no wait on its own handler call.
+    if (std::this_thread::get_id() != timer_.get_id()) {
+      cv_.wait(lock, [this] { return !expiring_; });
+    }
   }
   for (auto& [fn, reached] : due) fn(reached);
 }
@@ -306,10 +422,26 @@ void StepCoordinator::TimerLoop() {
   while (!stopping_) {
     auto next = std::chrono::steady_clock::time_point::max();
     for (const Parked& p : parked_) next = std::min(next, p.deadline);
+    const auto push_deadline = NextPushDeadlineLocked();
+    if (expiry_handler_) {
+      // A push opened while this thread sleeps is not announced (that would cost every push a
+      // wake-up): it looks again every half timeout, so it sees each deadline before it passes.
+      next = std::min({next, push_deadline, std::chrono::steady_clock::now() + push_timeout_ / 2});
+    }
     if (next == std::chrono::steady_clock::time_point::max()) {
       cv_.wait(lock);
     } else {
       cv_.wait_until(lock, next);
+    }
+    if (stopping_) break;
+    const auto now = std::chrono::steady_clock::now();
+    if (expiry_handler_ && NextPushDeadlineLocked() <= now) {
+      expiring_ = true;
+      lock.unlock();
+      expiry_handler_();
+      lock.lock();
+      expiring_ = false;
+      cv_.notify_all();
     }
     auto due = TakeDueLocked(std::chrono::steady_clock::now());
     if (due.empty()) continue;

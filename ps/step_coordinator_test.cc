@@ -4,8 +4,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <future>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -277,7 +280,7 @@ TEST(StepCoordinatorTest, AdmitBeforeStartIsFailedPrecondition) {
 
 // --- Async --------------------------------------------------------------------------------------
 
-TEST(StepCoordinatorTest, AsyncChunkZeroAdvancesTheStep) {
+TEST(StepCoordinatorTest, AsyncPushCountsOnceWithTheStepItsFirstChunkFound) {
   StepCoordinator c;
   ASSERT_TRUE(c.Start(Async(2), 0).ok());
 
@@ -286,34 +289,60 @@ TEST(StepCoordinatorTest, AsyncChunkZeroAdvancesTheStep) {
   EXPECT_EQ(a->verdict, Verdict::kApply);
   EXPECT_EQ(a->step, 0);
   EXPECT_EQ(a->staleness, 0);
+  EXPECT_TRUE(a->opens_push);
+  EXPECT_FALSE(a->closes_push);
   EXPECT_EQ(c.step(), 1);
+  ASSERT_EQ(c.open_pushes().size(), 1u);
+  EXPECT_EQ(c.open_pushes()[0].chunks_left, 1u);
 
-  a = c.Admit(Push(0, 0, 1, 2));  // chunk 1 of the same push: no new step
+  // Chunk 1 of the same push: no new step, applied with the push's step.
+  a = c.Admit(Push(0, 0, 1, 2));
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->verdict, Verdict::kApply);
-  EXPECT_EQ(a->step, 1);
-  EXPECT_EQ(a->staleness, 1);
-  EXPECT_EQ(c.step(), 1);
-
-  a = c.Admit(Push(1, 0, 0, 2));  // worker 1, computed at step 0: one step stale
-  ASSERT_TRUE(a.ok()) << a.status();
-  EXPECT_EQ(a->verdict, Verdict::kApply);
-  EXPECT_EQ(a->step, 1);
-  EXPECT_EQ(a->staleness, 1);
-  EXPECT_EQ(c.step(), 2);
-
-  a = c.Admit(Push(0, 2));
-  ASSERT_TRUE(a.ok()) << a.status();
-  EXPECT_EQ(a->step, 2);
+  EXPECT_EQ(a->step, 0);
   EXPECT_EQ(a->staleness, 0);
+  EXPECT_FALSE(a->opens_push);
+  EXPECT_TRUE(a->closes_push);
+  EXPECT_EQ(c.step(), 1);
+  EXPECT_TRUE(c.open_pushes().empty());
+
+  // Chunks in any order: the first to arrive opens the push.
+  a = c.Admit(Push(0, 1, 2, 3));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_TRUE(a->opens_push);
+  EXPECT_EQ(a->step, 1);
+  EXPECT_EQ(c.step(), 2);
+  a = c.Admit(Push(0, 1, 0, 3));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_FALSE(a->opens_push);
+  EXPECT_EQ(a->step, 1);
+  // A chunk already in starts another push (the worker restarted): the step counts it.
+  a = c.Admit(Push(0, 1, 0, 3));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_TRUE(a->opens_push);
+  EXPECT_EQ(a->step, 2);
+  EXPECT_EQ(a->staleness, 1);
   EXPECT_EQ(c.step(), 3);
+
+  a = c.Admit(Push(1, 0, 0, 2));  // worker 1, computed at step 0: three steps stale
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->verdict, Verdict::kApply);
+  EXPECT_EQ(a->step, 3);
+  EXPECT_EQ(a->staleness, 3);
+  EXPECT_EQ(c.step(), 4);
+
+  a = c.Admit(Push(0, 4));  // worker 0's half push ends as it is
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->step, 4);
+  EXPECT_EQ(a->staleness, 0);
+  EXPECT_EQ(c.step(), 5);
 
   a = c.Admit(Push(1, 0));
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->verdict, Verdict::kApply);  // async never drops stale gradients
-  EXPECT_EQ(a->step, 3);
-  EXPECT_EQ(a->staleness, 3);
-  EXPECT_EQ(c.step(), 4);
+  EXPECT_EQ(a->step, 5);
+  EXPECT_EQ(a->staleness, 5);
+  EXPECT_EQ(c.step(), 6);
 }
 
 TEST(StepCoordinatorTest, AsyncChunkZeroWakesTheCallsParkedForTheNewStep) {
@@ -620,6 +649,79 @@ TEST(StepCoordinatorTest, SyncRejectsAChunkSentTwice) {
   EXPECT_FALSE(c.ChunkAccumulated(Push(0, 0, 1, 2)).completes_step);  // worker 1 still missing
   EXPECT_EQ(c.Admit(Push(1, 0, 0, StepCoordinator::kMaxChunks + 1)).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// The expiry handler calls ExpirePushes, as PsState does, and hands what it returned to the test.
+struct Expiries {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<StepCoordinator::Progress> given ABSL_GUARDED_BY(mu);
+
+  void Attach(StepCoordinator& c) {
+    c.SetExpiryHandler([this, &c] {
+      StepCoordinator::Progress p = c.ExpirePushes();
+      std::lock_guard lock(mu);
+      given.push_back(p);
+      cv.notify_all();
+    });
+  }
+  // The first expiry that gave a push up, waiting up to kPrompt for it.
+  std::optional<StepCoordinator::Progress> First() {
+    std::unique_lock lock(mu);
+    cv.wait_for(lock, kPrompt, [this] {
+      for (const auto& p : given) {
+        if (!p.given_up.empty()) return true;
+      }
+      return false;
+    });
+    for (const auto& p : given) {
+      if (!p.given_up.empty()) return p;
+    }
+    return std::nullopt;
+  }
+};
+
+TEST(StepCoordinatorTest, SyncPushIncompleteForTheTimeoutIsGivenUpAndTheStepGoesOn) {
+  StepCoordinator c(milliseconds(50));
+  Expiries expiries;
+  expiries.Attach(c);
+  ASSERT_TRUE(c.Start(Sync(2, 2), 0).ok());
+  ASSERT_EQ(c.Admit(Push(0, 0, 0, 2))->verdict, Verdict::kAccumulate);
+  EXPECT_FALSE(c.ChunkAccumulated(Push(0, 0, 0, 2)).completes_step);
+  const auto given = expiries.First();
+  ASSERT_TRUE(given.has_value());
+  EXPECT_EQ(given->given_up, (absl::InlinedVector<int, 2>{0}));
+  EXPECT_FALSE(given->completes_step);  // nobody else has pushed
+  EXPECT_EQ(c.workers_in_step(), 0);
+  // Worker 0 no longer counts: worker 1's push alone completes the step.
+  ASSERT_EQ(c.Admit(Push(1, 0))->verdict, Verdict::kAccumulate);
+  EXPECT_TRUE(c.ChunkAccumulated(Push(1, 0)).completes_step);
+  StepCoordinator::Wake(c.PartitionsApplied({}));
+  EXPECT_EQ(c.step(), 1);
+  // Worker 0 comes back: both are needed again.
+  ASSERT_EQ(c.Admit(Push(0, 1))->verdict, Verdict::kAccumulate);
+  EXPECT_FALSE(c.ChunkAccumulated(Push(0, 1)).completes_step);
+  ASSERT_EQ(c.Admit(Push(1, 1))->verdict, Verdict::kAccumulate);
+  EXPECT_TRUE(c.ChunkAccumulated(Push(1, 1)).completes_step);
+}
+
+TEST(StepCoordinatorTest, AsyncPushIncompleteForTheTimeoutEndsAsItIs) {
+  StepCoordinator c(milliseconds(50));
+  Expiries expiries;
+  expiries.Attach(c);
+  ASSERT_TRUE(c.Start(Async(2), 0).ok());
+  ASSERT_TRUE(c.Admit(Push(1, 0, 1, 3)).ok());
+  EXPECT_EQ(c.open_pushes().size(), 1u);
+  const auto given = expiries.First();
+  ASSERT_TRUE(given.has_value());
+  EXPECT_EQ(given->given_up, (absl::InlinedVector<int, 2>{1}));
+  EXPECT_TRUE(c.open_pushes().empty());
+  EXPECT_EQ(c.step(), 1);
+  // Its missing chunk, should it come after all, opens a push of its own.
+  auto a = c.Admit(Push(1, 0, 0, 3));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_TRUE(a->opens_push);
+  EXPECT_EQ(c.step(), 2);
 }
 
 TEST(StepCoordinatorTest, SyncWorkerLeavingMidPushGivesItsPlaceBack) {

@@ -43,6 +43,41 @@ pid_t FindProcess(const std::vector<std::string>& parts) {
   return found;
 }
 
+// The parent of process `pid` (from /proc/<pid>/stat), or 0.
+pid_t ParentOf(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::stringstream contents;
+  contents << in.rdbuf();
+  const std::string stat = contents.str();
+  const size_t end = stat.rfind(')');  // the command name may hold spaces
+  if (end == std::string::npos) return 0;
+  std::istringstream fields(stat.substr(end + 2));
+  char state = 0;
+  pid_t parent = 0;
+  fields >> state >> parent;
+  return parent;
+}
+
+// A running child of `parent` whose command line contains `part`, or 0.
+pid_t FindChild(pid_t parent, const std::string& part) {
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return 0;
+  pid_t found = 0;
+  while (dirent* e = readdir(proc)) {
+    const pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
+    if (pid <= 0 || ParentOf(pid) != parent) continue;
+    std::ifstream in(absl::StrCat("/proc/", pid, "/cmdline"), std::ios::binary);
+    std::stringstream cmdline;
+    cmdline << in.rdbuf();
+    if (absl::StrContains(cmdline.str(), part)) {
+      found = pid;
+      break;
+    }
+  }
+  closedir(proc);
+  return found;
+}
+
 bool HasCheckpoint(const std::string& dir) {
   std::error_code ec;
   for (const auto& f : std::filesystem::directory_iterator(dir, ec)) {
@@ -119,6 +154,101 @@ spec:
   const double final_step = Field(stopped[0], "global_step");
   EXPECT_GT(final_step, restored_step + 1500) << stopped[0];
   EXPECT_LE(final_step, 3000) << stopped[0];
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove(manifest);
+}
+
+// The highest "global_step N" in the file's progress lines; -1 when there is none yet.
+int64_t LastGlobalStep(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  int64_t last = -1;
+  while (std::getline(in, line)) {
+    const size_t at = line.find(" global_step ");
+    if (at != std::string::npos) {
+      last = std::max<int64_t>(last, std::atoll(line.c_str() + at + 13));
+    }
+  }
+  return last;
+}
+
+// A ps with no checkpoint dir, SIGKILLed mid-training and restarted: the chief re-creates its
+// variables from its own copy, the step resumes from the chief's last known one (never back to
+// 0), the ps and the chief each say in one WARNING line that progress was lost, and the job
+// completes.
+TEST(Recovery, KilledPsWithoutACheckpointResumesTheGlobalStepAndSaysProgressWasLost) {
+  const std::string dir = absl::StrCat(::testing::TempDir(), "psflow_recovery_nockpt_", getpid());
+  std::filesystem::remove_all(dir);
+  const std::string manifest = dir + ".yaml";
+  std::ofstream(manifest) << R"(apiVersion: psflow.io/v1alpha1
+kind: TrainingJob
+metadata: {name: recover-nockpt}
+spec:
+  runPolicy: {activeDeadlineSeconds: 200, backoffLimit: 2}
+  replicaSpecs:
+    PS:
+      replicas: 1
+      restartPolicy: OnFailure
+      template:
+        spec:
+          containers:
+            - command: [psflow-ps]
+    Worker:
+      replicas: 2
+      restartPolicy: OnFailure
+      template:
+        spec:
+          containers:
+            - command: [psflow-worker]
+              args: [--learning_rate=0.2, --train_epochs=3, --compute_threads=1,
+                     --log_every_steps=20, --ps_timeout_s=60]
+)";
+  CommandResult result;
+  const std::string runs = dir + "/runs";
+  std::thread job([&] {
+    result = RunCommand({Binary("psflow"), "run", "--verbose", "--run_dir=" + runs, manifest},
+                        Environment({}), std::chrono::seconds(240));
+  });
+  // Kill the ps once the chief has seen the global step pass 300.
+  constexpr int64_t kKillAfter = 300;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  int64_t seen_before_kill = -1;
+  while (std::chrono::steady_clock::now() < give_up) {
+    seen_before_kill = LastGlobalStep(runs + "/worker-0.log");
+    if (seen_before_kill >= kKillAfter) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  // This job's ps: the child of this test's `psflow run`.
+  const pid_t ps = FindChild(FindProcess({"psflow", "run", manifest}), "psflow-ps");
+  const bool killed = seen_before_kill >= kKillAfter && ps > 0 && kill(ps, SIGKILL) == 0;
+  job.join();
+  ASSERT_TRUE(killed) << "the step did not reach " << kKillAfter << " or no ps to kill\n"
+                      << result.output;
+  ASSERT_FALSE(result.timed_out) << result.output;
+  ASSERT_TRUE(result.status.ok()) << result.status.Describe() << "\n" << result.output;
+  EXPECT_EQ(LinesWith(result.output, "ps-0 exited: killed by signal 9").size(), 1u)
+      << result.output;
+
+  // The ps: one WARNING naming the step it resumes at, at least the step seen before the kill.
+  const auto ps_warning = LinesWith(result.output, "ps task 0 lost its training progress");
+  ASSERT_EQ(ps_warning.size(), 1u) << result.output;
+  const size_t at = ps_warning[0].find("global step resumes at ");
+  ASSERT_NE(at, std::string::npos) << ps_warning[0];
+  const int64_t resumed = std::atoll(ps_warning[0].c_str() + at + 23);
+  EXPECT_GE(resumed, seen_before_kill) << ps_warning[0];
+  // The chief: one WARNING too.
+  const auto chief_warning = LinesWith(result.output, "lost its training progress (restarted");
+  EXPECT_EQ(chief_warning.size(), 2u) << result.output;  // the ps's and the chief's
+  for (const int i : {0, 1}) {
+    const auto summary = LinesWith(result.output, absl::StrCat("worker ", i, " done:"));
+    ASSERT_EQ(summary.size(), 1u) << result.output;
+    EXPECT_EQ(Field(summary[0], "steps"), 900) << summary[0];
+  }
+  // The step went on from there: the pushes after the restart count on top of it.
+  const auto stopped = LinesWith(result.output, "ps task 0 stopped: global_step=");
+  ASSERT_EQ(stopped.size(), 1u) << result.output;
+  EXPECT_GT(Field(stopped[0], "global_step"), static_cast<double>(resumed)) << stopped[0];
+  EXPECT_LE(Field(stopped[0], "global_step"), 1800) << stopped[0];
   std::filesystem::remove_all(dir);
   std::filesystem::remove(manifest);
 }

@@ -126,6 +126,9 @@ struct PsClient::Task {
   int64_t bytes = 0;
   int64_t pulled_step = 0;    // the task's step at the last pull
   int64_t next_min_step = 0;  // sync: the step the next pull waits for
+  // The highest global step this task reported (pulls, pushes), kept across its restarts: the
+  // chief re-creates a task that lost its state at this step, so the step never goes back.
+  int64_t last_seen_step = 0;
 };
 
 PsClient::PsClient(Options options) : options_(std::move(options)) {}
@@ -307,7 +310,9 @@ absl::Status PsClient::InitializeTask(Task& task, const nn::ParameterSet& params
     proto::InitializeResponse response;
     grpc::Status s = call(false, &response);
     if (s.ok() && response.initialized_now()) {
-      // Send the initial values as TK_ASSIGN chunks, then commit.
+      // Send the initial values as TK_ASSIGN chunks, then commit (at the last step seen: 0 at
+      // the job's start, more when the task restarted without a checkpoint).
+      task.init.set_start_step(task.last_seen_step);
       const absl::Status assigned = Assign(task, params);
       if (assigned.ok())
         s = call(true, &response);
@@ -316,10 +321,22 @@ absl::Status PsClient::InitializeTask(Task& task, const nn::ParameterSet& params
                          std::string(assigned.message()));
     }
     if (s.ok()) {
-      PSFLOW_LOG(INFO) << (response.initialized_now() ? "initialised " : "found existing ")
-                       << task.partitions.size() << " partition(s) (" << task.bytes
-                       << " bytes) on ps task " << task.index << " at " << task.address
-                       << ", global step " << response.global_step();
+      if (response.initialized_now() && task.last_seen_step > 0) {
+        PSFLOW_LOG(WARNING) << "ps task " << task.index << " at " << task.address
+                            << " lost its training progress (restarted without a checkpoint): "
+                               "re-created its variables from this worker's parameters at global "
+                               "step "
+                            << task.last_seen_step
+                            << "; the updates this worker had not pulled and the optimizer's "
+                               "slots are lost; the global step resumes at "
+                            << response.global_step();
+      } else {
+        PSFLOW_LOG(INFO) << (response.initialized_now() ? "initialised " : "found existing ")
+                         << task.partitions.size() << " partition(s) (" << task.bytes
+                         << " bytes) on ps task " << task.index << " at " << task.address
+                         << ", global step " << response.global_step();
+      }
+      task.last_seen_step = std::max(task.last_seen_step, response.global_step());
       return absl::OkStatus();
     }
     if (!Retryable(s) || !backoff.Wait()) {
@@ -362,6 +379,13 @@ absl::Status PsClient::WaitReadyTask(Task& task) {
                          response.fingerprint(), " vs ", placement_.fingerprint,
                          "): do all workers run the same --model and ps list?"));
       }
+      if (response.global_step() < task.last_seen_step) {
+        PSFLOW_LOG(WARNING) << "ps task " << task.index << " at " << task.address
+                            << " came back at global step " << response.global_step()
+                            << ", behind the step " << task.last_seen_step
+                            << " this worker saw: the progress in between was lost";
+      }
+      task.last_seen_step = std::max(task.last_seen_step, response.global_step());
       task.pulled_step = task.next_min_step = 0;
       return absl::OkStatus();
     }
@@ -467,6 +491,7 @@ absl::Status PsClient::PullOnce(nn::ParameterSet& params, SyncResult* result) {
       }
       if (c == 0) {
         task->pulled_step = reply.global_step();
+        task->last_seen_step = std::max(task->last_seen_step, reply.global_step());
         if (task->index == 0) result->global_step = reply.global_step();
       }
       if (call.short_reply) {
@@ -616,6 +641,7 @@ absl::Status PsClient::FinishPush(SyncResult* result) {
         continue;
       }
       if (reply.dropped()) result->dropped = true;
+      task->last_seen_step = std::max(task->last_seen_step, reply.global_step());
       if (c == 0) {
         if (task->index == 0) result->global_step = reply.global_step();
         if (sync) task->next_min_step = task->pulled_step + 1;

@@ -21,7 +21,9 @@
 // step has been aggregated. Recovery: when a ps task becomes unreachable mid-training (killed and
 // restarted), the push in flight is dropped and the next Pull waits, for up to connect_timeout,
 // until the task is ready again — restored from its checkpoint, or (without one) re-created by
-// the chief from the chief's latest parameters — and starts from its state.
+// the chief from the chief's latest parameters at the highest global step the chief saw from it
+// (so the step never goes back; the chief logs the lost progress as a WARNING, as does a worker
+// that finds the task behind the step it saw) — and starts from its state.
 //
 // Not thread-safe: one trainer thread uses it.
 #ifndef PSFLOW_WORKER_PS_CLIENT_H_
