@@ -13,6 +13,22 @@ if(PSFLOW_SANITIZE_FLAGS)
   add_link_options(${PSFLOW_SANITIZE_FLAGS})
 endif()
 
+# PSFLOW_FUZZ: every object is built for libFuzzer (coverage feedback, ASan, UBSan), at -O1 with
+# line tables and assertions on whatever the build type; tests/fuzz links its targets with
+# -fsanitize=fuzzer. Only the `fuzzers` target is meant to be built in such a folder.
+if(PSFLOW_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "PSFLOW_FUZZ needs clang (-DCMAKE_CXX_COMPILER=clang++), not "
+                        "${CMAKE_CXX_COMPILER_ID}: libFuzzer is part of clang")
+  endif()
+  if(PSFLOW_SANITIZE_FLAGS)
+    message(FATAL_ERROR "PSFLOW_FUZZ brings its own sanitizers: leave PSFLOW_SANITIZE empty")
+  endif()
+  add_compile_options(-O1 -gline-tables-only -UNDEBUG -fno-omit-frame-pointer
+                      -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+
 # psflow_target(<target>): applies psflow's warning set and include root to one of our targets.
 function(psflow_target target)
   target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${PSFLOW_WARNINGS}>)

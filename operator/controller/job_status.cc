@@ -1,7 +1,9 @@
 #include "operator/controller/job_status.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -225,9 +227,12 @@ json JobStatus::ToJson() const {
 }
 
 int ReplicaStatus::ReplacedRestarts() const {
-  int sum = 0;
+  // In 64 bits (at most kMaxIndex ints cannot overflow them), then saturated: the counts come
+  // from a status anyone allowed to write it may have edited.
+  int64_t sum = 0;
   for (const auto& [index, is] : indexes) sum += is.replaced_restarts;
-  return sum;
+  return static_cast<int>(
+      std::clamp<int64_t>(sum, std::numeric_limits<int>::min(), std::numeric_limits<int>::max()));
 }
 
 const Condition* JobStatus::Find(ConditionType type) const {

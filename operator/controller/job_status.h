@@ -68,7 +68,7 @@ struct ReplicaStatus {
   std::set<int> completed_indexes;  // kept so a deleted completed pod is never run again
   std::map<int, IndexStatus> indexes;
 
-  int ReplacedRestarts() const;  // sum of indexes[*].replaced_restarts
+  int ReplacedRestarts() const;  // sum of indexes[*].replaced_restarts, saturated to int
   bool operator==(const ReplicaStatus&) const = default;
 };
 

@@ -1,5 +1,9 @@
 #include "operator/controller/pod_state.h"
 
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+
 #include "absl/strings/str_cat.h"
 #include "operator/kube/object_meta.h"
 
@@ -7,6 +11,8 @@ namespace psflow::controller {
 namespace {
 
 using nlohmann::json;
+
+constexpr int64_t kMaxInt = std::numeric_limits<int>::max();
 
 const json* Field(const json& object, const char* key) {
   if (!object.is_object()) return nullptr;
@@ -72,7 +78,12 @@ PodState ReadPodState(const json& pod) {
       statuses != nullptr && statuses->is_array()) {
     for (const json& cs : *statuses) {
       const json* count = Field(cs, "restartCount");
-      if (count != nullptr && count->is_number_integer()) out.restarts += count->get<int>();
+      if (count != nullptr && count->is_number_integer()) {
+        // Saturating: a malformed pod's counts must not overflow the sum.
+        const int64_t sum =
+            int64_t{out.restarts} + std::clamp<int64_t>(count->get<int64_t>(), 0, kMaxInt);
+        out.restarts = static_cast<int>(std::min<int64_t>(sum, kMaxInt));
+      }
       if (String(cs, "name") != main) continue;
       const json* state = Field(cs, "state");
       const json* last = Field(cs, "lastState");

@@ -17,7 +17,9 @@ struct PodState {
   PodPhase phase = PodPhase::kUnknown;
   bool ready = false;          // condition Ready is True
   bool being_deleted = false;  // metadata.deletionTimestamp set
-  int restarts = 0;            // sum of containerStatuses[].restartCount (kubelet restarts)
+  // Sum of containerStatuses[].restartCount (kubelet restarts); a negative count reads as 0, the
+  // sum stops at INT_MAX.
+  int restarts = 0;
   // How the main container last ended: state.terminated, else lastState.terminated.
   std::optional<int> exit_code;
   std::string reason;  // "OOMKilled", "Error", "Completed", or the pod's own ("Evicted")

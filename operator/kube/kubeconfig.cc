@@ -147,6 +147,11 @@ class KubeconfigReader {
     if (!absl::StartsWith(server, "https://") && !absl::StartsWith(server, "http://")) {
       return Invalid(absl::StrCat(owner, ": server \"", server, "\" is not an http(s) URL"));
     }
+    // "https://" alone (or "https:///path") would otherwise lose its slashes below.
+    const size_t host = server.find("://") + 3;
+    if (host == server.size() || server[host] == '/') {
+      return Invalid(absl::StrCat(owner, ": server \"", server, "\" names no host"));
+    }
     while (absl::EndsWith(server, "/")) server.pop_back();
     config.server = server;
     ASSIGN_OR_RETURN(config.ca_pem, DataOrFile(cluster, "certificate-authority-data",

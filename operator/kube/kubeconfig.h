@@ -37,7 +37,8 @@ struct ClusterConfig {
 // Relative file paths in it (certificate-authority, client-certificate, client-key, tokenFile)
 // are resolved against the kubeconfig's directory; *-data fields take precedence over files.
 // NOT_FOUND / PERMISSION_DENIED when the kubeconfig (or a file it names) cannot be read;
-// INVALID_ARGUMENT for malformed YAML, a missing context, cluster, user or server, bad base64;
+// INVALID_ARGUMENT for malformed YAML, a missing context, cluster, user or server, a server that
+// is not an http(s) URL with a host, bad base64;
 // UNIMPLEMENTED for exec / auth-provider / basic-auth users.
 absl::StatusOr<ClusterConfig> LoadKubeconfig(const std::string& path,
                                              absl::string_view context_override = "");

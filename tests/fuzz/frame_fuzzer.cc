@@ -1,21 +1,17 @@
 // libFuzzer target: arbitrary bytes as a bulk Push or Pull frame to a ready ps task (async and
 // sync), split into arbitrary slices as gRPC may deliver them. A ps must answer every input with
 // a reply or an error status: never crash, hang, read out of bounds or allocate without bound.
-// Built and run by scripts/fuzz.sh (clang, -fsanitize=fuzzer,address,undefined).
-//
-// With $PSFLOW_FUZZ_SEEDS=<dir> set, the target writes a few valid frames there first (the seed
-// corpus) and exits.
+// The input's first byte picks the state and the call, the rest is the frame; its seeds
+// (corpus/frame) are a dense and a sparse push and a pull of the state below.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
-#include <fstream>
 #include <memory>
-#include <string>
 #include <vector>
 
 #include "core/byte_source.h"
-#include "core/frame.h"
 #include "ps/ps_state.h"
+#include "tests/fuzz/fuzz_support.h"
 
 namespace psflow {
 namespace {
@@ -53,49 +49,8 @@ std::unique_ptr<PsState> ReadyState(bool sync) {
   return state;
 }
 
-std::string Frame(const proto::TransferHeader& h, size_t floats) {
-  std::string f = EncodeFrameHeader(h);
-  f.append(floats * 4, '\0');
-  return f;
-}
-
-void WriteSeeds(const std::string& dir) {
-  proto::TransferHeader h;
-  h.set_kind(proto::TK_GRADIENT);
-  h.set_fingerprint(kFingerprint);
-  h.set_wire_dtype(proto::DT_FLOAT32);
-  h.set_num_chunks(1);
-  auto* s0 = h.add_segments();
-  s0->set_partition(0);
-  s0->set_count(16);
-  auto* s1 = h.add_segments();
-  s1->set_partition(1);
-  s1->set_offset(1);
-  s1->set_count(3);
-  std::ofstream(dir + "/push_dense", std::ios::binary) << '\x00' << Frame(h, 19);
-  proto::TransferHeader sparse = h;
-  sparse.clear_segments();
-  auto* rows = sparse.add_segments();
-  rows->set_partition(0);
-  rows->add_rows(3);
-  rows->add_rows(0);
-  rows->set_count(8);
-  std::ofstream(dir + "/push_sparse", std::ios::binary) << '\x01' << Frame(sparse, 8);
-  proto::TransferHeader pull = h;
-  pull.set_kind(proto::TK_PULL);
-  std::ofstream(dir + "/pull", std::ios::binary) << '\x02' << Frame(pull, 0);
-}
-
 }  // namespace
 }  // namespace psflow
-
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  if (const char* dir = std::getenv("PSFLOW_FUZZ_SEEDS")) {
-    psflow::WriteSeeds(dir);
-    std::exit(0);
-  }
-  return 0;
-}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace psflow;
@@ -115,12 +70,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (mode & 2) {
     proto::TransferHeader header;
     auto bytes = state.CheckPull(source, &header);
+    fuzz::RecordOutcome(bytes.ok());
     if (bytes.ok()) {
       std::vector<std::byte> out(static_cast<size_t>(*bytes));
       state.FillPull(header, out.data());
     }
   } else {
-    (void)state.Push(source);
+    fuzz::RecordOutcome(state.Push(source).ok());
   }
   return 0;
 }

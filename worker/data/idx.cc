@@ -64,9 +64,10 @@ absl::StatusOr<IdxArray> ReadIdx(const std::string& path) {
     const int64_t d =
         (int64_t{be[0]} << 24) | (int64_t{be[1]} << 16) | (int64_t{be[2]} << 8) | be[3];
     if (d == 0) return corrupt("idx dimension of size 0");
+    // Checked before multiplying: four dimensions of up to 2^32 - 1 overflow int64.
+    if (d > kMaxElements / total) return corrupt("idx dimensions too large");
     a.dims.push_back(d);
     total *= d;
-    if (total > kMaxElements) return corrupt("idx dimensions too large");
   }
   // Grow with the data actually read, so a corrupt header claiming gigabytes costs nothing.
   constexpr int64_t kChunk = int64_t{16} << 20;
