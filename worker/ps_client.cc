@@ -8,6 +8,7 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "core/backoff.h"
@@ -109,6 +110,7 @@ struct PsClient::ChunkCall final : BulkCall::Observer {
 struct PsClient::Task {
   int index = 0;
   std::string address;
+  std::shared_ptr<grpc::Channel> channel;                // connection 0
   std::unique_ptr<proto::ParameterServer::Stub> stub;    // control calls, on connection 0
   std::vector<std::unique_ptr<grpc::GenericStub>> bulk;  // one per connection
   size_t first_connection = 0;                           // bulk[0]'s index in the CallWindow
@@ -187,7 +189,10 @@ void PsClient::PlanTask(Task& task, const nn::ParameterSet& params,
     own.SetInt("grpc.psflow_connection", k);
     own.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     auto channel = OpenPsChannel(task.address, options_.security, own);
-    if (k == 0) task.stub = proto::ParameterServer::NewStub(channel);
+    if (k == 0) {
+      task.channel = channel;
+      task.stub = proto::ParameterServer::NewStub(channel);
+    }
     task.bulk.push_back(std::make_unique<grpc::GenericStub>(channel));
   }
   task.bytes = p.bytes_per_task[t];
@@ -287,6 +292,30 @@ void PsClient::Quiesce() {
   }
 }
 
+namespace {
+
+// The backoff's wait between two connection attempts, spent waiting on the channel's state rather
+// than asleep: a synchronous call fails fast and its thread is what drives a connection being
+// made (a TLS handshake's round trips), so sleeping left the handshake unread until its attempt
+// timed out, again and again (seen as workers unable to reach a ps for a minute under load).
+// False once the backoff's deadline has passed.
+bool WaitPolling(Backoff& backoff, grpc::Channel& channel) {
+  const std::optional<std::chrono::milliseconds> delay = backoff.NextDelay();
+  if (!delay) return false;
+  const auto until = std::chrono::system_clock::now() + *delay;
+  while (std::chrono::system_clock::now() < until) {
+    const grpc_connectivity_state state = channel.GetState(/*try_to_connect=*/true);
+    if (state == GRPC_CHANNEL_READY) {  // nothing to drive: the call failed for another reason
+      std::this_thread::sleep_until(until);
+      break;
+    }
+    channel.WaitForStateChange(state, until);
+  }
+  return true;
+}
+
+}  // namespace
+
 absl::Status PsClient::Prepare(const nn::ParameterSet& params, bool is_chief) {
   is_chief_ = is_chief;
   for (auto& task : tasks_) {
@@ -303,7 +332,6 @@ absl::Status PsClient::InitializeTask(Task& task, const nn::ParameterSet& params
     task.init.set_commit(commit);
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + options_.rpc_timeout);
-    ctx.set_wait_for_ready(true);  // this thread polls the connection while it is being made
     return task.stub->Initialize(&ctx, task.init, response);
   };
   for (;;) {
@@ -339,7 +367,7 @@ absl::Status PsClient::InitializeTask(Task& task, const nn::ParameterSet& params
       task.last_seen_step = std::max(task.last_seen_step, response.global_step());
       return absl::OkStatus();
     }
-    if (!Retryable(s) || !backoff.Wait()) {
+    if (!Retryable(s) || !WaitPolling(backoff, *task.channel)) {
       return absl::Status(
           Retryable(s) ? absl::StatusCode::kUnavailable : FromGrpc(s).code(),
           absl::StrCat("ps task ", task.index, " at ", task.address,
@@ -361,10 +389,6 @@ absl::Status PsClient::WaitReadyTask(Task& task) {
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + left + std::chrono::seconds(1));
-    // Wait for the connection instead of failing fast: a synchronous call's thread is what drives
-    // the connection's handshake (TLS's included); failing fast and sleeping in the backoff left
-    // a handshake unread until its attempt timed out, again and again.
-    ctx.set_wait_for_ready(true);
     proto::WaitReadyRequest request;
     request.set_timeout_ms(std::min<int64_t>(left.count(), 5000));
     proto::WaitReadyResponse response;
@@ -395,7 +419,7 @@ absl::Status PsClient::WaitReadyTask(Task& task) {
                                        " refused WaitReady: ", last.error_message(), " (",
                                        absl::StatusCodeToString(FromGrpc(last).code()), ")"));
     }
-    if (!backoff.Wait()) break;
+    if (!WaitPolling(backoff, *task.channel)) break;
   }
   const int64_t secs = options_.connect_timeout.count() / 1000;
   if (!reached) {

@@ -33,6 +33,8 @@ Job MakeJob(const json& ps_template, const std::string& ps_checkpoint = "") {
   if (!ps_checkpoint.empty()) {
     object["spec"]["replicaSpecs"]["PS"]["checkpoint"] = json::parse(ps_checkpoint);
   }
+  // The TLS mount and flags are job_certificates' (reconciler_test); these tests leave them out.
+  object["spec"]["tls"] = {{"enabled", false}};
   auto parsed = api::ParseTrainingJob(object.dump(), "test");
   EXPECT_TRUE(parsed.ok()) << parsed.status();
   return {object, parsed.value_or(api::TrainingJob())};

@@ -186,13 +186,15 @@ TEST_F(ReconcilerTest, TlsSecretsPerReplicaSignedByOneJobCaAndMountedByTheirPodO
   EXPECT_EQ(worker["type"], "kubernetes.io/tls");
   EXPECT_EQ(worker["data"]["ca.crt"], ca["data"]["ca.crt"]);
   const Json pod = client_.Get(kube::Pods(), "default", "mnist-worker-0").value();
+  // Beside the restricted profile's writable /tmp (pod_security.h).
   EXPECT_EQ(pod["spec"]["volumes"],
             Json::parse(R"([{"name":"psflow-tls","secret":{"defaultMode":288,
-                             "secretName":"mnist-worker-0-tls"}}])"));
+                             "secretName":"mnist-worker-0-tls"}},
+                            {"emptyDir":{},"name":"psflow-tmp"}])"));
   const Json& container = pod["spec"]["containers"][0];
-  EXPECT_EQ(
-      container["volumeMounts"],
-      Json::parse(R"([{"mountPath":"/etc/psflow/tls","name":"psflow-tls","readOnly":true}])"));
+  EXPECT_EQ(container["volumeMounts"],
+            Json::parse(R"([{"mountPath":"/etc/psflow/tls","name":"psflow-tls","readOnly":true},
+                            {"mountPath":"/tmp","name":"psflow-tmp"}])"));
   EXPECT_EQ(container["args"],
             Json({"--tls_ca=/etc/psflow/tls/ca.crt", "--tls_cert=/etc/psflow/tls/tls.crt",
                   "--tls_key=/etc/psflow/tls/tls.key"}));
@@ -236,7 +238,7 @@ TEST_F(ReconcilerTest, TlsOptOutMakesNoSecretMountsNothingAndWarns) {
   ASSERT_TRUE(Pass("plain").status.ok());
   EXPECT_EQ(Names(kube::Secrets()), std::vector<std::string>{});
   const Json pod = client_.Get(kube::Pods(), "default", "plain-ps-0").value();
-  EXPECT_FALSE(pod["spec"].contains("volumes")) << pod["spec"];
+  EXPECT_FALSE(absl::StrContains(pod["spec"]["volumes"].dump(), "psflow-tls")) << pod["spec"];
   EXPECT_FALSE(pod["spec"]["containers"][0].contains("args")) << pod["spec"];
   std::vector<std::string> warnings;
   const kube::ObjectList events = client_.List(kube::Events(), "default", {}).value();

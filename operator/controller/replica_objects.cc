@@ -142,8 +142,9 @@ json BuildPod(const json& job_object, const api::TrainingJob& job, api::ReplicaT
   SetEnv(container, "PSFLOW_REPLICA_TYPE", std::string(api::TaskTypeName(type)));
   SetEnv(container, "PSFLOW_REPLICA_INDEX", absl::StrCat(index));
   SetEnv(container, "PSFLOW_METRICS_PORT", absl::StrCat(metrics_port));
-  if (replica.checkpoint) AddCheckpointVolume(*replica.checkpoint, spec, main);
   if (job.tls) MountReplicaCertificates(job, type, index, spec, container);
+  // Last of the args: its --checkpoint_dir wins over one the template passes.
+  if (replica.checkpoint) AddCheckpointVolume(*replica.checkpoint, spec, main);
   ApplyRestrictedSecurity(spec, main);
   pod["spec"] = std::move(spec);
   return pod;
