@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/chunk_plan.h"
+#include "core/tsan_grpc.h"
 
 namespace psflow {
 namespace {
@@ -28,6 +29,7 @@ void ApplyBulkTuning(grpc::ChannelArguments& args) {
 
 void ApplyBulkTuning(grpc::ServerBuilder& builder) {
   for (const auto& [key, value] : BulkArgs()) builder.AddChannelArgument(key, value);
+  AddTsanHandOff(builder);
 }
 
 }  // namespace psflow

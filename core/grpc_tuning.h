@@ -10,6 +10,8 @@
 namespace psflow {
 
 void ApplyBulkTuning(grpc::ChannelArguments& args);
+// The server's, after its services are built and before BuildAndStart (it also adds
+// AddTsanHandOff, core/tsan_grpc.h).
 void ApplyBulkTuning(grpc::ServerBuilder& builder);
 
 }  // namespace psflow

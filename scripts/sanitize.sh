@@ -10,11 +10,12 @@
 #            in-memory API server, the dashboards' checks).
 #   thread   build-tsan, TSan: the concurrent parts: the ps's state, coordinator and service
 #            (ps_test, ps_grpc_test), the worker's client, background exchange, towers and trainer
-#            (ps_client_test, worker_test's concurrent suites), the CPU thread pool, and the
-#            operator's work queue, reconciler, informer and leader election.
+#            (ps_client_test, worker_test's concurrent suites), the CPU thread pool, the
+#            operator's work queue, reconciler and leader election, and its REST client and
+#            informer (kube_test).
 #
 # Any report fails the run. The only suppressions are in tests/sanitizers/tsan.supp, each with
-# the reason it is inside gRPC. Builds go through ccache when it is installed.
+# the reason it is inside gRPC or cpprestsdk. Builds go through ccache when it is installed.
 #
 #   scripts/sanitize.sh [address] [thread]      (default: both)
 set -euo pipefail
@@ -53,7 +54,7 @@ thread() {
       "worker_test --gtest_filter=$concurrent_worker" \
       "cpu_kernels_test --gtest_filter=ThreadPool*" \
       "controller_test --gtest_filter=WorkQueue*:LeaderElector*:ReconcilerTest*" \
-      "kube_test --gtest_filter=Informer*:RateLimiter*"; do
+      "kube_test"; do
     echo "== TSan: $run"
     # shellcheck disable=SC2086
     $bin/$run --gtest_brief=1

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/tsan_annotations.h"
 
 namespace psflow {
 
@@ -71,9 +72,13 @@ void CallWindow::Add(BulkCall* call, std::chrono::system_clock::time_point deadl
 }
 
 void CallWindow::Start(BulkCall* call) {
+  // gRPC runs the callback after UnaryCall has taken the call (libgrpc orders the two).
+  TsanRelease(call);
   call->stub->UnaryCall(&*call->context, *call->method, grpc::StubOptions(), &call->request,
-                        &call->response,
-                        [this, call](grpc::Status status) { Done(call, std::move(status)); });
+                        &call->response, [this, call](grpc::Status status) {
+                          TsanAcquire(call);
+                          Done(call, std::move(status));
+                        });
 }
 
 void CallWindow::Done(BulkCall* call, grpc::Status status) {

@@ -437,21 +437,3 @@ absl::Status RestKubeClient::CheckResourceServed(const Resource& resource) {
 }
 
 }  // namespace psflow::kube
-
-// ThreadSanitizer builds (-DPSFLOW_SANITIZE=thread). libcpprest and libstdc++ are not built with
-// -fsanitize=thread, so TSan cannot see the atomic reference counts with which they free objects
-// shared between the caller's thread and cpprestsdk's I/O threads: pplx cancellation
-// registrations (freed with the request context) and the std::exception_ptr holding a failed
-// request's http_exception; nor the completion of the response task, which orders the I/O
-// thread's writing of the response headers before the caller reads them. It then reports the
-// final delete (or the header write) as racing with earlier or later, properly ordered,
-// accesses. These suppressions name only those functions; every other report stands.
-#if defined(__SANITIZE_THREAD__)
-extern "C" const char* __tsan_default_suppressions() {
-  return "race:web::http::client::details::asio_context::~asio_context\n"
-         "race:pplx::details::_CancellationTokenCallback\n"
-         "race:std::__exception_ptr::exception_ptr::_M_release\n"
-         "race:web::http::http_exception::~http_exception\n"
-         "race:web::http::http_headers::add\n";
-}
-#endif
