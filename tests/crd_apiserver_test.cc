@@ -59,6 +59,10 @@ JobStatus EveryField() {
                  "restart 3 of the job's replicas exceeds backoffLimit 2", t0 + absl::Seconds(5));
   s.conditions.push_back({ConditionType::kSucceeded, false, "TrainingJobSucceeded", "",
                           controller::FormatTimestamp(t0), controller::FormatTimestamp(t0)});
+  s.SetCondition(ConditionType::kProgressLost, true, "NoCheckpoint",
+                 "PS 0 (pod j-ps-0) was restarted in place after exit code 137 (OOMKilled) and "
+                 "lost its training progress",
+                 t0 + absl::Seconds(6));
   int n = 0;
   for (api::ReplicaType type : {api::ReplicaType::kChief, api::ReplicaType::kPS,
                                 api::ReplicaType::kWorker, api::ReplicaType::kEvaluator}) {
@@ -80,6 +84,10 @@ JobStatus EveryField() {
     evicted.last_failure =
         ReplicaFailure{"Evicted", std::nullopt, "The node was low on resource: memory.",
                        "j-worker-5", controller::FormatTimestamp(t0)};
+    if (type == api::ReplicaType::kPS) {
+      rs.observed_pods[0] = {"4f7c2a9e-1b3d-4e5f-8a6b-0c1d2e3f4a5b", 2};
+      rs.observed_pods[1] = {"9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d", 0};
+    }
     ++n;
   }
   s.start_time = controller::FormatTimestamp(t0);

@@ -552,6 +552,57 @@ TEST_F(OperatorApiserverTest, InPlaceRestartsShowInStatusAndEvents) {
   EXPECT_EQ(State("flaky"), "Running");
 }
 
+// A ps keeps its variables only in memory and in its checkpoints: restarted without a checkpoint
+// it starts from nothing, and the job says so in a condition that stays and a Warning event, once.
+// With a persistentVolumeClaim checkpoint, even a ps in a new pod restores it: a Normal event only.
+TEST_F(OperatorApiserverTest, APsRestartedWithoutCheckpointShowsItLostTheProgressOnce) {
+  auto op = StartOperator("op-a");
+  CreateJob(Job("amnesia", 1, 1, "OnFailure"));
+  Json kept = Job("kept", 1, 1, "OnFailure");
+  kept["spec"]["replicaSpecs"]["PS"]["checkpoint"] = {{"volume", "persistentVolumeClaim"},
+                                                      {"claimName", "kept-checkpoints"}};
+  CreateJob(kept);
+  ASSERT_TRUE(Eventually([&] { return Pods("amnesia").size() == 2 && Pods("kept").size() == 2; }))
+      << op->output();
+  RunAll("amnesia");
+  RunAll("kept");
+  ASSERT_TRUE(Eventually([&] {
+    return State("amnesia") == "Running" && State("kept") == "Running";
+  })) << op->output();
+
+  ASSERT_TRUE(kubelet_->RestartInPlace("amnesia-ps-0", 137, "OOMKilled").ok());
+  ASSERT_TRUE(Eventually([&] { return Condition("amnesia", "ProgressLost")["status"] == "True"; }))
+      << op->output();
+  const Json lost = Condition("amnesia", "ProgressLost");
+  EXPECT_EQ(lost["reason"], "NoCheckpoint");
+  EXPECT_TRUE(
+      absl::StartsWith(lost["message"].get<std::string>(),
+                       "PS 0 (pod amnesia-ps-0) was restarted in place after exit code 137 "
+                       "(OOMKilled) and lost its training progress: it keeps no checkpoint"))
+      << lost;
+  EXPECT_EQ(State("amnesia"), "Running");
+  ASSERT_TRUE(Eventually([&] { return Events("ProgressLost", "Warning") == 1; })) << op->output();
+
+  // The claim's ps, deleted (a drain, by hand): the operator makes a new pod, whose ps restores.
+  const std::string uid = kube::Uid(client_->Get(kube::Pods(), ns_, "kept-ps-0").value());
+  ASSERT_TRUE(client_->Delete(kube::Pods(), ns_, "kept-ps-0", {}).ok());
+  ASSERT_TRUE(Eventually([&] {
+    absl::StatusOr<Json> pod = client_->Get(kube::Pods(), ns_, "kept-ps-0");
+    return pod.ok() && kube::Uid(*pod) != uid;
+  })) << op->output();
+  ASSERT_TRUE(kubelet_->SetPhase("kept-ps-0", "Running").ok());
+  ASSERT_TRUE(Eventually([&] { return Events("RestoringCheckpoint", "Normal") == 1; }))
+      << op->output();
+  EXPECT_TRUE(Condition("kept", "ProgressLost").is_null()) << Condition("kept", "ProgressLost");
+
+  // Nothing is told twice, however often the jobs are looked at again.
+  std::this_thread::sleep_for(milliseconds(1500));
+  EXPECT_EQ(Events("ProgressLost", "Warning"), 1);
+  EXPECT_EQ(Events("RestoringCheckpoint", "Normal"), 1);
+  EXPECT_EQ(GetJob("amnesia")["status"]["replicaStatuses"]["PS"]["observedPods"][0]["restarts"], 1)
+      << GetJob("amnesia")["status"];
+}
+
 // Mutual TLS, on by default: the job's CA in a Secret no pod mounts, one Secret per replica with
 // its certificate for its Service names, each pod mounting only its own (read-only, 0440) and
 // given the flags; all owned by the job, so deleting it deletes them. spec.tls.enabled: false

@@ -15,13 +15,14 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::array<std::pair<ConditionType, const char*>, 6> kConditionNames = {{
+constexpr std::array<std::pair<ConditionType, const char*>, 7> kConditionNames = {{
     {ConditionType::kCreated, "Created"},
     {ConditionType::kRunning, "Running"},
     {ConditionType::kRestarting, "Restarting"},
     {ConditionType::kSucceeded, "Succeeded"},
     {ConditionType::kFailed, "Failed"},
     {ConditionType::kSuspended, "Suspended"},
+    {ConditionType::kProgressLost, "ProgressLost"},
 }};
 
 constexpr int kMaxIndex = 100000;
@@ -147,6 +148,20 @@ JobStatus JobStatus::FromJson(const json& status) {
           }
         }
       }
+      if (auto list = r->find("observedPods"); list != r->end() && list->is_array()) {
+        for (const json& entry : *list) {
+          if (!entry.is_object() || !entry.contains("index") ||
+              !entry["index"].is_number_integer()) {
+            continue;
+          }
+          const int64_t index = entry["index"].get<int64_t>();
+          if (index < 0 || index >= kMaxIndex) continue;
+          rs.observed_pods[static_cast<int>(index)] = {
+              String(entry, "uid"),
+              static_cast<int>(
+                  std::clamp<int64_t>(Int(entry, "restarts"), 0, std::numeric_limits<int>::max()))};
+        }
+      }
     }
   }
   s.start_time = String(status, "startTime");
@@ -205,6 +220,13 @@ json JobStatus::ToJson() const {
           list.push_back(std::move(entry));
         }
         r["indexes"] = std::move(list);
+      }
+      if (!rs.observed_pods.empty()) {
+        json list = json::array();
+        for (const auto& [index, pod] : rs.observed_pods) {
+          list.push_back({{"index", index}, {"uid", pod.uid}, {"restarts", pod.restarts}});
+        }
+        r["observedPods"] = std::move(list);
       }
       replicas[std::string(api::ReplicaTypeName(type))] = std::move(r);
     }
@@ -291,6 +313,7 @@ void JobStatus::SetCondition(ConditionType type, bool status, const std::string&
       clear(ConditionType::kRestarting, reason, message);
       break;
     case ConditionType::kCreated:
+    case ConditionType::kProgressLost:
       break;
   }
 }

@@ -1,10 +1,12 @@
 // A TrainingJob's status as the operator keeps it (the CRD's .status), and the rules that keep
 // its conditions consistent.
 //
-// Conditions: Created, Running, Restarting, Succeeded, Failed, Suspended. At most one of
-// Running/Restarting is True; Succeeded and Failed are terminal and exclusive; a condition's
-// lastTransitionTime changes only when its status does, so an unchanged job yields an identical
-// status (the operator then writes nothing).
+// Conditions: Created, Running, Restarting, Succeeded, Failed, Suspended, ProgressLost. At most
+// one of Running/Restarting is True; Succeeded and Failed are terminal and exclusive; a
+// condition's lastTransitionTime changes only when its status does, so an unchanged job yields an
+// identical status (the operator then writes nothing). ProgressLost, once True, stays True (its
+// lastTransitionTime says when training progress was first lost, lastUpdateTime the latest) and
+// never decides the state.
 #ifndef PSFLOW_OPERATOR_CONTROLLER_JOB_STATUS_H_
 #define PSFLOW_OPERATOR_CONTROLLER_JOB_STATUS_H_
 
@@ -21,7 +23,15 @@
 
 namespace psflow::controller {
 
-enum class ConditionType { kCreated, kRunning, kRestarting, kSucceeded, kFailed, kSuspended };
+enum class ConditionType {
+  kCreated,
+  kRunning,
+  kRestarting,
+  kSucceeded,
+  kFailed,
+  kSuspended,
+  kProgressLost,
+};
 const char* ConditionTypeName(ConditionType type);
 
 struct Condition {
@@ -59,6 +69,13 @@ struct IndexStatus {
   bool operator==(const IndexStatus&) const = default;
 };
 
+// The pod a ps task was last seen running in (ps_restarts.h compares each pass's pods with it).
+struct ObservedPod {
+  std::string uid;
+  int restarts = 0;  // the main container's restartCount then
+  bool operator==(const ObservedPod&) const = default;
+};
+
 struct ReplicaStatus {
   int active = 0;                   // pods Pending or Running
   int ready = 0;                    // pods Running and ready
@@ -67,6 +84,8 @@ struct ReplicaStatus {
   int restarts = 0;                 // sum of indexes[*].restarts
   std::set<int> completed_indexes;  // kept so a deleted completed pod is never run again
   std::map<int, IndexStatus> indexes;
+  // PS only ("observedPods"): index -> the pod its task last ran in, from the first time it runs.
+  std::map<int, ObservedPod> observed_pods;
 
   int ReplacedRestarts() const;  // sum of indexes[*].replaced_restarts, saturated to int
   bool operator==(const ReplicaStatus&) const = default;

@@ -25,17 +25,6 @@ std::string String(const json& object, const char* key) {
   return v != nullptr && v->is_string() ? v->get<std::string>() : std::string();
 }
 
-// Name of the main container: "psflow" when the spec has it, else the first.
-std::string MainContainerName(const json& pod) {
-  const json* spec = Field(pod, "spec");
-  const json* containers = spec ? Field(*spec, "containers") : nullptr;
-  if (containers == nullptr || !containers->is_array() || containers->empty()) return "";
-  for (const json& c : *containers) {
-    if (String(c, "name") == "psflow") return "psflow";
-  }
-  return String((*containers)[0], "name");
-}
-
 bool ReadTerminated(const json& container_state, PodState& out) {
   const json* terminated = Field(container_state, "terminated");
   if (terminated == nullptr || !terminated->is_object()) return false;
@@ -47,6 +36,16 @@ bool ReadTerminated(const json& container_state, PodState& out) {
 }
 
 }  // namespace
+
+std::string MainContainerName(const json& pod) {
+  const json* spec = Field(pod, "spec");
+  const json* containers = spec ? Field(*spec, "containers") : nullptr;
+  if (containers == nullptr || !containers->is_array() || containers->empty()) return "";
+  for (const json& c : *containers) {
+    if (String(c, "name") == "psflow") return "psflow";
+  }
+  return String((*containers)[0], "name");
+}
 
 std::string PodState::DescribeEnd() const {
   if (exit_code) {
@@ -85,8 +84,15 @@ PodState ReadPodState(const json& pod) {
         out.restarts = static_cast<int>(std::min<int64_t>(sum, kMaxInt));
       }
       if (String(cs, "name") != main) continue;
+      if (count != nullptr && count->is_number_integer()) {
+        out.main_restarts =
+            static_cast<int>(std::clamp<int64_t>(count->get<int64_t>(), 0, kMaxInt));
+      }
       const json* state = Field(cs, "state");
       const json* last = Field(cs, "lastState");
+      out.main_started =
+          out.main_restarts > 0 || (state != nullptr && state->is_object() &&
+                                    (state->contains("running") || state->contains("terminated")));
       if (!(state && ReadTerminated(*state, out)) && last != nullptr) ReadTerminated(*last, out);
     }
   }

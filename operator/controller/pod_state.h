@@ -20,6 +20,11 @@ struct PodState {
   // Sum of containerStatuses[].restartCount (kubelet restarts); a negative count reads as 0, the
   // sum stops at INT_MAX.
   int restarts = 0;
+  // The main container's own restartCount (its process restarted in place; a sidecar's restarts
+  // are not its), negative read as 0.
+  int main_restarts = 0;
+  // Whether the main container has started: it runs, has terminated, or was restarted.
+  bool main_started = false;
   // How the main container last ended: state.terminated, else lastState.terminated.
   std::optional<int> exit_code;
   std::string reason;  // "OOMKilled", "Error", "Completed", or the pod's own ("Evicted")
@@ -29,6 +34,10 @@ struct PodState {
   // "exit code 137 (OOMKilled)", "Evicted: <message>", "unknown cause".
   std::string DescribeEnd() const;
 };
+
+// The name of the main container of a pod's spec: "psflow" when it has one, else the first
+// container's; "" when there is none.
+std::string MainContainerName(const nlohmann::json& pod);
 
 // Never throws: a malformed pod reads as phase Unknown with no details.
 PodState ReadPodState(const nlohmann::json& pod);

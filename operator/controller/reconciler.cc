@@ -20,6 +20,7 @@
 #include "operator/controller/job_status.h"
 #include "operator/controller/network_policy.h"
 #include "operator/controller/pod_state.h"
+#include "operator/controller/ps_restarts.h"
 #include "operator/controller/replica_objects.h"
 #include "operator/kube/api_status.h"
 #include "operator/kube/object_meta.h"
@@ -100,6 +101,13 @@ std::string Abbreviated(const std::vector<std::string>& names) {
 
 }  // namespace
 
+// An event that is only true once the status saying the same is stored.
+struct PendingEvent {
+  EventType type;
+  std::string reason;
+  std::string message;
+};
+
 struct Reconciler::Pass {
   std::string ns;
   std::string name;
@@ -114,6 +122,9 @@ struct Reconciler::Pass {
   std::map<std::pair<ReplicaType, int>, ObjectPtr> services;
   std::vector<ObjectPtr> extra_pods;
   std::vector<ObjectPtr> extra_services;
+  // Recorded by WriteStatus once it succeeds: a pass whose write fails (409) leaves the status
+  // as it was, and the next pass finds the same news again.
+  std::vector<PendingEvent> events_after_write;
   ReconcileResult result;
 };
 
@@ -297,6 +308,7 @@ void Reconciler::ReconcileActive(Pass& pass) {
   if (ParseTimestamp(status.start_time) == absl::InfinitePast()) {
     status.start_time = FormatTimestamp(pass.now);  // unset, or not a time: from now
   }
+  TrackPs(pass);
 
   const Decision decision = Decide(job, pass.key, status, Observe(pass));
   pass.result.requeue_after = decision.requeue_after;
@@ -644,10 +656,57 @@ void Reconciler::CreateAll(Pass& pass, const std::vector<ReplicaSlot>& pods,
   }
 }
 
+void Reconciler::TrackPs(Pass& pass) {
+  const int replicas = pass.job.Replicas(ReplicaType::kPS);
+  auto rs = pass.status.replica_statuses.find(ReplicaType::kPS);
+  if (replicas == 0 && rs == pass.status.replica_statuses.end()) return;
+  std::map<int, const Json*> pods;
+  for (int i = 0; i < replicas; ++i) {
+    if (auto it = pass.pods.find({ReplicaType::kPS, i}); it != pass.pods.end()) {
+      pods[i] = it->second.get();
+    }
+  }
+  ReplicaStatus& ps = pass.status.replica_statuses[ReplicaType::kPS];
+  std::optional<PsRestart> first_lost;
+  std::vector<std::string> lost;
+  for (const PsRestart& r : TrackPsRestarts(pods, replicas, ps.indexes, ps.observed_pods)) {
+    const std::string message = r.Describe();
+    if (!r.ProgressLost()) {
+      pass.events_after_write.push_back({EventType::kNormal, "RestoringCheckpoint", message});
+      continue;
+    }
+    PSFLOW_LOG(WARNING) << "TrainingJob " << pass.key << ": " << message;
+    pass.events_after_write.push_back({EventType::kWarning, "ProgressLost", message});
+    if (first_lost) {
+      lost.push_back(ReplicaLabel(ReplicaType::kPS, r.index));
+    } else {
+      first_lost = r;
+    }
+  }
+  if (!first_lost) return;
+  // The condition tells the first in full (it stays small), the events tell each.
+  std::string message = first_lost->Describe();
+  if (!lost.empty()) {
+    absl::StrAppend(&message, " (and ", Abbreviated(lost), ": see the ProgressLost events)");
+  }
+  pass.status.SetCondition(ConditionType::kProgressLost, true, first_lost->LossReason(), message,
+                           pass.now);
+}
+
+void Reconciler::RecordEventsAfterWrite(Pass& pass) {
+  for (const PendingEvent& e : pass.events_after_write) {
+    events_.Record(*pass.object, e.type, e.reason, e.message);
+  }
+  pass.events_after_write.clear();
+}
+
 bool Reconciler::WriteStatus(Pass& pass) {
   const Json& object = *pass.object;
   Json status = pass.status.ToJson();
-  if (object.contains("status") && object["status"] == status) return true;
+  if (object.contains("status") && object["status"] == status) {
+    RecordEventsAfterWrite(pass);
+    return true;
+  }
   Json updated = object;
   const Json sent = status;
   updated["status"] = std::move(status);
@@ -677,6 +736,7 @@ bool Reconciler::WriteStatus(Pass& pass) {
                         << (*written)["status"].dump() << ", written " << sent.dump();
   }
   if (written->is_object()) pass.object = std::make_shared<const Json>(*std::move(written));
+  RecordEventsAfterWrite(pass);
   return true;
 }
 

@@ -11,7 +11,12 @@
 //     pods and services go with it through their ownerReferences).
 //  3. runPolicy.suspend deletes the active pods and sets Suspended; resuming clears it and
 //     restarts activeDeadlineSeconds from the resume time (as Kubernetes Jobs do).
-//  4. activeDeadlineSeconds past startTime -> Failed (DeadlineExceeded).
+//  4. activeDeadlineSeconds past startTime -> Failed (DeadlineExceeded). Before that, each ps
+//     task that restarted in place or in a new pod since the last pass is told (ps_restarts.h):
+//     when its checkpoints did not outlive the restart, by a Warning event ProgressLost and the
+//     condition ProgressLost; else by a Normal event RestoringCheckpoint. The events are
+//     recorded once the status that holds the restart (PS observedPods) is written: each
+//     restart is told once.
 //  5. For each replica `<job>-<type>-<index>`: a missing Service is created; a missing pod is
 //     created unless the replica already completed (completedIndexes in status: a deleted
 //     completed pod is never run again); a Failed pod is replaced when its restartPolicy allows
@@ -95,6 +100,11 @@ class Reconciler {
   void Finish(Pass& pass);
   void Suspend(Pass& pass);
   void CountPods(Pass& pass);
+  // The ps tasks that restarted since the last pass (ps_restarts.h): a Warning ProgressLost event
+  // and the ProgressLost condition for each that lost its training progress, a Normal
+  // RestoringCheckpoint event for each that restores its checkpoint.
+  void TrackPs(Pass& pass);
+  void RecordEventsAfterWrite(Pass& pass);
   void Fail(Pass& pass, const std::string& reason, const std::string& message);
   // Deletes `pods` (uid preconditions), folds their kubelet restarts into the status and drops
   // them from the pass. Returns the names deleted.

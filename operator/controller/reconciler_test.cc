@@ -7,8 +7,10 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "core/cluster_spec.h"
 #include "operator/controller/cluster_view.h"
 #include "operator/controller/job_status.h"
@@ -103,6 +105,25 @@ class ReconcilerTest : public ::testing::Test {
     Json job = Job(name);
     edit(job["spec"]);
     ASSERT_TRUE(client_.Update(kube::TrainingJobs(), "default", job).ok());
+  }
+
+  // The messages of the job's events with `reason`, each as "<type>: <message>", oldest first.
+  std::vector<std::string> Events(const std::string& reason) {
+    std::vector<std::string> out;
+    const kube::ObjectList events = client_.List(kube::Events(), "default", {}).value();
+    for (const Json& e : events.items) {
+      if (e["reason"] != reason) continue;
+      out.push_back(
+          absl::StrCat(e["type"].get<std::string>(), ": ", e["message"].get<std::string>()));
+    }
+    return out;
+  }
+
+  // Runs every pod of the job.
+  void RunAll(const std::string& job) {
+    for (const std::string& pod : Names(kube::Pods())) {
+      if (absl::StartsWith(pod, job + "-")) SetPhase(pod, "Running");
+    }
   }
 
   std::string Env(const Json& pod, const std::string& name) {
@@ -863,6 +884,142 @@ TEST_F(ReconcilerTest, StatusConflictIsReportedForRetry) {
   r = Pass("race");
   EXPECT_TRUE(r.status.ok());
   EXPECT_TRUE(r.status_written);
+}
+
+constexpr char kLostTail[] =
+    ". The chief re-initialises its variables from the chief's copy and the global step resumes "
+    "from the workers' last; the updates the chief had not pulled and the optimizer's slots are "
+    "lost";
+
+// A ps the kubelet restarts without a checkpoint has lost the training progress: the job says so
+// in a Warning event and a condition that stays, once; its state is not changed by it.
+TEST_F(ReconcilerTest, APsRestartedWithoutCheckpointTellsTheProgressWasLostOnce) {
+  Create(MakeJob("lost", 1, 1, "OnFailure"));
+  ASSERT_TRUE(Pass("lost").status.ok());
+  RunAll("lost");
+  ASSERT_TRUE(Pass("lost").status.ok());
+  EXPECT_EQ(Status("lost").replica_statuses.at(api::ReplicaType::kPS).observed_pods.size(), 1u);
+  EXPECT_EQ(Status("lost").Find(ConditionType::kProgressLost), nullptr);
+  now_ += absl::Seconds(30);
+  ASSERT_TRUE(store_.RestartContainer("default", "lost-ps-0", 137, "OOMKilled").ok());
+  ASSERT_TRUE(Pass("lost").status.ok());
+
+  const std::string message = absl::StrCat(
+      "PS 0 (pod lost-ps-0) was restarted in place after exit code 137 (OOMKilled) and lost its "
+      "training progress: it keeps no checkpoint (no --checkpoint_dir; "
+      "spec.replicaSpecs.PS.checkpoint gives it one)",
+      kLostTail);
+  const JobStatus status = Status("lost");
+  const Condition* lost = status.Find(ConditionType::kProgressLost);
+  ASSERT_NE(lost, nullptr);
+  EXPECT_TRUE(lost->status);
+  EXPECT_EQ(lost->reason, "NoCheckpoint");
+  EXPECT_EQ(lost->message, message);
+  EXPECT_EQ(lost->last_transition_time, "2027-01-15T08:00:30Z");
+  EXPECT_EQ(status.State(), "Running");
+  EXPECT_EQ(Job("lost")["status"]["replicaStatuses"]["PS"]["observedPods"][0]["restarts"], 1);
+  EXPECT_EQ(Events("ProgressLost"), std::vector<std::string>{"Warning: " + message});
+
+  // Later passes find nothing new: no write, no event, the condition as it was.
+  now_ += absl::Seconds(30);
+  const int64_t writes = store_.WriteCount();
+  ReconcileResult r = Pass("lost");
+  EXPECT_TRUE(r.status.ok());
+  EXPECT_FALSE(r.status_written);
+  EXPECT_EQ(store_.WriteCount(), writes);
+  EXPECT_EQ(Events("ProgressLost").size(), 1u);
+}
+
+// An emptyDir checkpoint outlives the kubelet's restart (a Normal event, no condition) but not
+// the pod: a ps in a new pod starts from nothing.
+TEST_F(ReconcilerTest, AnEmptyDirCheckpointOutlivesAnInPlaceRestartButNotThePod) {
+  Json job = MakeJob("scratch", 1, 1, "OnFailure");
+  job["spec"]["replicaSpecs"]["PS"]["checkpoint"] = {{"volume", "emptyDir"}};
+  Create(job);
+  ASSERT_TRUE(Pass("scratch").status.ok());
+  RunAll("scratch");
+  ASSERT_TRUE(Pass("scratch").status.ok());
+  ASSERT_TRUE(store_.RestartContainer("default", "scratch-ps-0", 1, "Error").ok());
+  ASSERT_TRUE(Pass("scratch").status.ok());
+  EXPECT_EQ(Events("RestoringCheckpoint"),
+            std::vector<std::string>{
+                "Normal: PS 0 (pod scratch-ps-0) was restarted in place after exit code 1 "
+                "(Error); it restores its newest checkpoint "
+                "(--checkpoint_dir=/var/lib/psflow/checkpoints on emptyDir volume "
+                "psflow-checkpoints): the steps since that checkpoint are trained again"});
+  EXPECT_EQ(Status("scratch").Find(ConditionType::kProgressLost), nullptr);
+
+  // Deleted (drained, evicted, by hand): the operator makes a new pod, told once its ps runs.
+  ASSERT_TRUE(client_.Delete(kube::Pods(), "default", "scratch-ps-0", {}).ok());
+  ReconcileResult r = Pass("scratch");
+  ASSERT_TRUE(r.status.ok());
+  ASSERT_EQ(r.pods_created, 1);
+  EXPECT_EQ(Events("ProgressLost").size(), 0u);
+  SetPhase("scratch-ps-0", "Running");
+  ASSERT_TRUE(Pass("scratch").status.ok());
+  const std::string message = absl::StrCat(
+      "PS 0 (pod scratch-ps-0) runs in a new pod (the one before was deleted or replaced) and "
+      "lost its training progress: its checkpoints (--checkpoint_dir=/var/lib/psflow/checkpoints "
+      "on emptyDir volume psflow-checkpoints) went with the old pod (a persistentVolumeClaim "
+      "checkpoint outlives it)",
+      kLostTail);
+  EXPECT_EQ(Events("ProgressLost"), std::vector<std::string>{"Warning: " + message});
+  const JobStatus status = Status("scratch");
+  const Condition* lost = status.Find(ConditionType::kProgressLost);
+  ASSERT_NE(lost, nullptr);
+  EXPECT_EQ(lost->reason, "CheckpointLostWithPod");
+  EXPECT_EQ(lost->message, message);
+  EXPECT_EQ(Events("RestoringCheckpoint").size(), 1u);
+}
+
+// A persistentVolumeClaim outlives the pods: suspending and resuming the job loses nothing.
+TEST_F(ReconcilerTest, AClaimCheckpointOutlivesSuspendAndResume) {
+  Json job = MakeJob("kept", 1, 1, "OnFailure");
+  job["spec"]["replicaSpecs"]["PS"]["checkpoint"] = {{"volume", "persistentVolumeClaim"},
+                                                     {"claimName", "kept-ckpt"}};
+  Create(job);
+  ASSERT_TRUE(Pass("kept").status.ok());
+  RunAll("kept");
+  ASSERT_TRUE(Pass("kept").status.ok());
+  EditSpec("kept", [](Json& spec) { spec["runPolicy"]["suspend"] = true; });
+  ASSERT_TRUE(Pass("kept").status.ok());
+  ASSERT_TRUE(Names(kube::Pods()).empty());
+  EditSpec("kept", [](Json& spec) { spec["runPolicy"]["suspend"] = false; });
+  ASSERT_EQ(Pass("kept").pods_created, 2);
+  RunAll("kept");
+  ASSERT_TRUE(Pass("kept").status.ok());
+  EXPECT_EQ(Events("RestoringCheckpoint"),
+            std::vector<std::string>{
+                "Normal: PS 0 (pod kept-ps-0) runs in a new pod (the one before was deleted or "
+                "replaced); it restores its newest checkpoint "
+                "(--checkpoint_dir=/var/lib/psflow/checkpoints on persistentVolumeClaim kept-ckpt "
+                "(volume psflow-checkpoints)): the steps since that checkpoint are trained again"});
+  EXPECT_EQ(Events("ProgressLost").size(), 0u);
+  EXPECT_EQ(Status("kept").Find(ConditionType::kProgressLost), nullptr);
+}
+
+// The event is recorded with the status that holds the restart: a status write that fails (409)
+// tells nothing, and the pass after it tells it once.
+TEST_F(ReconcilerTest, AProgressLossIsToldOnceEvenWhenItsStatusWriteConflicts) {
+  Create(MakeJob("race", 1, 1, "OnFailure"));
+  ASSERT_TRUE(Pass("race").status.ok());
+  RunAll("race");
+  ASSERT_TRUE(Pass("race").status.ok());
+  ASSERT_TRUE(store_.RestartContainer("default", "race-ps-0", 137, "OOMKilled").ok());
+  client_.SetFault([this](absl::string_view verb, const kube::Resource& r, absl::string_view) {
+    if (verb == "update_status" && r.plural == "trainingjobs") {
+      client_.SetFault(nullptr);
+      return absl::AbortedError("Operation cannot be fulfilled: the object has been modified");
+    }
+    return absl::OkStatus();
+  });
+  EXPECT_EQ(Pass("race").status.code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(Events("ProgressLost").size(), 0u);
+  ASSERT_TRUE(Pass("race").status.ok());
+  EXPECT_EQ(Events("ProgressLost").size(), 1u);
+  ASSERT_TRUE(Pass("race").status.ok());
+  EXPECT_EQ(Events("ProgressLost").size(), 1u);
+  EXPECT_TRUE(Status("race").Is(ConditionType::kProgressLost));
 }
 
 TEST_F(ReconcilerTest, ThroughputComesFromTheProbeAndStaysWhenItHasNone) {

@@ -3,7 +3,8 @@
 # kube-controller-manager (garbage collection, namespaces, service accounts), TLS everywhere, an
 # admin client certificate (O=system:masters) in DIR/kubeconfig.
 #
-#   control_plane.sh start DIR [--apply FILE]...   starts it, kubectl-applies each FILE, returns;
+#   control_plane.sh start DIR [--apply FILE]...   starts it, kubectl-applies each FILE (CRDs:
+#                                                  before the controller manager starts), returns;
 #                                                  DIR/limited.kubeconfig: a user with no rights
 #   control_plane.sh stop DIR                      stops what DIR's pids name, removes etcd's data
 #
@@ -234,6 +235,30 @@ kubeconfig admin "$dir/kubeconfig"
 kubeconfig controller-manager "$dir/controller-manager.kubeconfig"
 kubeconfig limited "$dir/limited.kubeconfig"
 
+kctl() { "$kubectl" --kubeconfig "$dir/kubeconfig" "$@"; }
+[ -n "$kubectl" ] || fail "no kubectl (scripts/setup.sh installs it into build/tools/bin)"
+
+# --- The applied files (the CRDs), before the controller manager starts: its garbage collector
+# looks for new resource types only every 30 s, and until it has seen a kind it neither watches
+# its objects nor resolves ownerReferences to them, so the dependents of a TrainingJob deleted in
+# that window (a test's pods, Secrets, NetworkPolicy) outlive it by up to a minute (the lookups
+# that fail back off exponentially).
+for file in "${applies[@]}"; do
+  kctl apply -f "$file" >>"$dir/kubectl.log" 2>&1 || fail "kubectl apply -f $file failed: $(tail -n 3 "$dir/kubectl.log")"
+done
+if [ ${#applies[@]} -gt 0 ]; then
+  kctl wait --for=condition=Established crd --all --timeout=60s >>"$dir/kubectl.log" 2>&1 ||
+    fail "the applied CRDs did not become Established"
+  # Established is not yet discovery, which the controller manager reads when it starts.
+  crds_discovered() {
+    local resource
+    for resource in $(kctl get crd -o jsonpath='{range .items[*]}{.spec.names.plural}.{.spec.group}{" "}{end}'); do
+      kctl get "$resource" -A --request-timeout=5s >/dev/null 2>&1 || return 1
+    done
+  }
+  wait_for "the applied CRDs in discovery" 30 crds_discovered
+fi
+
 # --- kube-controller-manager, with the controllers the tests need: garbage collection through
 # ownerReferences, namespace deletion, ServiceAccounts (pods need their namespace's default one)
 # and the root CA ConfigMap. Not the endpoints/endpointslice controllers, which follow every
@@ -255,8 +280,6 @@ echo $! >> "$dir/pids"
 kcm_healthy() { [ "$(curl -sk "https://127.0.0.1:$kcm_port/healthz")" = "ok" ]; }
 wait_for kube-controller-manager 60 kcm_healthy
 # Pods need their namespace's default ServiceAccount, which the controller manager creates.
-kctl() { "$kubectl" --kubeconfig "$dir/kubeconfig" "$@"; }
-[ -n "$kubectl" ] || fail "no kubectl (scripts/setup.sh installs it into build/tools/bin)"
 wait_for "the default ServiceAccount" 60 kctl get serviceaccount default -n default
 
 # The node the tests' kubelet binds pods to (tests/control_plane/test_kubelet.h).
@@ -268,12 +291,5 @@ metadata:
   labels: {kubernetes.io/hostname: psflow-test-node}
 EOF
 
-for file in "${applies[@]}"; do
-  kctl apply -f "$file" >>"$dir/kubectl.log" 2>&1 || fail "kubectl apply -f $file failed: $(tail -n 3 "$dir/kubectl.log")"
-done
-if [ ${#applies[@]} -gt 0 ]; then
-  kctl wait --for=condition=Established crd --all --timeout=60s >>"$dir/kubectl.log" 2>&1 ||
-    fail "the applied CRDs did not become Established"
-fi
 echo "$server" > "$dir/server"
 echo "control plane ready at $server (kubeconfig $dir/kubeconfig, logs in $dir)"

@@ -12,6 +12,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "operator/api/training_job.h"
+#include "operator/controller/checkpoint_life.h"
 #include "operator/controller/job_status.h"
 #include "operator/controller/lease_record.h"
 #include "operator/controller/pod_state.h"
@@ -39,6 +40,10 @@ void ReadPod(const json& object) {
   const controller::PodState pod = controller::ReadPodState(object);
   (void)pod.Active();
   (void)pod.DescribeEnd();
+  // The main container's restarts are among the pod's.
+  PSFLOW_FUZZ_CHECK(pod.main_restarts >= 0 && pod.main_restarts <= pod.restarts);
+  const controller::PsCheckpoints checkpoints = controller::ReadPsCheckpoints(object);
+  PSFLOW_FUZZ_CHECK(!checkpoints.where.empty());
 }
 
 // A record written into a Lease reads back as written (times to the microsecond: once written,
