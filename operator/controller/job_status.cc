@@ -47,6 +47,21 @@ std::optional<double> Number(const json& object, const char* key) {
   return it->get<double>();
 }
 
+// Calls f(index, entry) for each object of the array object[key] whose "index" is an integer in
+// [0, kMaxIndex); skips the rest (a status written by hand or by another version).
+template <typename F>
+void ForEachIndexed(const json& object, const char* key, F f) {
+  auto list = object.find(key);
+  if (list == object.end() || !list->is_array()) return;
+  for (const json& entry : *list) {
+    if (!entry.is_object()) continue;
+    auto index = entry.find("index");
+    if (index == entry.end() || !index->is_number_integer()) continue;
+    const int64_t i = index->get<int64_t>();
+    if (i >= 0 && i < kMaxIndex) f(static_cast<int>(i), entry);
+  }
+}
+
 }  // namespace
 
 const char* ConditionTypeName(ConditionType type) {
@@ -127,41 +142,24 @@ JobStatus JobStatus::FromJson(const json& status) {
       rs.failed = static_cast<int>(Int(*r, "failed"));
       rs.restarts = static_cast<int>(Int(*r, "restarts"));
       rs.completed_indexes = ParseIndexes(String(*r, "completedIndexes"));
-      if (auto list = r->find("indexes"); list != r->end() && list->is_array()) {
-        for (const json& entry : *list) {
-          if (!entry.is_object() || !entry.contains("index") ||
-              !entry["index"].is_number_integer()) {
-            continue;
+      ForEachIndexed(*r, "indexes", [&](int index, const json& entry) {
+        IndexStatus& is = rs.indexes[index];
+        is.restarts = static_cast<int>(Int(entry, "restarts"));
+        is.replaced_restarts = static_cast<int>(Int(entry, "replacedPodRestarts"));
+        if (auto f = entry.find("lastFailure"); f != entry.end() && f->is_object()) {
+          ReplicaFailure failure{String(*f, "reason"), std::nullopt, String(*f, "message"),
+                                 String(*f, "pod"), String(*f, "time")};
+          if (auto code = f->find("exitCode"); code != f->end() && code->is_number_integer()) {
+            failure.exit_code = code->get<int>();
           }
-          const int64_t index = entry["index"].get<int64_t>();
-          if (index < 0 || index >= kMaxIndex) continue;
-          IndexStatus& is = rs.indexes[static_cast<int>(index)];
-          is.restarts = static_cast<int>(Int(entry, "restarts"));
-          is.replaced_restarts = static_cast<int>(Int(entry, "replacedPodRestarts"));
-          if (auto f = entry.find("lastFailure"); f != entry.end() && f->is_object()) {
-            ReplicaFailure failure{String(*f, "reason"), std::nullopt, String(*f, "message"),
-                                   String(*f, "pod"), String(*f, "time")};
-            if (auto code = f->find("exitCode"); code != f->end() && code->is_number_integer()) {
-              failure.exit_code = code->get<int>();
-            }
-            is.last_failure = std::move(failure);
-          }
+          is.last_failure = std::move(failure);
         }
-      }
-      if (auto list = r->find("observedPods"); list != r->end() && list->is_array()) {
-        for (const json& entry : *list) {
-          if (!entry.is_object() || !entry.contains("index") ||
-              !entry["index"].is_number_integer()) {
-            continue;
-          }
-          const int64_t index = entry["index"].get<int64_t>();
-          if (index < 0 || index >= kMaxIndex) continue;
-          rs.observed_pods[static_cast<int>(index)] = {
-              String(entry, "uid"),
-              static_cast<int>(
-                  std::clamp<int64_t>(Int(entry, "restarts"), 0, std::numeric_limits<int>::max()))};
-        }
-      }
+      });
+      ForEachIndexed(*r, "observedPods", [&](int index, const json& entry) {
+        rs.observed_pods[index] = {
+            String(entry, "uid"), static_cast<int>(std::clamp<int64_t>(
+                                      Int(entry, "restarts"), 0, std::numeric_limits<int>::max()))};
+      });
     }
   }
   s.start_time = String(status, "startTime");
