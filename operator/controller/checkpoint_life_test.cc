@@ -8,6 +8,7 @@
 
 #include "operator/api/training_job.h"
 #include "operator/controller/replica_objects.h"
+#include "operator/controller/test_jobs.h"
 
 namespace psflow::controller {
 namespace {
@@ -22,24 +23,8 @@ json PsPod(const json& args, const std::string& checkpoint = "", const json& mou
   if (!mounts.is_null()) container["volumeMounts"] = mounts;
   json ps_spec = {{"containers", json::array({container})}};
   if (!volumes.is_null()) ps_spec["volumes"] = volumes;
-  json object = {
-      {"apiVersion", "psflow.io/v1alpha1"},
-      {"kind", "TrainingJob"},
-      {"metadata", {{"name", "j"}, {"namespace", "ns"}, {"uid", "u-1"}}},
-      {"spec",
-       {{"replicaSpecs",
-         {{"PS", {{"replicas", 1}, {"template", {{"spec", ps_spec}}}}},
-          {"Worker",
-           {{"replicas", 1},
-            {"template",
-             {{"spec",
-               {{"containers", json::array({{{"name", "psflow"}, {"image", "w"}}})}}}}}}}}}}}};
-  if (!checkpoint.empty()) {
-    object["spec"]["replicaSpecs"]["PS"]["checkpoint"] = json::parse(checkpoint);
-  }
-  auto parsed = api::ParseTrainingJob(object.dump(), "test");
-  EXPECT_TRUE(parsed.ok()) << parsed.status();
-  return BuildPod(object, parsed.value_or(api::TrainingJob()), api::ReplicaType::kPS, 0);
+  const TestJob job = MakeTestJob({{"spec", ps_spec}}, checkpoint);
+  return BuildPod(job.object, job.parsed, api::ReplicaType::kPS, 0);
 }
 
 void ExpectLife(const json& pod, CheckpointLife life, const std::string& where) {

@@ -6,44 +6,17 @@
 #include "operator/api/training_job.h"
 #include "operator/controller/checkpoint_volume.h"
 #include "operator/controller/replica_objects.h"
+#include "operator/controller/test_jobs.h"
 
 namespace psflow::controller {
 namespace {
 
 using nlohmann::json;
 
-// A job whose PS template is `ps_template` (with `ps_checkpoint` YAML, if any) and one worker.
-struct Job {
-  json object;
-  api::TrainingJob parsed;
-};
-Job MakeJob(const json& ps_template, const std::string& ps_checkpoint = "") {
-  json object = {
-      {"apiVersion", "psflow.io/v1alpha1"},
-      {"kind", "TrainingJob"},
-      {"metadata", {{"name", "j"}, {"namespace", "ns"}, {"uid", "u-1"}}},
-      {"spec",
-       {{"replicaSpecs",
-         {{"PS", {{"replicas", 1}, {"template", ps_template}}},
-          {"Worker",
-           {{"replicas", 1},
-            {"template",
-             {{"spec",
-               {{"containers", json::array({{{"name", "psflow"}, {"image", "w"}}})}}}}}}}}}}}};
-  if (!ps_checkpoint.empty()) {
-    object["spec"]["replicaSpecs"]["PS"]["checkpoint"] = json::parse(ps_checkpoint);
-  }
-  // The TLS mount and flags are job_certificates' (reconciler_test); these tests leave them out.
-  object["spec"]["tls"] = {{"enabled", false}};
-  auto parsed = api::ParseTrainingJob(object.dump(), "test");
-  EXPECT_TRUE(parsed.ok()) << parsed.status();
-  return {object, parsed.value_or(api::TrainingJob())};
-}
-
 json PsTemplate(json containers) { return {{"spec", {{"containers", std::move(containers)}}}}; }
 
 TEST(PodSecurity, APlainTemplateGetsTheRestrictedProfileAndAWritableTmp) {
-  const Job job = MakeJob(PsTemplate(
+  const TestJob job = MakeTestJob(PsTemplate(
       json::array({{{"name", "sidecar"}, {"image", "s"}}, {{"name", "psflow"}, {"image", "p"}}})));
   const json spec = BuildPod(job.object, job.parsed, api::ReplicaType::kPS, 0)["spec"];
   EXPECT_EQ(spec["securityContext"], json::parse(R"({"runAsNonRoot": true, "runAsUser": 65532,
@@ -70,7 +43,7 @@ TEST(PodSecurity, WhatTheTemplateSetsStaysAsTheTemplateSetsIt) {
   tmpl["spec"]["initContainers"] = json::array({{{"name", "init"}, {"image", "i"}}});
   tmpl["spec"]["volumes"] =
       json::array({{{"name", "scratch"}, {"emptyDir", {{"medium", "Memory"}}}}});
-  const Job job = MakeJob(tmpl);
+  const TestJob job = MakeTestJob(tmpl);
   const json spec = BuildPod(job.object, job.parsed, api::ReplicaType::kPS, 0)["spec"];
   EXPECT_EQ(spec["securityContext"]["runAsUser"], 1000);
   EXPECT_EQ(spec["securityContext"]["runAsGroup"], 65532);
@@ -85,11 +58,12 @@ TEST(PodSecurity, WhatTheTemplateSetsStaysAsTheTemplateSetsIt) {
 }
 
 TEST(CheckpointVolume, AnEmptyDirWithItsLimitIsMountedAndPassedToThePs) {
-  const Job job = MakeJob(PsTemplate(json::array({{{"name", "psflow"},
-                                                   {"image", "p"},
-                                                   {"command", {"psflow-ps"}},
-                                                   {"args", {"--checkpoint_every_s=30"}}}})),
-                          R"({"sizeLimit": "1Gi"})");
+  const TestJob job =
+      MakeTestJob(PsTemplate(json::array({{{"name", "psflow"},
+                                           {"image", "p"},
+                                           {"command", {"psflow-ps"}},
+                                           {"args", {"--checkpoint_every_s=30"}}}})),
+                  R"({"sizeLimit": "1Gi"})");
   const json spec = BuildPod(job.object, job.parsed, api::ReplicaType::kPS, 0)["spec"];
   EXPECT_EQ(spec["volumes"], json::parse(R"([
       {"name": "psflow-checkpoints", "emptyDir": {"sizeLimit": "1Gi"}},
@@ -106,7 +80,7 @@ TEST(CheckpointVolume, AnEmptyDirWithItsLimitIsMountedAndPassedToThePs) {
 }
 
 TEST(CheckpointVolume, AClaimIsMountedAndItsFlagWinsOverTheTemplates) {
-  const Job job = MakeJob(
+  const TestJob job = MakeTestJob(
       PsTemplate(json::array(
           {{{"name", "psflow"}, {"image", "p"}, {"args", {"--checkpoint_dir=/elsewhere"}}}})),
       R"({"volume": "persistentVolumeClaim", "claimName": "ckpt"})");
