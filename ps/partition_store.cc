@@ -20,9 +20,22 @@ absl::InlinedVector<std::span<float>, 3> PartitionStore::Target::SlotSpans(int64
   return spans;
 }
 
+void PartitionStore::Target::Update(
+    int64_t offset, int64_t count,
+    absl::FunctionRef<void(std::span<float> run, int64_t at)> fn) const {
+  if (values != nullptr) {
+    values->Update(offset, count, fn);
+    return;
+  }
+  for (int64_t at = offset; at < offset + count; at += VersionedValues::kRunElements) {
+    const int64_t n = std::min(VersionedValues::kRunElements, offset + count - at);
+    fn({flat + at, static_cast<size_t>(n)}, at);
+  }
+}
+
 PartitionStore::Target PartitionStore::TargetOf(Partition& p) {
   Target t;
-  t.value = p.value.data();
+  t.values = p.value.get();
   for (auto& s : p.slots) t.slots.push_back(s.data());
   return t;
 }
@@ -60,7 +73,7 @@ absl::StatusOr<std::unique_ptr<PartitionStore>> PartitionStore::Create(
   // Allocate only after every partition checked out: a bogus request allocates nothing.
   for (auto& p : store->partitions_) {
     const auto n = static_cast<size_t>(p->elements);
-    p->value.assign(n, 0.0f);
+    p->value = std::make_unique<VersionedValues>(p->elements);
     for (int s = 0; s < optimizer.num_slots(); ++s) {
       p->slots.emplace_back(n, optimizer.slot_initial_value(s));
     }
@@ -86,13 +99,16 @@ absl::StatusOr<std::unique_ptr<PartitionStore>> PartitionStore::Restore(
       const std::string expected =
           k == 0 ? p->name
                  : absl::StrCat(p->name, "/", optimizer.slot_name(static_cast<int>(k - 1)));
-      std::vector<float>& dst = k == 0 ? p->value : p->slots[k - 1];
-      if (tensor.name != expected || tensor.values.size() != dst.size()) {
+      if (tensor.name != expected || tensor.values.size() != static_cast<size_t>(p->elements)) {
         return absl::DataLossError(absl::StrCat(
             "checkpoint tensor ", t, " is \"", tensor.name, "\" with ", tensor.values.size(),
-            " elements; expected \"", expected, "\" with ", dst.size()));
+            " elements; expected \"", expected, "\" with ", p->elements));
       }
-      dst = tensor.values;
+      if (k == 0) {
+        p->value->Write(0, tensor.values);
+      } else {
+        p->slots[k - 1] = tensor.values;
+      }
     }
   }
   return store;
@@ -146,22 +162,26 @@ void PartitionStore::Assign(const proto::TransferHeader& header, ByteSource& pay
   for (const proto::Segment& s : header.segments()) {
     Partition& p = *partitions_[s.partition()];
     std::lock_guard lock(p.mu);
-    ReadFloats(payload, {p.value.data() + s.offset(), static_cast<size_t>(s.count())}, type);
+    p.value->Update(s.offset(), s.count(),
+                    [&](std::span<float> run, int64_t) { ReadFloats(payload, run, type); });
   }
 }
 
 void PartitionStore::ApplySegment(const Partition& p, const proto::Segment& s, ByteSource& payload,
                                   WireType type, const Optimizer& optimizer, float learning_rate,
                                   int64_t step, const Target& target) {
-  auto apply_run = [&](int64_t at, int64_t count) {
-    ForEachFloatBlock(
-        payload, count,
-        [&](std::span<const float> g) {
-          optimizer.Apply(learning_rate, step, {target.value + at, g.size()}, g,
-                          target.SlotSpans(at, static_cast<int64_t>(g.size())));
-          at += static_cast<int64_t>(g.size());
-        },
-        type);
+  auto apply_run = [&](int64_t offset, int64_t count) {
+    target.Update(offset, count, [&](std::span<float> var, int64_t at) {
+      ForEachFloatBlock(
+          payload, static_cast<int64_t>(var.size()),
+          [&](std::span<const float> g) {
+            optimizer.Apply(learning_rate, step, var.first(g.size()), g,
+                            target.SlotSpans(at, static_cast<int64_t>(g.size())));
+            var = var.subspan(g.size());
+            at += static_cast<int64_t>(g.size());
+          },
+          type);
+    });
   };
   if (s.rows_size() == 0) {
     apply_run(s.offset(), s.count());
@@ -191,7 +211,7 @@ void PartitionStore::ApplyGradientsTo(std::vector<CheckpointTensor>& snapshot,
   for (const proto::Segment& s : header.segments()) {
     const size_t first = s.partition() * per_partition;
     Target target;
-    target.value = snapshot[first].values.data();
+    target.flat = snapshot[first].values.data();
     for (size_t k = 1; k < per_partition; ++k)
       target.slots.push_back(snapshot[first + k].values.data());
     ApplySegment(*partitions_[s.partition()], s, payload, type, optimizer, learning_rate, step,
@@ -247,15 +267,14 @@ void PartitionStore::ApplyStaged(uint32_t partition, std::span<const int> worker
   for (Partition::Piece& piece : p.staged) p.spare.push_back(std::move(piece));
   p.staged.clear();
   const Target target = TargetOf(p);
-  constexpr int64_t kBlock = 4096;
-  for (int64_t at = 0; at < p.elements; at += kBlock) {
-    const int64_t n = std::min(kBlock, p.elements - at);
+  target.Update(0, p.elements, [&](std::span<float> var, int64_t at) {
+    const size_t n = var.size();
     float* acc = p.accumulator.data() + at;
-    for (int64_t i = 0; i < n; ++i) acc[i] *= scale;
-    optimizer.Apply(learning_rate, step, {p.value.data() + at, static_cast<size_t>(n)},
-                    {acc, static_cast<size_t>(n)}, target.SlotSpans(at, n));
-    std::memset(acc, 0, static_cast<size_t>(n) * 4);
-  }
+    for (size_t i = 0; i < n; ++i) acc[i] *= scale;
+    optimizer.Apply(learning_rate, step, var, {acc, n},
+                    target.SlotSpans(at, static_cast<int64_t>(n)));
+    std::memset(acc, 0, n * 4);
+  });
 }
 
 void PartitionStore::DropStaged(std::span<const int> workers) {
@@ -282,8 +301,20 @@ void PartitionStore::CopyOut(const proto::TransferHeader& header, std::byte* out
     const Partition& p = *partitions_[s.partition()];
     if (s.count() == 0) continue;
     std::lock_guard lock(p.mu);
-    EncodeWire({p.value.data() + s.offset(), static_cast<size_t>(s.count())}, type, out);
-    out += static_cast<size_t>(s.count()) * WireBytes(type);
+    p.value->ForEachRun(s.offset(), s.count(), [&](std::span<const float> run) {
+      EncodeWire(run, type, out);
+      out += run.size() * WireBytes(type);
+    });
+  }
+}
+
+void PartitionStore::PinOut(const proto::TransferHeader& header,
+                            absl::FunctionRef<void(const VersionedValues::Pin&)> fn) const {
+  for (const proto::Segment& s : header.segments()) {
+    const Partition& p = *partitions_[s.partition()];
+    if (s.count() == 0) continue;
+    std::lock_guard lock(p.mu);
+    p.value->PinRuns(s.offset(), s.count(), fn);
   }
 }
 
@@ -292,7 +323,9 @@ std::vector<CheckpointTensor> PartitionStore::Snapshot(const Optimizer& optimize
   for (const auto& pp : partitions_) {
     const Partition& p = *pp;
     std::lock_guard lock(p.mu);
-    out.push_back({p.name, p.shape, p.value});
+    std::vector<float> values(static_cast<size_t>(p.elements));
+    p.value->Read(0, values);
+    out.push_back({p.name, p.shape, std::move(values)});
     for (size_t k = 0; k < p.slots.size(); ++k) {
       out.push_back({absl::StrCat(p.name, "/", optimizer.slot_name(static_cast<int>(k))), p.shape,
                      p.slots[k]});

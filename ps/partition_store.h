@@ -6,6 +6,10 @@
 // partitions, the payload size against the segments) and only then applied, so a bad call
 // changes nothing. Applying reads the payload straight out of the received slices.
 //
+// A partition's values are versioned (VersionedValues): a float32 pull sends them without a copy
+// (PinOut), and an update of values a reply still sends writes a fresh version instead. Slots and
+// accumulators are plain arrays (never sent).
+//
 // The partition list is fixed by Create (or Restore) before the store is shared; afterwards only
 // element values change. Thread-safe after that.
 #ifndef PSFLOW_PS_PARTITION_STORE_H_
@@ -19,6 +23,7 @@
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/byte_source.h"
@@ -27,6 +32,7 @@
 #include "core/wire_type.h"
 #include "proto/ps.pb.h"
 #include "ps/checkpoint.h"
+#include "ps/versioned_values.h"
 
 namespace psflow {
 
@@ -89,9 +95,15 @@ class PartitionStore {
   // partition, keeping the buffers for later pieces.
   void DropStaged(std::span<const int> workers);
 
-  // Copies the (dense) segments' current values to out, back to back; each partition's part is
-  // read under its lock, so it is never torn by a concurrent update.
+  // Copies the (dense) segments' current values to out, back to back, in the header's wire type;
+  // each partition's part is read under its lock, so it is never torn by a concurrent update.
   void CopyOut(const proto::TransferHeader& header, std::byte* out) const;
+  // The same values as float32 without a copy: fn gets pins of them in the order CopyOut would
+  // write them (one or more per segment). Each partition's part is pinned under its lock, so it
+  // holds one version, untouched by later updates (they copy on write). The caller releases each
+  // pin once with VersionedValues::Unpin(pin.handle), on any thread, also after the store is gone.
+  void PinOut(const proto::TransferHeader& header,
+              absl::FunctionRef<void(const VersionedValues::Pin&)> fn) const;
 
   // Values and slots, for a checkpoint (tensor names "<partition>" and "<partition>/<slot>").
   std::vector<CheckpointTensor> Snapshot(const Optimizer& optimizer) const;
@@ -103,7 +115,7 @@ class PartitionStore {
     int64_t row_elements = 0;
     int64_t elements = 0;
     std::vector<int64_t> shape;  // the partition's own shape
-    std::vector<float> value;
+    std::unique_ptr<VersionedValues> value;
     std::vector<std::vector<float>> slots;
     std::vector<float> accumulator;  // sync mode only
     // Sync: a gradient piece staged until the partition is applied (Stage).
@@ -119,9 +131,13 @@ class PartitionStore {
   };
   // Where an update goes: a partition's values and slots, or a snapshot's copies of them.
   struct Target {
-    float* value = nullptr;
+    VersionedValues* values = nullptr;  // a partition's
+    float* flat = nullptr;              // or else a snapshot's copy
     absl::InlinedVector<float*, 3> slots;
     absl::InlinedVector<std::span<float>, 3> SlotSpans(int64_t offset, int64_t count) const;
+    // Updates elements [offset, offset + count) of the values (VersionedValues::Update's runs).
+    void Update(int64_t offset, int64_t count,
+                absl::FunctionRef<void(std::span<float> run, int64_t at)> fn) const;
   };
   static Target TargetOf(Partition& p);
   // Applies one validated segment's gradients (the payload's next elements) to `target`.

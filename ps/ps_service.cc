@@ -8,6 +8,8 @@
 #include "core/byte_source.h"
 #include "core/chunk_plan.h"
 #include "core/frame.h"
+#include "core/wire_type.h"
+#include "ps/versioned_values.h"
 
 namespace psflow {
 namespace {
@@ -34,8 +36,8 @@ grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, const abs
 
 }  // namespace
 
-// Chunk-sized buffers for pull replies, reused: a freshly malloc'ed multi-MiB buffer costs page
-// faults on every call.
+// Chunk-sized buffers for 16-bit pull replies (float32 ones send the partitions' own versions),
+// reused: a freshly malloc'ed multi-MiB buffer costs page faults on every call.
 class PsService::BufferPool : public std::enable_shared_from_this<BufferPool> {
  public:
   static constexpr size_t kBufferBytes = kChunkBytes;
@@ -73,6 +75,28 @@ class PsService::BufferPool : public std::enable_shared_from_this<BufferPool> {
   std::mutex mu_;
   std::vector<std::unique_ptr<std::byte[]>> idle_;
 };
+
+grpc::ByteBuffer PsService::PullReply(const proto::TransferHeader& header, int64_t payload) {
+  if (WireTypeOf(header.wire_dtype()).value_or(WireType::kFloat32) == WireType::kFloat32) {
+    // The frame header first, then the pinned versions, each released when gRPC is done with it.
+    std::vector<grpc::Slice> parts(1);
+    // A pin per block a segment touches.
+    parts.reserve(1 + 2 * static_cast<size_t>(header.segments_size()) +
+                  static_cast<size_t>(payload) / 4 / VersionedValues::kDefaultBlockElements);
+    const proto::TransferReply reply = state_.PinPull(header, [&](const VersionedValues::Pin& pin) {
+      // gRPC only reads the slice (its constructor takes a mutable pointer).
+      parts.emplace_back(const_cast<float*>(pin.values.data()), pin.values.size_bytes(),
+                         &VersionedValues::Unpin, pin.handle);
+    });
+    parts[0] = grpc::Slice(EncodeFrameHeader(reply));
+    return grpc::ByteBuffer(parts.data(), parts.size());
+  }
+  std::byte* data = nullptr;
+  grpc::Slice body = pool_->Take(static_cast<size_t>(payload), &data);
+  const proto::TransferReply reply = state_.FillPull(header, data);
+  grpc::Slice parts[2] = {grpc::Slice(EncodeFrameHeader(reply)), std::move(body)};
+  return grpc::ByteBuffer(parts, 2);
+}
 
 PsService::PsService(PsState& state, PsMetrics* metrics)
     : state_(state), metrics_(metrics), pool_(std::make_shared<BufferPool>()) {}
@@ -176,11 +200,7 @@ grpc::ServerUnaryReactor* PsService::Pull(grpc::CallbackServerContext* context,
           reactor->Finish(grpc::Status::OK);
           return;
         }
-        std::byte* data = nullptr;
-        grpc::Slice body = pool_->Take(static_cast<size_t>(payload), &data);
-        const proto::TransferReply reply = state_.FillPull(*header, data);
-        grpc::Slice parts[2] = {grpc::Slice(EncodeFrameHeader(reply)), std::move(body)};
-        *response = grpc::ByteBuffer(parts, 2);
+        *response = PullReply(*header, payload);
         if (metrics_ != nullptr) {
           metrics_->pulls.Increment();
           metrics_->sent_bytes.Increment(static_cast<double>(payload));

@@ -1,9 +1,12 @@
 // The gRPC ParameterServer service of one ps task (callback API) over a PsState.
 //
 // Pull and Push are raw methods: the request and reply are frames (core/frame.h) handled as
-// grpc::ByteBuffer. A push is applied straight from the received slices; a pull's elements are
-// copied once, under each partition's lock, into a pooled buffer that gRPC sends as a slice and
-// hands back to the pool when it is done with it.
+// grpc::ByteBuffer. A push is applied straight from the received slices. A float32 pull's reply
+// sends the partitions' own memory, not a copy: its slices pin the blocks' current versions,
+// under each partition's lock, and gRPC unpins them once written (an update meanwhile writes a
+// fresh version: ps/versioned_values.h). A 16-bit pull's elements are converted once, under each
+// partition's lock, into a pooled buffer that gRPC sends as a slice and hands back to the pool
+// when it is done with it.
 //
 // WaitReady and sync-mode pulls are parked on the StepCoordinator, not answered by polling.
 // Thread-safe.
@@ -55,6 +58,9 @@ class PsService final : public PsServiceBase {
 
  private:
   class BufferPool;
+  // A parked pull's reply, once its partitions reached its step: the frame header, then the
+  // payload (payload bytes).
+  grpc::ByteBuffer PullReply(const proto::TransferHeader& header, int64_t payload);
   PsState& state_;
   PsMetrics* metrics_;
   std::shared_ptr<BufferPool> pool_;

@@ -398,6 +398,20 @@ proto::TransferReply PsState::FillPull(const proto::TransferHeader& header,
   return reply;
 }
 
+proto::TransferReply PsState::PinPull(
+    const proto::TransferHeader& header,
+    absl::FunctionRef<void(const VersionedValues::Pin&)> add) const {
+  proto::TransferReply reply;
+  const std::vector<uint32_t> partitions = PartitionsOf(header);
+  {
+    std::shared_lock lock(update_mu_);
+    store_->PinOut(header, add);
+    // As FillPull: the step the pinned versions are at.
+    reply.set_global_step(coordinator_.step_of(partitions));
+  }
+  return reply;
+}
+
 void PsState::ParkPull(const proto::TransferHeader& header,
                        std::chrono::steady_clock::time_point deadline,
                        std::function<void(bool reached)> done) {

@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "core/byte_source.h"
 #include "core/optimizer.h"
@@ -49,6 +50,7 @@
 #include "ps/partition_store.h"
 #include "ps/ps_metrics.h"
 #include "ps/step_coordinator.h"
+#include "ps/versioned_values.h"
 
 namespace psflow {
 
@@ -98,6 +100,11 @@ class PsState {
                 std::function<void(bool reached)> done);
   // Fills a checked pull's reply payload (payload bytes long) and returns its reply header.
   proto::TransferReply FillPull(const proto::TransferHeader& header, std::byte* payload) const;
+  // The same for a checked float32 pull, without copying: add gets pins of the payload's values,
+  // in payload order (PartitionStore::PinOut); the caller sends them and then unpins each once
+  // (VersionedValues::Unpin, any thread, also after this PsState is gone).
+  proto::TransferReply PinPull(const proto::TransferHeader& header,
+                               absl::FunctionRef<void(const VersionedValues::Pin&)> add) const;
 
   StepCoordinator& coordinator() { return coordinator_; }
   int64_t global_step() const { return coordinator_.step(); }

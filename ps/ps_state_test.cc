@@ -30,6 +30,7 @@
 #include "ps/checkpoint.h"
 #include "ps/checkpoint_scheduler.h"
 #include "ps/ps_metrics.h"
+#include "ps/versioned_values.h"
 
 namespace psflow {
 namespace {
@@ -1200,6 +1201,143 @@ TEST(PsStateTest, ConcurrentSyncWorkersApplyEveryStepOnce) {
   std::vector<float> expected = Init();
   for (float& v : expected) v -= kSteps;  // the mean of ones, once per step
   ExpectValues(PullAll(*state), expected);
+}
+
+// --- Float32 pulls without a copy (PinPull) -----------------------------------------------------
+
+// One variable "big" of kBig elements, whole: several VersionedValues blocks, the last one short.
+constexpr int64_t kBig = 2 * VersionedValues::kDefaultBlockElements + 1000;
+
+std::unique_ptr<PsState> ReadyBigState(const proto::SyncConfig& sync) {
+  proto::InitializeRequest request = Request(Sgd(1), sync);
+  request.clear_partitions();
+  proto::PartitionSpec* p = request.add_partitions();
+  p->set_variable("big");
+  p->add_variable_shape(kBig);
+  p->set_row_begin(0);
+  p->set_row_end(kBig);
+  auto state = std::make_unique<PsState>(PsState::Options{}, nullptr);
+  EXPECT_TRUE(state->Initialize(request).ok());  // the partition starts zeroed
+  request.set_commit(true);
+  EXPECT_TRUE(state->Initialize(request).ok());
+  return state;
+}
+
+// A pinned float32 pull of `segments` (CheckPull + PinPull), unpinned when it goes.
+class PinnedPull {
+ public:
+  PinnedPull(const PsState& state, const std::vector<Seg>& segments) {
+    proto::TransferHeader header;
+    auto bytes =
+        CheckPullFrame(state, EncodeFrameHeader(Header(proto::TK_PULL, segments)), &header);
+    EXPECT_TRUE(bytes.ok()) << bytes.status();
+    step_ = state.PinPull(header, [this](const VersionedValues::Pin& pin) { pins_.push_back(pin); })
+                .global_step();
+  }
+  ~PinnedPull() {
+    for (const auto& pin : pins_) VersionedValues::Unpin(pin.handle);
+  }
+  PinnedPull(const PinnedPull&) = delete;
+  PinnedPull& operator=(const PinnedPull&) = delete;
+
+  std::vector<float> Values() const {
+    std::vector<float> out;
+    for (const auto& pin : pins_) out.insert(out.end(), pin.values.begin(), pin.values.end());
+    return out;
+  }
+  int64_t step() const { return step_; }
+
+ private:
+  std::vector<VersionedValues::Pin> pins_;
+  int64_t step_ = 0;
+};
+
+// Elements [begin, end) of `values` all equal `expected`.
+::testing::AssertionResult AllEqual(const std::vector<float>& values, size_t begin, size_t end,
+                                    float expected) {
+  for (size_t i = begin; i < end; ++i) {
+    if (values[i] != expected) {
+      return ::testing::AssertionFailure()
+             << "element " << i << " is " << values[i] << ", not " << expected;
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+TEST(PsStateTest, PinnedPullMatchesTheCopyAndKeepsItsVersionWhilePushesApply) {
+  ExpectValues(PinnedPull(*ReadyState(Request(Sgd(1), Async())), All()).Values(), Init());
+
+  auto state = ReadyBigState(Async());
+  const auto n = static_cast<size_t>(kBig);
+  const std::vector<float> ones(n, 1.0f);
+  PinnedPull before(*state, {{0, 0, kBig}});
+  EXPECT_EQ(before.step(), 0);
+  ASSERT_TRUE(Accepted(Push(*state, Gradient({{0, 0, kBig}}), ones, 4096)));
+  PinnedPull middle(*state, {{0, 0, kBig}});
+  // Across the first block boundary: the rest of both blocks carries over to their new versions.
+  const int64_t edge = VersionedValues::kDefaultBlockElements - 10;
+  ASSERT_TRUE(Accepted(Push(*state, Gradient({{0, edge, 20}}), Part(ones, 0, 20))));
+
+  EXPECT_TRUE(AllEqual(before.Values(), 0, n, 0.0f));
+  EXPECT_EQ(middle.step(), 1);
+  EXPECT_TRUE(AllEqual(middle.Values(), 0, n, -1.0f));
+  const std::vector<float> now = PullSegments(*state, {{0, 0, kBig}});
+  ASSERT_EQ(now.size(), n);
+  const auto e = static_cast<size_t>(edge);
+  EXPECT_TRUE(AllEqual(now, 0, e, -1.0f));
+  EXPECT_TRUE(AllEqual(now, e, e + 20, -2.0f));
+  EXPECT_TRUE(AllEqual(now, e + 20, n, -1.0f));
+  EXPECT_EQ(PinnedPull(*state, {{0, 0, kBig}}).Values(), now);
+}
+
+// A reply pinned while pushes apply holds exactly one version of the partition (every element
+// moved by the same number of updates), and keeps it while later updates land; async (applied
+// as each push arrives) and sync (applied from the staged pieces).
+TEST(PsStateTest, ConcurrentPinnedPullsSeeExactlyOneVersion) {
+  constexpr int kWorkers = 2;
+  constexpr int kSteps = 60;
+  for (bool sync : {false, true}) {
+    SCOPED_TRACE(sync ? "sync" : "async");
+    auto state = ReadyBigState(sync ? Sync(kWorkers, kWorkers) : Async(kWorkers));
+    const std::vector<float> ones(static_cast<size_t>(kBig), 1.0f);
+    std::atomic<bool> done{false};
+    std::atomic<int> failures{0};
+    std::thread reader([&] {
+      float last = 0;
+      while (!done.load()) {
+        PinnedPull pull(*state, {{0, 0, kBig}});
+        const std::vector<float> first = pull.Values();
+        std::this_thread::yield();
+        const std::vector<float> again = pull.Values();
+        if (!AllEqual(first, 0, first.size(), first[0]) || again != first || first[0] > last) {
+          ++failures;
+        }
+        last = first[0];
+      }
+    });
+    std::vector<std::thread> workers;
+    for (int w = 0; w < kWorkers; ++w) {
+      workers.emplace_back([&, w] {
+        for (int64_t s = 0; s < kSteps; ++s) {
+          if (sync) {
+            auto reached = std::make_shared<std::promise<bool>>();
+            auto answer = reached->get_future();
+            state->coordinator().Park(s, {},
+                                      std::chrono::steady_clock::now() + std::chrono::seconds(60),
+                                      [reached](bool r) { reached->set_value(r); });
+            if (!answer.get()) ++failures;
+          }
+          if (!Accepted(Push(*state, Gradient({{0, 0, kBig}}, s, w), ones, 1 << 16))) ++failures;
+        }
+      });
+    }
+    for (auto& t : workers) t.join();
+    done.store(true);
+    reader.join();
+    EXPECT_EQ(failures.load(), 0);
+    const float moved = sync ? kSteps : kWorkers * kSteps;  // sync: the mean of ones per step
+    EXPECT_TRUE(AllEqual(PinnedPull(*state, {{0, 0, kBig}}).Values(), 0, ones.size(), -moved));
+  }
 }
 
 // --- Checkpoints ---------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 // sync), split into arbitrary slices as gRPC may deliver them. A ps must answer every input with
 // a reply or an error status: never crash, hang, read out of bounds or allocate without bound.
 // The input's first byte picks the state and the call, the rest is the frame; its seeds
-// (corpus/frame) are a dense and a sparse push and a pull of the state below.
+// (corpus/frame) are a dense and a sparse push and a pull of the state below. A float32 pull is
+// answered both ways (copied and pinned), which must carry the same bytes.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -10,7 +11,9 @@
 #include <vector>
 
 #include "core/byte_source.h"
+#include "core/wire_type.h"
 #include "ps/ps_state.h"
+#include "ps/versioned_values.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace psflow {
@@ -74,6 +77,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (bytes.ok()) {
       std::vector<std::byte> out(static_cast<size_t>(*bytes));
       state.FillPull(header, out.data());
+      if (WireTypeOf(header.wire_dtype()).value_or(WireType::kBfloat16) == WireType::kFloat32) {
+        std::vector<std::byte> pinned;
+        state.PinPull(header, [&](const VersionedValues::Pin& pin) {
+          const auto* first = reinterpret_cast<const std::byte*>(pin.values.data());
+          pinned.insert(pinned.end(), first, first + pin.values.size_bytes());
+          VersionedValues::Unpin(pin.handle);
+        });
+        if (pinned != out) std::abort();
+      }
     }
   } else {
     fuzz::RecordOutcome(state.Push(source).ok());
