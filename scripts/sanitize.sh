@@ -25,8 +25,8 @@ suites=("$@")
 [[ ${#suites[@]} -gt 0 ]] || suites=(address thread)
 jobs=$(nproc)
 
-# -O1 with line tables only (-g1): what the sanitizers' reports need, and about half the compile
-# time of the main build's -O2 -g on this code.
+# -O1 with line tables only (-g1): what the sanitizers' reports need, and cheaper to compile than
+# the main build's -O2 -g.
 configure() {  # configure DIR SANITIZER
   cmake -S . -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPSFLOW_CUDA=OFF \
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
