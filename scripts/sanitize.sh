@@ -14,8 +14,9 @@
 #            operator's work queue, reconciler and leader election, and its REST client and
 #            informer (kube_test).
 #
-# Any report fails the run. The only suppressions are in tests/sanitizers/tsan.supp, each with
-# the reason it is inside gRPC or cpprestsdk. Builds go through ccache when it is installed.
+# Any report fails the run. The only suppressions are in tests/sanitizers/tsan.supp and
+# lsan.supp, each with the reason it is inside gRPC or cpprestsdk. Builds go through ccache when
+# it is installed.
 #
 #   scripts/sanitize.sh [address] [thread]      (default: both)
 set -euo pipefail
@@ -42,6 +43,7 @@ address() {
   # The tests of the binaries not built here are placeholders named <binary>_NOT_BUILT.
   # detect_leaks: the processes exit cleanly, so a leak is a bug; UBSan stops at the first report.
   ASAN_OPTIONS=detect_leaks=1:halt_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    LSAN_OPTIONS="suppressions=$PWD/tests/sanitizers/lsan.supp" \
     ctest --test-dir build-asan --output-on-failure -j "$jobs" -L cc -LE long -E '_NOT_BUILT$'
 }
 
