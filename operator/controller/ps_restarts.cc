@@ -19,6 +19,11 @@ const char* PsRestart::LossReason() const {
   return checkpoints.life == CheckpointLife::kNone ? "NoCheckpoint" : "CheckpointLostWithPod";
 }
 
+// A ps restarted before it wrote its first checkpoint finds none, whatever its volume.
+constexpr char kNoCheckpointYet[] =
+    " (had it written none yet, the chief re-initialises it and the ps and chief logs say the "
+    "progress was lost)";
+
 std::string PsRestart::Describe() const {
   const std::string what =
       absl::StrCat(ReplicaPodLabel(api::ReplicaType::kPS, index, pod),
@@ -26,7 +31,7 @@ std::string PsRestart::Describe() const {
                             : absl::StrCat(" was restarted in place after ", state.DescribeEnd()));
   if (!ProgressLost()) {
     return absl::StrCat(what, "; it restores its newest checkpoint (", checkpoints.where,
-                        "): the steps since that checkpoint are trained again");
+                        "): the steps since that checkpoint are trained again", kNoCheckpointYet);
   }
   const std::string why =
       checkpoints.life == CheckpointLife::kNone

@@ -91,7 +91,9 @@ TEST_F(PsRestartsTest, AnEmptyDirKeepsTheProgressAcrossAnInPlaceRestart) {
   EXPECT_EQ(restarts[0].Describe(),
             "PS 0 (pod j-ps-0) was restarted in place after exit code 137 (OOMKilled); it "
             "restores its newest checkpoint (--checkpoint_dir=/ckpt on emptyDir volume "
-            "psflow-checkpoints): the steps since that checkpoint are trained again");
+            "psflow-checkpoints): the steps since that checkpoint are trained again (had it "
+            "written none yet, the chief "
+            "re-initialises it and the ps and chief logs say the progress was lost)");
 }
 
 TEST_F(PsRestartsTest, AnEmptyDirGoesWithAReplacedPod) {
@@ -125,7 +127,9 @@ TEST_F(PsRestartsTest, AClaimOutlivesAReplacedPod) {
   EXPECT_EQ(restarts[0].Describe(),
             "PS 1 (pod j-ps-1) runs in a new pod (the one before was deleted or replaced); it "
             "restores its newest checkpoint (--checkpoint_dir=/ckpt on persistentVolumeClaim ckpt "
-            "(volume psflow-checkpoints)): the steps since that checkpoint are trained again");
+            "(volume psflow-checkpoints)): the steps since that checkpoint are trained again (had "
+            "it written none yet, the chief "
+            "re-initialises it and the ps and chief logs say the progress was lost)");
 }
 
 TEST_F(PsRestartsTest, APodBeingDeletedOrMissingChangesNothing) {

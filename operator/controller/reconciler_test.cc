@@ -946,7 +946,9 @@ TEST_F(ReconcilerTest, AnEmptyDirCheckpointOutlivesAnInPlaceRestartButNotThePod)
                 "Normal: PS 0 (pod scratch-ps-0) was restarted in place after exit code 1 "
                 "(Error); it restores its newest checkpoint "
                 "(--checkpoint_dir=/var/lib/psflow/checkpoints on emptyDir volume "
-                "psflow-checkpoints): the steps since that checkpoint are trained again"});
+                "psflow-checkpoints): the steps since that checkpoint are trained again (had it "
+                "written none yet, the chief "
+                "re-initialises it and the ps and chief logs say the progress was lost)"});
   EXPECT_EQ(Status("scratch").Find(ConditionType::kProgressLost), nullptr);
 
   // Deleted (drained, evicted, by hand): the operator makes a new pod, told once its ps runs.
@@ -993,7 +995,9 @@ TEST_F(ReconcilerTest, AClaimCheckpointOutlivesSuspendAndResume) {
                 "Normal: PS 0 (pod kept-ps-0) runs in a new pod (the one before was deleted or "
                 "replaced); it restores its newest checkpoint "
                 "(--checkpoint_dir=/var/lib/psflow/checkpoints on persistentVolumeClaim kept-ckpt "
-                "(volume psflow-checkpoints)): the steps since that checkpoint are trained again"});
+                "(volume psflow-checkpoints)): the steps since that checkpoint are trained again "
+                "(had it written none yet, the chief "
+                "re-initialises it and the ps and chief logs say the progress was lost)"});
   EXPECT_EQ(Events("ProgressLost").size(), 0u);
   EXPECT_EQ(Status("kept").Find(ConditionType::kProgressLost), nullptr);
 }
