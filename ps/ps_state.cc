@@ -386,29 +386,24 @@ absl::StatusOr<int64_t> PsState::CheckPull(ByteSource& frame, proto::TransferHea
 
 proto::TransferReply PsState::FillPull(const proto::TransferHeader& header,
                                        std::byte* payload) const {
-  proto::TransferReply reply;
-  const std::vector<uint32_t> partitions = PartitionsOf(header);
-  {
-    std::shared_lock lock(update_mu_);
-    store_->CopyOut(header, payload);
-    // Under the same hold as the copy: the step these values are at (a partition applied ahead
-    // of the rest of its step is at the next one).
-    reply.set_global_step(coordinator_.step_of(partitions));
-  }
-  return reply;
+  return ReadPull(header, [&] { store_->CopyOut(header, payload); });
 }
 
 proto::TransferReply PsState::PinPull(
     const proto::TransferHeader& header,
     absl::FunctionRef<void(const VersionedValues::Pin&)> add) const {
+  return ReadPull(header, [&] { store_->PinOut(header, add); });
+}
+
+proto::TransferReply PsState::ReadPull(const proto::TransferHeader& header,
+                                       absl::FunctionRef<void()> read) const {
   proto::TransferReply reply;
   const std::vector<uint32_t> partitions = PartitionsOf(header);
-  {
-    std::shared_lock lock(update_mu_);
-    store_->PinOut(header, add);
-    // As FillPull: the step the pinned versions are at.
-    reply.set_global_step(coordinator_.step_of(partitions));
-  }
+  std::shared_lock lock(update_mu_);
+  read();
+  // Under the same hold as the read: the step these values are at (a partition applied ahead of
+  // the rest of its step is at the next one).
+  reply.set_global_step(coordinator_.step_of(partitions));
   return reply;
 }
 

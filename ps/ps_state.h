@@ -123,6 +123,10 @@ class PsState {
   StepCoordinator::Wakeups ApplyReady(const StepCoordinator::Progress& progress,
                                       float learning_rate);
   static std::vector<uint32_t> PartitionsOf(const proto::TransferHeader& header);
+  // FillPull and PinPull: runs `read` (the store's copy or pin of the header's segments) under
+  // update_mu_ and answers with the step the values it read are at.
+  proto::TransferReply ReadPull(const proto::TransferHeader& header,
+                                absl::FunctionRef<void()> read) const;
   absl::Status Activate(const proto::InitializeRequest& request,
                         std::unique_ptr<PartitionStore> store, std::unique_ptr<Optimizer> optimizer,
                         int64_t step);
