@@ -135,14 +135,18 @@ TEST(TrainingJob, BadManifestsGiveOneLineNamingTheField) {
   }
 }
 
+// A job's head up to `spec:`, and replicas whose PS spec a test may extend (checkpoint: ...).
+constexpr char kHead[] =
+    "apiVersion: psflow.io/v1alpha1\nkind: TrainingJob\nmetadata: {name: x}\nspec:\n";
+constexpr char kReplicas[] =
+    "  replicaSpecs:\n"
+    "    Worker: {template: {spec: {containers: [{command: [w]}]}}}\n"
+    "    PS:\n"
+    "      template: {spec: {containers: [{command: [p]}]}}\n";
+
 TEST(TrainingJob, ParsesThePsCheckpointVolumeAndTheNetworkPolicy) {
-  const std::string head =
-      "apiVersion: psflow.io/v1alpha1\nkind: TrainingJob\nmetadata: {name: x}\nspec:\n";
-  const std::string replicas =
-      "  replicaSpecs:\n"
-      "    Worker: {template: {spec: {containers: [{command: [w]}]}}}\n"
-      "    PS:\n"
-      "      template: {spec: {containers: [{command: [p]}]}}\n";
+  const std::string head = kHead;
+  const std::string replicas = kReplicas;
   auto none = ParseTrainingJob(head + replicas, "job.yaml");
   ASSERT_TRUE(none.ok()) << none.status();
   EXPECT_FALSE(none->replica_specs.at(ReplicaType::kPS).checkpoint.has_value());
@@ -171,13 +175,8 @@ TEST(TrainingJob, ParsesThePsCheckpointVolumeAndTheNetworkPolicy) {
 }
 
 TEST(TrainingJob, BadCheckpointsAndNetworkPoliciesGiveOneLineNamingTheField) {
-  const std::string head =
-      "apiVersion: psflow.io/v1alpha1\nkind: TrainingJob\nmetadata: {name: x}\nspec:\n";
-  const std::string replicas =
-      "  replicaSpecs:\n"
-      "    Worker: {template: {spec: {containers: [{command: [w]}]}}}\n"
-      "    PS:\n"
-      "      template: {spec: {containers: [{command: [p]}]}}\n";
+  const std::string head = kHead;
+  const std::string replicas = kReplicas;
   const std::vector<std::pair<std::string, std::string>> cases = {
       {head + replicas + "      checkpoint: {volume: hostPath}\n",
        "bad.yaml: spec.replicaSpecs.PS.checkpoint.volume: \"hostPath\" is not one of emptyDir, "
