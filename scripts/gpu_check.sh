@@ -22,6 +22,8 @@
 #      python3 can import torch, fp32 then bf16 and fp16 (PyTorch under autocast);
 #      --seconds=$SECONDS_PER_RUN (default 5), --repeats=$REPEATS (default 3), through one ps
 #      with one worker only (the PyTorch table compares the local rates).
+# SKIP='REGEX' skips the steps whose whole name matches (bash's =~), to fit a short device lease:
+#   SKIP='bench_ptb.*|bench_fp16' runs everything else.
 # Exit status: 0 when every step that ran passed.
 set -uo pipefail
 [ $# -ge 1 ] || { sed -n '2,8p' "$0" >&2; exit 2; }
@@ -37,6 +39,10 @@ failed=0
 step() {  # step NAME COMMAND...: runs it, its output into OUT/NAME.log, one summary line
   local name=$1
   shift
+  if [[ -n ${SKIP:-} && $name =~ ^(${SKIP})$ ]]; then
+    echo "SKIP $name (SKIP)" | tee -a "$summary"
+    return
+  fi
   local start=$SECONDS
   if "$@" >"$out/$name.log" 2>&1; then
     echo "PASS $name ($((SECONDS - start)) s)" | tee -a "$summary"
