@@ -75,8 +75,14 @@ class Backend {
   // host as backward made them (GradientFinish::measures() false and to_host).
   virtual void GradientsReady(ParameterSet& /*params*/, int /*first*/, int /*last*/) {}
   // Whether the host gradients GradientsReady was told of are final when it returns: true on the
-  // CPU, which computes in them; false on a GPU, whose copies finish only in FinishGradients.
+  // CPU, which computes in them; false on a GPU, whose copies land later (AwaitGradients).
   virtual bool host_gradients_final_when_ready() const { return true; }
+  // Blocks until the host copy started by the step's k-th GradientsReady (k counts from 0 at the
+  // step's ZeroGradients, in the order they were called) has landed: from then on those host
+  // gradients are final. The copies of a replayed graph (BeginCapture) are those it recorded, k as
+  // then. False when the device failed meanwhile (FinishGradients reports the error); true at
+  // once where host_gradients_final_when_ready(). k must be below this step's number of calls.
+  virtual bool AwaitGradients(int /*k*/) { return true; }
 
   // Ends a step's backward. With f.to_host: multiplies every gradient by f.unscale, clips them by
   // global norm when f.clip_norm > 0 (on the device), and makes params.grads() on the host hold

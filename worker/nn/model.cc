@@ -119,26 +119,45 @@ absl::StatusOr<double> Model::ComputeGradients(const Batch& batch, float clip_no
 absl::StatusOr<double> Model::ComputeGradients(const Batch& batch, const GradientFinish& finish) {
   RETURN_IF_ERROR(Stage(batch, /*training=*/true));
   const bool tell = listener_ != nullptr && StreamsToHost(finish);
+  const bool final_when_ready = backend_.host_gradients_final_when_ready();
+  told_ = false;
   if (batch.size == max_batch_ &&
       (graph_state_ == GraphState::kUnchecked || graph_state_ == GraphState::kReplaying)) {
-    // A graph check may run the step more than once: the listener hears of the result only.
+    // A replay tells as its copies land; a graph check, which may run the step more than once,
+    // tells of the result only.
+    tell_as_copied_ = tell && !final_when_ready;
     absl::StatusOr<double> loss = GraphStep(batch, finish);
-    if (loss.ok() && tell) TellListener();
+    tell_as_copied_ = false;
+    if (loss.ok() && tell && !told_) TellListener();
     return loss;
   }
-  tell_per_layer_ = tell && backend_.host_gradients_final_when_ready();
+  tell_per_layer_ = tell && final_when_ready;
   RunStep(batch.size, finish);
-  const bool told = tell_per_layer_;
   tell_per_layer_ = false;
+  // Backward is queued on the device: tell of each layer as its copy lands, while the device
+  // goes on with the layers below.
+  if (tell && !final_when_ready) TellAsCopied();
   ++step_;
   absl::StatusOr<double> loss = FinishStep(batch.size, finish);
-  if (loss.ok() && tell && !told) TellListener();
+  if (loss.ok() && tell && !told_) TellListener();
   return loss;
 }
 
 void Model::TellListener() {
   for (size_t l = layers_.size(); l-- > 0;) {
     if (param_begin_[l] < param_begin_[l + 1]) {
+      listener_->GradientsReady(param_begin_[l], param_begin_[l + 1]);
+    }
+  }
+}
+
+void Model::TellAsCopied() {
+  // A step whose device failed tells nothing more: FinishStep reports the failure.
+  told_ = true;
+  int k = 0;
+  for (size_t l = layers_.size(); l-- > 0;) {
+    if (param_begin_[l] < param_begin_[l + 1]) {
+      if (!backend_.AwaitGradients(k++)) return;
       listener_->GradientsReady(param_begin_[l], param_begin_[l + 1]);
     }
   }
@@ -160,7 +179,10 @@ void Model::RunStep(int64_t rows, const GradientFinish& finish) {
                          l == 0 ? nullptr : &grad_views_[l]);
     if (stream_to_host && param_begin_[l] < param_begin_[l + 1]) {
       backend_.GradientsReady(params_, param_begin_[l], param_begin_[l + 1]);
-      if (tell_per_layer_) listener_->GradientsReady(param_begin_[l], param_begin_[l + 1]);
+      if (tell_per_layer_) {
+        listener_->GradientsReady(param_begin_[l], param_begin_[l + 1]);
+        told_ = true;
+      }
     }
   }
 }

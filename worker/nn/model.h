@@ -90,10 +90,11 @@ class Model final : public Trainable {
   //
   // A GradientListener (SetGradientListener) hears of every layer's parameters once per step that
   // streams (no clipping, no loss scale, gradients to the host), the last layer's first. On the
-  // CPU each layer is told right after its Backward; where the host copies are asynchronous (a
-  // GPU, Backend::host_gradients_final_when_ready() false) and on the graph path (--cuda_graphs)
-  // every layer is told after FinishGradients has waited for them: the GPU does not yet overlap
-  // sending with backward. A step that fails tells nothing more.
+  // CPU each layer is told right after its Backward. Where the host copies are asynchronous (a
+  // GPU, Backend::host_gradients_final_when_ready() false) the whole backward is queued first,
+  // then each layer is told as its copy lands (Backend::AwaitGradients) while the device goes on
+  // with the layers below; a replayed graph (--cuda_graphs) likewise. Only the step that checks a
+  // new graph tells every layer after its finish. A step that fails tells nothing more.
   absl::StatusOr<double> ComputeGradients(const Batch& batch, float clip_norm = 0) override;
   void SetGradientListener(GradientListener* listener) override { listener_ = listener; }
   // The same, finished as `finish` says (towers keep the gradients on the device with
@@ -156,6 +157,9 @@ class Model final : public Trainable {
   void RunStep(int64_t rows, const GradientFinish& finish);
   // Tells listener_ of every layer's parameters, the last layer's first.
   void TellListener();
+  // The same, each layer once the backend's copy of its gradients has landed
+  // (Backend::AwaitGradients); stops at a device failure. Sets told_.
+  void TellAsCopied();
   // The finish: the gradients on the host (FinishGradients) and the loss of the step of `rows`.
   absl::StatusOr<double> FinishStep(int64_t rows, const GradientFinish& finish);
   // Whether backward streams each layer's gradients to the host (GradientsReady): only when they
@@ -177,6 +181,9 @@ class Model final : public Trainable {
   // This step's RunStep tells listener_ per layer (a streaming step on a backend whose host
   // gradients are final at GradientsReady).
   bool tell_per_layer_ = false;
+  // This step's graph replay tells listener_ per layer as the copies land (GraphStep).
+  bool tell_as_copied_ = false;
+  bool told_ = false;  // listener_ has heard of this step already (per layer)
   ParameterSet params_;
   uint64_t uploaded_version_ = 0;  // params_' values_version() on the device
   std::vector<std::unique_ptr<Layer>> layers_;

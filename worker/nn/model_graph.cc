@@ -29,6 +29,7 @@ absl::StatusOr<double> Model::GraphStep(const Batch& batch, const GradientFinish
   } else {
     graph_->Launch();
   }
+  if (tell_as_copied_) TellAsCopied();
   ++step_;
   return FinishStep(batch.size, finish);
 }

@@ -6,14 +6,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "worker/nn/backend.h"
 #include "worker/nn/gradient_check.h"
 #include "worker/nn/model.h"
+#include "worker/nn/recording_listener.h"
 
 namespace psflow::nn {
 namespace {
@@ -110,24 +109,6 @@ TEST(ModelPhases, GraphsOnABackendThatCannotRecordRunEagerlyAsWithout) {
   EXPECT_EQ((*graphs)->graph_state(), Model::GraphState::kFailed);
 }
 
-// Notes every call: the handles told and a copy of the host gradients at that moment.
-class RecordingListener final : public GradientListener {
- public:
-  explicit RecordingListener(const ParameterSet& params) : params_(params) {}
-  void GradientsReady(ParameterSet::Handle first, ParameterSet::Handle last) override {
-    calls.emplace_back(first, last);
-    for (ParameterSet::Handle h = first; h < last; ++h) {
-      const auto g = params_.grad(h);
-      seen[h].assign(g.begin(), g.end());
-    }
-  }
-  std::vector<std::pair<int, int>> calls;
-  std::map<int, std::vector<float>> seen;
-
- private:
-  const ParameterSet& params_;
-};
-
 ModelSpec ThreeDenseLayers() {
   const Initializer init = Initializer::Uniform(0.5f);
   return ModelSpec{.name = "mlp",
@@ -147,8 +128,7 @@ TEST(ModelPhases, AStreamingStepTellsEveryParameterOnceLastLayerFirstWithItsFina
   (*model)->SetGradientListener(&listener);
   const int handles = static_cast<int>(params.descs().size());
   for (uint64_t step = 0; step < 2; ++step) {
-    listener.calls.clear();
-    listener.seen.clear();
+    listener.Clear();
     const GradientCheckInput in = RandomInput((*model)->spec(), 4, 1, 7 + step);
     ASSERT_TRUE((*model)->ComputeGradients(Batch{in.inputs.data(), in.labels.data(), 4}).ok());
     // Three dense layers, two parameters each (kernel, bias); the activation has none.

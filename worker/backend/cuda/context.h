@@ -101,6 +101,8 @@ class Context {
   // After kernel launches: a launch error (bad configuration, no kernel image for this GPU).
   void CheckLaunch(absl::string_view where) { Check(cudaGetLastError(), where); }
   void Fail(absl::Status status);
+  // No failure recorded since the last Synchronize or TakeError.
+  bool ok() const { return error_.ok(); }
 
   // Waits for both streams; returns the first error so far (and clears it), including one raised
   // by a kernel while it ran.

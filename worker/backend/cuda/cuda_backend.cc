@@ -147,6 +147,7 @@ class CudaBackend final : public Backend {
   }
 
   void ZeroGradients(ParameterSet& params) override {
+    ready_calls_ = 0;
     ctx_->Check(
         cudaMemsetAsync(params.device_grads(), 0,
                         static_cast<size_t>(params.total_size()) * sizeof(float), ctx_->stream()),
@@ -173,10 +174,24 @@ class CudaBackend final : public Backend {
       ctx_->Check(e, absl::StrCat("copying gradients of ", descs[static_cast<size_t>(first)].name,
                                   " to the host"));
     }
+    // Marks where this copy ends, for AwaitGradients; a recording keeps the mark as a node of its
+    // own (external), so that each replay marks it again.
+    const size_t k = static_cast<size_t>(ready_calls_++);
+    if (k == copied_.size()) copied_.push_back(MakeEvent());
+    ctx_->Check(cudaEventRecordWithFlags(copied_[k].get(), ctx_->copy_stream(),
+                                         capturing_ ? cudaEventRecordExternal : 0),
+                "marking a gradient copy");
   }
 
-  // The copies are asynchronous: Model tells its GradientListener after FinishGradients.
+  // The copies are asynchronous: AwaitGradients waits for each.
   bool host_gradients_final_when_ready() const override { return false; }
+
+  bool AwaitGradients(int k) override {
+    const size_t i = static_cast<size_t>(k);
+    if (i >= copied_.size() || !ctx_->ok()) return false;
+    ctx_->Check(cudaEventSynchronize(copied_[i].get()), "waiting for a gradient copy");
+    return ctx_->ok();
+  }
 
   absl::StatusOr<double> FinishGradients(ParameterSet& params, const GradientFinish& f) override {
     const bool measure = f.measures();
@@ -438,7 +453,10 @@ class CudaBackend final : public Backend {
   std::unique_ptr<CUevent_st, EventDestroy> join_;  // the copy stream joining a recording
   bool capturing_ = false;                          // between BeginCapture and EndCapture
   bool copy_stream_forked_ = false;                 // GradientsReady ran while capturing
-  cuda::DeviceArray<char> cublas_workspace_;        // set by EnableGraphs
+  // copied_[k] marks the end of the step's k-th gradient copy (AwaitGradients); made as needed.
+  std::vector<std::unique_ptr<CUevent_st, EventDestroy>> copied_;
+  int ready_calls_ = 0;                       // GradientsReady calls since the step's ZeroGradients
+  cuda::DeviceArray<char> cublas_workspace_;  // set by EnableGraphs
   cuda::DeviceArray<double> sum_sq_;
   double* host_sum_sq_ = nullptr;  // pinned
   cuda::DeviceArray<float> reduce_staging_;
