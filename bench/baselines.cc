@@ -91,13 +91,6 @@ absl::Status CheckPulled(const std::vector<std::vector<char>>& params,
   return absl::OkStatus();
 }
 
-double CpuSeconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec * 1e-6; };
-  return seconds(u.ru_utime) + seconds(u.ru_stime);
-}
-
 // A reusable barrier of `parties` threads that can be aborted: then every wait, present and
 // future, returns false. `on_complete` runs in the last arriving thread before the others go on.
 class Rendezvous {
@@ -151,12 +144,12 @@ class Harness {
         on_abort_(std::move(on_abort)),
         timing_start_(pattern.workers * pattern.ps_tasks,
                       [this] {
-                        cpu_start_ = CpuSeconds();
+                        cpu_start_ = ProcessCpu();
                         start_ = std::chrono::steady_clock::now();
                       }),
         timing_stop_(pattern.workers * pattern.ps_tasks, [this] {
           stop_ = std::chrono::steady_clock::now();
-          cpu_stop_ = CpuSeconds();
+          cpu_stop_ = ProcessCpu();
         }) {
     for (int w = 0; w < pattern.workers; ++w) {
       step_done_.push_back(std::make_unique<Rendezvous>(pattern.ps_tasks));
@@ -209,7 +202,8 @@ class Harness {
   TransferResult result() const {
     TransferResult r;
     r.seconds = std::chrono::duration<double>(stop_ - start_).count();
-    r.cpu_seconds = cpu_stop_ - cpu_start_;
+    r.cpu_seconds = cpu_stop_.total - cpu_start_.total;
+    r.kernel_seconds = cpu_stop_.kernel - cpu_start_.kernel;
     r.bytes_moved = 2 * pattern_.model_bytes * pattern_.workers * pattern_.rounds;
     return r;
   }
@@ -235,7 +229,7 @@ class Harness {
   absl::Status status_;  // guarded by mu_
   // Written by the last thread to arrive at the rendezvous, read after the threads are joined.
   std::chrono::steady_clock::time_point start_, stop_;
-  double cpu_start_ = 0, cpu_stop_ = 0;
+  CpuTime cpu_start_, cpu_stop_;
   Rendezvous timing_start_, timing_stop_;
   std::vector<std::unique_ptr<Rendezvous>> step_done_;  // one per worker
 };
@@ -473,6 +467,13 @@ absl::Status GrpcError(absl::string_view what, const grpc::Status& s) {
 }
 
 }  // namespace
+
+CpuTime ProcessCpu() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec * 1e-6; };
+  return CpuTime{seconds(u.ru_utime) + seconds(u.ru_stime), seconds(u.ru_stime)};
+}
 
 absl::StatusOr<TransferResult> RunTcpPump(const TransferPattern& pattern) {
   RETURN_IF_ERROR(Validate(pattern));

@@ -23,10 +23,19 @@ struct TransferPattern {
   int64_t warmup_rounds = 1;  // not timed
 };
 
+// This process's CPU time so far (getrusage RUSAGE_SELF): user + sys, and sys alone.
+struct CpuTime {
+  double total = 0;
+  double kernel = 0;
+};
+CpuTime ProcessCpu();
+
 struct TransferResult {
   double seconds = 0;  // wall time of the timed rounds
-  // Process CPU time (user + sys, getrusage RUSAGE_SELF) during the timed rounds.
+  // Process CPU time (user + sys, getrusage RUSAGE_SELF) during the timed rounds, and its kernel
+  // (sys) part.
   double cpu_seconds = 0;
+  double kernel_seconds = 0;
   // Payload bytes moved in the timed rounds: 2 * model_bytes * workers * rounds.
   int64_t bytes_moved = 0;
   double gb_per_s() const { return bytes_moved / seconds / 1e9; }

@@ -10,11 +10,12 @@
 // pump and plain gRPC, and process CPU-seconds per GB moved; with --tls, psflow again over mutual
 // TLS and its ratio to plaintext (what encrypting and authenticating the ps traffic costs).
 #include <grpcpp/grpcpp.h>
-#include <sys/resource.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
@@ -45,13 +46,6 @@ ABSL_FLAG(bool, sync_overhead, true,
 
 namespace psflow::bench {
 namespace {
-
-double CpuSeconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
-}
 
 std::vector<int> IntList(const std::string& flag) {
   std::vector<int> out;
@@ -161,18 +155,27 @@ absl::StatusOr<Figures> RunPsflow(const TransferPattern& pattern, bool sync,
     if (auto p = clients[w]->Pull(*models[w]); !p.ok()) return p.status();
   }
   if (absl::Status s = run_rounds(static_cast<int>(pattern.warmup_rounds)); !s.ok()) return s;
-  const double cpu0 = CpuSeconds();
+  const CpuTime cpu0 = ProcessCpu();
   const auto t0 = std::chrono::steady_clock::now();
   if (absl::Status s = run_rounds(pattern.rounds); !s.ok()) return s;
   Figures f;
   f.transfer.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  f.transfer.cpu_seconds = CpuSeconds() - cpu0;
+  const CpuTime cpu1 = ProcessCpu();
+  f.transfer.cpu_seconds = cpu1.total - cpu0.total;
+  f.transfer.kernel_seconds = cpu1.kernel - cpu0.kernel;
   f.transfer.bytes_moved = 2 * model_bytes * pattern.workers * pattern.rounds;
   f.step_ms = 1e3 * f.transfer.seconds / pattern.rounds;
   return f;
 }
 
 double CpuPerGb(const TransferResult& r) { return r.cpu_seconds / (r.bytes_moved / 1e9); }
+double KernelPerGb(const TransferResult& r) { return r.kernel_seconds / (r.bytes_moved / 1e9); }
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
 
 int Main() {
   const bool tls = absl::GetFlag(FLAGS_tls);
@@ -188,11 +191,14 @@ int Main() {
   std::printf(
       "ps transport on loopback, in one process; GB/s of payload (push + pull), CPU s per GB%s\n",
       tls ? "; psflow in plaintext and over mutual TLS" : "");
-  std::printf("%8s %3s %3s %6s | %8s %6s | %8s %6s | %8s %6s | %7s %7s", "model", "W", "P",
-              "rounds", "tcp GB/s", "cpu/GB", "grpc GB/s", "cpu/GB", "psflow", "cpu/GB", "vs tcp",
-              "vs grpc");
+  std::printf("%8s %3s %3s %6s | %8s %6s %6s | %8s %6s | %8s %6s %6s | %7s %7s", "model", "W", "P",
+              "rounds", "tcp GB/s", "cpu/GB", "sys/GB", "grpc GB/s", "cpu/GB", "psflow", "cpu/GB",
+              "sys/GB", "vs tcp", "vs grpc");
   if (tls) std::printf(" | %8s %6s %9s", "tls GB/s", "cpu/GB", "tls/plain");
   std::printf("\n");
+  // Per configuration, with the baselines: psflow / the pump, and the pump's CPU s per GB over
+  // psflow's kernel s per GB.
+  std::vector<double> vs_tcp, ceiling;
   for (int mib : IntList(absl::GetFlag(FLAGS_model_mib))) {
     for (int w : IntList(absl::GetFlag(FLAGS_workers))) {
       for (int p : IntList(absl::GetFlag(FLAGS_ps_tasks))) {
@@ -224,11 +230,19 @@ int Main() {
         }
         const double base_tcp = tcp.seconds > 0 ? tcp.gb_per_s() : 0;
         const double base_grpc = grpc_bytes.seconds > 0 ? grpc_bytes.gb_per_s() : 0;
-        std::printf("%5d MiB %3d %3d %6d | %8.2f %6.2f | %8.2f %6.2f | %8.2f %6.2f | %7.2f %7.2f",
-                    mib, w, p, pattern.rounds, base_tcp, base_tcp > 0 ? CpuPerGb(tcp) : 0,
-                    base_grpc, base_grpc > 0 ? CpuPerGb(grpc_bytes) : 0, ps->transfer.gb_per_s(),
-                    CpuPerGb(ps->transfer), base_tcp > 0 ? ps->transfer.gb_per_s() / base_tcp : 0,
-                    base_grpc > 0 ? ps->transfer.gb_per_s() / base_grpc : 0);
+        std::printf(
+            "%5d MiB %3d %3d %6d | %8.2f %6.2f %6.2f | %8.2f %6.2f | %8.2f %6.2f %6.2f | %7.2f "
+            "%7.2f",
+            mib, w, p, pattern.rounds, base_tcp, base_tcp > 0 ? CpuPerGb(tcp) : 0,
+            base_tcp > 0 ? KernelPerGb(tcp) : 0, base_grpc,
+            base_grpc > 0 ? CpuPerGb(grpc_bytes) : 0, ps->transfer.gb_per_s(),
+            CpuPerGb(ps->transfer), KernelPerGb(ps->transfer),
+            base_tcp > 0 ? ps->transfer.gb_per_s() / base_tcp : 0,
+            base_grpc > 0 ? ps->transfer.gb_per_s() / base_grpc : 0);
+        if (base_tcp > 0) {
+          vs_tcp.push_back(ps->transfer.gb_per_s() / base_tcp);
+          ceiling.push_back(CpuPerGb(tcp) / KernelPerGb(ps->transfer));
+        }
         if (security) {
           auto secure = RunPsflow(pattern, /*sync=*/false, &*security);
           if (!secure.ok()) {
@@ -244,6 +258,18 @@ int Main() {
         std::fflush(stdout);
       }
     }
+  }
+  if (!vs_tcp.empty()) {
+    // Where every task is CPU-bound (loopback on few cores) a rate is the cores over the CPU
+    // seconds per GB: psflow could not pass the pump's rate times the pump's CPU per GB over
+    // psflow's kernel share, even if its own code cost nothing.
+    std::printf(
+        "\nmedian psflow / TCP pump over %zu configurations: %.2f (%.2f-%.2f); CPU-bound "
+        "ceiling, the pump's CPU s/GB over psflow's sys s/GB: median %.2f (%.2f-%.2f)\n",
+        vs_tcp.size(), Median(vs_tcp), *std::min_element(vs_tcp.begin(), vs_tcp.end()),
+        *std::max_element(vs_tcp.begin(), vs_tcp.end()), Median(ceiling),
+        *std::min_element(ceiling.begin(), ceiling.end()),
+        *std::max_element(ceiling.begin(), ceiling.end()));
   }
   if (absl::GetFlag(FLAGS_sync_overhead)) {
     std::printf("\nsync-mode step (2 workers, aggregate 2, 1 ps) vs async, push + pull per step\n");
