@@ -59,8 +59,9 @@ ABSL_FLAG(bool, overlap, true,
           "no ps: pull, compute and push one after the other");
 ABSL_FLAG(bool, stream_gradients, true,
           "Send each layer's gradients to the ps as backward produces them (steps without "
-          "clipping or loss scaling; the CPU backend), the rest at the step's end; false: all "
-          "after the step, as TensorFlow 1.x (for comparisons)");
+          "clipping or loss scaling, not with --num_gpus > 1; on a GPU as each layer's copy to "
+          "the host lands), the rest at the step's end; false: all after the step, as "
+          "TensorFlow 1.x (for comparisons)");
 ABSL_FLAG(int, replicas_to_aggregate, 0,
           "Sync mode: gradients per step (0: every worker). Fewer than the workers leaves the "
           "rest as backup workers");
