@@ -7,8 +7,11 @@
 // pushes its gradients, then pulls the parameters. The ps applies plain SGD to every push (async)
 // or averages the workers' gradients (--sync), so psflow's figures include the update work the
 // baselines do not do. Prints GB/s of payload (2 * M * W per round), the ratios against the TCP
-// pump and plain gRPC, and process CPU-seconds per GB moved; with --tls, psflow again over mutual
-// TLS and its ratio to plaintext (what encrypting and authenticating the ps traffic costs).
+// pump and plain gRPC, and process CPU-seconds per GB moved (all, and the kernel's); with the
+// baselines, the median psflow / pump and the CPU-bound ceiling: the pump's CPU s/GB over psflow's
+// kernel s/GB, the most psflow could reach where every party is CPU-bound on the same cores even if
+// its own code cost nothing. With --tls, psflow again over mutual TLS and its ratio to plaintext
+// (what encrypting and authenticating the ps traffic costs).
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
@@ -239,8 +242,9 @@ int Main() {
             CpuPerGb(ps->transfer), KernelPerGb(ps->transfer),
             base_tcp > 0 ? ps->transfer.gb_per_s() / base_tcp : 0,
             base_grpc > 0 ? ps->transfer.gb_per_s() / base_grpc : 0);
-        if (base_tcp > 0) {
-          vs_tcp.push_back(ps->transfer.gb_per_s() / base_tcp);
+        if (base_tcp > 0) vs_tcp.push_back(ps->transfer.gb_per_s() / base_tcp);
+        // getrusage splits user and kernel time by sampling: a short run can show no kernel time.
+        if (base_tcp > 0 && KernelPerGb(ps->transfer) > 0) {
           ceiling.push_back(CpuPerGb(tcp) / KernelPerGb(ps->transfer));
         }
         if (security) {
@@ -259,7 +263,7 @@ int Main() {
       }
     }
   }
-  if (!vs_tcp.empty()) {
+  if (!vs_tcp.empty() && !ceiling.empty()) {
     // Where every task is CPU-bound (loopback on few cores) a rate is the cores over the CPU
     // seconds per GB: psflow could not pass the pump's rate times the pump's CPU per GB over
     // psflow's kernel share, even if its own code cost nothing.

@@ -80,8 +80,8 @@ class Backend {
   // Blocks until the host copy started by the step's k-th GradientsReady (k counts from 0 at the
   // step's ZeroGradients, in the order they were called) has landed: from then on those host
   // gradients are final. The copies of a replayed graph (BeginCapture) are those it recorded, k as
-  // then. False when the device failed meanwhile (FinishGradients reports the error); true at
-  // once where host_gradients_final_when_ready(). k must be below this step's number of calls.
+  // then. False when the device failed meanwhile or k is past this step's calls (FinishGradients
+  // reports the error); true at once where host_gradients_final_when_ready().
   virtual bool AwaitGradients(int /*k*/) { return true; }
 
   // Ends a step's backward. With f.to_host: multiplies every gradient by f.unscale, clips them by

@@ -94,7 +94,9 @@ class Model final : public Trainable {
   // GPU, Backend::host_gradients_final_when_ready() false) the whole backward is queued first,
   // then each layer is told as its copy lands (Backend::AwaitGradients) while the device goes on
   // with the layers below; a replayed graph (--cuda_graphs) likewise. Only the step that checks a
-  // new graph tells every layer after its finish. A step that fails tells nothing more.
+  // new graph tells every layer after its finish. A step that fails tells nothing more; a failure
+  // the device reports late (a fault in a lower layer's backward) can come after upper layers
+  // were told: the step's error is what counts (the trainer stops on it).
   absl::StatusOr<double> ComputeGradients(const Batch& batch, float clip_norm = 0) override;
   void SetGradientListener(GradientListener* listener) override { listener_ = listener; }
   // The same, finished as `finish` says (towers keep the gradients on the device with

@@ -177,7 +177,11 @@ class CudaBackend final : public Backend {
     // Marks where this copy ends, for AwaitGradients; a recording keeps the mark as a node of its
     // own (external), so that each replay marks it again.
     const size_t k = static_cast<size_t>(ready_calls_++);
-    if (k == copied_.size()) copied_.push_back(MakeEvent());
+    if (k == copied_.size()) {
+      if (auto made = MakeEvent(); made != nullptr) copied_.push_back(std::move(made));
+    }
+    // No event only after MakeEvent failed: it recorded the error, which the step reports.
+    if (k >= copied_.size()) return;
     ctx_->Check(cudaEventRecordWithFlags(copied_[k].get(), ctx_->copy_stream(),
                                          capturing_ ? cudaEventRecordExternal : 0),
                 "marking a gradient copy");
@@ -188,7 +192,12 @@ class CudaBackend final : public Backend {
 
   bool AwaitGradients(int k) override {
     const size_t i = static_cast<size_t>(k);
-    if (i >= copied_.size() || !ctx_->ok()) return false;
+    if (i >= copied_.size()) {
+      ctx_->Fail(absl::InternalError(
+          absl::StrCat("waiting for gradient copy ", k, " of a step that made ", copied_.size())));
+      return false;
+    }
+    if (!ctx_->ok()) return false;
     ctx_->Check(cudaEventSynchronize(copied_[i].get()), "waiting for a gradient copy");
     return ctx_->ok();
   }
