@@ -126,6 +126,16 @@ class ReconcilerTest : public ::testing::Test {
     }
   }
 
+  // Creates `job`, reconciles it, marks its pods Running and reconciles again: a job whose
+  // replicas all run.
+  void CreateRunning(const Json& job) {
+    Create(job);
+    const std::string name = job["metadata"]["name"].get<std::string>();
+    ASSERT_TRUE(Pass(name).status.ok());
+    RunAll(name);
+    ASSERT_TRUE(Pass(name).status.ok());
+  }
+
   std::string Env(const Json& pod, const std::string& name) {
     for (const Json& e : pod["spec"]["containers"][0]["env"]) {
       if (e["name"] == name) return e["value"];
@@ -894,10 +904,7 @@ constexpr char kLostTail[] =
 // A ps the kubelet restarts without a checkpoint has lost the training progress: the job says so
 // in a Warning event and a condition that stays, once; its state is not changed by it.
 TEST_F(ReconcilerTest, APsRestartedWithoutCheckpointTellsTheProgressWasLostOnce) {
-  Create(MakeJob("lost", 1, 1, "OnFailure"));
-  ASSERT_TRUE(Pass("lost").status.ok());
-  RunAll("lost");
-  ASSERT_TRUE(Pass("lost").status.ok());
+  ASSERT_NO_FATAL_FAILURE(CreateRunning(MakeJob("lost", 1, 1, "OnFailure")));
   EXPECT_EQ(Status("lost").replica_statuses.at(api::ReplicaType::kPS).observed_pods.size(), 1u);
   EXPECT_EQ(Status("lost").Find(ConditionType::kProgressLost), nullptr);
   now_ += absl::Seconds(30);
@@ -935,10 +942,7 @@ TEST_F(ReconcilerTest, APsRestartedWithoutCheckpointTellsTheProgressWasLostOnce)
 TEST_F(ReconcilerTest, AnEmptyDirCheckpointOutlivesAnInPlaceRestartButNotThePod) {
   Json job = MakeJob("scratch", 1, 1, "OnFailure");
   job["spec"]["replicaSpecs"]["PS"]["checkpoint"] = {{"volume", "emptyDir"}};
-  Create(job);
-  ASSERT_TRUE(Pass("scratch").status.ok());
-  RunAll("scratch");
-  ASSERT_TRUE(Pass("scratch").status.ok());
+  ASSERT_NO_FATAL_FAILURE(CreateRunning(job));
   ASSERT_TRUE(store_.RestartContainer("default", "scratch-ps-0", 1, "Error").ok());
   ASSERT_TRUE(Pass("scratch").status.ok());
   EXPECT_EQ(Events("RestoringCheckpoint"),
@@ -979,10 +983,7 @@ TEST_F(ReconcilerTest, AClaimCheckpointOutlivesSuspendAndResume) {
   Json job = MakeJob("kept", 1, 1, "OnFailure");
   job["spec"]["replicaSpecs"]["PS"]["checkpoint"] = {{"volume", "persistentVolumeClaim"},
                                                      {"claimName", "kept-ckpt"}};
-  Create(job);
-  ASSERT_TRUE(Pass("kept").status.ok());
-  RunAll("kept");
-  ASSERT_TRUE(Pass("kept").status.ok());
+  ASSERT_NO_FATAL_FAILURE(CreateRunning(job));
   EditSpec("kept", [](Json& spec) { spec["runPolicy"]["suspend"] = true; });
   ASSERT_TRUE(Pass("kept").status.ok());
   ASSERT_TRUE(Names(kube::Pods()).empty());
@@ -1005,10 +1006,7 @@ TEST_F(ReconcilerTest, AClaimCheckpointOutlivesSuspendAndResume) {
 // The event is recorded with the status that holds the restart: a status write that fails (409)
 // tells nothing, and the pass after it tells it once.
 TEST_F(ReconcilerTest, AProgressLossIsToldOnceEvenWhenItsStatusWriteConflicts) {
-  Create(MakeJob("race", 1, 1, "OnFailure"));
-  ASSERT_TRUE(Pass("race").status.ok());
-  RunAll("race");
-  ASSERT_TRUE(Pass("race").status.ok());
+  ASSERT_NO_FATAL_FAILURE(CreateRunning(MakeJob("race", 1, 1, "OnFailure")));
   ASSERT_TRUE(store_.RestartContainer("default", "race-ps-0", 137, "OOMKilled").ok());
   client_.SetFault([this](absl::string_view verb, const kube::Resource& r, absl::string_view) {
     if (verb == "update_status" && r.plural == "trainingjobs") {
