@@ -667,8 +667,11 @@ void Reconciler::TrackPs(Pass& pass) {
     }
   }
   ReplicaStatus& ps = pass.status.replica_statuses[ReplicaType::kPS];
-  std::optional<PsRestart> first_lost;
-  std::vector<std::string> lost;
+  // The condition tells the first restart that lost progress in full (it stays small), the
+  // events tell each.
+  const char* first_reason = nullptr;
+  std::string first_message;
+  std::vector<std::string> lost;  // the others
   for (const PsRestart& r : TrackPsRestarts(pods, replicas, ps.indexes, ps.observed_pods)) {
     const std::string message = r.Describe();
     if (!r.ProgressLost()) {
@@ -677,19 +680,18 @@ void Reconciler::TrackPs(Pass& pass) {
     }
     PSFLOW_LOG(WARNING) << "TrainingJob " << pass.key << ": " << message;
     pass.events_after_write.push_back({EventType::kWarning, "ProgressLost", message});
-    if (first_lost) {
-      lost.push_back(ReplicaLabel(ReplicaType::kPS, r.index));
+    if (first_reason == nullptr) {
+      first_reason = r.LossReason();
+      first_message = message;
     } else {
-      first_lost = r;
+      lost.push_back(ReplicaLabel(ReplicaType::kPS, r.index));
     }
   }
-  if (!first_lost) return;
-  // The condition tells the first in full (it stays small), the events tell each.
-  std::string message = first_lost->Describe();
+  if (first_reason == nullptr) return;
   if (!lost.empty()) {
-    absl::StrAppend(&message, " (and ", Abbreviated(lost), ": see the ProgressLost events)");
+    absl::StrAppend(&first_message, " (and ", Abbreviated(lost), ": see the ProgressLost events)");
   }
-  pass.status.SetCondition(ConditionType::kProgressLost, true, first_lost->LossReason(), message,
+  pass.status.SetCondition(ConditionType::kProgressLost, true, first_reason, first_message,
                            pass.now);
 }
 
