@@ -11,9 +11,13 @@
 //
 // --device=gpu runs every configuration on the CUDA backend (the workers get --device=gpu, --gpu,
 // --dtype and --cuda_graphs as given here; two workers share the GPU) and adds
-//   compute : in this process, Model::ComputeGradients alone: forward, backward and the
-//             gradients' copy to host memory, no update. local minus compute is what the
-//             host-side update (and the parameters' upload each step) costs
+//   compute : in this process, Model::ComputeGradients alone: forward, backward and clipping,
+//             the gradients left on the device (as the update on the device reads them), no
+//             update: psflow's share of a step, shown beside PyTorch's whole steps but never as a
+//             ratio to them (not the same work)
+//   local, host update : local with the update on the host (psflow-worker
+//             --update_on_device=false): gradients down, the optimizer over host memory, values
+//             up every step, as before the update moved to the GPU
 //   PyTorch : with --pytorch=bench/torch_models.py, the same models in PyTorch on the same
 //             GPU after psflow's runs, and a second table of psflow / PyTorch ratios with the
 //             targets of issue 6 (bench/gpu/README.md)
@@ -72,6 +76,9 @@ ABSL_FLAG(bool, serial_too, true,
 ABSL_FLAG(std::string, device, "cpu",
           "cpu: the OpenBLAS backend; gpu: the CUDA backend on GPU --gpu, in this process and in "
           "the workers (which share the GPU)");
+ABSL_FLAG(bool, profile, false,
+          "Also print each model's per-layer forward and backward times (Model::ProfileLayers: "
+          "the median of 10 steps, the device waited for after every layer)");
 ABSL_FLAG(int, gpu, 0, "--device=gpu: index of the GPU among the visible ones");
 ABSL_FLAG(std::string, dtype, "fp32",
           "--device=gpu: what products compute in, psflow and PyTorch alike: fp32, tf32, bf16 or "
@@ -153,9 +160,11 @@ absl::StatusOr<Subject> ParseSubject(absl::string_view item) {
   return s;
 }
 
-// In-process training for `steps` steps on `threads` CPU threads; also the calibration run.
+// In-process training for `steps` steps on `threads` CPU threads; also the calibration run. On a
+// GPU the update runs there (psflow-worker's default) unless `host_update`.
 absl::StatusOr<Figures> RunLocal(const Subject& s, int64_t steps,
-                                 int threads = absl::GetFlag(FLAGS_compute_threads)) {
+                                 int threads = absl::GetFlag(FLAGS_compute_threads),
+                                 bool host_update = false) {
   InputOptions in;
   in.synthetic = true;
   in.batch_size = s.zoo.recipe.batch_size;
@@ -169,7 +178,7 @@ absl::StatusOr<Figures> RunLocal(const Subject& s, int64_t steps,
   TrainingConfig config;
   config.optimizer.set_name(s.zoo.recipe.optimizer);
   config.optimizer.set_learning_rate(s.zoo.recipe.learning_rate);
-  auto sync = LocalUpdate::Create(config);
+  auto sync = LocalUpdate::Create(config, host_update ? nullptr : model->get());
   if (!sync.ok()) return sync.status();
   TrainerOptions o;
   o.train_steps = steps;
@@ -191,8 +200,9 @@ absl::StatusOr<Figures> RunLocal(const Subject& s, int64_t steps,
 }
 
 // Model::ComputeGradients alone for `steps` steps, as the trainer calls it (clipping included) but
-// with no update and no upload of parameters: on a GPU forward, backward and the gradients' copy
-// to host memory. The input comes through a Prefetcher, as the trainer's does.
+// with no update and no upload of parameters: on a GPU forward, backward and clipping, the
+// gradients left there (Model::SetGradientsOnDevice, as a standalone worker's update on the GPU
+// reads them). The input comes through a Prefetcher, as the trainer's does.
 absl::StatusOr<Figures> RunCompute(const Subject& s, int64_t steps) {
   InputOptions in;
   in.synthetic = true;
@@ -205,6 +215,7 @@ absl::StatusOr<Figures> RunCompute(const Subject& s, int64_t steps) {
   if (!model.ok()) return model.status();
   if (OnGpu() && absl::GetFlag(FLAGS_cuda_graphs)) (*model)->EnableGraphs();
   (*model)->params().Initialize(1);
+  (*model)->SetGradientsOnDevice(true);
   // fp16 trains with a loss scale: the gradients are unscaled and measured on the device.
   if (BenchPrecision() == nn::Precision::kFp16) (*model)->SetLossScale(65536.0f);
   data::Prefetcher prefetcher(std::move((*input)->train));
@@ -222,6 +233,33 @@ absl::StatusOr<Figures> RunCompute(const Subject& s, int64_t steps) {
   const double seconds = Seconds(Clock::now() - start);
   return Figures{static_cast<double>(units) / seconds, 0,
                  1e3 * compute_seconds / static_cast<double>(steps), 0};
+}
+
+// --profile: one line per layer of the model's step, as Model::ProfileLayers measures it.
+absl::Status PrintProfile(const Subject& s) {
+  InputOptions in;
+  in.synthetic = true;
+  in.batch_size = s.zoo.recipe.batch_size;
+  auto input = LoadWorkerInput(s.zoo, in);
+  if (!input.ok()) return input.status();
+  auto backend = MakeBackend(absl::GetFlag(FLAGS_compute_threads));
+  if (!backend.ok()) return backend.status();
+  auto model = nn::Model::Create(s.zoo.spec, **backend, in.batch_size);
+  if (!model.ok()) return model.status();
+  (*model)->params().Initialize(1);
+  data::Prefetcher prefetcher(std::move((*input)->train));
+  auto times = (*model)->ProfileLayers(prefetcher.Next(), 10);
+  if (!times.ok()) return times.status();
+  double forward = 0, backward = 0;
+  for (const nn::LayerTime& t : *times) {
+    std::printf("  profile %-18s %-14s forward %8.3f ms  backward %8.3f ms\n", s.item.c_str(),
+                t.layer.c_str(), 1e3 * t.forward_seconds, 1e3 * t.backward_seconds);
+    forward += t.forward_seconds;
+    backward += t.backward_seconds;
+  }
+  std::printf("  profile %-18s %-14s forward %8.3f ms  backward %8.3f ms\n", s.item.c_str(),
+              "(sum)", 1e3 * forward, 1e3 * backward);
+  return absl::OkStatus();
 }
 
 std::string BinDir() {
@@ -436,8 +474,8 @@ absl::StatusOr<PytorchRun> RunPytorch(const std::vector<std::string>& items, int
 struct Measured {
   Subject subject;
   std::string label;
-  Figures compute, local;
-  std::vector<Figures> through;  // by worker count
+  Figures compute, local, local_host;  // local_host: the update on the host (GPU only)
+  std::vector<Figures> through;        // by worker count
 };
 
 // psflow / PyTorch for every configuration, and the targets of issue 6: local >= 1.0x PyTorch
@@ -449,7 +487,12 @@ void PrintComparison(const std::vector<Measured>& measured, const std::vector<in
   std::printf(
       "targets: local >= 1.0x PyTorch (1.5x on ptb_lstm small); "
       "every 1 ps + N worker(s) >= 0.9x local\n");
-  std::printf("%-22s %-4s %10s %8s %8s", "model", "unit", "PyTorch", "compute", "local");
+  std::printf(
+      "(each ratio compares whole steps: forward, backward, clipping, update; 'compute' is "
+      "psflow's forward, backward and clipping alone, a rate, no ratio; 'host-upd': psflow's "
+      "update on the host)\n");
+  std::printf("%-22s %-4s %10s %10s %8s %9s", "model", "unit", "PyTorch", "compute", "local",
+              "host-upd");
   for (int n : worker_counts) std::printf(" %8s", absl::StrCat("1ps+", n, "w").c_str());
   std::printf("  %s\n", "targets");
   for (const Measured& m : measured) {
@@ -461,9 +504,9 @@ void PrintComparison(const std::vector<Measured>& measured, const std::vector<in
     if (m.local.rate / torch < need) {
       missed.push_back(absl::StrFormat("local %.2fx < %.1fx PyTorch", m.local.rate / torch, need));
     }
-    std::printf("%-22s %-4s %10.0f %7.2fx %7.2fx", m.label.c_str(),
-                s.language_model() ? "wps" : "eps", torch, m.compute.rate / torch,
-                m.local.rate / torch);
+    std::printf("%-22s %-4s %10.0f %10.0f %7.2fx %8.2fx", m.label.c_str(),
+                s.language_model() ? "wps" : "eps", torch, m.compute.rate, m.local.rate / torch,
+                m.local_host.rate / torch);
     for (size_t i = 0; i < worker_counts.size(); ++i) {
       std::printf(" %7.2fx", m.through[i].rate / torch);
       if (m.through[i].rate < 0.9 * m.local.rate) {
@@ -659,6 +702,7 @@ int Main() {
         static_cast<int64_t>(absl::GetFlag(FLAGS_seconds) * calibration->rate / units_per_step));
     std::vector<Figures> compute;
     std::vector<Figures> local;
+    std::vector<Figures> local_host;
     std::vector<std::vector<Figures>> through(worker_counts.size());
     std::vector<std::vector<Figures>> serial(worker_counts.size());
     for (int r = 0; r < absl::GetFlag(FLAGS_repeats); ++r) {
@@ -670,6 +714,11 @@ int Main() {
       auto a = RunLocal(s, steps);
       if (!a.ok()) return Fail(a.status());
       local.push_back(*a);
+      if (gpu) {
+        auto h = RunLocal(s, steps, absl::GetFlag(FLAGS_compute_threads), /*host_update=*/true);
+        if (!h.ok()) return Fail(h.status());
+        local_host.push_back(*h);
+      }
       for (size_t i = 0; i < worker_counts.size(); ++i) {
         auto b = RunThroughPs(s, worker_counts[i], steps, /*overlap=*/true);
         if (!b.ok()) return Fail(b.status());
@@ -690,8 +739,10 @@ int Main() {
                   f.push_ms, f.exchange_ms);
     };
     row(absl::StrCat("local (", unit, ")"), base);
-    Measured m{s, label, {}, base, {}};
+    Measured m{s, label, {}, base, {}, {}};
     if (gpu) {
+      m.local_host = Median(local_host);
+      row("local, host update", m.local_host);
       m.compute = Median(compute);
       row("compute only (no update)", m.compute);
     }
@@ -706,6 +757,9 @@ int Main() {
       }
     }
     measured.push_back(std::move(m));
+    if (absl::GetFlag(FLAGS_profile)) {
+      if (absl::Status p = PrintProfile(s); !p.ok()) return Fail(p);
+    }
     std::fflush(stdout);
   }
   if (with_pytorch) {

@@ -171,12 +171,7 @@ class Adam final : public OptimizerBase {
   void Update(float learning_rate, int64_t step, std::span<float> var, std::span<const float> grad,
               std::span<const std::span<float>> slots) const override {
     CheckShapes(step, var, grad, slots);
-    const double t = static_cast<double>(step);
-    const double b1 = beta1_;
-    const double b2 = beta2_;
-    const float lr_t =
-        static_cast<float>(static_cast<double>(learning_rate) * std::sqrt(1.0 - std::pow(b2, t)) /
-                           (1.0 - std::pow(b1, t)));
+    const float lr_t = AdamStepSize(learning_rate, step, beta1_, beta2_);
     float* __restrict x = var.data();
     const float* __restrict g = grad.data();
     float* __restrict m = slots[0].data();
@@ -184,8 +179,8 @@ class Adam final : public OptimizerBase {
     const size_t n = var.size();
     const float beta1 = beta1_;
     const float beta2 = beta2_;
-    const float one_minus_beta1 = static_cast<float>(1.0 - b1);
-    const float one_minus_beta2 = static_cast<float>(1.0 - b2);
+    const float one_minus_beta1 = OneMinus(beta1_);
+    const float one_minus_beta2 = OneMinus(beta2_);
     const float eps = epsilon_;
     for (size_t i = 0; i < n; ++i) {
       const float mi = beta1 * m[i] + one_minus_beta1 * g[i];
@@ -227,7 +222,7 @@ class RmsProp final : public OptimizerBase {
     const size_t n = var.size();
     const float lr = learning_rate;
     const float rho = rho_;
-    const float one_minus_rho = static_cast<float>(1.0 - static_cast<double>(rho_));
+    const float one_minus_rho = OneMinus(rho_);
     const float mu = momentum_;
     const float eps = epsilon_;
     if (centered_) {
@@ -278,6 +273,13 @@ absl::Status CheckEpsilon(const proto::OptimizerConfig& config) {
 float OrDefault(float value, float default_value) { return value == 0.0f ? default_value : value; }
 
 }  // namespace
+
+float AdamStepSize(float learning_rate, int64_t step, float beta1, float beta2) {
+  const double t = static_cast<double>(step);
+  return static_cast<float>(static_cast<double>(learning_rate) *
+                            std::sqrt(1.0 - std::pow(static_cast<double>(beta2), t)) /
+                            (1.0 - std::pow(static_cast<double>(beta1), t)));
+}
 
 absl::StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(const proto::OptimizerConfig& config) {
   const std::string& name = config.name();

@@ -65,6 +65,15 @@ class Optimizer {
                       std::span<const std::span<float>> slots) const = 0;
 };
 
+// Adam's learning rate for update number `step` (>= 1): lr * sqrt(1 - beta2^step) / (1 -
+// beta1^step), computed in double and rounded once. Every Adam, on the host or a device, takes
+// its step size from here.
+float AdamStepSize(float learning_rate, int64_t step, float beta1, float beta2);
+
+// (float)(1 - (double)beta): the complement every rule with a decay (Adam, RMSProp) multiplies
+// by.
+inline float OneMinus(float beta) { return static_cast<float>(1.0 - static_cast<double>(beta)); }
+
 // INVALID_ARGUMENT, naming the field, for an unknown name, a learning rate that is not > 0 and
 // finite, or a hyper-parameter out of range (momentum, beta1, beta2 or rho outside [0, 1),
 // a negative epsilon, adagrad with initial_accumulator_value <= 0 and epsilon == 0).

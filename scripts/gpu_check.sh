@@ -12,14 +12,16 @@
 # Steps (each continues after a failure; the summary says which passed):
 #   1. cuda_backend_test: every layer and model against the CPU reference (LSTM path chosen by
 #      measurement), then again with PSFLOW_LSTM_IMPL=cudnn, =cudnn_persistent and =fused forced.
-#   2. compute-sanitizer (memcheck, racecheck) on the layer tests, when the toolkit has it.
+#   2. compute-sanitizer (memcheck, racecheck) on the layer tests (memcheck also on the
+#      optimizers on the device), when the toolkit has it.
 #   3. psflow-worker --device=gpu: 30 synthetic steps of every model, alone; cifar10_cnn and
 #      ptb_lstm small with --dtype=bf16 and --use_fp16 (dynamic loss scale); mnist_cnn with
 #      --num_gpus=2 when two GPUs are visible.
 #   4. bench_model_throughput --device=gpu on ptb_lstm:small with and without --cuda_graphs, and a
 #      worker with --cuda_graphs (its log says whether the graph's self-check passed).
 #   5. bench_model_throughput --device=gpu against PyTorch (bench/torch_models.py) when
-#      python3 can import torch, fp32 then bf16 and fp16 (PyTorch under autocast);
+#      python3 can import torch, fp32 then bf16 and fp16 (PyTorch under autocast); each local
+#      run twice, the update on the GPU and on the host, and (bench_ptb) each layer's time;
 #      --seconds=$SECONDS_PER_RUN (default 5), --repeats=$REPEATS (default 3), through one ps
 #      with one worker only (the PyTorch table compares the local rates).
 # SKIP='REGEX' skips the steps whose whole name matches (bash's =~), to fit a short device lease:
@@ -75,7 +77,7 @@ sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-san
 if [ -x "$sanitizer" ]; then
   # The layer tests (the whole models are slow under the sanitizer and add no new kernels).
   step memcheck "$sanitizer" --tool memcheck --error-exitcode 1 "$bin/cuda_backend_test" \
-    --gtest_filter='LayerComparison.*:CudaBackendTest.*'
+    --gtest_filter='LayerComparison.*:CudaBackendTest.*:*GpuUpdate*'
   step racecheck "$sanitizer" --tool racecheck --error-exitcode 1 "$bin/cuda_backend_test" \
     --gtest_filter='LayerComparison.*'
 else
@@ -119,7 +121,7 @@ if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
   one=(--device=gpu --seconds="$seconds" --repeats="$repeats" --workers=1 --serial_too=false)
   step bench_cnn "$bin/bench_model_throughput" "${one[@]}" \
     --models=mnist_mlp,mnist_cnn,cifar10_cnn,ptb_lstm:small --pytorch=bench/torch_models.py
-  step bench_ptb "$bin/bench_model_throughput" "${one[@]}" \
+  step bench_ptb "$bin/bench_model_throughput" "${one[@]}" --profile \
     --models=ptb_lstm:medium,ptb_lstm:large --pytorch=bench/torch_models.py
   for dtype in bf16 fp16; do
     step "bench_$dtype" "$bin/bench_model_throughput" "${one[@]}" --dtype="$dtype" \

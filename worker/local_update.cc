@@ -4,24 +4,28 @@
 
 namespace psflow {
 
-absl::StatusOr<std::unique_ptr<LocalUpdate>> LocalUpdate::Create(const TrainingConfig& config) {
+absl::StatusOr<std::unique_ptr<LocalUpdate>> LocalUpdate::Create(const TrainingConfig& config,
+                                                                 nn::Model* model) {
   ASSIGN_OR_RETURN(auto optimizer, MakeOptimizer(config.optimizer));
-  return std::unique_ptr<LocalUpdate>(new LocalUpdate(std::move(optimizer)));
+  return std::unique_ptr<LocalUpdate>(new LocalUpdate(std::move(optimizer), model));
 }
 
-LocalUpdate::LocalUpdate(std::unique_ptr<Optimizer> optimizer)
-    : optimizer_(std::move(optimizer)), learning_rate_(optimizer_->config().learning_rate()) {}
+LocalUpdate::LocalUpdate(std::unique_ptr<Optimizer> optimizer, nn::Model* model)
+    : optimizer_(std::move(optimizer)),
+      model_(model),
+      learning_rate_(optimizer_->config().learning_rate()) {}
 
-LocalUpdate::~LocalUpdate() = default;
+LocalUpdate::~LocalUpdate() {
+  if (model_ != nullptr) model_->SetGradientsOnDevice(false);
+}
 
 absl::Status LocalUpdate::Prepare(const nn::ParameterSet& params, bool) {
-  slots_.clear();
-  for (int s = 0; s < optimizer_->num_slots(); ++s) {
-    slots_.emplace_back(static_cast<size_t>(params.total_size()),
-                        optimizer_->slot_initial_value(s));
+  if (model_ == nullptr) {
+    update_ = nn::MakeHostUpdate(*optimizer_, params);
+    return absl::OkStatus();
   }
-  slot_spans_.assign(slots_.begin(), slots_.end());
-  run_slots_.assign(slots_.size(), {});
+  ASSIGN_OR_RETURN(update_, model_->backend().MakeUpdate(*optimizer_, model_->params()));
+  model_->SetGradientsOnDevice(update_->on_device());
   return absl::OkStatus();
 }
 
@@ -30,25 +34,17 @@ absl::StatusOr<SyncResult> LocalUpdate::Pull(nn::ParameterSet&) {
 }
 
 absl::StatusOr<SyncResult> LocalUpdate::Push(nn::ParameterSet& params, int64_t) {
-  // As the ps does: dense parameters whole, sparse ones (embeddings) only in their touched rows,
-  // so optimizers with state (momentum, Adam) leave untouched rows alone.
-  const int64_t step = global_step_ + 1;
-  auto apply = [&](int64_t offset, int64_t size) {
-    const auto at = static_cast<size_t>(offset), n = static_cast<size_t>(size);
-    for (size_t k = 0; k < slot_spans_.size(); ++k) run_slots_[k] = slot_spans_[k].subspan(at, n);
-    optimizer_->Apply(learning_rate_, step, params.values().subspan(at, n),
-                      params.grads().subspan(at, n), run_slots_);
-  };
-  for (const nn::ParameterDesc& d : params.descs()) {
-    if (!d.sparse) {
-      apply(d.offset, d.size);
-      continue;
-    }
-    const int64_t width = d.shape.empty() || d.shape[0] == 0 ? 0 : d.size / d.shape[0];
-    for (int64_t row : d.touched_rows) apply(d.offset + row * width, width);
-  }
-  params.ValuesChanged();
+  if (update_ == nullptr) return absl::FailedPreconditionError("LocalUpdate: Push before Prepare");
+  update_->Apply(params, learning_rate_, global_step_ + 1);
+  device_ahead_ = update_->on_device();
   return SyncResult{.global_step = ++global_step_};
+}
+
+absl::StatusOr<std::optional<SyncResult>> LocalUpdate::Flush(nn::ParameterSet& params) {
+  if (!device_ahead_) return std::nullopt;
+  RETURN_IF_ERROR(model_->backend().DownloadParameters(params));
+  device_ahead_ = false;
+  return std::nullopt;
 }
 
 absl::Status LocalUpdate::SetLearningRate(float learning_rate) {

@@ -62,6 +62,10 @@ ABSL_FLAG(bool, stream_gradients, true,
           "clipping or loss scaling, not with --num_gpus > 1; on a GPU as each layer's copy to "
           "the host lands), the rest at the step's end; false: all after the step, as "
           "TensorFlow 1.x (for comparisons)");
+ABSL_FLAG(bool, update_on_device, true,
+          "With no ps task and --device=gpu (one GPU): the optimizer runs on the GPU, its slots "
+          "in device memory, and no parameter or gradient crosses the bus per step; false: on "
+          "the host, as the ps runs it (for comparisons)");
 ABSL_FLAG(int, replicas_to_aggregate, 0,
           "Sync mode: gradients per step (0: every worker). Fewer than the workers leaves the "
           "rest as backup workers");
@@ -133,6 +137,7 @@ WorkerFlags FlagsGiven() {
                      .sync_replicas = absl::GetFlag(FLAGS_sync_replicas),
                      .overlap = absl::GetFlag(FLAGS_overlap),
                      .stream_gradients = absl::GetFlag(FLAGS_stream_gradients),
+                     .update_on_device = absl::GetFlag(FLAGS_update_on_device),
                      .replicas_to_aggregate = absl::GetFlag(FLAGS_replicas_to_aggregate),
                      .train_epochs = absl::GetFlag(FLAGS_train_epochs),
                      .train_steps = absl::GetFlag(FLAGS_train_steps),
@@ -261,12 +266,18 @@ absl::StatusOr<std::unique_ptr<ReplayTrainable>> MakeReplay(const WorkerConfig& 
 }
 
 // LocalUpdate when there is no ps task, else a client of the ps tasks.
+// Alone, the update runs where a single model computes (on its GPU) unless
+// --update_on_device=false; towers and replayed steps update on the host.
 absl::StatusOr<std::unique_ptr<ParameterSync>> MakeSync(const WorkerConfig& c,
                                                         const TransportSecurity& security,
-                                                        nn::ParameterSet& params) {
+                                                        TrainableModel& trainable) {
+  nn::ParameterSet& params = trainable.model->params();
   if (c.ps_hosts.empty()) {
-    PSFLOW_LOG(INFO) << "no ps task: training in process";
-    return LocalUpdate::Create(c.training);
+    const bool device = c.gpu && c.update_on_device && trainable.single != nullptr &&
+                        !c.compute.replay();
+    PSFLOW_LOG(INFO) << "no ps task: training in process, the update on the "
+                     << (device ? "GPU" : "host");
+    return LocalUpdate::Create(c.training, device ? trainable.single.get() : nullptr);
   }
   PsClient::Options options;
   options.ps_addresses = c.ps_hosts;
@@ -320,7 +331,7 @@ absl::Status Main(const TransportSecurity& security) {
     if (config.gpu) gpu_metrics = ExportGpuMetrics(config, *endpoint, gpu_monitor);
   }
   ASSIGN_OR_RETURN(std::unique_ptr<ParameterSync> direct,
-                   MakeSync(config, security, trainable.model->params()));
+                   MakeSync(config, security, trainable));
 
   if (config.is_evaluator) {
     const EvaluatorOptions evaluator{.interval = config.eval_interval,

@@ -9,7 +9,9 @@
 
 #include "absl/status/statusor.h"
 #include "proto/ps.pb.h"
+#include "worker/nn/model.h"
 #include "worker/nn/parameter_set.h"
+#include "worker/nn/parameter_update.h"
 
 namespace psflow {
 
@@ -77,24 +79,42 @@ class ParameterSync {
 // In-process training with no ps: Pull is a no-op, Push applies the configured optimizer to
 // params' values (sparse parameters only in their touched rows, as the ps). The baseline the ps
 // path is measured against.
+//
+// Where the update runs (nn::ParameterUpdate): without a model, over the host values and
+// gradients. With the model that trains (Create's `model`), where that model computes: on a GPU
+// the slots live in device memory, the model keeps its gradients there
+// (Model::SetGradientsOnDevice, from Prepare on) and Push queues one fused kernel, so no
+// parameter or gradient crosses the bus per step; the host values then lag behind until Flush
+// (called at every epoch's start and at the end of training) copies the device's values down.
 class LocalUpdate final : public ParameterSync {
  public:
-  static absl::StatusOr<std::unique_ptr<LocalUpdate>> Create(const TrainingConfig& config);
+  // INVALID_ARGUMENT for a bad optimizer config (MakeOptimizer). `model`, when given, must be the
+  // one whose params() are pushed and must outlive this.
+  static absl::StatusOr<std::unique_ptr<LocalUpdate>> Create(const TrainingConfig& config,
+                                                             nn::Model* model = nullptr);
   ~LocalUpdate() override;
 
+  // With a model: makes its backend's update (RESOURCE_EXHAUSTED when the GPU has no room for
+  // the optimizer's slots).
   absl::Status Prepare(const nn::ParameterSet& params, bool is_chief) override;
   absl::StatusOr<SyncResult> Pull(nn::ParameterSet& params) override;
   absl::StatusOr<SyncResult> Push(nn::ParameterSet& params, int64_t examples) override;
   absl::Status SetLearningRate(float learning_rate) override;
+  // After updates on the device: their values to params' host values (and the first device
+  // error since the last step, if any).
+  absl::StatusOr<std::optional<SyncResult>> Flush(nn::ParameterSet& params) override;
   absl::Status Leave() override { return absl::OkStatus(); }
 
+  // Whether the update runs on a device (known after Prepare).
+  bool on_device() const { return update_ != nullptr && update_->on_device(); }
+
  private:
-  explicit LocalUpdate(std::unique_ptr<Optimizer> optimizer);
+  LocalUpdate(std::unique_ptr<Optimizer> optimizer, nn::Model* model);
   std::unique_ptr<Optimizer> optimizer_;
+  nn::Model* model_;  // null: the update runs on the host
   float learning_rate_;
-  std::vector<std::vector<float>> slots_;
-  std::vector<std::span<float>> slot_spans_;  // views of slots_, made once
-  std::vector<std::span<float>> run_slots_;   // the slots of the run being applied
+  std::unique_ptr<nn::ParameterUpdate> update_;  // made by Prepare
+  bool device_ahead_ = false;  // the device values changed since the host's were brought up
   int64_t global_step_ = 0;
 };
 

@@ -37,6 +37,7 @@ struct WorkerFlags {
   bool sync_replicas = false;
   bool overlap = true;
   bool stream_gradients = true;
+  bool update_on_device = true;
   int replicas_to_aggregate = 0;
   int train_epochs = 0;
   int64_t train_steps = 0;
@@ -92,6 +93,7 @@ struct WorkerConfig {
   PlacementStrategy placement = PlacementStrategy::kBalanced;  // of the variables on the ps tasks
   bool overlap = false;                                        // asynchronous through ps tasks only
   bool stream_gradients = true;
+  bool update_on_device = true;  // no ps, one GPU: the optimizer on the GPU
   nn::LossScaleOptions loss_scale;
 
   // Data and reporting.

@@ -5,7 +5,7 @@
 namespace psflow::nn {
 
 absl::StatusOr<double> Backend::FinishGradients(ParameterSet& params, const GradientFinish& f) {
-  if (!f.to_host) return 0.0;
+  if (!f.finished()) return 0.0;
   return UnscaleAndClip(params, f.unscale, f.clip_norm, f.measures());
 }
 

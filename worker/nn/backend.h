@@ -12,22 +12,32 @@
 #include "absl/status/statusor.h"
 #include "worker/nn/layer.h"
 #include "worker/nn/layer_spec.h"
+#include "worker/nn/parameter_update.h"
 #include "worker/nn/precision.h"
 
 namespace psflow::nn {
 
 // How a step's gradients are finished (Backend::FinishGradients, ReduceGradients).
 struct GradientFinish {
+  // Where the step leaves its gradients.
+  enum class Where {
+    kToHost,    // finished (unscaled, clipped) and copied to params.grads() on the host
+    kOnDevice,  // finished on the device and left there, for an update on the device
+                // (Backend::MakeUpdate); the host gradients are not written
+    kRaw,       // left on the device as backward made them (unscale and clip_norm unused), for
+                // ReduceGradients to combine with other towers' there
+  };
   float clip_norm = 0;  // > 0: clip by global norm (tf.clip_by_global_norm)
   float unscale = 1;    // every gradient is first multiplied by this: 1 / the loss scale
-  // false: leave them on the device, as backward made them (unscale and clip_norm unused), for
-  // ReduceGradients to combine with other towers' there.
-  bool to_host = true;
+  Where where = Where::kToHost;
   // Loss scaling is on: every gradient must be checked for finiteness, even at a scale of 1.
   bool check_finite = false;
+  bool finished() const { return where != Where::kRaw; }
   // Whether the global norm is measured: clipping needs it, and loss scaling needs to know
   // whether every gradient is finite.
-  bool measures() const { return to_host && (clip_norm > 0 || unscale != 1 || check_finite); }
+  bool measures() const {
+    return finished() && (clip_norm > 0 || unscale != 1 || check_finite);
+  }
 };
 
 class Backend {
@@ -72,7 +82,7 @@ class Backend {
   // Model::ComputeGradients calls this right after the Backward of a layer whose parameters are
   // handles [first, last): a GPU backend starts copying those gradients to the host on a side
   // stream while backward goes on with earlier layers. Only called when the gradients go to the
-  // host as backward made them (GradientFinish::measures() false and to_host).
+  // host as backward made them (GradientFinish::measures() false, where kToHost).
   virtual void GradientsReady(ParameterSet& /*params*/, int /*first*/, int /*last*/) {}
   // Whether the host gradients GradientsReady was told of are final when it returns: true on the
   // CPU, which computes in them; false on a GPU, whose copies land later (AwaitGradients).
@@ -84,17 +94,18 @@ class Backend {
   // reports the error); true at once where host_gradients_final_when_ready().
   virtual bool AwaitGradients(int /*k*/) { return true; }
 
-  // Ends a step's backward. With f.to_host: multiplies every gradient by f.unscale, clips them by
-  // global norm when f.clip_norm > 0 (on the device), and makes params.grads() on the host hold
-  // them. Returns the global norm of the unscaled gradients before clipping when f.measures(),
-  // else 0; a norm that is not finite (inf, NaN) means some gradient is not: nothing was clipped
-  // and the step must not be applied. Without f.to_host: only waits for the step. Errors: the
-  // first of any kernel since the last call, naming the layer and its shapes.
+  // Ends a step's backward. With f.finished(): multiplies every gradient by f.unscale, clips them
+  // by global norm when f.clip_norm > 0 (on the device), and, where kToHost, makes params.grads()
+  // on the host hold them. Returns the global norm of the unscaled gradients before clipping when
+  // f.measures(), else 0; a norm that is not finite (inf, NaN) means some gradient is not:
+  // nothing was clipped and the step must not be applied. Where kRaw: only waits for the step.
+  // On the CPU, kToHost and kOnDevice are the same. Errors: the first of any kernel since the
+  // last call, naming the layer and its shapes.
   virtual absl::StatusOr<double> FinishGradients(ParameterSet& params, const GradientFinish& f);
 
   // Towers: finishes `into`'s gradients (as FinishGradients with `f`) after replacing them with
   // weights[0] * into's + sum over k >= 1 of weights[k] * from[k - 1]'s; a sparse parameter's
-  // touched rows become the union of theirs. Every set was finished with to_host = false and
+  // touched rows become the union of theirs. Every set was finished with where kRaw and
   // none is in use; `into` is attached to this backend, the others to backends of the same kind
   // (other GPUs: the CUDA backend adds them on this one's, over peer copies where the GPUs allow
   // them). A weight of 0 skips its set. The default adds on the host.
@@ -103,9 +114,22 @@ class Backend {
                                                  std::span<const float> weights,
                                                  const GradientFinish& f);
 
-  // Copies params' device gradients, as backward left them, to params.grads() on the host and
-  // waits (a check that needs gradients finished with to_host = false). Nothing on the CPU.
+  // Copies params' device gradients, as the step left them, to params.grads() on the host and
+  // waits (a check that needs gradients the step left on the device). Nothing on the CPU.
   virtual absl::Status CopyGradientsToHost(ParameterSet& /*params*/) { return absl::OkStatus(); }
+
+  // The optimizer's update of params where this backend computes (parameter_update.h): on the
+  // CPU over the host buffers (MakeHostUpdate, this default); on a GPU over the device mirror,
+  // its slots in device memory. params must be attached (AttachParameters) and `optimizer` must
+  // outlive the update. RESOURCE_EXHAUSTED when the device has no room for the slots.
+  virtual absl::StatusOr<std::unique_ptr<ParameterUpdate>> MakeUpdate(const Optimizer& optimizer,
+                                                                      ParameterSet& params) {
+    return MakeHostUpdate(optimizer, params);
+  }
+  // Copies the device values to params.values() on the host and waits: after an update on the
+  // device, before anyone reads the host values. The first error so far, as Synchronize. Nothing
+  // on the CPU.
+  virtual absl::Status DownloadParameters(ParameterSet& /*params*/) { return absl::OkStatus(); }
 
   // Makes this backend's device the calling thread's current one (CUDA's current device is per
   // thread): a thread other than the one that created the backend calls this before using it

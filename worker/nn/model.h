@@ -99,14 +99,23 @@ class Model final : public Trainable {
   // were told: the step's error is what counts (the trainer stops on it).
   absl::StatusOr<double> ComputeGradients(const Batch& batch, float clip_norm = 0) override;
   void SetGradientListener(GradientListener* listener) override { listener_ = listener; }
-  // The same, finished as `finish` says (towers keep the gradients on the device with
-  // to_host = false; its unscale should then be 1 / the loss scale or 1).
+  // The same, finished as `finish` says (towers keep the gradients on the device as backward
+  // made them, where kRaw; its unscale should then be 1 / the loss scale or 1).
   absl::StatusOr<double> ComputeGradients(const Batch& batch, const GradientFinish& finish);
   // How ComputeGradients(batch, clip_norm) finishes a step: clipped at clip_norm, unscaled by the
   // loss scale, checked for finiteness while loss scaling is on, to the host.
   GradientFinish Finish(float clip_norm) const {
-    return GradientFinish{clip_norm, 1.0f / loss_scale_, true, check_finite_};
+    return GradientFinish{clip_norm, 1.0f / loss_scale_,
+                          gradients_on_device_ ? GradientFinish::Where::kOnDevice
+                                               : GradientFinish::Where::kToHost,
+                          check_finite_};
   }
+  // From the next step on, ComputeGradients(batch, clip_norm) finishes the gradients on the
+  // device and leaves them there (GradientFinish::Where::kOnDevice) for an update on the device
+  // (Backend::MakeUpdate): params().grads() on the host are no longer written, and nothing
+  // streams to a GradientListener. false (the default) brings them to the host again.
+  void SetGradientsOnDevice(bool on_device) { gradients_on_device_ = on_device; }
+  Backend& backend() { return backend_; }
   void SetLossScale(float scale) override {
     loss_scale_ = scale > 0 ? scale : 1;
     check_finite_ = scale > 0;
@@ -165,8 +174,10 @@ class Model final : public Trainable {
   // The finish: the gradients on the host (FinishGradients) and the loss of the step of `rows`.
   absl::StatusOr<double> FinishStep(int64_t rows, const GradientFinish& finish);
   // Whether backward streams each layer's gradients to the host (GradientsReady): only when they
-  // go there as backward made them (no unscaling, no clipping, not kept for a towers' reduction).
-  static bool StreamsToHost(const GradientFinish& f) { return f.to_host && !f.measures(); }
+  // go there as backward made them (no unscaling, no clipping, not kept on the device).
+  static bool StreamsToHost(const GradientFinish& f) {
+    return f.where == GradientFinish::Where::kToHost && !f.measures();
+  }
   // A staged step of max_batch rows with graphs on (model_graph.cc): replays, or checks first.
   absl::StatusOr<double> GraphStep(const Batch& batch, const GradientFinish& finish);
   absl::StatusOr<double> CheckGraph(const Batch& batch, const GradientFinish& finish);
@@ -178,6 +189,7 @@ class Model final : public Trainable {
   uint64_t step_ = 0;
   float loss_scale_ = 1;
   bool check_finite_ = false;  // loss scaling on
+  bool gradients_on_device_ = false;  // SetGradientsOnDevice
   bool last_step_finite_ = true;
   GradientListener* listener_ = nullptr;
   // This step's RunStep tells listener_ per layer (a streaming step on a backend whose host

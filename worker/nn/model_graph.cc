@@ -51,8 +51,9 @@ absl::StatusOr<double> Model::CheckGraph(const Batch& batch, const GradientFinis
   ASSIGN_OR_RETURN(const double eager_loss, FinishStep(batch.size, finish));
   // An overflowing step (loss scaling) is no reference: check at the next one.
   if (!last_step_finite_) return eager_loss;
-  // Towers keep their gradients on the device: the check needs them on the host all the same.
-  if (!finish.to_host) RETURN_IF_ERROR(backend_.CopyGradientsToHost(params_));
+  // Towers and updates on the device keep the gradients there: the check needs them on the host
+  // all the same.
+  if (finish.where != GradientFinish::Where::kToHost) RETURN_IF_ERROR(backend_.CopyGradientsToHost(params_));
   // Kept between checks (a dynamic loss scale re-checks): allocated by the first one only.
   check_grads_.assign(params_.grads().begin(), params_.grads().end());
   const std::vector<float>& eager_grads = check_grads_;
@@ -82,7 +83,7 @@ absl::StatusOr<double> Model::CheckGraph(const Batch& batch, const GradientFinis
   (*graph)->Launch();
   ++step_;
   ASSIGN_OR_RETURN(const double graph_loss, FinishStep(batch.size, finish));
-  if (!finish.to_host) RETURN_IF_ERROR(backend_.CopyGradientsToHost(params_));
+  if (finish.where != GradientFinish::Where::kToHost) RETURN_IF_ERROR(backend_.CopyGradientsToHost(params_));
 
   double max_grad = 0, max_error = 0;
   const std::span<const float> graph_grads = params_.grads();

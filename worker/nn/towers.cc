@@ -108,7 +108,7 @@ void Towers::Step(int k) {
   const Batch slice{batch_.inputs + begin_[i] * elements,
                     batch_.labels + begin_[i] * m.labels_per_example(), rows_[i]};
   // Left on the device, scaled: the unscaling and the clip apply to the sum.
-  losses_[i] = m.ComputeGradients(slice, GradientFinish{0, 1, /*to_host=*/false});
+  losses_[i] = m.ComputeGradients(slice, GradientFinish{0, 1, GradientFinish::Where::kRaw});
 }
 
 void Towers::SetLossScale(float scale) {

@@ -18,6 +18,7 @@
 #include "worker/backend/cuda/context.h"
 #include "worker/backend/cuda/conv2d.h"
 #include "worker/backend/cuda/dense.h"
+#include "worker/backend/cuda/device_update.h"
 #include "worker/backend/cuda/dropout.h"
 #include "worker/backend/cuda/embedding.h"
 #include "worker/backend/cuda/flatten.h"
@@ -204,24 +205,25 @@ class CudaBackend final : public Backend {
 
   absl::StatusOr<double> FinishGradients(ParameterSet& params, const GradientFinish& f) override {
     const bool measure = f.measures();
-    if (f.to_host) {
-      const int64_t n = params.total_size();
-      if (measure) {
-        // Untouched rows of a sparse gradient are zero on the device: the norm over the whole
-        // buffer is the norm over the touched rows.
-        cuda::LaunchSumOfSquares(params.device_grads(), n, sum_sq_.get(), ctx_->stream());
-        cuda::LaunchUnscaleClip(params.device_grads(), n, sum_sq_.get(), f.unscale, f.clip_norm,
-                                ctx_->stream());
-        ctx_->CheckLaunch("unscaling and clipping the gradients by global norm");
-        ctx_->Check(cudaMemcpyAsync(host_sum_sq_, sum_sq_.get(), sizeof(double),
-                                    cudaMemcpyDeviceToHost, ctx_->stream()),
-                    "reading the global norm");
-        // Backward streamed nothing to the host (Model::ComputeGradients): all of it now.
-        ctx_->Check(cudaMemcpyAsync(params.grads().data(), params.device_grads(),
-                                    static_cast<size_t>(n) * sizeof(float), cudaMemcpyDeviceToHost,
-                                    ctx_->stream()),
-                    "copying the gradients to the host");
-      }
+    const int64_t n = params.total_size();
+    if (measure) {
+      // Untouched rows of a sparse gradient are zero on the device: the norm over the whole
+      // buffer is the norm over the touched rows.
+      cuda::LaunchSumOfSquares(params.device_grads(), n, sum_sq_.get(), ctx_->stream());
+      cuda::LaunchUnscaleClip(params.device_grads(), n, sum_sq_.get(), f.unscale, f.clip_norm,
+                              ctx_->stream());
+      ctx_->CheckLaunch("unscaling and clipping the gradients by global norm");
+      ctx_->Check(cudaMemcpyAsync(host_sum_sq_, sum_sq_.get(), sizeof(double),
+                                  cudaMemcpyDeviceToHost, ctx_->stream()),
+                  "reading the global norm");
+    }
+    // Unless backward streamed them (Model::ComputeGradients: no measure), all of them to the
+    // host now; an update on the device reads them where they are.
+    if (measure && f.where == GradientFinish::Where::kToHost) {
+      ctx_->Check(cudaMemcpyAsync(params.grads().data(), params.device_grads(),
+                                  static_cast<size_t>(n) * sizeof(float), cudaMemcpyDeviceToHost,
+                                  ctx_->stream()),
+                  "copying the gradients to the host");
     }
     if (absl::Status s = ctx_->Synchronize("a training step"); !s.ok()) return s;
     return measure ? static_cast<double>(f.unscale) * std::sqrt(*host_sum_sq_) : 0.0;
@@ -258,16 +260,14 @@ class CudaBackend final : public Backend {
     }
     // The rows on the device are summed whole (untouched ones are zero); the lists on the host.
     MergeTouchedRows(into, from, weights, /*zero_new_rows=*/false, reduce_scratch_);
-    GradientFinish to_host = f;
-    to_host.to_host = true;
-    if (!to_host.measures()) {
+    if (f.where == GradientFinish::Where::kToHost && !f.measures()) {
       // Nothing else copies them: as FinishGradients with a measure, minus the measuring.
       ctx_->Check(cudaMemcpyAsync(into.grads().data(), into.device_grads(),
                                   static_cast<size_t>(n) * sizeof(float), cudaMemcpyDeviceToHost,
                                   ctx_->stream()),
                   "copying the gradients to the host");
     }
-    return FinishGradients(into, to_host);
+    return FinishGradients(into, f);
   }
 
   absl::Status CopyGradientsToHost(ParameterSet& params) override {
@@ -276,6 +276,23 @@ class CudaBackend final : public Backend {
                                 cudaMemcpyDeviceToHost, ctx_->stream()),
                 "copying the gradients to the host");
     return ctx_->Synchronize("copying the gradients to the host");
+  }
+
+  absl::StatusOr<std::unique_ptr<ParameterUpdate>> MakeUpdate(const Optimizer& optimizer,
+                                                              ParameterSet& params) override {
+    if (!params.on_device()) {
+      return absl::FailedPreconditionError(
+          "an update on the GPU needs parameters attached to it (AttachParameters)");
+    }
+    return cuda::MakeDeviceUpdate(*ctx_, optimizer, params);
+  }
+
+  absl::Status DownloadParameters(ParameterSet& params) override {
+    ctx_->Check(cudaMemcpyAsync(params.values().data(), params.device_values(),
+                                static_cast<size_t>(params.total_size()) * sizeof(float),
+                                cudaMemcpyDeviceToHost, ctx_->stream()),
+                "copying the parameters to the host");
+    return ctx_->Synchronize("copying the parameters to the host");
   }
 
   absl::Status Synchronize() override { return ctx_->Synchronize("a forward pass"); }
