@@ -160,25 +160,42 @@ absl::StatusOr<Subject> ParseSubject(absl::string_view item) {
   return s;
 }
 
-// In-process training for `steps` steps on `threads` CPU threads; also the calibration run. On a
-// GPU the update runs there (psflow-worker's default) unless `host_update`.
-absl::StatusOr<Figures> RunLocal(const Subject& s, int64_t steps,
-                                 int threads = absl::GetFlag(FLAGS_compute_threads),
-                                 bool host_update = false) {
+// What an in-process run trains: the model on synthetic batches of its shape, on its own backend
+// (`threads` CPU threads, or --gpu), recording CUDA graphs when --cuda_graphs and `graphs`.
+struct InProcess {
+  std::unique_ptr<WorkerInput> input;
+  std::unique_ptr<nn::Backend> backend;
+  std::unique_ptr<nn::Model> model;  // destroyed before its backend
+};
+absl::StatusOr<InProcess> MakeInProcess(const Subject& s, int threads, bool graphs) {
+  InProcess p;
   InputOptions in;
   in.synthetic = true;
   in.batch_size = s.zoo.recipe.batch_size;
   auto input = LoadWorkerInput(s.zoo, in);
   if (!input.ok()) return input.status();
+  p.input = *std::move(input);
   auto backend = MakeBackend(threads);
   if (!backend.ok()) return backend.status();
-  auto model = nn::Model::Create(s.zoo.spec, **backend, in.batch_size);
+  p.backend = *std::move(backend);
+  auto model = nn::Model::Create(s.zoo.spec, *p.backend, in.batch_size);
   if (!model.ok()) return model.status();
-  if (OnGpu() && absl::GetFlag(FLAGS_cuda_graphs)) (*model)->EnableGraphs();
+  p.model = *std::move(model);
+  if (graphs && OnGpu() && absl::GetFlag(FLAGS_cuda_graphs)) p.model->EnableGraphs();
+  return p;
+}
+
+// In-process training for `steps` steps on `threads` CPU threads; also the calibration run. On a
+// GPU the update runs there (psflow-worker's default) unless `host_update`.
+absl::StatusOr<Figures> RunLocal(const Subject& s, int64_t steps,
+                                 int threads = absl::GetFlag(FLAGS_compute_threads),
+                                 bool host_update = false) {
+  auto run = MakeInProcess(s, threads, /*graphs=*/true);
+  if (!run.ok()) return run.status();
   TrainingConfig config;
   config.optimizer.set_name(s.zoo.recipe.optimizer);
   config.optimizer.set_learning_rate(s.zoo.recipe.learning_rate);
-  auto sync = LocalUpdate::Create(config, host_update ? nullptr : model->get());
+  auto sync = LocalUpdate::Create(config, host_update ? nullptr : run->model.get());
   if (!sync.ok()) return sync.status();
   TrainerOptions o;
   o.train_steps = steps;
@@ -189,8 +206,8 @@ absl::StatusOr<Figures> RunLocal(const Subject& s, int64_t steps,
   if (BenchPrecision() == nn::Precision::kFp16) {
     o.loss_scale.mode = nn::LossScaleOptions::Mode::kDynamic;
   }
-  data::Prefetcher prefetcher(std::move((*input)->train));
-  Trainer trainer(**model, **sync, prefetcher, o, nullptr);
+  data::Prefetcher prefetcher(std::move(run->input->train));
+  Trainer trainer(*run->model, **sync, prefetcher, o, nullptr);
   auto r = trainer.Run();
   if (!r.ok()) return r.status();
   const double per_step = 1e3 / static_cast<double>(r->steps);
@@ -204,31 +221,24 @@ absl::StatusOr<Figures> RunLocal(const Subject& s, int64_t steps,
 // gradients left there (Model::SetGradientsOnDevice, as a standalone worker's update on the GPU
 // reads them). The input comes through a Prefetcher, as the trainer's does.
 absl::StatusOr<Figures> RunCompute(const Subject& s, int64_t steps) {
-  InputOptions in;
-  in.synthetic = true;
-  in.batch_size = s.zoo.recipe.batch_size;
-  auto input = LoadWorkerInput(s.zoo, in);
-  if (!input.ok()) return input.status();
-  auto backend = MakeBackend(absl::GetFlag(FLAGS_compute_threads));
-  if (!backend.ok()) return backend.status();
-  auto model = nn::Model::Create(s.zoo.spec, **backend, in.batch_size);
-  if (!model.ok()) return model.status();
-  if (OnGpu() && absl::GetFlag(FLAGS_cuda_graphs)) (*model)->EnableGraphs();
-  (*model)->params().Initialize(1);
-  (*model)->SetGradientsOnDevice(true);
+  auto run = MakeInProcess(s, absl::GetFlag(FLAGS_compute_threads), /*graphs=*/true);
+  if (!run.ok()) return run.status();
+  nn::Model& model = *run->model;
+  model.params().Initialize(1);
+  model.SetGradientsOnDevice(true);
   // fp16 trains with a loss scale: the gradients are unscaled and measured on the device.
-  if (BenchPrecision() == nn::Precision::kFp16) (*model)->SetLossScale(65536.0f);
-  data::Prefetcher prefetcher(std::move((*input)->train));
+  if (BenchPrecision() == nn::Precision::kFp16) model.SetLossScale(65536.0f);
+  data::Prefetcher prefetcher(std::move(run->input->train));
   double compute_seconds = 0;
   int64_t units = 0;  // examples, or words
   const auto start = Clock::now();
   for (int64_t step = 0; step < steps; ++step) {
     const nn::Batch batch = prefetcher.Next();
     const auto before = Clock::now();
-    auto loss = (*model)->ComputeGradients(batch, s.zoo.recipe.max_grad_norm);
+    auto loss = model.ComputeGradients(batch, s.zoo.recipe.max_grad_norm);
     if (!loss.ok()) return loss.status();
     compute_seconds += Seconds(Clock::now() - before);
-    units += batch.size * (*model)->labels_per_example();
+    units += batch.size * model.labels_per_example();
   }
   const double seconds = Seconds(Clock::now() - start);
   return Figures{static_cast<double>(units) / seconds, 0,
@@ -237,18 +247,11 @@ absl::StatusOr<Figures> RunCompute(const Subject& s, int64_t steps) {
 
 // --profile: one line per layer of the model's step, as Model::ProfileLayers measures it.
 absl::Status PrintProfile(const Subject& s) {
-  InputOptions in;
-  in.synthetic = true;
-  in.batch_size = s.zoo.recipe.batch_size;
-  auto input = LoadWorkerInput(s.zoo, in);
-  if (!input.ok()) return input.status();
-  auto backend = MakeBackend(absl::GetFlag(FLAGS_compute_threads));
-  if (!backend.ok()) return backend.status();
-  auto model = nn::Model::Create(s.zoo.spec, **backend, in.batch_size);
-  if (!model.ok()) return model.status();
-  (*model)->params().Initialize(1);
-  data::Prefetcher prefetcher(std::move((*input)->train));
-  auto times = (*model)->ProfileLayers(prefetcher.Next(), 10);
+  auto run = MakeInProcess(s, absl::GetFlag(FLAGS_compute_threads), /*graphs=*/false);
+  if (!run.ok()) return run.status();
+  run->model->params().Initialize(1);
+  data::Prefetcher prefetcher(std::move(run->input->train));
+  auto times = run->model->ProfileLayers(prefetcher.Next(), 10);
   if (!times.ok()) return times.status();
   double forward = 0, backward = 0;
   for (const nn::LayerTime& t : *times) {

@@ -273,8 +273,8 @@ absl::StatusOr<std::unique_ptr<ParameterSync>> MakeSync(const WorkerConfig& c,
                                                         TrainableModel& trainable) {
   nn::ParameterSet& params = trainable.model->params();
   if (c.ps_hosts.empty()) {
-    const bool device = c.gpu && c.update_on_device && trainable.single != nullptr &&
-                        !c.compute.replay();
+    const bool device =
+        c.gpu && c.update_on_device && trainable.single != nullptr && !c.compute.replay();
     PSFLOW_LOG(INFO) << "no ps task: training in process, the update on the "
                      << (device ? "GPU" : "host");
     return LocalUpdate::Create(c.training, device ? trainable.single.get() : nullptr);
@@ -330,8 +330,7 @@ absl::Status Main(const TransportSecurity& security) {
     PSFLOW_LOG(INFO) << "metrics on :" << endpoint->port() << "/metrics";
     if (config.gpu) gpu_metrics = ExportGpuMetrics(config, *endpoint, gpu_monitor);
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<ParameterSync> direct,
-                   MakeSync(config, security, trainable));
+  ASSIGN_OR_RETURN(std::unique_ptr<ParameterSync> direct, MakeSync(config, security, trainable));
 
   if (config.is_evaluator) {
     const EvaluatorOptions evaluator{.interval = config.eval_interval,

@@ -35,9 +35,7 @@ struct GradientFinish {
   bool finished() const { return where != Where::kRaw; }
   // Whether the global norm is measured: clipping needs it, and loss scaling needs to know
   // whether every gradient is finite.
-  bool measures() const {
-    return finished() && (clip_norm > 0 || unscale != 1 || check_finite);
-  }
+  bool measures() const { return finished() && (clip_norm > 0 || unscale != 1 || check_finite); }
 };
 
 class Backend {

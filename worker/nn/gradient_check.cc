@@ -5,8 +5,16 @@
 #include <random>
 
 #include "core/status_macros.h"
+#include "worker/models/model_zoo.h"
 
 namespace psflow::nn {
+
+ModelSpec SmallVocabularyPtb(float keep_prob) {
+  models::PtbConfig c = models::PtbConfigByName("small").value();
+  c.vocab_size = 200;
+  c.keep_prob = keep_prob;
+  return models::PtbLstm(c, c.num_steps);
+}
 
 GradientCheckInput RandomInput(const ModelSpec& spec, int64_t batch, int64_t labels_per_example,
                                uint64_t seed, int vocab) {

@@ -16,6 +16,10 @@ struct GradientCheckInput {
   int64_t batch = 0;
 };
 
+// The PTB LSTM at seed 000's small configuration with a vocabulary of 200 (a fast test): a sparse
+// embedding, two LSTMs and the softmax layer, with dropout when keep_prob < 1.
+ModelSpec SmallVocabularyPtb(float keep_prob = 1.0f);
+
 // Uniform [0, 1) inputs (or, when `vocab` > 0, token ids in [0, vocab)) and random labels.
 GradientCheckInput RandomInput(const ModelSpec& spec, int64_t batch, int64_t labels_per_example,
                                uint64_t seed, int vocab = 0);

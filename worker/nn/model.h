@@ -105,10 +105,10 @@ class Model final : public Trainable {
   // How ComputeGradients(batch, clip_norm) finishes a step: clipped at clip_norm, unscaled by the
   // loss scale, checked for finiteness while loss scaling is on, to the host.
   GradientFinish Finish(float clip_norm) const {
-    return GradientFinish{clip_norm, 1.0f / loss_scale_,
-                          gradients_on_device_ ? GradientFinish::Where::kOnDevice
-                                               : GradientFinish::Where::kToHost,
-                          check_finite_};
+    return GradientFinish{
+        clip_norm, 1.0f / loss_scale_,
+        gradients_on_device_ ? GradientFinish::Where::kOnDevice : GradientFinish::Where::kToHost,
+        check_finite_};
   }
   // From the next step on, ComputeGradients(batch, clip_norm) finishes the gradients on the
   // device and leaves them there (GradientFinish::Where::kOnDevice) for an update on the device
@@ -188,7 +188,7 @@ class Model final : public Trainable {
   int64_t labels_per_example_ = 1;
   uint64_t step_ = 0;
   float loss_scale_ = 1;
-  bool check_finite_ = false;  // loss scaling on
+  bool check_finite_ = false;         // loss scaling on
   bool gradients_on_device_ = false;  // SetGradientsOnDevice
   bool last_step_finite_ = true;
   GradientListener* listener_ = nullptr;

@@ -53,7 +53,8 @@ absl::StatusOr<double> Model::CheckGraph(const Batch& batch, const GradientFinis
   if (!last_step_finite_) return eager_loss;
   // Towers and updates on the device keep the gradients there: the check needs them on the host
   // all the same.
-  if (finish.where != GradientFinish::Where::kToHost) RETURN_IF_ERROR(backend_.CopyGradientsToHost(params_));
+  if (finish.where != GradientFinish::Where::kToHost)
+    RETURN_IF_ERROR(backend_.CopyGradientsToHost(params_));
   // Kept between checks (a dynamic loss scale re-checks): allocated by the first one only.
   check_grads_.assign(params_.grads().begin(), params_.grads().end());
   const std::vector<float>& eager_grads = check_grads_;
@@ -83,7 +84,8 @@ absl::StatusOr<double> Model::CheckGraph(const Batch& batch, const GradientFinis
   (*graph)->Launch();
   ++step_;
   ASSIGN_OR_RETURN(const double graph_loss, FinishStep(batch.size, finish));
-  if (finish.where != GradientFinish::Where::kToHost) RETURN_IF_ERROR(backend_.CopyGradientsToHost(params_));
+  if (finish.where != GradientFinish::Where::kToHost)
+    RETURN_IF_ERROR(backend_.CopyGradientsToHost(params_));
 
   double max_grad = 0, max_error = 0;
   const std::span<const float> graph_grads = params_.grads();

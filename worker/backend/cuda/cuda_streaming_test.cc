@@ -24,14 +24,6 @@
 namespace psflow::nn {
 namespace {
 
-// The PTB LSTM at seed 000's small configuration with a small vocabulary: a sparse embedding, two
-// LSTMs and the softmax layer.
-ModelSpec SmallPtb() {
-  models::PtbConfig c = models::PtbConfigByName("small").value();
-  c.vocab_size = 200;
-  return models::PtbLstm(c, c.num_steps);
-}
-
 struct Case {
   const char* name;
   ModelSpec (*spec)();
@@ -99,12 +91,13 @@ TEST_P(GpuStreaming, TellsEachLayerOnceInBackwardOrderWithItsFinalGradient) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, GpuStreaming,
-                         testing::Values(Case{"mnist_cnn", models::MnistCnn, 32, false},
-                                         Case{"mnist_cnn_graphs", models::MnistCnn, 32, true},
-                                         Case{"ptb_small", SmallPtb, 20, false},
-                                         Case{"ptb_small_graphs", SmallPtb, 20, true}),
-                         [](const testing::TestParamInfo<Case>& i) { return i.param.name; });
+INSTANTIATE_TEST_SUITE_P(
+    Models, GpuStreaming,
+    testing::Values(Case{"mnist_cnn", models::MnistCnn, 32, false},
+                    Case{"mnist_cnn_graphs", models::MnistCnn, 32, true},
+                    Case{"ptb_small", [] { return SmallVocabularyPtb(); }, 20, false},
+                    Case{"ptb_small_graphs", [] { return SmallVocabularyPtb(); }, 20, true}),
+    [](const testing::TestParamInfo<Case>& i) { return i.param.name; });
 
 }  // namespace
 }  // namespace psflow::nn

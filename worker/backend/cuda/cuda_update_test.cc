@@ -47,8 +47,8 @@ proto::OptimizerConfig ConfigOf(const RuleCase& c) {
 
 // Relative difference of a and b in units of float's epsilon (2^-23) at the larger magnitude.
 double Ulps(float a, float b) {
-  const double scale = std::max({std::fabs(static_cast<double>(a)), std::fabs(static_cast<double>(b)),
-                                 1e-30});
+  const double scale =
+      std::max({std::fabs(static_cast<double>(a)), std::fabs(static_cast<double>(b)), 1e-30});
   return std::fabs(static_cast<double>(a) - b) / (scale * 1.1920928955078125e-7);
 }
 
@@ -130,30 +130,18 @@ TEST_P(GpuUpdateRule, MatchesTheCpuOptimizerElementForElement) {
   EXPECT_GT(changed, d_kernel.size) << "the dense parameters must have moved";
   EXPECT_LE(worst, 1.0) << GetParam().name << ": " << exact << " of " << params.total_size()
                         << " values bit-identical";
-  std::printf("%s: %ld of %ld values bit-identical to the CPU's, worst %.2f ulp\n",
-              GetParam().name, static_cast<long>(exact), static_cast<long>(params.total_size()),
-              worst);
+  std::printf("%s: %ld of %ld values bit-identical to the CPU's, worst %.2f ulp\n", GetParam().name,
+              static_cast<long>(exact), static_cast<long>(params.total_size()), worst);
   (*gpu)->DetachParameters(params);
 }
 
-INSTANTIATE_TEST_SUITE_P(Rules, GpuUpdateRule,
-                         testing::Values(RuleCase{"sgd", "sgd", false},
-                                         RuleCase{"momentum", "momentum", false},
-                                         RuleCase{"nesterov", "momentum", true},
-                                         RuleCase{"adagrad", "adagrad", false},
-                                         RuleCase{"adam", "adam", false},
-                                         RuleCase{"rmsprop", "rmsprop", false},
-                                         RuleCase{"centered_rmsprop", "rmsprop", true}),
-                         [](const testing::TestParamInfo<RuleCase>& p) {
-                           return std::string(p.param.name);
-                         });
-
-// The PTB LSTM with a small vocabulary: a sparse embedding, two LSTMs, the softmax layer.
-ModelSpec SmallPtb() {
-  models::PtbConfig c = models::PtbConfigByName("small").value();
-  c.vocab_size = 200;
-  return models::PtbLstm(c, c.num_steps);
-}
+INSTANTIATE_TEST_SUITE_P(
+    Rules, GpuUpdateRule,
+    testing::Values(RuleCase{"sgd", "sgd", false}, RuleCase{"momentum", "momentum", false},
+                    RuleCase{"nesterov", "momentum", true}, RuleCase{"adagrad", "adagrad", false},
+                    RuleCase{"adam", "adam", false}, RuleCase{"rmsprop", "rmsprop", false},
+                    RuleCase{"centered_rmsprop", "rmsprop", true}),
+    [](const testing::TestParamInfo<RuleCase>& p) { return std::string(p.param.name); });
 
 struct ModelCase {
   const char* name;
@@ -225,15 +213,14 @@ TEST_P(GpuUpdateModel, TrainsAsTheUpdateOnTheHost) {
   EXPECT_LE(worst, 1e-5 * std::max(1.0, largest)) << c.name;
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, GpuUpdateModel,
-                         testing::Values(ModelCase{"mnist_mlp_momentum", models::MnistMlp, 64,
-                                                   "momentum", 0},
-                                         ModelCase{"ptb_small_sgd_clipped", SmallPtb, 20, "sgd", 5},
-                                         ModelCase{"ptb_small_momentum_clipped", SmallPtb, 20,
-                                                   "momentum", 5}),
-                         [](const testing::TestParamInfo<ModelCase>& p) {
-                           return std::string(p.param.name);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Models, GpuUpdateModel,
+    testing::Values(ModelCase{"mnist_mlp_momentum", models::MnistMlp, 64, "momentum", 0},
+                    ModelCase{"ptb_small_sgd_clipped", [] { return SmallVocabularyPtb(); }, 20,
+                              "sgd", 5},
+                    ModelCase{"ptb_small_momentum_clipped", [] { return SmallVocabularyPtb(); }, 20,
+                              "momentum", 5}),
+    [](const testing::TestParamInfo<ModelCase>& p) { return std::string(p.param.name); });
 
 }  // namespace
 }  // namespace psflow::nn

@@ -38,8 +38,8 @@ class DeviceUpdate final : public nn::ParameterUpdate {
     const int slots = optimizer_.num_slots();
     if (slots > 0 && total > 0) {
       absl::StatusOr<DeviceArray<float>> s = ctx_.Allocate<float>(
-          slots * total, absl::StrCat("the optimizer's ", slots, " slot(s) of ", total,
-                                      " floats (", optimizer_.config().name(), ")"));
+          slots * total, absl::StrCat("the optimizer's ", slots, " slot(s) of ", total, " floats (",
+                                      optimizer_.config().name(), ")"));
       if (!s.ok()) return s.status();
       slots_ = *std::move(s);
       for (int k = 0; k < slots; ++k) {
@@ -110,8 +110,7 @@ class DeviceUpdate final : public nn::ParameterUpdate {
         if (!d.sparse) continue;
         const int64_t width = RowWidth(d);
         for (int64_t row : d.touched_rows) {
-          for (int64_t at = 0; at < width && row_tiles < row_capacity_;
-               at += kUpdateTileElements) {
+          for (int64_t at = 0; at < width && row_tiles < row_capacity_; at += kUpdateTileElements) {
             row_tiles_.get()[row_tiles++] = {d.offset + row * width + at,
                                              std::min(kUpdateTileElements, width - at)};
           }
@@ -158,8 +157,8 @@ class DeviceUpdate final : public nn::ParameterUpdate {
   Context& ctx_;
   const Optimizer& optimizer_;
   const UpdateRule rule_;
-  DeviceArray<float> slots_;         // num_slots() x total_size(), slot after slot
-  DeviceArray<UpdateTile> tiles_;    // the dense tiles, then this step's row tiles
+  DeviceArray<float> slots_;       // num_slots() x total_size(), slot after slot
+  DeviceArray<UpdateTile> tiles_;  // the dense tiles, then this step's row tiles
   int64_t dense_tiles_ = 0;
   std::unique_ptr<UpdateTile[], PinnedFree> row_tiles_;  // this step's row tiles, pinned
   int64_t row_capacity_ = 0;                             // every row of every sparse parameter

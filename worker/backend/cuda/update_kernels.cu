@@ -65,8 +65,8 @@ struct Adam {
 // mom = momentum * mom + lr * g / sqrt(d + epsilon); var -= mom
 template <bool kCentered>
 struct RmsProp {
-  __device__ void operator()(const UpdateScalars& s, int64_t i, float* x, const float* g,
-                             float* ms, float* mom, float* mg) const {
+  __device__ void operator()(const UpdateScalars& s, int64_t i, float* x, const float* g, float* ms,
+                             float* mom, float* mg) const {
     const float gi = g[i];
     const float msi = Add(Mul(s.beta1, ms[i]), Mul(s.one_minus_beta1, Mul(gi, gi)));
     float d = msi;
