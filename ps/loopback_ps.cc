@@ -5,10 +5,10 @@
 
 namespace psflow {
 
-LoopbackPs::LoopbackPs(const TransportSecurity& security)
+LoopbackPs::LoopbackPs(const TransportSecurity& security, int port)
     : state_({}, nullptr), service_(state_, nullptr) {
   grpc::ServerBuilder builder;
-  builder.AddListeningPort("127.0.0.1:0", security.ServerCredentials(), &port_);
+  builder.AddListeningPort(absl::StrCat("127.0.0.1:", port), security.ServerCredentials(), &port_);
   ApplyBulkTuning(builder);
   builder.RegisterService(&service_);
   server_ = builder.BuildAndStart();

@@ -17,7 +17,8 @@ namespace psflow {
 
 class LoopbackPs {
  public:
-  explicit LoopbackPs(const TransportSecurity& security = TransportSecurity());
+  // On `port` of 127.0.0.1, or a free one when 0 (a test restarts a task at its address).
+  explicit LoopbackPs(const TransportSecurity& security = TransportSecurity(), int port = 0);
   ~LoopbackPs();  // answers parked calls, then shuts the server down
   LoopbackPs(const LoopbackPs&) = delete;
   LoopbackPs& operator=(const LoopbackPs&) = delete;

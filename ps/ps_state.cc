@@ -14,6 +14,16 @@
 #include "core/wire_type.h"
 
 namespace psflow {
+namespace {
+
+// What a task that is not ready answers a worker's exchange (ps_state.h).
+absl::Status NotInitialised() {
+  return absl::UnavailableError(
+      "variables are not initialised yet (a ps task restarted without a checkpoint waits for the "
+      "chief to create them again)");
+}
+
+}  // namespace
 
 PsState::PsState(Options options, PsMetrics* metrics)
     : options_(std::move(options)),
@@ -152,8 +162,7 @@ proto::WaitReadyResponse PsState::ReadyResponse() const {
 }
 
 absl::StatusOr<float> PsState::SetLearningRate(float learning_rate) {
-  if (!coordinator_.ready())
-    return absl::FailedPreconditionError("variables are not initialised yet");
+  if (!coordinator_.ready()) return NotInitialised();
   if (!(learning_rate > 0) || !std::isfinite(learning_rate)) {
     return absl::InvalidArgumentError(
         absl::StrCat("learning rate must be > 0 and finite, got ", learning_rate));
@@ -167,8 +176,7 @@ absl::StatusOr<float> PsState::SetLearningRate(float learning_rate) {
 }
 
 absl::StatusOr<int64_t> PsState::Leave(int worker) {
-  if (!coordinator_.ready())
-    return absl::FailedPreconditionError("variables are not initialised yet");
+  if (!coordinator_.ready()) return NotInitialised();
   const int total = coordinator_.sync().total_workers();
   if (worker < 0 || worker >= total) {
     return absl::InvalidArgumentError(
@@ -301,8 +309,7 @@ absl::StatusOr<proto::TransferReply> PsState::Push(ByteSource& frame) {
     return absl::InvalidArgumentError(
         absl::StrCat("push of kind ", proto::TransferKind_Name(h.kind())));
   }
-  if (!coordinator_.ready())
-    return absl::FailedPreconditionError("variables are not initialised yet");
+  if (!coordinator_.ready()) return NotInitialised();
   RETURN_IF_ERROR(CheckFrame(h));
   ASSIGN_OR_RETURN(const int64_t n, store_->CheckSegments(h, /*allow_sparse=*/true));
   RETURN_IF_ERROR(CheckPayload(h, n, frame.remaining()));
@@ -368,8 +375,7 @@ absl::StatusOr<int64_t> PsState::CheckPull(ByteSource& frame, proto::TransferHea
     return absl::InvalidArgumentError(
         absl::StrCat("pull of kind ", proto::TransferKind_Name(header->kind())));
   }
-  if (!coordinator_.ready())
-    return absl::FailedPreconditionError("variables are not initialised yet");
+  if (!coordinator_.ready()) return NotInitialised();
   RETURN_IF_ERROR(CheckFrame(*header));
   if (frame.remaining() != 0) {
     return absl::InvalidArgumentError(

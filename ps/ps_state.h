@@ -81,7 +81,11 @@ class PsState {
   absl::StatusOr<proto::InitializeResponse> Initialize(const proto::InitializeRequest& request);
 
   proto::WaitReadyResponse ReadyResponse() const;
-  // FAILED_PRECONDITION before ready; INVALID_ARGUMENT for a rate that is not > 0 and finite.
+  // Before ready, SetLearningRate, Leave, Push (gradients) and CheckPull answer UNAVAILABLE
+  // ("variables are not initialised yet"): a task restarted without a checkpoint is, to a worker
+  // between two exchanges, a task that went away, and it recovers (the chief creates the
+  // variables again from its latest parameters) instead of exiting.
+  // INVALID_ARGUMENT for a rate that is not > 0 and finite.
   absl::StatusOr<float> SetLearningRate(float learning_rate);
   // INVALID_ARGUMENT for a worker outside the job.
   absl::StatusOr<int64_t> Leave(int worker);
@@ -89,7 +93,7 @@ class PsState {
   // One bulk push frame (TK_ASSIGN or TK_GRADIENT): validated, then applied, accumulated or
   // dropped. Errors: INVALID_ARGUMENT (naming the variable partition where there is one) for a
   // malformed frame, unknown partition, wrong size, dtype or fingerprint, a step from the future;
-  // FAILED_PRECONDITION for gradients before ready or assignments after.
+  // UNAVAILABLE for gradients before ready (above); FAILED_PRECONDITION for assignments after.
   absl::StatusOr<proto::TransferReply> Push(ByteSource& frame);
 
   // A bulk pull frame, validated (as Push); the payload bytes its reply will carry.

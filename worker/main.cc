@@ -118,7 +118,9 @@ ABSL_FLAG(std::string, compute, "real",
           "measured times themselves. CPU backend only; nothing is learned and the result is not "
           "evaluated; figures are labelled compute=replay:...");
 ABSL_FLAG(int, ps_timeout_s, 60,
-          "Seconds to keep retrying an unreachable ps, or waiting for the chief to initialise");
+          "Seconds to keep retrying an unreachable ps, or waiting for the chief to initialise; "
+          "also the deadline of every call to a ps (a sync pull waits up to twice it for its "
+          "step): keep it above the ps's --push_timeout_s and a sync step's length");
 
 namespace psflow {
 namespace {
@@ -279,13 +281,7 @@ absl::StatusOr<std::unique_ptr<ParameterSync>> MakeSync(const WorkerConfig& c,
                      << (device ? "GPU" : "host");
     return LocalUpdate::Create(c.training, device ? trainable.single.get() : nullptr);
   }
-  PsClient::Options options;
-  options.ps_addresses = c.ps_hosts;
-  options.training = c.training;
-  options.wire_type = c.wire_type;
-  options.placement = c.placement;
-  options.connect_timeout = c.ps_timeout;
-  options.security = security;
+  const PsClient::Options options = MakePsClientOptions(c, security);
   PSFLOW_LOG(INFO) << "ps connections: " << security.Describe();
   ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client, PsClient::Create(options, params));
   return std::unique_ptr<ParameterSync>(std::move(client));

@@ -6,8 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "ps/loopback_ps.h"
@@ -196,6 +198,48 @@ TEST(PsClient, UsesThePlacementStrategyItIsGiven) {
   auto balanced = PsClient::Create(Options({"127.0.0.1:1", "127.0.0.1:2"}, 0, 1, false), *params);
   ASSERT_TRUE(balanced.ok()) << balanced.status();
   EXPECT_NE((*balanced)->placement().fingerprint, p.fingerprint);
+}
+
+// A ps task restarted without a checkpoint between two exchanges answers "not initialised": the
+// chief takes it for a lost task, drops the push in flight and re-creates the variables from its
+// latest parameters at the step it last saw, instead of exiting (and being restarted from its
+// initial parameters at step 0).
+TEST(PsClient, ChiefRecreatesATaskRestartedEmptyBetweenTwoExchanges) {
+  auto ps = std::make_unique<LoopbackPs>();
+  ASSERT_TRUE(ps->started());
+  const std::string address = ps->address();
+  const int port = std::stoi(address.substr(address.rfind(':') + 1));
+  auto params = MakeParams();
+  params->Initialize(5);
+  auto client = PsClient::Create(Options({address}, 0, 1, false), *params);
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE((*client)->Prepare(*params, true).ok());
+  ASSERT_TRUE((*client)->Pull(*params).ok());
+  for (int step = 0; step < 3; ++step) {
+    SetStepGradients(*params, step, 0);
+    ASSERT_TRUE((*client)->Push(*params, 2).ok());
+    ASSERT_TRUE((*client)->Pull(*params).ok());
+  }
+  const std::vector<float> latest(params->values().begin(), params->values().end());
+
+  ps.reset();
+  ps = std::make_unique<LoopbackPs>(TransportSecurity(), port);
+  ASSERT_TRUE(ps->started()) << "could not listen on " << address << " again";
+  SetStepGradients(*params, 3, 0);
+  auto pushed = (*client)->Push(*params, 2);
+  ASSERT_TRUE(pushed.ok()) << pushed.status();
+  EXPECT_TRUE(pushed->dropped);
+  auto pulled = (*client)->Pull(*params);
+  ASSERT_TRUE(pulled.ok()) << pulled.status();
+  EXPECT_EQ(pulled->global_step, 3);
+  EXPECT_EQ(ps->state().global_step(), 3);
+  EXPECT_TRUE(std::equal(latest.begin(), latest.end(), params->values().begin()))
+      << "the task must hold the chief's latest parameters";
+  // And training goes on.
+  SetStepGradients(*params, 3, 0);
+  auto again = (*client)->Push(*params, 2);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_FALSE(again->dropped);
 }
 
 }  // namespace

@@ -225,4 +225,16 @@ absl::StatusOr<WorkerConfig> MakeWorkerConfig(const WorkerFlags& flags, const Cl
   return c;
 }
 
+PsClient::Options MakePsClientOptions(const WorkerConfig& c, const TransportSecurity& security) {
+  PsClient::Options options;
+  options.ps_addresses = c.ps_hosts;
+  options.training = c.training;
+  options.wire_type = c.wire_type;
+  options.placement = c.placement;
+  options.connect_timeout = c.ps_timeout;
+  options.rpc_timeout = c.ps_timeout;
+  options.security = security;
+  return options;
+}
+
 }  // namespace psflow

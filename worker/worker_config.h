@@ -18,6 +18,7 @@
 #include "worker/nn/loss_scale.h"
 #include "worker/nn/precision.h"
 #include "worker/parameter_sync.h"
+#include "worker/ps_client.h"
 
 namespace psflow {
 
@@ -111,6 +112,8 @@ struct WorkerConfig {
   int num_gpus = 1;
   nn::Precision precision = nn::Precision::kFp32;
   bool cuda_graphs = false;
+  // --ps_timeout_s: how long an unreachable ps is retried and the chief waited for, and the
+  // deadline of every call to a ps (a parked sync pull: twice it).
   std::chrono::seconds ps_timeout{60};
   ComputeMode compute;
 };
@@ -121,6 +124,11 @@ struct WorkerConfig {
 // model; NOT_FOUND for an unknown model or configuration.
 absl::StatusOr<WorkerConfig> MakeWorkerConfig(const WorkerFlags& flags, const ClusterSpec& spec,
                                               bool standalone);
+
+// The ps client's options for a worker configured as `c` (ps_hosts not empty): its ps tasks,
+// training config, wire type and placement, `security`, and c.ps_timeout as both the connect
+// timeout and the call deadline.
+PsClient::Options MakePsClientOptions(const WorkerConfig& c, const TransportSecurity& security);
 
 }  // namespace psflow
 

@@ -202,5 +202,18 @@ TEST(WorkerConfig, EveryContradictionIsOneLineNamingTheFlag) {
   }
 }
 
+// --ps_timeout_s bounds every call to a ps, not only the connection: a sync step longer than
+// 60 s, or a ps whose --push_timeout_s is above 60 s, needs the workers' pulls to wait longer.
+TEST(WorkerConfig, PsTimeoutIsTheCallDeadlineToo) {
+  const absl::StatusOr<WorkerConfig> c =
+      MakeWorkerConfig(WorkerFlags{.ps_timeout_s = 150}, Cluster("worker", 1), false);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const PsClient::Options o = MakePsClientOptions(*c, TransportSecurity{});
+  EXPECT_EQ(o.connect_timeout, std::chrono::seconds(150));
+  EXPECT_EQ(o.rpc_timeout, std::chrono::seconds(150));
+  EXPECT_EQ(o.ps_addresses, (std::vector<std::string>{"p:1", "p:2"}));
+  EXPECT_EQ(o.training.worker_index, c->training.worker_index);
+}
+
 }  // namespace
 }  // namespace psflow
