@@ -40,6 +40,7 @@ PsMetrics::PsMetrics(prometheus::Registry& r, const Labels& labels)
           AddCounter(r, "psflow_ps_sent_bytes_total", "Parameter tensor bytes sent.", labels)),
       dropped_stale(DroppedFamily(r).Add(With(labels, "reason", "stale"))),
       dropped_backup(DroppedFamily(r).Add(With(labels, "reason", "backup"))),
+      dropped_given_up(DroppedFamily(r).Add(With(labels, "reason", "given_up"))),
       wait_seconds(AddCounter(r, "psflow_ps_aggregation_wait_seconds_total",
                               "Seconds pulls waited for a step to be aggregated (sync mode).",
                               labels)),

@@ -212,8 +212,11 @@ StepCoordinator::Wakeups PsState::ApplyReady(const StepCoordinator::Progress& pr
       store_->ApplyStaged(p, progress.workers, scale, *optimizer_, learning_rate, step + 1);
     }
   }
-  StepCoordinator::Wakeups wake = coordinator_.PartitionsApplied(progress);
-  if (metrics_ != nullptr && coordinator_.step() != step) metrics_->updates.Increment();
+  bool completed = false;
+  StepCoordinator::Wakeups wake = coordinator_.PartitionsApplied(progress, &completed);
+  // This call completed the step: another thread applying its last partitions at the same time
+  // may see the step move too, but only one call completes it.
+  if (metrics_ != nullptr && completed) metrics_->updates.Increment();
   return wake;
 }
 
@@ -319,7 +322,7 @@ absl::StatusOr<proto::TransferReply> PsState::Push(ByteSource& frame) {
   StepCoordinator::Wakeups wake;
   {
     std::shared_lock lock(update_mu_);
-    ASSIGN_OR_RETURN(const StepCoordinator::Admission admission, coordinator_.Admit(h));
+    ASSIGN_OR_RETURN(StepCoordinator::Admission admission, coordinator_.Admit(h));
     if (metrics_ != nullptr) {
       metrics_->pushes.Increment();
       metrics_->received_bytes.Increment(payload_bytes);
@@ -359,7 +362,13 @@ absl::StatusOr<proto::TransferReply> PsState::Push(ByteSource& frame) {
         reply.set_dropped(true);
         if (metrics_ != nullptr) metrics_->dropped_backup.Increment();
         break;
+      case StepCoordinator::Verdict::kDropGivenUp:
+        reply.set_dropped(true);
+        if (metrics_ != nullptr) metrics_->dropped_given_up.Increment();
+        break;
     }
+    // Async: the calls parked for the step this push opened.
+    if (!admission.wake.empty()) wake = std::move(admission.wake);
   }
   // Parked pulls take update_mu_ themselves: answer them after releasing it.
   StepCoordinator::Wake(std::move(wake));

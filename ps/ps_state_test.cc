@@ -539,10 +539,12 @@ TEST(PsStateTest, SetLearningRateChangesTheNextUpdate) {
   ExpectValues(PullAll(*state), {-5, -4, -3, -2, -7, -6, -5, -4, 16, 26, 36});
 }
 
-TEST(PsStateTest, ControlCallsBeforeReadyAreFailedPrecondition) {
+// Unavailable, not failed: to a worker, a task not (or no longer) initialised is one that went
+// away, and it recovers (ps_state.h).
+TEST(PsStateTest, ControlCallsBeforeReadyAreUnavailable) {
   PsState state({}, nullptr);
-  EXPECT_EQ(state.SetLearningRate(0.5f).status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(state.Leave(0).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(state.SetLearningRate(0.5f).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(state.Leave(0).status().code(), absl::StatusCode::kUnavailable);
   auto ckpt = state.Checkpoint();
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
   EXPECT_FALSE(ckpt->has_value());
@@ -1047,25 +1049,25 @@ TEST(PsStateTest, BadPullsAreRejected) {
   EXPECT_EQ(PullAll(*state), Init());
 }
 
-TEST(PsStateTest, GradientsAndPullsBeforeReadyAreFailedPrecondition) {
+TEST(PsStateTest, GradientsAndPullsBeforeReadyAreUnavailable) {
   PsState state({}, nullptr);
   const std::vector<float> g = Fill(1);
   proto::TransferHeader header;
-  EXPECT_EQ(Push(state, Gradient(All()), g).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Push(state, Gradient(All()), g).status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(CheckPullFrame(state, EncodeFrameHeader(Header(proto::TK_PULL, All())), &header)
                 .status()
                 .code(),
-            absl::StatusCode::kFailedPrecondition);
+            absl::StatusCode::kUnavailable);
   EXPECT_EQ(Push(state, Header(proto::TK_ASSIGN, All()), Init()).status().code(),
             absl::StatusCode::kFailedPrecondition);
 
   ASSERT_TRUE(state.Initialize(Request(Sgd(1), Async())).ok());
   ASSERT_TRUE(Push(state, Header(proto::TK_ASSIGN, All()), Init()).ok());
-  EXPECT_EQ(Push(state, Gradient(All()), g).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Push(state, Gradient(All()), g).status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(CheckPullFrame(state, EncodeFrameHeader(Header(proto::TK_PULL, All())), &header)
                 .status()
                 .code(),
-            absl::StatusCode::kFailedPrecondition);
+            absl::StatusCode::kUnavailable);
   ASSERT_TRUE(state.Initialize(Request(Sgd(1), Async(), /*commit=*/true)).ok());
   EXPECT_EQ(PullAll(state), Init());
   EXPECT_EQ(state.global_step(), 0);

@@ -44,6 +44,7 @@ absl::Status StepCoordinator::Start(const proto::SyncConfig& sync, int64_t step,
         sync.replicas_to_aggregate() == 0 ? sync.total_workers() : sync.replicas_to_aggregate();
     left_.assign(static_cast<size_t>(sync.total_workers()), false);
     absent_.assign(static_cast<size_t>(sync.total_workers()), false);
+    given_up_.assign(static_cast<size_t>(sync.total_workers()), {});
     async_.assign(sync.sync_replicas() ? 0 : static_cast<size_t>(sync.total_workers()), {});
     partition_state_.assign(partition_elements.size(), PartitionState::kWaiting);
     partition_elements_ = std::move(partition_elements);
@@ -133,15 +134,21 @@ absl::StatusOr<StepCoordinator::Admission> StepCoordinator::Admit(
       push.open = false;
       a.closes_push = true;
     }
-    if (a.opens_push) {
-      // Wake the calls parked for this step (as PartitionsApplied does in sync mode), without the
-      // lock.
-      auto due = TakeDueLocked(std::chrono::steady_clock::now());
-      lock.unlock();
-      for (auto& [fn, reached] : due) fn(reached);
-    }
+    // The calls parked for this step, for the caller to wake (as PartitionsApplied's in sync
+    // mode) once it holds no lock a parked call's answer takes.
+    if (a.opens_push) a.wake = TakeDueLocked(std::chrono::steady_clock::now());
     return a;
   }
+  GivenUpPush& given_up = given_up_[static_cast<size_t>(header.worker())];
+  if (given_up.step == step_ && header.step() == step_ &&
+      header.num_chunks() == given_up.num_chunks && !given_up.seen[header.chunk()]) {
+    // The rest of a push given up: admitting it would open a push whose earlier chunks are gone,
+    // which could never complete and would hold the step until it expired too.
+    given_up.seen[header.chunk()] = true;
+    a.verdict = Verdict::kDropGivenUp;
+    return a;
+  }
+  given_up.step = -1;
   if (absent_[static_cast<size_t>(header.worker())]) {
     // Back after its push was given up: it counts among the workers in the job again.
     absent_[static_cast<size_t>(header.worker())] = false;
@@ -269,7 +276,8 @@ void StepCoordinator::Wake(Wakeups wakeups) {
   for (auto& [fn, reached] : wakeups) fn(reached);
 }
 
-StepCoordinator::Wakeups StepCoordinator::PartitionsApplied(const Progress& progress) {
+StepCoordinator::Wakeups StepCoordinator::PartitionsApplied(const Progress& progress,
+                                                            bool* completed_step) {
   std::lock_guard lock(mu_);
   for (uint32_t p : progress.apply) partition_state_[p] = PartitionState::kApplied;
   bool done = AdmissionFinalLocked();
@@ -282,6 +290,7 @@ StepCoordinator::Wakeups StepCoordinator::PartitionsApplied(const Progress& prog
     applying_ = false;
     completion_told_ = false;
   }
+  if (completed_step != nullptr) *completed_step = done;
   if (!done && progress.apply.empty()) return {};
   return TakeDueLocked(std::chrono::steady_clock::now());
 }
@@ -333,6 +342,7 @@ StepCoordinator::Progress StepCoordinator::ExpirePushes() {
       continue;
     }
     progress.given_up.push_back(it->first);
+    given_up_[static_cast<size_t>(it->first)] = {step_, it->second.num_chunks, it->second.seen};
     if (!absent_[static_cast<size_t>(it->first)] && !left_[static_cast<size_t>(it->first)]) {
       absent_[static_cast<size_t>(it->first)] = true;
       ++absent_count_;

@@ -77,11 +77,17 @@ class StepCoordinator {
   static constexpr std::chrono::seconds kDefaultPushTimeout{30};
 
   enum class Verdict {
-    kApply,       // async: apply now
-    kAccumulate,  // sync: stage the gradients, then call ChunkAccumulated
-    kDropStale,   // computed at an old step
-    kDropBackup,  // sync: this step already has its replicas_to_aggregate workers
+    kApply,        // async: apply now
+    kAccumulate,   // sync: stage the gradients, then call ChunkAccumulated
+    kDropStale,    // computed at an old step
+    kDropBackup,   // sync: this step already has its replicas_to_aggregate workers
+    kDropGivenUp,  // sync: a late chunk of this worker's push of this step, given up (expired)
   };
+  // Parked calls made due by a step change, to be answered (Wake) once the caller has released
+  // its own locks.
+  using Wakeups = std::vector<std::pair<std::function<void(bool)>, bool>>;
+  static void Wake(Wakeups wakeups);
+
   struct Admission {
     Verdict verdict = Verdict::kApply;
     // The ps's step when the push arrived (async: when its first chunk did); the optimizer
@@ -90,6 +96,9 @@ class StepCoordinator {
     int64_t staleness = 0;     // step - the push's step
     bool opens_push = false;   // async: this chunk opened its push (the step advanced)
     bool closes_push = false;  // async: this chunk was its push's last
+    // Async: the parked calls the step's advance made due, for the caller to Wake once it holds
+    // none of its own locks (a parked pull's answer takes them).
+    Wakeups wake;
   };
   // Sync: what became ready. The caller applies each partition in `apply` (in that order) as the
   // average of the staged pieces of `workers` (1 / workers.size() times their sum), then calls
@@ -104,11 +113,6 @@ class StepCoordinator {
     // decides; another thread may still be applying a partition).
     bool completes_step = false;
   };
-
-  // Parked calls made due by a step change, to be answered (Wake) once the caller has released
-  // its own locks.
-  using Wakeups = std::vector<std::pair<std::function<void(bool)>, bool>>;
-  static void Wake(Wakeups wakeups);
 
   explicit StepCoordinator(std::chrono::milliseconds push_timeout = kDefaultPushTimeout);
   ~StepCoordinator();  // Stop()s
@@ -141,9 +145,12 @@ class StepCoordinator {
   bool mid_step() const;
 
   // Decides what to do with a gradient chunk (header already validated for shape). Async:
-  // the push's first chunk advances the step. INVALID_ARGUMENT for a step from the future, a worker
-  // index outside the job, inconsistent chunk numbering, or dense elements of a partition sent
-  // twice; FAILED_PRECONDITION before Start.
+  // the push's first chunk advances the step (the calls that makes due: Admission::wake). Sync:
+  // once a worker's push of step s was given up (ExpirePushes), its chunks of that push that
+  // come later (same step and count, a chunk not seen before) are kDropGivenUp and it stays out
+  // of the step; a chunk seen before (the worker restarted) or of another step is a new push.
+  // INVALID_ARGUMENT for a step from the future, a worker index outside the job, inconsistent chunk
+  // numbering, or dense elements of a partition sent twice; FAILED_PRECONDITION before Start.
   absl::StatusOr<Admission> Admit(const proto::TransferHeader& header);
 
   // Sync: the admitted chunk's gradients are staged. Returns the partitions that became ready
@@ -160,9 +167,10 @@ class StepCoordinator {
   // Sync: the number of workers admitted to the current step.
   int workers_in_step() const;
   // Sync: progress.apply was applied. Marks them, and when every partition is applied and every
-  // admitted worker's chunks are in, makes the step s + 1. Returns the parked calls now due, for
-  // the caller to Wake after releasing its locks.
-  [[nodiscard]] Wakeups PartitionsApplied(const Progress& progress);
+  // admitted worker's chunks are in, makes the step s + 1: then, and only in that one call of
+  // the step's, *completed_step (when given) is set to true, else to false. Returns the parked
+  // calls now due, for the caller to Wake after releasing its locks.
+  [[nodiscard]] Wakeups PartitionsApplied(const Progress& progress, bool* completed_step = nullptr);
 
   // The worker has finished. An incomplete push of the current step loses its place; what
   // became ready is returned as by ChunkAccumulated (the caller applies it and calls
@@ -197,6 +205,12 @@ class StepCoordinator {
     std::vector<bool> delivered;
     std::chrono::steady_clock::time_point opened;  // its first chunk's admission
     bool complete() const { return chunks_in == num_chunks; }
+  };
+  // Sync: the push of a worker that ExpirePushes gave up, to tell its late chunks.
+  struct GivenUpPush {
+    int64_t step = -1;  // -1: none
+    uint32_t num_chunks = 0;
+    std::vector<bool> seen;  // per chunk: admitted before, or dropped since
   };
   // Async: one worker's push being applied.
   struct AsyncPush {
@@ -241,7 +255,8 @@ class StepCoordinator {
   // sync, per worker: its push was given up and it has not pushed since
   std::vector<bool> absent_ ABSL_GUARDED_BY(mu_);
   int absent_count_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<AsyncPush> async_ ABSL_GUARDED_BY(mu_);  // async: per worker
+  std::vector<GivenUpPush> given_up_ ABSL_GUARDED_BY(mu_);  // sync: per worker
+  std::vector<AsyncPush> async_ ABSL_GUARDED_BY(mu_);       // async: per worker
   const std::chrono::milliseconds push_timeout_;
   std::function<void()> expiry_handler_;        // set before Start, read by the timer thread
   bool expiring_ ABSL_GUARDED_BY(mu_) = false;  // the handler is running

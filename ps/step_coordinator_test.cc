@@ -71,6 +71,15 @@ proto::TransferHeader Push(int worker, int64_t step, uint32_t chunk = 0, uint32_
   return h;
 }
 
+// Admit, then wake what it made due (async: the calls parked for the step its push opened), as
+// PsState does once it holds no lock.
+absl::StatusOr<StepCoordinator::Admission> AdmitAndWake(StepCoordinator& c,
+                                                        const proto::TransferHeader& h) {
+  absl::StatusOr<StepCoordinator::Admission> a = c.Admit(h);
+  if (a.ok()) StepCoordinator::Wake(std::move(a->wake));
+  return a;
+}
+
 // --- Parking ---------------------------------------------------------------------------------
 
 TEST(StepCoordinatorTest, NotReadyBeforeStart) {
@@ -108,7 +117,7 @@ TEST(StepCoordinatorTest, StartAtRestoredStepWakesCallsUpToIt) {
   ASSERT_TRUE(Answered(five, kPrompt));
   EXPECT_TRUE(five.answer.get());
   EXPECT_FALSE(Answered(six));
-  ASSERT_TRUE(c.Admit(Push(0, 5)).ok());
+  ASSERT_TRUE(AdmitAndWake(c, Push(0, 5)).ok());
   EXPECT_EQ(c.step(), 6);
   ASSERT_TRUE(Answered(six, kPrompt));
   EXPECT_TRUE(six.answer.get());
@@ -171,7 +180,7 @@ TEST(StepCoordinatorTest, DeadlinesAreAnsweredInTheirOwnOrder) {
   ASSERT_TRUE(Answered(early, kPrompt));
   EXPECT_FALSE(early.answer.get());
   EXPECT_FALSE(Answered(late, milliseconds(1)));
-  ASSERT_TRUE(c.Admit(Push(0, 0)).ok());
+  ASSERT_TRUE(AdmitAndWake(c, Push(0, 0)).ok());
   ASSERT_TRUE(Answered(late, kPrompt));
   EXPECT_TRUE(late.answer.get());
 }
@@ -180,8 +189,8 @@ TEST(StepCoordinatorTest, ReachedBeforeTheDeadlineIsAnsweredOnce) {
   StepCoordinator c;
   ASSERT_TRUE(c.Start(Async(1), 0).ok());
   ParkedCall call = Park(c, 1, Clock::now() + milliseconds(300));
-  ASSERT_TRUE(c.Admit(Push(0, 0)).ok());
-  // Answered by the call that advanced the step, before it returned.
+  ASSERT_TRUE(AdmitAndWake(c, Push(0, 0)).ok());
+  // Answered by the Wake of the call that advanced the step, before it returned.
   EXPECT_EQ(call.calls->load(), 1);
   ASSERT_TRUE(Answered(call, milliseconds(0)));
   EXPECT_TRUE(call.answer.get());
@@ -245,7 +254,7 @@ TEST(StepCoordinatorTest, ManyThreadsParkWhileTheStepAdvances) {
     });
   }
   std::thread pusher([&] {
-    for (int s = 0; s < 16; ++s) ASSERT_TRUE(c.Admit(Push(0, s)).ok());
+    for (int s = 0; s < 16; ++s) ASSERT_TRUE(AdmitAndWake(c, Push(0, s)).ok());
   });
   for (auto& t : threads) t.join();
   pusher.join();
@@ -350,13 +359,13 @@ TEST(StepCoordinatorTest, AsyncChunkZeroWakesTheCallsParkedForTheNewStep) {
   ASSERT_TRUE(c.Start(Async(1), 0).ok());
   ParkedCall one = Park(c, 1, Clock::now() + kLongWait);
   ParkedCall two = Park(c, 2, Clock::now() + kLongWait);
-  ASSERT_TRUE(c.Admit(Push(0, 0, 0, 2)).ok());
+  ASSERT_TRUE(AdmitAndWake(c, Push(0, 0, 0, 2)).ok());
   EXPECT_EQ(one.calls->load(), 1);  // answered before Admit returned
   ASSERT_TRUE(Answered(one, milliseconds(0)));
   EXPECT_TRUE(one.answer.get());
-  ASSERT_TRUE(c.Admit(Push(0, 0, 1, 2)).ok());  // chunk 1: no new step
+  ASSERT_TRUE(AdmitAndWake(c, Push(0, 0, 1, 2)).ok());  // chunk 1: no new step
   EXPECT_FALSE(Answered(two));
-  ASSERT_TRUE(c.Admit(Push(0, 1)).ok());
+  ASSERT_TRUE(AdmitAndWake(c, Push(0, 1)).ok());
   EXPECT_EQ(two.calls->load(), 1);
   ASSERT_TRUE(Answered(two, milliseconds(0)));
   EXPECT_TRUE(two.answer.get());
@@ -375,7 +384,7 @@ TEST(StepCoordinatorTest, AsyncStalenessFromARestoredStep) {
 TEST(StepCoordinatorTest, AsyncRejectsBadHeadersWithoutMovingTheStep) {
   StepCoordinator c;
   ASSERT_TRUE(c.Start(Async(2), 0).ok());
-  ASSERT_TRUE(c.Admit(Push(0, 0)).ok());
+  ASSERT_TRUE(AdmitAndWake(c, Push(0, 0)).ok());
   ASSERT_EQ(c.step(), 1);
 
   const struct {
@@ -405,7 +414,7 @@ TEST(StepCoordinatorTest, AsyncLeaveNeverCompletesAStep) {
   EXPECT_FALSE(c.Leave(1).completes_step);
   EXPECT_EQ(c.step(), 0);
   // Async pushes still go on.
-  ASSERT_TRUE(c.Admit(Push(0, 0)).ok());
+  ASSERT_TRUE(AdmitAndWake(c, Push(0, 0)).ok());
   EXPECT_EQ(c.step(), 1);
 }
 
@@ -724,6 +733,79 @@ TEST(StepCoordinatorTest, AsyncPushIncompleteForTheTimeoutEndsAsItIs) {
   EXPECT_EQ(c.step(), 2);
 }
 
+// Async: Admit answers no parked call itself (its caller holds the ps's update lock, which a
+// parked pull's answer takes again: a recursive shared lock); it returns them to be woken.
+TEST(StepCoordinatorTest, AsyncAdmitHandsTheCallsItMadeDueToItsCaller) {
+  StepCoordinator c;
+  ASSERT_TRUE(c.Start(Async(1), 0).ok());
+  int calls = 0;
+  c.Park(1, {}, Clock::now() + kLongWait, [&](bool reached) {
+    EXPECT_TRUE(reached);
+    ++calls;
+  });
+  auto a = c.Admit(Push(0, 0, 0, 2));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_TRUE(a->opens_push);
+  EXPECT_EQ(calls, 0) << "answered inside Admit";
+  ASSERT_EQ(a->wake.size(), 1u);
+  StepCoordinator::Wake(std::move(a->wake));
+  EXPECT_EQ(calls, 1);
+  // The push's second chunk opens nothing and makes nothing due.
+  a = c.Admit(Push(0, 0, 1, 2));
+  ASSERT_TRUE(a.ok());
+  EXPECT_TRUE(a->wake.empty());
+}
+
+// Sync: once a push is given up, the rest of it (chunks of the same push arriving late, after a
+// network partition) is dropped instead of opening a push that can never complete and holds the
+// step until it expires too; the step completes with the others. A chunk the given-up push had
+// already sent is a new push (the worker restarted) and counts.
+TEST(StepCoordinatorTest, SyncLateChunksOfAGivenUpPushAreDroppedAndTheStepGoesOn) {
+  StepCoordinator c(milliseconds(50));
+  Expiries expiries;
+  expiries.Attach(c);
+  ASSERT_TRUE(c.Start(Sync(3, 3), 0).ok());
+  ASSERT_EQ(c.Admit(Push(0, 0, 0, 2))->verdict, Verdict::kAccumulate);
+  c.ChunkAccumulated(Push(0, 0, 0, 2));
+  ASSERT_EQ(c.Admit(Push(1, 0))->verdict, Verdict::kAccumulate);
+  EXPECT_FALSE(c.ChunkAccumulated(Push(1, 0)).completes_step);
+  const auto given = expiries.First();
+  ASSERT_TRUE(given.has_value());
+  EXPECT_EQ(given->given_up, (absl::InlinedVector<int, 2>{0}));
+  // Worker 0's chunk 1 arrives after all: dropped, and worker 0 stays out of the step.
+  EXPECT_EQ(c.Admit(Push(0, 0, 1, 2))->verdict, Verdict::kDropGivenUp);
+  EXPECT_EQ(c.workers_in_step(), 1);
+  // Worker 2's push completes the step with workers 1 and 2.
+  ASSERT_EQ(c.Admit(Push(2, 0))->verdict, Verdict::kAccumulate);
+  const StepCoordinator::Progress done = c.ChunkAccumulated(Push(2, 0));
+  EXPECT_TRUE(done.completes_step);
+  EXPECT_EQ(done.workers, (absl::InlinedVector<int, 8>{1, 2}));
+  StepCoordinator::Wake(c.PartitionsApplied(done));
+  EXPECT_EQ(c.step(), 1);
+  // From the next step worker 0 counts again.
+  ASSERT_EQ(c.Admit(Push(0, 1))->verdict, Verdict::kAccumulate);
+  EXPECT_EQ(c.workers_in_step(), 1);
+}
+
+TEST(StepCoordinatorTest, SyncAChunkTheGivenUpPushHadSentIsANewPush) {
+  StepCoordinator c(milliseconds(50));
+  Expiries expiries;
+  expiries.Attach(c);
+  ASSERT_TRUE(c.Start(Sync(2, 2), 0).ok());
+  ASSERT_EQ(c.Admit(Push(0, 0, 0, 2))->verdict, Verdict::kAccumulate);
+  c.ChunkAccumulated(Push(0, 0, 0, 2));
+  ASSERT_TRUE(expiries.First().has_value());
+  // Chunk 0 again: worker 0 restarted and pushes step 0 anew, whole.
+  ASSERT_EQ(c.Admit(Push(0, 0, 0, 2))->verdict, Verdict::kAccumulate);
+  c.ChunkAccumulated(Push(0, 0, 0, 2));
+  ASSERT_EQ(c.Admit(Push(0, 0, 1, 2))->verdict, Verdict::kAccumulate);
+  c.ChunkAccumulated(Push(0, 0, 1, 2));
+  ASSERT_EQ(c.Admit(Push(1, 0))->verdict, Verdict::kAccumulate);
+  const StepCoordinator::Progress done = c.ChunkAccumulated(Push(1, 0));
+  EXPECT_TRUE(done.completes_step);
+  EXPECT_EQ(done.workers, (absl::InlinedVector<int, 8>{0, 1}));
+}
+
 TEST(StepCoordinatorTest, SyncWorkerLeavingMidPushGivesItsPlaceBack) {
   // 3 workers, 2 per step: worker 0 sends 1 of its 2 chunks and leaves; worker 2, a backup
   // before, now gets the place and the step completes with workers 1 and 2.
@@ -831,6 +913,33 @@ TEST(StepCoordinatorTest, SyncDenseElementsSentTwiceAreInvalid) {
   ASSERT_TRUE(c.Admit(Dense(Push(0, 0, 0, 2), 0, 0, 3)).ok());
   EXPECT_EQ(c.Admit(Dense(Push(0, 0, 1, 2), 0, 2, 2)).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// Two threads applying the last two partitions of a step at once: only the call that completes
+// the step says so (PsState counts psflow_ps_updates_applied_total by it; reading the step before
+// and after counted one step twice when the other thread moved it in between).
+TEST(StepCoordinatorTest, SyncOnlyTheCallThatCompletesTheStepSaysSo) {
+  StepCoordinator c;
+  ASSERT_TRUE(c.Start(Sync(2, 2), 0, {10, 10}).ok());
+  proto::TransferHeader whole = Dense(Dense(Push(0, 0), 0, 0, 10), 1, 0, 10);
+  ASSERT_EQ(c.Admit(whole)->verdict, Verdict::kAccumulate);
+  EXPECT_TRUE(c.ChunkAccumulated(whole).apply.empty());
+  const proto::TransferHeader first = Dense(Push(1, 0, 0, 2), 0, 0, 10);
+  const proto::TransferHeader second = Dense(Push(1, 0, 1, 2), 1, 0, 10);
+  ASSERT_EQ(c.Admit(first)->verdict, Verdict::kAccumulate);
+  const StepCoordinator::Progress a = c.ChunkAccumulated(first);
+  ASSERT_EQ(a.apply, (absl::InlinedVector<uint32_t, 8>{0}));
+  ASSERT_EQ(c.Admit(second)->verdict, Verdict::kAccumulate);
+  const StepCoordinator::Progress b = c.ChunkAccumulated(second);
+  ASSERT_EQ(b.apply, (absl::InlinedVector<uint32_t, 8>{1}));
+  // Partition 1's thread finishes first, while partition 0 is still being applied.
+  bool completed = true;
+  StepCoordinator::Wake(c.PartitionsApplied(b, &completed));
+  EXPECT_FALSE(completed);
+  EXPECT_EQ(c.step(), 0);
+  StepCoordinator::Wake(c.PartitionsApplied(a, &completed));
+  EXPECT_TRUE(completed);
+  EXPECT_EQ(c.step(), 1);
 }
 
 }  // namespace
