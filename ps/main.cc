@@ -14,6 +14,7 @@
 #include "core/free_ports.h"
 #include "core/grpc_tuning.h"
 #include "core/log.h"
+#include "core/memory_limit.h"
 #include "core/metrics.h"
 #include "core/status_macros.h"
 #include "core/task_flags.h"
@@ -31,6 +32,11 @@ ABSL_FLAG(std::string, checkpoint_dir, "",
 ABSL_FLAG(double, checkpoint_every_s, 60, "Seconds between checkpoints (0: not by time)");
 ABSL_FLAG(int64_t, checkpoint_every_steps, 0, "Global steps between checkpoints (0: not by steps)");
 ABSL_FLAG(int, keep_checkpoints, 3, "Checkpoints kept per task");
+ABSL_FLAG(int64_t, max_variable_bytes, 0,
+          "Most bytes this task's variables may take with their optimizer slots (and sync "
+          "accumulators); a model that needs more is refused at initialisation with "
+          "RESOURCE_EXHAUSTED. 0: 90% of the container's memory limit (cgroup), else of the "
+          "machine's physical memory");
 ABSL_FLAG(double, push_timeout_s, 30,
           "Seconds a worker's push may stay incomplete (a worker killed mid-push) before it is "
           "given up: sync mode drops its pieces and completes the step without it. Keep it under "
@@ -95,6 +101,19 @@ absl::Status Main(const TransportSecurity& security) {
   options.keep_checkpoints = keep;
   options.incomplete_push_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(push_timeout_s * 1000));
+  if (const int64_t given = absl::GetFlag(FLAGS_max_variable_bytes); given != 0) {
+    if (given < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--max_variable_bytes must be >= 0 (got ", given, ")"));
+    }
+    options.max_variable_bytes = given;
+    options.max_variable_bytes_source = "--max_variable_bytes";
+  } else {
+    // Headroom for gRPC's buffers, sync staging and the checkpoint's copy.
+    const MemoryLimit limit = ProcessMemoryLimit();
+    options.max_variable_bytes = limit.bytes / 10 * 9;
+    options.max_variable_bytes_source = absl::StrCat("90% of ", limit.source);
+  }
   PsState state(std::move(options), metrics.get());
   RETURN_IF_ERROR(state.RestoreFromCheckpoint().status());
   PsService service(state, metrics.get());

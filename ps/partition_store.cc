@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -41,7 +42,8 @@ PartitionStore::Target PartitionStore::TargetOf(Partition& p) {
 }
 
 absl::StatusOr<std::unique_ptr<PartitionStore>> PartitionStore::Create(
-    const proto::InitializeRequest& request, const Optimizer& optimizer, bool accumulate) {
+    const proto::InitializeRequest& request, const Optimizer& optimizer, bool accumulate,
+    int64_t max_bytes, absl::string_view bound) {
   if (request.partitions().empty()) return absl::InvalidArgumentError("initialize: no partitions");
   std::unique_ptr<PartitionStore> store(new PartitionStore);
   std::set<std::string> names;
@@ -70,22 +72,41 @@ absl::StatusOr<std::unique_ptr<PartitionStore>> PartitionStore::Create(
     store->bytes_ += p->elements * 4;
     store->partitions_.push_back(std::move(p));
   }
-  // Allocate only after every partition checked out: a bogus request allocates nothing.
-  for (auto& p : store->partitions_) {
-    const auto n = static_cast<size_t>(p->elements);
-    p->value = std::make_unique<VersionedValues>(p->elements);
-    for (int s = 0; s < optimizer.num_slots(); ++s) {
-      p->slots.emplace_back(n, optimizer.slot_initial_value(s));
+  // Allocate only after every partition checked out: a bogus request allocates nothing. Each
+  // partition's elements are 2^40 at most (CheckShape), so these sums cannot overflow for any
+  // partition count a request can carry.
+  const int64_t copies = 1 + optimizer.num_slots() + (accumulate ? 1 : 0);
+  const int64_t needed = store->bytes_ * copies;
+  const auto too_big = [&](absl::string_view why) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "initialize: the model's ", store->partitions_.size(),
+        " partition(s) on this ps task need ", needed, " bytes (", store->bytes_, " of values x ",
+        copies, ": the values, ", optimizer.num_slots(), " optimizer slot(s)",
+        accumulate ? ", the sync accumulators" : "", "), ", why));
+  };
+  if (max_bytes > 0 && needed > max_bytes) {
+    return too_big(absl::StrCat("more than the ", max_bytes, " bytes of ", bound,
+                                ": give the ps more memory or more ps tasks"));
+  }
+  try {
+    for (auto& p : store->partitions_) {
+      const auto n = static_cast<size_t>(p->elements);
+      p->value = std::make_unique<VersionedValues>(p->elements);
+      for (int s = 0; s < optimizer.num_slots(); ++s) {
+        p->slots.emplace_back(n, optimizer.slot_initial_value(s));
+      }
+      if (accumulate) p->accumulator.assign(n, 0.0f);
     }
-    if (accumulate) p->accumulator.assign(n, 0.0f);
+  } catch (const std::bad_alloc&) {
+    return too_big("more than this process could allocate");
   }
   return store;
 }
 
 absl::StatusOr<std::unique_ptr<PartitionStore>> PartitionStore::Restore(
     const proto::InitializeRequest& request, const Optimizer& optimizer, bool accumulate,
-    const Checkpoint& checkpoint) {
-  ASSIGN_OR_RETURN(auto store, Create(request, optimizer, accumulate));
+    const Checkpoint& checkpoint, int64_t max_bytes, absl::string_view bound) {
+  ASSIGN_OR_RETURN(auto store, Create(request, optimizer, accumulate, max_bytes, bound));
   const size_t per_partition = 1 + static_cast<size_t>(optimizer.num_slots());
   if (checkpoint.tensors.size() != store->partitions_.size() * per_partition) {
     return absl::DataLossError(absl::StrCat("checkpoint has ", checkpoint.tensors.size(),

@@ -26,6 +26,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "core/byte_source.h"
 #include "core/chunk_plan.h"
 #include "core/optimizer.h"
@@ -40,15 +41,19 @@ class PartitionStore {
  public:
   // Creates zeroed partitions (slots at their initial values) from the chief's request.
   // INVALID_ARGUMENT naming the partition for an empty list, a bad shape or row range, or a
-  // duplicate. `accumulate` allocates the sync-mode gradient accumulators.
+  // duplicate. `accumulate` allocates the sync-mode gradient accumulators. RESOURCE_EXHAUSTED,
+  // naming the bytes needed (values, slots, accumulators) and the bound, when they exceed
+  // `max_bytes` (> 0; 0: no bound) or the allocation fails; nothing stays allocated then.
   static absl::StatusOr<std::unique_ptr<PartitionStore>> Create(
-      const proto::InitializeRequest& request, const Optimizer& optimizer, bool accumulate);
+      const proto::InitializeRequest& request, const Optimizer& optimizer, bool accumulate,
+      int64_t max_bytes = 0, absl::string_view bound = "");
 
   // Rebuilds the store from a checkpoint written by Snapshot (same request). DATA_LOSS when the
   // checkpoint's tensors do not match the partitions it describes.
+  // The bound as Create's.
   static absl::StatusOr<std::unique_ptr<PartitionStore>> Restore(
       const proto::InitializeRequest& request, const Optimizer& optimizer, bool accumulate,
-      const Checkpoint& checkpoint);
+      const Checkpoint& checkpoint, int64_t max_bytes = 0, absl::string_view bound = "");
 
   int size() const { return static_cast<int>(partitions_.size()); }
   int64_t bytes() const { return bytes_; }

@@ -68,8 +68,10 @@ absl::StatusOr<bool> PsState::RestoreFromCheckpoint() {
         absl::StrCat("checkpoint in ", checkpoints_->path(), ": metadata does not parse"));
   }
   ASSIGN_OR_RETURN(auto optimizer, MakeOptimizer(request.optimizer()));
-  ASSIGN_OR_RETURN(auto store, PartitionStore::Restore(request, *optimizer,
-                                                       request.sync().sync_replicas(), *ckpt));
+  ASSIGN_OR_RETURN(
+      auto store,
+      PartitionStore::Restore(request, *optimizer, request.sync().sync_replicas(), *ckpt,
+                              options_.max_variable_bytes, options_.max_variable_bytes_source));
   std::lock_guard lock(init_mu_);
   RETURN_IF_ERROR(Activate(request, std::move(store), std::move(optimizer), ckpt->global_step));
   PSFLOW_LOG(INFO) << "restored " << request.partitions_size() << " partition(s), "
@@ -100,8 +102,10 @@ absl::StatusOr<proto::InitializeResponse> PsState::Initialize(
       ASSIGN_OR_RETURN(auto optimizer, MakeOptimizer(request.optimizer()));
       // Checked now: the commit must not fail on it after the values were sent.
       RETURN_IF_ERROR(StepCoordinator::CheckSyncConfig(request.sync()));
-      ASSIGN_OR_RETURN(store_,
-                       PartitionStore::Create(request, *optimizer, request.sync().sync_replicas()));
+      ASSIGN_OR_RETURN(
+          store_,
+          PartitionStore::Create(request, *optimizer, request.sync().sync_replicas(),
+                                 options_.max_variable_bytes, options_.max_variable_bytes_source));
       optimizer_ = std::move(optimizer);
       request_ = request;
       fingerprint_ = request.fingerprint();

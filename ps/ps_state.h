@@ -66,6 +66,10 @@ class PsState {
     // Tests: runs on the checkpointing thread, without locks, once a checkpoint has copied the
     // partitions and before it waits for the pushes open at that moment.
     std::function<void()> after_checkpoint_cut;
+    // The most bytes the variables with their slots and accumulators may take (0: no bound), and
+    // what it is, for the error (e.g. "--max_variable_bytes", "the cgroup's memory.max").
+    int64_t max_variable_bytes = 0;
+    std::string max_variable_bytes_source;
   };
   // metrics may be null.
   PsState(Options options, PsMetrics* metrics);

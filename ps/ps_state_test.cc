@@ -427,6 +427,28 @@ TEST(PsStateTest, InitializeForAnotherModelBeforeCommitIsFailedPrecondition) {
   EXPECT_FALSE(state.ReadyResponse().ready());
 }
 
+// A model bigger than the ps may hold is refused with one line naming the bytes and the bound,
+// before anything is allocated (it was a bad_alloc on a gRPC thread, or an OOM kill).
+TEST(PsStateTest, InitializeBeyondTheMemoryBoundIsResourceExhaustedNamingTheBytes) {
+  // 11 floats of values, one momentum slot and the sync accumulators: 3 x 44 = 132 bytes.
+  PsState::Options tight;
+  tight.max_variable_bytes = 131;
+  tight.max_variable_bytes_source = "--max_variable_bytes";
+  PsState state(tight, nullptr);
+  const absl::StatusOr<proto::InitializeResponse> r =
+      state.Initialize(Request(Momentum(1, 0.9f), Sync(2, 2)));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted) << r.status();
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("need 132 bytes (44 of values x 3: the values, 1 optimizer slot(s), the "
+                        "sync accumulators), more than the 131 bytes of --max_variable_bytes"));
+  EXPECT_FALSE(state.ReadyResponse().ready());
+
+  PsState::Options enough = tight;
+  enough.max_variable_bytes = 132;
+  PsState fits(enough, nullptr);
+  EXPECT_TRUE(fits.Initialize(Request(Momentum(1, 0.9f), Sync(2, 2))).ok());
+}
+
 // --- Async ---------------------------------------------------------------------------------------
 
 TEST(PsStateTest, AsyncSgdAppliesEveryPush) {
