@@ -145,7 +145,7 @@ ReconcileResult Reconciler::Reconcile(const std::string& ns, const std::string& 
   pass.key = kube::Key(ns, name);
   pass.object = view_.Job(ns, name);
   if (pass.object == nullptr) {
-    expectations_.Forget(pass.key);
+    ForgetJob(pass.key);
     return {};
   }
   const Json& object = *pass.object;
@@ -480,7 +480,7 @@ void Reconciler::Finish(Pass& pass) {
         PSFLOW_LOG(INFO) << "TrainingJob " << pass.key
                          << " deleted: ttlSecondsAfterFinished passed";
         pass.result.job_deleted = true;
-        expectations_.Forget(pass.key);
+        ForgetJob(pass.key);
       } else {
         PSFLOW_LOG(WARNING) << "TrainingJob " << pass.key
                             << ": not deleted after ttlSecondsAfterFinished: " << s.message();
@@ -740,6 +740,17 @@ bool Reconciler::WriteStatus(Pass& pass) {
   if (written->is_object()) pass.object = std::make_shared<const Json>(*std::move(written));
   RecordEventsAfterWrite(pass);
   return true;
+}
+
+size_t Reconciler::awaited_writes() const {
+  std::lock_guard<std::mutex> lock(written_mu_);
+  return written_from_.size();
+}
+
+void Reconciler::ForgetJob(const std::string& key) {
+  expectations_.Forget(key);
+  std::lock_guard<std::mutex> lock(written_mu_);
+  written_from_.erase(key);
 }
 
 bool Reconciler::CacheBehindOwnWrite(const std::string& key, const Json& cached) {

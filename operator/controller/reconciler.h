@@ -92,6 +92,11 @@ class Reconciler {
 
   ReconcileResult Reconcile(const std::string& ns, const std::string& name);
 
+  // Jobs whose last status write by this reconciler the cache has not shown yet (each is
+  // forgotten once the cache moves past it, or the job is gone or deleted by its TTL): bounded
+  // by the jobs that exist.
+  size_t awaited_writes() const;
+
  private:
   struct Pass;
   // Observe -> Decide (job_decision.h, pure) -> act: creates, replacements, the outcome.
@@ -116,6 +121,8 @@ class Reconciler {
   // True while the cached job is still the version this reconciler last wrote a status over:
   // the status it wrote (an outcome, completed indexes) is not in the cache yet.
   bool CacheBehindOwnWrite(const std::string& key, const kube::Json& cached);
+  // The job is gone: nothing of it is awaited any more.
+  void ForgetJob(const std::string& key);
 
   kube::KubeClient& client_;
   const ClusterView& view_;
@@ -123,7 +130,7 @@ class Reconciler {
   EventRecorder& events_;
   std::function<absl::Time()> now_;
   ReconcilerOptions options_;
-  std::mutex written_mu_;
+  mutable std::mutex written_mu_;
   std::map<std::string, std::string> written_from_;  // job key -> resourceVersion written over
 };
 

@@ -710,6 +710,27 @@ TEST_F(ReconcilerTest, TtlDeletesTheFinishedJobAndItsObjects) {
   EXPECT_TRUE(Names(kube::Services()).empty());
 }
 
+// What the reconciler remembers of its own status writes goes with the job: a job deleted right
+// after its last write (ttlSecondsAfterFinished: 0, or by a user) left its entry forever.
+TEST_F(ReconcilerTest, NothingIsRememberedOfAJobThatIsGone) {
+  Json ttl = MakeJob("gone-ttl", 1, 1, "Never");
+  ttl["spec"]["runPolicy"]["ttlSecondsAfterFinished"] = 0;
+  Create(ttl);
+  ASSERT_TRUE(Pass("gone-ttl").status.ok());
+  SetPhase("gone-ttl-worker-0", "Succeeded");
+  ReconcileResult r = Pass("gone-ttl");
+  ASSERT_TRUE(r.status_written);
+  ASSERT_TRUE(r.job_deleted);
+  EXPECT_EQ(reconciler_.awaited_writes(), 0u);
+
+  Create(MakeJob("gone-user", 1, 1, "Never"));
+  ASSERT_TRUE(Pass("gone-user").status.ok());
+  EXPECT_EQ(reconciler_.awaited_writes(), 1u);  // its first status write
+  ASSERT_TRUE(client_.Delete(kube::TrainingJobs(), "default", "gone-user", {}).ok());
+  Pass("gone-user");
+  EXPECT_EQ(reconciler_.awaited_writes(), 0u);
+}
+
 TEST_F(ReconcilerTest, ScalingWorkersDownDeletesTheExtraPods) {
   Create(MakeJob("scale", 1, 3, "OnFailure"));
   ASSERT_TRUE(Pass("scale").status.ok());
