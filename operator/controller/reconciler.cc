@@ -713,6 +713,23 @@ bool Reconciler::WriteStatus(Pass& pass) {
   const Json sent = status;
   updated["status"] = std::move(status);
   absl::StatusOr<Json> written = client_.UpdateStatus(kube::TrainingJobs(), pass.ns, updated);
+  if (!written.ok() && kube::IsConflict(written.status())) {
+    // The job changed since the cache read it (a spec or metadata edit). This pass may already
+    // have acted on what it decided (a failed pod deleted for a restart): dropping the status
+    // would lose that restart, its lastFailure and the backoff count. Where nobody else changed
+    // the status meanwhile, the same status goes onto the current version, once.
+    absl::StatusOr<Json> current = client_.Get(kube::TrainingJobs(), pass.ns, pass.name);
+    const Json none = Json::object();
+    const auto status_of = [&](const Json& j) -> const Json& {
+      return j.is_object() && j.contains("status") ? j["status"] : none;
+    };
+    if (current.ok() && kube::Uid(*current) == kube::Uid(object) &&
+        status_of(*current) == status_of(object)) {
+      Json retry = *std::move(current);
+      retry["status"] = sent;
+      written = client_.UpdateStatus(kube::TrainingJobs(), pass.ns, retry);
+    }
+  }
   if (!written.ok()) {
     if (!kube::IsConflict(written.status())) {
       PSFLOW_LOG(WARNING) << "TrainingJob " << pass.key

@@ -693,6 +693,43 @@ TEST_F(ReconcilerTest, ACacheThatHasNotSeenOurStatusWriteIsNotActedOn) {
   EXPECT_TRUE(Names(kube::Pods()).empty());
 }
 
+// A pass that replaced a failed pod writes its restart even when the job changed under it (a
+// label edited meanwhile makes the status write a 409): the restart, its lastFailure and the
+// backoff count must not be lost with the deleted pod.
+TEST_F(ReconcilerTest, ARestartSurvivesAStatusWriteConflict) {
+  class StaleJobView : public ClusterView {
+   public:
+    StaleJobView(kube::KubeClient& client, ObjectPtr job) : fresh_(client), job_(std::move(job)) {}
+    ObjectPtr Job(const std::string&, const std::string&) const override { return job_; }
+    std::vector<ObjectPtr> Pods(const std::string& ns, const std::string& j) const override {
+      return fresh_.Pods(ns, j);
+    }
+    std::vector<ObjectPtr> Services(const std::string& ns, const std::string& j) const override {
+      return fresh_.Services(ns, j);
+    }
+
+   private:
+    DirectView fresh_;
+    ObjectPtr job_;
+  };
+  CreateRunning(MakeJob("conflict", 1, 2, "OnFailure"));
+  StaleJobView stale(client_, view_.Job("default", "conflict"));
+  Json job = Job("conflict");
+  job["metadata"]["labels"]["edited"] = "yes";
+  ASSERT_TRUE(client_.Update(kube::TrainingJobs(), "default", job).ok());
+  SetPhase("conflict-worker-1", "Failed", 3);
+  Reconciler lagging(client_, stale, expectations_, events_, [this] { return now_; });
+  const ReconcileResult r = lagging.Reconcile("default", "conflict");
+  EXPECT_EQ(r.restarts, 1);
+  EXPECT_TRUE(r.status.ok()) << r.status;
+  EXPECT_TRUE(r.status_written);
+  const JobStatus status = Status("conflict");
+  EXPECT_EQ(status.restart_count, 1);
+  EXPECT_EQ(status.replica_statuses.at(api::ReplicaType::kWorker).indexes.at(1).replaced_restarts,
+            1);
+  EXPECT_EQ(Job("conflict")["metadata"]["labels"]["edited"], "yes");  // the edit stays
+}
+
 TEST_F(ReconcilerTest, TtlDeletesTheFinishedJobAndItsObjects) {
   Json job = MakeJob("ttl", 1, 1, "Never");
   job["spec"]["runPolicy"]["ttlSecondsAfterFinished"] = 30;
@@ -898,23 +935,34 @@ TEST_F(ReconcilerTest, CreationIsBoundedPerPassAndStopsWithTheOperator) {
   EXPECT_EQ(r.services_created + r.pods_created, 0);
 }
 
-TEST_F(ReconcilerTest, StatusConflictIsReportedForRetry) {
+// A conflict on the status write (another writer bumped the job) is retried once on the current
+// version when nobody changed the status meanwhile; a second conflict is reported, and the next
+// pass writes.
+TEST_F(ReconcilerTest, StatusConflictIsRetriedOnceThenReportedForRetry) {
   Create(MakeJob("race", 1, 1, "OnFailure"));
   ASSERT_TRUE(Pass("race").status.ok());
-  // Another writer bumps the job between our read and our status write.
-  client_.SetFault([this](absl::string_view verb, const kube::Resource& r, absl::string_view) {
-    if (verb == "update_status" && r.plural == "trainingjobs") {
-      client_.SetFault(nullptr);
+  int conflicts = 1;
+  client_.SetFault([&](absl::string_view verb, const kube::Resource& r, absl::string_view) {
+    if (verb == "update_status" && r.plural == "trainingjobs" && conflicts > 0) {
+      --conflicts;
       return absl::AbortedError("Operation cannot be fulfilled: the object has been modified");
     }
     return absl::OkStatus();
   });
   SetPhase("race-ps-0", "Running");
   ReconcileResult r = Pass("race");
+  EXPECT_TRUE(r.status.ok()) << r.status;
+  EXPECT_TRUE(r.status_written);
+
+  conflicts = 2;
+  SetPhase("race-worker-0", "Running");
+  r = Pass("race");
   EXPECT_EQ(r.status.code(), absl::StatusCode::kAborted);
+  EXPECT_FALSE(r.status_written);
   r = Pass("race");
   EXPECT_TRUE(r.status.ok());
   EXPECT_TRUE(r.status_written);
+  client_.SetFault(nullptr);
 }
 
 constexpr char kLostTail[] =
@@ -1024,14 +1072,15 @@ TEST_F(ReconcilerTest, AClaimCheckpointOutlivesSuspendAndResume) {
   EXPECT_EQ(Status("kept").Find(ConditionType::kProgressLost), nullptr);
 }
 
-// The event is recorded with the status that holds the restart: a status write that fails (409)
-// tells nothing, and the pass after it tells it once.
+// The event is recorded with the status that holds the restart: a status write that fails (409,
+// its retry on the current version too) tells nothing, and the pass after it tells it once.
 TEST_F(ReconcilerTest, AProgressLossIsToldOnceEvenWhenItsStatusWriteConflicts) {
   ASSERT_NO_FATAL_FAILURE(CreateRunning(MakeJob("race", 1, 1, "OnFailure")));
   ASSERT_TRUE(store_.RestartContainer("default", "race-ps-0", 137, "OOMKilled").ok());
-  client_.SetFault([this](absl::string_view verb, const kube::Resource& r, absl::string_view) {
-    if (verb == "update_status" && r.plural == "trainingjobs") {
-      client_.SetFault(nullptr);
+  int conflicts = 2;
+  client_.SetFault([&](absl::string_view verb, const kube::Resource& r, absl::string_view) {
+    if (verb == "update_status" && r.plural == "trainingjobs" && conflicts > 0) {
+      --conflicts;
       return absl::AbortedError("Operation cannot be fulfilled: the object has been modified");
     }
     return absl::OkStatus();
@@ -1043,6 +1092,7 @@ TEST_F(ReconcilerTest, AProgressLossIsToldOnceEvenWhenItsStatusWriteConflicts) {
   ASSERT_TRUE(Pass("race").status.ok());
   EXPECT_EQ(Events("ProgressLost").size(), 1u);
   EXPECT_TRUE(Status("race").Is(ConditionType::kProgressLost));
+  client_.SetFault(nullptr);
 }
 
 TEST_F(ReconcilerTest, ThroughputComesFromTheProbeAndStaysWhenItHasNone) {
