@@ -425,7 +425,9 @@ int main(int argc, char** argv) {
   const double burst_seconds = std::chrono::duration<double>(Clock::now() - start).count();
 
   // The kubelet: every new pod runs; it notes when each job has all its pods.
-  BenchKubelet kubelet(client, ns, pods_per_job, start);
+  // Declared after the cluster, and stopped before it is torn down: its threads watch through
+  // the cluster's client.
+  auto kubelet = std::make_unique<BenchKubelet>(client, ns, pods_per_job, start);
   std::vector<double> job_seconds;
   double peak_rss = 0;
   std::optional<double> exit_seconds;
@@ -437,7 +439,7 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     const double now = std::chrono::duration<double>(Clock::now() - start).count();
     peak_rss = std::max(peak_rss, ProcStatusMiB((*op)->pid(), "VmRSS"));
-    job_seconds = kubelet.JobSeconds();
+    job_seconds = kubelet->JobSeconds();
     output.clear();
     if ((*op)->WaitWithOutput(std::chrono::milliseconds(1), &output)) {
       if (signalled) {
@@ -534,8 +536,11 @@ int main(int argc, char** argv) {
               rss_start, peak_rss, hwm, rss_end);
   std::printf("  idle for %.0f s: %.2f requests/s besides watches, %.0f watch requests\n", idle_s,
               idle_rps, idle_watch_rps);
+  // The figures reach a pipe or a log before anything is torn down.
+  std::fflush(stdout);
   (*op)->Signal(SIGTERM);
   (*op)->WaitWithOutput(std::chrono::seconds(10), &output);
+  kubelet.reset();
   cluster.reset();
   std::filesystem::remove_all(dir);
   return 0;
