@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -140,7 +141,12 @@ void MetricsEndpoint::Answer(int fd) {
   if (method != "GET") {
     SendAll(fd, Response("405 Method Not Allowed", "text/plain", "only GET\n"));
   } else if (path == "/metrics") {
-    const std::string body = prometheus::TextSerializer().Serialize(registry_.Collect());
+    std::vector<prometheus::MetricFamily> families;
+    {
+      std::lock_guard<std::mutex> lock(collect_mu_);
+      families = registry_.Collect();
+    }
+    const std::string body = prometheus::TextSerializer().Serialize(families);
     SendAll(fd, Response("200 OK", "text/plain; version=0.0.4; charset=utf-8", body));
   } else if (path == "/healthz") {
     SendAll(fd, Response("200 OK", "text/plain", "ok\n"));
@@ -154,8 +160,7 @@ void MetricsEndpoint::Answer(int fd) {
                            : Response("503 Service Unavailable", "text/plain",
                                       std::string(ready.message()) + "\n"));
   } else {
-    SendAll(fd,
-            Response("404 Not Found", "text/plain", "see /metrics, /healthz and /readyz\n"));
+    SendAll(fd, Response("404 Not Found", "text/plain", "see /metrics, /healthz and /readyz\n"));
   }
 }
 

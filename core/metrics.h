@@ -52,6 +52,10 @@ class MetricsEndpoint {
 
   // Thread-safe, as prometheus-cpp's registry is; lives as long as the endpoint.
   prometheus::Registry& registry() { return registry_; }
+  // Held by each scrape while it collects the registry. A writer of several series that must be
+  // seen together (a step's examples and steps counters) holds it across them, so that no scrape
+  // lands between two of them.
+  std::mutex& collect_mutex() { return collect_mu_; }
   // OK when ready; the message of a non-OK status is served with the 503. Thread-safe; call
   // before the check's captures can dangle, e.g. set it back to nullptr before they go.
   void SetReadinessCheck(std::function<absl::Status()> check);
@@ -63,6 +67,7 @@ class MetricsEndpoint {
   void Answer(int fd);
 
   prometheus::Registry registry_;
+  std::mutex collect_mu_;
   std::mutex readiness_mu_;
   std::function<absl::Status()> readiness_;
   int listen_fd_;

@@ -322,7 +322,8 @@ absl::Status Main(const TransportSecurity& security) {
   if (metrics_port >= 0) {
     ASSIGN_OR_RETURN(endpoint, MetricsEndpoint::Start("0.0.0.0", metrics_port));
     metrics = std::make_unique<WorkerMetrics>(endpoint->registry(),
-                                              StandardLabels(spec.task.type, spec.task.index));
+                                              StandardLabels(spec.task.type, spec.task.index),
+                                              &endpoint->collect_mutex());
     PSFLOW_LOG(INFO) << "metrics on :" << endpoint->port() << "/metrics";
     if (config.gpu) gpu_metrics = ExportGpuMetrics(config, *endpoint, gpu_monitor);
   }

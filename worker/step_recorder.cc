@@ -73,6 +73,8 @@ void StepRecorder::Step(const StepTimes& t, int64_t examples, double loss, bool 
   ++r.steps;
   if (metrics_ != nullptr) {
     WorkerMetrics& m = *metrics_;
+    // One step's series, seen together by every scrape.
+    const std::unique_lock<std::mutex> together = m.Together();
     m.examples.Increment(static_cast<double>(examples));
     if (positions_ > 1) m.words.Increment(static_cast<double>(examples * positions_));
     m.steps.Increment();

@@ -18,7 +18,7 @@ prometheus::Family<prometheus::Counter>& PhaseFamily(prometheus::Registry& r) {
 
 }  // namespace
 
-WorkerMetrics::WorkerMetrics(prometheus::Registry& r, const Labels& labels)
+WorkerMetrics::WorkerMetrics(prometheus::Registry& r, const Labels& labels, std::mutex* together)
     : examples(
           AddCounter(r, "psflow_worker_examples_total", "Training examples processed.", labels)),
       words(AddCounter(r, "psflow_worker_words_total",
@@ -61,6 +61,7 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r, const Labels& labels)
       pull_seconds(PhaseCounter(step_phases, labels, "pull")),
       compute_seconds(PhaseCounter(step_phases, labels, "compute")),
       push_seconds(PhaseCounter(step_phases, labels, "push")),
-      input_wait_seconds(PhaseCounter(step_phases, labels, "wait")) {}
+      input_wait_seconds(PhaseCounter(step_phases, labels, "wait")),
+      together_(together) {}
 
 }  // namespace psflow

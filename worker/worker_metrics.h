@@ -2,6 +2,8 @@
 #ifndef PSFLOW_WORKER_WORKER_METRICS_H_
 #define PSFLOW_WORKER_WORKER_METRICS_H_
 
+#include <mutex>
+
 #include "core/metrics.h"
 #include "prometheus/counter.h"
 #include "prometheus/gauge.h"
@@ -10,8 +12,16 @@
 namespace psflow {
 
 struct WorkerMetrics {
-  // Registers the families in `registry`, which must outlive this object.
-  WorkerMetrics(prometheus::Registry& registry, const Labels& labels);
+  // Registers the families in `registry`, which must outlive this object. `together` (null: none)
+  // is the mutex its scrapes collect under (MetricsEndpoint::collect_mutex).
+  WorkerMetrics(prometheus::Registry& registry, const Labels& labels,
+                std::mutex* together = nullptr);
+
+  // Held while a step's series are written, so a scrape sees all of them or none.
+  std::unique_lock<std::mutex> Together() {
+    return together_ != nullptr ? std::unique_lock<std::mutex>(*together_)
+                                : std::unique_lock<std::mutex>();
+  }
 
   prometheus::Counter& examples;       // psflow_worker_examples_total
   prometheus::Counter& words;          // psflow_worker_words_total (language models)
@@ -37,6 +47,9 @@ struct WorkerMetrics {
   prometheus::Counter& compute_seconds;
   prometheus::Counter& push_seconds;
   prometheus::Counter& input_wait_seconds;
+
+ private:
+  std::mutex* together_;
 };
 
 }  // namespace psflow
