@@ -657,26 +657,29 @@ TEST_F(ReconcilerTest, ARunningJobEditedIntoAnInvalidSpecStopsItsPods) {
   EXPECT_TRUE(Names(kube::Pods()).empty());
 }
 
-TEST_F(ReconcilerTest, ACacheThatHasNotSeenOurStatusWriteIsNotActedOn) {
-  // A view that serves the job as it was before our status write.
-  class StaleJobView : public ClusterView {
-   public:
-    explicit StaleJobView(kube::KubeClient& client) : fresh_(client) {}
-    ObjectPtr Job(const std::string& ns, const std::string& name) const override {
-      if (frozen_ == nullptr) frozen_ = fresh_.Job(ns, name);
-      return frozen_;
-    }
-    std::vector<ObjectPtr> Pods(const std::string& ns, const std::string& j) const override {
-      return fresh_.Pods(ns, j);
-    }
-    std::vector<ObjectPtr> Services(const std::string& ns, const std::string& j) const override {
-      return fresh_.Services(ns, j);
-    }
+// A view whose job stays as it was first read (or as given), its pods and services current: a
+// job cache that lags behind the API server.
+class StaleJobView : public ClusterView {
+ public:
+  explicit StaleJobView(kube::KubeClient& client, ObjectPtr job = nullptr)
+      : fresh_(client), frozen_(std::move(job)) {}
+  ObjectPtr Job(const std::string& ns, const std::string& name) const override {
+    if (frozen_ == nullptr) frozen_ = fresh_.Job(ns, name);
+    return frozen_;
+  }
+  std::vector<ObjectPtr> Pods(const std::string& ns, const std::string& j) const override {
+    return fresh_.Pods(ns, j);
+  }
+  std::vector<ObjectPtr> Services(const std::string& ns, const std::string& j) const override {
+    return fresh_.Services(ns, j);
+  }
 
-   private:
-    DirectView fresh_;
-    mutable ObjectPtr frozen_;
-  };
+ private:
+  DirectView fresh_;
+  mutable ObjectPtr frozen_;
+};
+
+TEST_F(ReconcilerTest, ACacheThatHasNotSeenOurStatusWriteIsNotActedOn) {
   Json job = MakeJob("stale", 1, 1, "OnFailure");
   job["spec"]["runPolicy"]["cleanPodPolicy"] = "All";
   Create(job);
@@ -697,21 +700,6 @@ TEST_F(ReconcilerTest, ACacheThatHasNotSeenOurStatusWriteIsNotActedOn) {
 // label edited meanwhile makes the status write a 409): the restart, its lastFailure and the
 // backoff count must not be lost with the deleted pod.
 TEST_F(ReconcilerTest, ARestartSurvivesAStatusWriteConflict) {
-  class StaleJobView : public ClusterView {
-   public:
-    StaleJobView(kube::KubeClient& client, ObjectPtr job) : fresh_(client), job_(std::move(job)) {}
-    ObjectPtr Job(const std::string&, const std::string&) const override { return job_; }
-    std::vector<ObjectPtr> Pods(const std::string& ns, const std::string& j) const override {
-      return fresh_.Pods(ns, j);
-    }
-    std::vector<ObjectPtr> Services(const std::string& ns, const std::string& j) const override {
-      return fresh_.Services(ns, j);
-    }
-
-   private:
-    DirectView fresh_;
-    ObjectPtr job_;
-  };
   CreateRunning(MakeJob("conflict", 1, 2, "OnFailure"));
   StaleJobView stale(client_, view_.Job("default", "conflict"));
   Json job = Job("conflict");
