@@ -22,17 +22,17 @@ CheckpointScheduler::CheckpointScheduler(PsState& state, Options options)
       start_step_(std::max<int64_t>(0, state.global_step())),
       thread_([this] { Loop(); }) {}
 
-CheckpointScheduler::~CheckpointScheduler() { Stop(); }
+CheckpointScheduler::~CheckpointScheduler() { Stop().IgnoreError(); }
 
-void CheckpointScheduler::Stop() {
+absl::Status CheckpointScheduler::Stop() {
   {
     std::lock_guard lock(mu_);
-    if (stopping_) return;
+    if (stopping_) return absl::OkStatus();
     stopping_ = true;
   }
   cv_.notify_all();
   thread_.join();
-  WriteOne();
+  return WriteOne().status();
 }
 
 int64_t CheckpointScheduler::written() const {
@@ -40,11 +40,11 @@ int64_t CheckpointScheduler::written() const {
   return written_;
 }
 
-int64_t CheckpointScheduler::WriteOne() {
+absl::StatusOr<int64_t> CheckpointScheduler::WriteOne() {
   absl::StatusOr<std::optional<int64_t>> step = state_.Checkpoint();
   if (!step.ok()) {
     PSFLOW_LOG(ERROR) << "checkpoint failed: " << step.status().message();
-    return -1;
+    return step.status();
   }
   if (!step->has_value()) return -1;
   PSFLOW_LOG(INFO) << "checkpoint at global step " << **step;
@@ -67,9 +67,9 @@ void CheckpointScheduler::Loop() {
     if ((options_.every_s > 0 && since >= options_.every_s) ||
         (options_.every_steps > 0 && step - last_step >= options_.every_steps)) {
       lock.unlock();
-      const int64_t written = WriteOne();
+      const absl::StatusOr<int64_t> written = WriteOne();  // a failure is tried again later
       lock.lock();
-      if (written >= 0) last_step = written;
+      if (written.ok() && *written >= 0) last_step = *written;
       last_time = Clock::now();
     }
   }

@@ -1,8 +1,8 @@
 // Writes a ps task's checkpoints from a thread of its own: every `every_s` seconds or
 // `every_steps` global steps, whichever comes first (0 turns either off), and only when the global
 // step moved since the last checkpoint; then once more when stopped, so a ps that shuts down
-// cleanly loses nothing. A failed checkpoint is logged as an ERROR and tried again at the next
-// occasion; it never stops the ps.
+// cleanly loses nothing. A failed periodic checkpoint is logged as an ERROR and tried again at the
+// next occasion; a failed final one is Stop's error (the ps then exits non-zero).
 #ifndef PSFLOW_PS_CHECKPOINT_SCHEDULER_H_
 #define PSFLOW_PS_CHECKPOINT_SCHEDULER_H_
 
@@ -14,6 +14,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "ps/ps_state.h"
 
 namespace psflow {
@@ -36,16 +37,17 @@ class CheckpointScheduler {
   CheckpointScheduler(const CheckpointScheduler&) = delete;
   CheckpointScheduler& operator=(const CheckpointScheduler&) = delete;
 
-  // Stops the thread and writes the final checkpoint; later calls do nothing.
-  void Stop();
+  // Stops the thread and writes the final checkpoint: the error of writing it, if that failed.
+  // Later calls do nothing and return OK.
+  absl::Status Stop();
 
   // Checkpoints written so far (the final one included).
   int64_t written() const;
 
  private:
   void Loop();
-  // One checkpoint: its global step, or -1 when none was written (nothing to save, or failed).
-  int64_t WriteOne();
+  // One checkpoint: its global step, -1 when there was nothing to save, or why it failed.
+  absl::StatusOr<int64_t> WriteOne();
 
   PsState& state_;
   const Options options_;

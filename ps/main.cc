@@ -144,7 +144,16 @@ absl::Status Main(const TransportSecurity& security) {
   });
   server->Wait();
   stopper.join();
-  if (checkpoints.has_value()) checkpoints->Stop();  // and the last checkpoint
+  if (checkpoints.has_value()) {
+    // The last checkpoint: without it a restart of this task loses the steps since the one before.
+    if (absl::Status last = checkpoints->Stop(); !last.ok()) {
+      return absl::Status(last.code(),
+                          absl::StrCat("ps task ", spec.task.index,
+                                       ": the final checkpoint failed (a restart would resume from "
+                                       "the one before): ",
+                                       last.message()));
+    }
+  }
   PSFLOW_LOG(INFO) << "ps task " << spec.task.index
                    << " stopped: global_step=" << std::max<int64_t>(0, state.global_step());
   return absl::OkStatus();

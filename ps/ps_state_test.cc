@@ -1753,9 +1753,9 @@ TEST(CheckpointSchedulerTest, EveryNStepsOnlyWhenTheStepMovedAndOnceMoreOnStop) 
   ASSERT_TRUE(WaitForWritten(scheduler, 1));
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_EQ(scheduler.written(), 1);  // the step has not moved since
-  scheduler.Stop();
+  EXPECT_TRUE(scheduler.Stop().ok());
   EXPECT_EQ(scheduler.written(), 2);  // the last one, on the way out
-  scheduler.Stop();
+  EXPECT_TRUE(scheduler.Stop().ok());
   EXPECT_EQ(scheduler.written(), 2);
   const std::vector<std::string> files = CheckpointDir(dir, 0, 3).List();
   ASSERT_EQ(files.size(), 1u);
@@ -1771,6 +1771,22 @@ TEST(CheckpointSchedulerTest, EverySecondsOnceTheStepMoved) {
   EXPECT_EQ(scheduler.written(), 0);  // time passed, but no step
   ASSERT_TRUE(Push(*state, Gradient(All(), 0), Fill(1)).ok());
   ASSERT_TRUE(WaitForWritten(scheduler, 1));
+}
+
+// A final checkpoint that cannot be written (here: the task's folder is replaced by a file, which
+// stops root too) is Stop's error, for the ps to exit non-zero with it, not only a log line.
+TEST(CheckpointSchedulerTest, AFailedFinalCheckpointIsStopsError) {
+  const std::string dir = TestDir();
+  auto state = ReadyState(Request(Sgd(1), Async()), CheckpointOptions(dir));
+  CheckpointScheduler scheduler(*state, {.every_s = 0, .every_steps = 0});
+  ASSERT_TRUE(Push(*state, Gradient(All(), 0), Fill(1)).ok());
+  const std::string task_dir = CheckpointDir(dir, 0, 3).path();
+  std::filesystem::remove_all(task_dir);
+  std::ofstream(task_dir) << "not a folder";
+  const absl::Status stopped = scheduler.Stop();
+  EXPECT_FALSE(stopped.ok());
+  EXPECT_EQ(scheduler.written(), 0);
+  EXPECT_TRUE(scheduler.Stop().ok());  // said once
 }
 
 TEST(CheckpointSchedulerTest, NegativeIntervalsAreRefusedWithTheFlagsNamed) {

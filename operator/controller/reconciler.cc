@@ -358,6 +358,7 @@ void Reconciler::ReconcileActive(Pass& pass) {
     events_.Record(*pass.object, EventType::kWarning, "RestartingReplica", message);
     status.SetCondition(ConditionType::kRestarting, true, "ReplicaRestarting", message, pass.now);
   }
+  absl::Status service_delete_error;  // reported after the creates, which judge their own errors
   for (const ObjectPtr& service : pass.extra_services) {
     absl::Status s = client_.Delete(kube::Services(), pass.ns, kube::Name(*service),
                                     {kube::Propagation::kBackground, kube::Uid(*service), -1});
@@ -366,6 +367,7 @@ void Reconciler::ReconcileActive(Pass& pass) {
     } else if (s.code() != absl::StatusCode::kNotFound) {
       PSFLOW_LOG(WARNING) << "deleting service " << pass.ns << "/" << kube::Name(*service) << ": "
                           << s.message();
+      if (service_delete_error.ok()) service_delete_error = s;
     }
   }
   if (!decision.create_pods.empty() || !decision.create_services.empty()) {
@@ -386,6 +388,8 @@ void Reconciler::ReconcileActive(Pass& pass) {
       return;
     }
   }
+  // Reported, so the job is queued again (with backoff) and the delete retried.
+  if (pass.result.status.ok()) pass.result.status = service_delete_error;
 
   // Conditions.
   const int total = [&] {

@@ -768,6 +768,27 @@ TEST_F(ReconcilerTest, ScalingWorkersDownDeletesTheExtraPods) {
   EXPECT_EQ(Status("scale").workers, "0/2");
 }
 
+// A Service of a replica the spec no longer has that cannot be deleted is reported, so the job is
+// queued again and the delete retried; it was only logged.
+TEST_F(ReconcilerTest, AnExtraServiceThatCannotBeDeletedIsReportedAndRetried) {
+  Create(MakeJob("svc", 1, 3, "OnFailure"));
+  ASSERT_TRUE(Pass("svc").status.ok());
+  EditSpec("svc", [](Json& spec) { spec["replicaSpecs"]["Worker"]["replicas"] = 2; });
+  client_.SetFault([](absl::string_view verb, const kube::Resource& r, absl::string_view) {
+    if (verb == "delete" && r.plural == "services") {
+      return absl::UnavailableError("the API server is busy");
+    }
+    return absl::OkStatus();
+  });
+  ReconcileResult r = Pass("svc");
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kUnavailable) << r.status;
+  EXPECT_EQ(r.services_deleted, 0);
+  client_.SetFault(nullptr);
+  r = Pass("svc");
+  EXPECT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.services_deleted, 1);
+}
+
 // A view whose pod and service lists never change: the informer cache lagging behind.
 class FrozenView : public ClusterView {
  public:
