@@ -21,8 +21,10 @@ EXPECTED = {
         # controller.cc: the TrainingJob informer lists and watches; main.cc Preflight lists.
         ("psflow.io", "trainingjobs", "list", ""),
         ("psflow.io", "trainingjobs", "watch", ""),
-        # reconciler.cc: ttlSecondsAfterFinished deletes the finished job.
+        # reconciler.cc: ttlSecondsAfterFinished deletes the finished job; a status write that
+        # conflicts reads the current job to write over it once.
         ("psflow.io", "trainingjobs", "delete", ""),
+        ("psflow.io", "trainingjobs", "get", ""),
         # reconciler.cc: UpdateStatus writes status through the status subresource.
         ("psflow.io", "trainingjobs/status", "update", ""),
         # replica_objects.cc: the ownerReference of pods and Services sets blockOwnerDeletion,
