@@ -277,6 +277,10 @@ TEST_F(OperatorApiserverTest, JobGetsItsServicesPodsAndStatus) {
   RunAll("mnist");
   ASSERT_TRUE(Eventually([&] { return State("mnist") == "Running"; })) << op->output();
   EXPECT_EQ(GetJob("mnist")["status"]["workers"], "2/2");
+  // Bound to the node before they are stopped: the API server deletes a pod no node holds at
+  // once, with no graceful deletion for the kubelet to finish (counted below). Once failed here
+  // on a loaded machine with no deletion finished; this wait rules out that cause.
+  ASSERT_TRUE(Eventually([&] { return kubelet_->pods_bound() >= 3; })) << kubelet_->pods_bound();
   ASSERT_TRUE(kubelet_->SetPhase("mnist-worker-0", "Succeeded").ok());
   ASSERT_TRUE(Eventually([&] { return State("mnist") == "Succeeded"; })) << op->output();
   // The ps is stopped, and (cleanPodPolicy Running) so is the other worker: graceful deletions
