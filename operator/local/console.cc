@@ -16,13 +16,15 @@ constexpr char kEraseLine[] = "\r\033[K";
 
 }  // namespace
 
-void WriteAll(int fd, absl::string_view text) {
+int WriteAll(int fd, absl::string_view text) {
   while (!text.empty()) {
     const ssize_t n = write(fd, text.data(), text.size());
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
+    if (n < 0) return errno;
+    if (n == 0) return EIO;
     text.remove_prefix(static_cast<size_t>(n));
   }
+  return 0;
 }
 
 int TerminalColumns(int fd) {

@@ -10,9 +10,10 @@
 
 namespace psflow::local {
 
-// Writes all of `text` to `fd`, retrying on EINTR; gives up silently on an error (a closed pipe
-// must not stop the run: SIGPIPE is ignored while it lasts).
-void WriteAll(int fd, absl::string_view text);
+// Writes all of `text` to `fd`, retrying on EINTR; gives up on an error and returns its errno (0
+// when all was written). Callers writing to a terminal or pipe may ignore it (a closed pipe must
+// not stop the run: SIGPIPE is ignored while it lasts).
+int WriteAll(int fd, absl::string_view text);
 
 // The width of the terminal on `fd` (TIOCGWINSZ), else $COLUMNS, else 80.
 int TerminalColumns(int fd);

@@ -47,7 +47,9 @@ absl::StatusOr<std::unique_ptr<ReplicaLog>> ReplicaLog::Open(std::string path) {
 }
 
 void ReplicaLog::Append(absl::string_view line) {
-  WriteAll(fd_.get(), absl::StrCat(line, "\n"));
+  if (const int error = WriteAll(fd_.get(), absl::StrCat(line, "\n")); error != 0) {
+    if (lines_lost_++ == 0) write_error_ = absl::StrCat(path_, ": ", strerror(error));
+  }
   tail_.emplace_back(line);
   if (tail_.size() > kTailLines) tail_.pop_front();
 }

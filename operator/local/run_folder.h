@@ -2,6 +2,7 @@
 #ifndef PSFLOW_OPERATOR_LOCAL_RUN_FOLDER_H_
 #define PSFLOW_OPERATOR_LOCAL_RUN_FOLDER_H_
 
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <string>
@@ -32,10 +33,15 @@ class ReplicaLog {
   ReplicaLog(const ReplicaLog&) = delete;
   ReplicaLog& operator=(const ReplicaLog&) = delete;
 
-  // Appends `line` and a newline. A write error (disk full) is dropped: a log must not stop
-  // the training it records.
+  // Appends `line` and a newline. A write error (disk full) does not stop the training the log
+  // records: the line still joins the tail, is counted as lost, and the first error is kept for
+  // the runner to say once (write_error).
   void Append(absl::string_view line);
   const std::string& path() const { return path_; }
+  // Lines a write error lost, and the first such error ("<path>: No space left on device");
+  // empty while none.
+  int64_t lines_lost() const { return lines_lost_; }
+  const std::string& write_error() const { return write_error_; }
   // The last (at most kTailLines) lines appended, oldest first.
   std::vector<std::string> Tail() const { return {tail_.begin(), tail_.end()}; }
 
@@ -44,6 +50,8 @@ class ReplicaLog {
   std::string path_;
   Fd fd_;
   std::deque<std::string> tail_;
+  int64_t lines_lost_ = 0;
+  std::string write_error_;
 };
 
 }  // namespace psflow::local

@@ -89,5 +89,18 @@ TEST_F(RunFolderTest, ReplicaLogInAMissingFolderIsAnError) {
   EXPECT_TRUE(absl::StrContains(log.status().message(), "ps-0.log")) << log.status();
 }
 
+// A full disk (/dev/full: every write fails with ENOSPC) loses the lines but not the run: each
+// is counted, the first error kept for the runner to say once, and the tail still has them for
+// the failure report.
+TEST_F(RunFolderTest, ReplicaLogOnAFullDiskCountsWhatItLostAndSaysWhy) {
+  auto log = ReplicaLog::Open("/dev/full");
+  ASSERT_TRUE(log.ok()) << log.status();
+  (*log)->Append("step 1");
+  (*log)->Append("step 2");
+  EXPECT_EQ((*log)->lines_lost(), 2);
+  EXPECT_EQ((*log)->write_error(), "/dev/full: No space left on device");
+  EXPECT_EQ((*log)->Tail(), (std::vector<std::string>{"step 1", "step 2"}));
+}
+
 }  // namespace
 }  // namespace psflow::local

@@ -432,7 +432,12 @@ void JobRun::WaitForPsTasks() {
 }
 
 void JobRun::OnOutputLine(Replica& r, absl::string_view line) {
+  const int64_t lost_before = r.log->lines_lost();
   r.log->Append(line);
+  if (lost_before == 0 && r.log->lines_lost() > 0) {  // said once per log
+    console_.Line(Say(absl::StrCat(r.name, "'s log cannot be written (", r.log->write_error(),
+                                   "): its lines from here on are lost; the run goes on")));
+  }
   if (ObserveLogLine(line, r.report) && r.trainer >= 0 && r.report.steps) {
     tracker_.Finished(r.trainer, *r.report.steps);
   }
