@@ -24,6 +24,10 @@ absl::Status LocalUpdate::Prepare(const nn::ParameterSet& params, bool) {
     update_ = nn::MakeHostUpdate(*optimizer_, params);
     return absl::OkStatus();
   }
+  if (&params != &model_->params()) {
+    return absl::InvalidArgumentError(
+        "LocalUpdate: Prepare with a parameter set other than its model's");
+  }
   ASSIGN_OR_RETURN(update_, model_->backend().MakeUpdate(*optimizer_, model_->params()));
   model_->SetGradientsOnDevice(update_->on_device());
   return absl::OkStatus();

@@ -6,12 +6,6 @@
 namespace psflow::nn {
 namespace {
 
-// Elements per row of a sparse parameter (its first dimension indexes the rows).
-size_t RowWidth(const ParameterDesc& d) {
-  const int64_t rows = d.shape.empty() ? 1 : d.shape[0];
-  return rows == 0 ? 0 : static_cast<size_t>(d.size / rows);
-}
-
 // Calls fn(handle, span) on each run of gradient elements that takes part: whole dense
 // parameters, the touched rows of sparse ones.
 template <class Fn>
@@ -23,7 +17,7 @@ void ForEachGradientRun(ParameterSet& params, Fn fn) {
       fn(h, g);
       continue;
     }
-    const size_t width = RowWidth(params.descs()[i]);
+    const auto width = static_cast<size_t>(params.descs()[i].row_width());
     for (int64_t r : params.touched_rows(h))
       fn(h, g.subspan(static_cast<size_t>(r) * width, width));
   }
@@ -59,7 +53,7 @@ void MergeTouchedRows(ParameterSet& into, std::span<ParameterSet* const> from,
     if (!into.sparse(h)) continue;
     const std::span<const int64_t> own = into.touched_rows(h);
     scratch.assign(own.begin(), own.end());
-    const size_t width = RowWidth(into.descs()[i]);
+    const auto width = static_cast<size_t>(into.descs()[i].row_width());
     std::span<float> g = into.grad(h);
     for (size_t k = 0; k < from.size(); ++k) {
       if (weights[k + 1] == 0) continue;

@@ -124,7 +124,7 @@ void ParameterSet::CopyGradientsFrom(const ParameterSet& other) {
       continue;
     }
     d.touched_rows.assign(from.touched_rows.begin(), from.touched_rows.end());
-    const int64_t row = d.shape.empty() || d.shape[0] == 0 ? 0 : d.size / d.shape[0];
+    const int64_t row = d.row_width();
     for (const int64_t r : d.touched_rows) {
       std::memcpy(dst + r * row, src + r * row, static_cast<size_t>(row) * sizeof(float));
     }

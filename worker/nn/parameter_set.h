@@ -42,6 +42,9 @@ struct ParameterDesc {
   int64_t size = 0;    // in floats
   bool sparse = false;
   std::vector<int64_t> touched_rows;  // sparse only: this step's rows
+  // Floats per row of the first dimension (what a touched row spans); 0 for a scalar or an empty
+  // first dimension.
+  int64_t row_width() const { return shape.empty() || shape[0] == 0 ? 0 : size / shape[0]; }
 };
 
 class ParameterSet {

@@ -31,7 +31,7 @@ class HostUpdate final : public ParameterUpdate {
         apply(d.offset, d.size);
         continue;
       }
-      const int64_t width = d.shape.empty() || d.shape[0] == 0 ? 0 : d.size / d.shape[0];
+      const int64_t width = d.row_width();
       for (int64_t row : d.touched_rows) apply(d.offset + row * width, width);
     }
     params.ValuesChanged();

@@ -16,11 +16,6 @@ void AppendTiles(int64_t offset, int64_t length, std::vector<UpdateTile>& tiles)
   }
 }
 
-// The floats per row of sparse parameter d (its first dimension counts the rows).
-int64_t RowWidth(const nn::ParameterDesc& d) {
-  return d.shape.empty() || d.shape[0] == 0 ? 0 : d.size / d.shape[0];
-}
-
 struct PinnedFree {
   void operator()(UpdateTile* p) const { cudaFreeHost(p); }
 };
@@ -54,7 +49,7 @@ class DeviceUpdate final : public nn::ParameterUpdate {
     int64_t run_begin = 0, run_end = 0, most_row_tiles = 0;
     for (const nn::ParameterDesc& d : params.descs()) {
       if (d.sparse) {
-        const int64_t width = RowWidth(d);
+        const int64_t width = d.row_width();
         const int64_t rows = d.shape.empty() ? 0 : d.shape[0];
         most_row_tiles += rows * ((width + kUpdateTileElements - 1) / kUpdateTileElements);
         continue;
@@ -108,7 +103,7 @@ class DeviceUpdate final : public nn::ParameterUpdate {
       ctx_.Check(cudaEventSynchronize(rows_copied_.get()), "waiting for the touched rows' copy");
       for (const nn::ParameterDesc& d : params.descs()) {
         if (!d.sparse) continue;
-        const int64_t width = RowWidth(d);
+        const int64_t width = d.row_width();
         for (int64_t row : d.touched_rows) {
           for (int64_t at = 0; at < width && row_tiles < row_capacity_; at += kUpdateTileElements) {
             row_tiles_.get()[row_tiles++] = {d.offset + row * width + at,
