@@ -119,6 +119,19 @@ class ReconcilerTest : public ::testing::Test {
     return out;
   }
 
+  // The next `n` status writes of TrainingJobs are refused with a 409, as when another writer
+  // bumped the job between a pass's read and its write.
+  void RefuseStatusWrites(int n) {
+    auto left = std::make_shared<int>(n);
+    client_.SetFault([left](absl::string_view verb, const kube::Resource& r, absl::string_view) {
+      if (verb == "update_status" && r.plural == "trainingjobs" && *left > 0) {
+        --*left;
+        return absl::AbortedError("Operation cannot be fulfilled: the object has been modified");
+      }
+      return absl::OkStatus();
+    });
+  }
+
   // Runs every pod of the job.
   void RunAll(const std::string& job) {
     for (const std::string& pod : Names(kube::Pods())) {
@@ -950,20 +963,13 @@ TEST_F(ReconcilerTest, CreationIsBoundedPerPassAndStopsWithTheOperator) {
 TEST_F(ReconcilerTest, StatusConflictIsRetriedOnceThenReportedForRetry) {
   Create(MakeJob("race", 1, 1, "OnFailure"));
   ASSERT_TRUE(Pass("race").status.ok());
-  int conflicts = 1;
-  client_.SetFault([&](absl::string_view verb, const kube::Resource& r, absl::string_view) {
-    if (verb == "update_status" && r.plural == "trainingjobs" && conflicts > 0) {
-      --conflicts;
-      return absl::AbortedError("Operation cannot be fulfilled: the object has been modified");
-    }
-    return absl::OkStatus();
-  });
+  RefuseStatusWrites(1);
   SetPhase("race-ps-0", "Running");
   ReconcileResult r = Pass("race");
   EXPECT_TRUE(r.status.ok()) << r.status;
   EXPECT_TRUE(r.status_written);
 
-  conflicts = 2;
+  RefuseStatusWrites(2);
   SetPhase("race-worker-0", "Running");
   r = Pass("race");
   EXPECT_EQ(r.status.code(), absl::StatusCode::kAborted);
@@ -1086,14 +1092,7 @@ TEST_F(ReconcilerTest, AClaimCheckpointOutlivesSuspendAndResume) {
 TEST_F(ReconcilerTest, AProgressLossIsToldOnceEvenWhenItsStatusWriteConflicts) {
   ASSERT_NO_FATAL_FAILURE(CreateRunning(MakeJob("race", 1, 1, "OnFailure")));
   ASSERT_TRUE(store_.RestartContainer("default", "race-ps-0", 137, "OOMKilled").ok());
-  int conflicts = 2;
-  client_.SetFault([&](absl::string_view verb, const kube::Resource& r, absl::string_view) {
-    if (verb == "update_status" && r.plural == "trainingjobs" && conflicts > 0) {
-      --conflicts;
-      return absl::AbortedError("Operation cannot be fulfilled: the object has been modified");
-    }
-    return absl::OkStatus();
-  });
+  RefuseStatusWrites(2);
   EXPECT_EQ(Pass("race").status.code(), absl::StatusCode::kAborted);
   EXPECT_EQ(Events("ProgressLost").size(), 0u);
   ASSERT_TRUE(Pass("race").status.ok());
