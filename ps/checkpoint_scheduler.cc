@@ -1,6 +1,7 @@
 #include "ps/checkpoint_scheduler.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "core/log.h"
@@ -57,22 +58,66 @@ void CheckpointScheduler::Loop() {
   using Clock = std::chrono::steady_clock;
   int64_t last_step = start_step_;
   Clock::time_point last_time = Clock::now();
-  std::unique_lock lock(mu_);
-  while (!stopping_) {
-    cv_.wait_for(lock, options_.poll);
-    if (stopping_) break;
+  const auto wake = [this] {
+    {
+      std::lock_guard lock(mu_);
+      step_due_ = true;
+    }
+    cv_.notify_all();
+  };
+  for (;;) {
+    // What makes the next checkpoint due: the step reaching the next multiple of every_steps, or,
+    // once every_s has passed, any step after the last checkpoint's.
+    const Clock::time_point now = Clock::now();
+    const bool time_due =
+        options_.every_s > 0 &&
+        now - last_time >= std::chrono::duration<double>(options_.every_s);
+    int64_t target = std::numeric_limits<int64_t>::max();
+    if (options_.every_steps > 0) {
+      target = (last_step / options_.every_steps + 1) * options_.every_steps;
+    }
+    if (time_due) target = std::min(target, last_step + 1);
+    if (target != std::numeric_limits<int64_t>::max()) {
+      state_.coordinator().WatchStep(target, wake);
+    }
+    {
+      std::unique_lock lock(mu_);
+      const auto due = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stopping_ || step_due_;
+      };
+      if (options_.every_s > 0 && !time_due) {
+        cv_.wait_until(lock,
+                       last_time + std::chrono::duration_cast<Clock::duration>(
+                                       std::chrono::duration<double>(options_.every_s)),
+                       due);
+      } else {
+        cv_.wait(lock, due);
+      }
+      if (stopping_) break;
+      step_due_ = false;
+    }
     const int64_t step = state_.global_step();
     if (step < 0 || step == last_step) continue;
-    const double since = std::chrono::duration<double>(Clock::now() - last_time).count();
-    if ((options_.every_s > 0 && since >= options_.every_s) ||
-        (options_.every_steps > 0 && step - last_step >= options_.every_steps)) {
-      lock.unlock();
-      const absl::StatusOr<int64_t> written = WriteOne();  // a failure is tried again later
-      lock.lock();
-      if (written.ok() && *written >= 0) last_step = *written;
-      last_time = Clock::now();
+    const bool steps_due = options_.every_steps > 0 && step >= target;
+    if (!steps_due && !(options_.every_s > 0 && Clock::now() - last_time >=
+                                                    std::chrono::duration<double>(options_.every_s))) {
+      continue;
     }
+    const absl::StatusOr<int64_t> written = WriteOne();
+    if (!written.ok()) {  // tried again after options_.retry
+      std::unique_lock lock(mu_);
+      if (cv_.wait_for(lock, options_.retry, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+            return stopping_;
+          })) {
+        break;
+      }
+      continue;
+    }
+    // Nothing to save (no folder, not initialised) counts as saved at the step seen.
+    last_step = *written >= 0 ? *written : step;
+    last_time = Clock::now();
   }
+  state_.coordinator().ClearStepWatch();
 }
 
 }  // namespace psflow

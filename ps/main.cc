@@ -30,7 +30,8 @@ ABSL_FLAG(std::string, checkpoint_dir, "",
           "Folder for this task's checkpoints (<dir>/ps-<task>/); empty: no checkpoints. On "
           "start the newest valid checkpoint there is restored");
 ABSL_FLAG(double, checkpoint_every_s, 60, "Seconds between checkpoints (0: not by time)");
-ABSL_FLAG(int64_t, checkpoint_every_steps, 0, "Global steps between checkpoints (0: not by steps)");
+ABSL_FLAG(int64_t, checkpoint_every_steps, 0,
+          "A checkpoint as the global step reaches each multiple of this (0: not by steps)");
 ABSL_FLAG(int, keep_checkpoints, 3, "Checkpoints kept per task");
 ABSL_FLAG(int64_t, max_variable_bytes, 0,
           "Most bytes this task's variables may take with their optimizer slots (and sync "

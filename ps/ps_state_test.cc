@@ -1744,7 +1744,7 @@ TEST(CheckpointSchedulerTest, EveryNStepsOnlyWhenTheStepMovedAndOnceMoreOnStop) 
   const std::string dir = TestDir();
   auto state = ReadyState(Request(Sgd(1), Async()), CheckpointOptions(dir));
   CheckpointScheduler scheduler(
-      *state, {.every_s = 0, .every_steps = 2, .poll = std::chrono::milliseconds(2)});
+      *state, {.every_s = 0, .every_steps = 2});
   ASSERT_TRUE(Push(*state, Gradient(All(), 0), Fill(1)).ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_EQ(scheduler.written(), 0);  // one step since the start: not yet
@@ -1762,11 +1762,55 @@ TEST(CheckpointSchedulerTest, EveryNStepsOnlyWhenTheStepMovedAndOnceMoreOnStop) 
   EXPECT_EQ(ReadCheckpointFile(files[0])->global_step, 2);
 }
 
+// The thread is woken by the step itself (no polling: with 800 steps a second a 100 ms poll let a
+// killed ps lose 160 steps of a 100-step interval), and the checkpoints fall on the multiples of
+// the interval, whatever step the previous one caught.
+TEST(CheckpointSchedulerTest, CheckpointsAtTheStepsMultiplesAsTheStepReachesThem) {
+  const std::string dir = TestDir();
+  auto state = ReadyState(Request(Sgd(1), Async()), CheckpointOptions(dir));
+  CheckpointScheduler scheduler(*state, {.every_s = 0, .every_steps = 100});
+  const std::vector<float> g = Fill(1);
+  int64_t step = 0;
+  const auto push_to = [&](int64_t to) {
+    for (; step < to; ++step) ASSERT_TRUE(Push(*state, Gradient(All(), step), g).ok());
+  };
+  push_to(100);
+  ASSERT_TRUE(WaitForWritten(scheduler, 1));
+  EXPECT_EQ(ReadCheckpointFile(CheckpointDir(dir, 0, 3).List().back())->global_step, 100);
+  push_to(170);  // not due before 200
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(scheduler.written(), 1);
+  push_to(200);
+  ASSERT_TRUE(WaitForWritten(scheduler, 2));
+  EXPECT_EQ(ReadCheckpointFile(CheckpointDir(dir, 0, 3).List().back())->global_step, 200);
+  push_to(250);
+  EXPECT_TRUE(scheduler.Stop().ok());
+  EXPECT_EQ(ReadCheckpointFile(CheckpointDir(dir, 0, 3).List().back())->global_step, 250);
+}
+
+// A checkpoint that fails (the task's folder replaced by a file) is tried again after `retry`, and
+// written once the folder is back, at the step it has then.
+TEST(CheckpointSchedulerTest, AFailedCheckpointIsTriedAgainAfterRetry) {
+  const std::string dir = TestDir();
+  auto state = ReadyState(Request(Sgd(1), Async()), CheckpointOptions(dir));
+  const std::string task_dir = CheckpointDir(dir, 0, 3).path();
+  std::filesystem::create_directories(dir);
+  std::ofstream(task_dir) << "not a folder";
+  CheckpointScheduler scheduler(
+      *state, {.every_s = 0, .every_steps = 1, .retry = std::chrono::milliseconds(20)});
+  ASSERT_TRUE(Push(*state, Gradient(All(), 0), Fill(1)).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(scheduler.written(), 0);
+  std::filesystem::remove(task_dir);
+  ASSERT_TRUE(WaitForWritten(scheduler, 1));
+  EXPECT_EQ(ReadCheckpointFile(CheckpointDir(dir, 0, 3).List().back())->global_step, 1);
+}
+
 TEST(CheckpointSchedulerTest, EverySecondsOnceTheStepMoved) {
   const std::string dir = TestDir();
   auto state = ReadyState(Request(Sgd(1), Async()), CheckpointOptions(dir));
   CheckpointScheduler scheduler(
-      *state, {.every_s = 0.01, .every_steps = 0, .poll = std::chrono::milliseconds(2)});
+      *state, {.every_s = 0.01, .every_steps = 0});
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_EQ(scheduler.written(), 0);  // time passed, but no step
   ASSERT_TRUE(Push(*state, Gradient(All(), 0), Fill(1)).ok());

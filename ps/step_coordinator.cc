@@ -49,6 +49,7 @@ absl::Status StepCoordinator::Start(const proto::SyncConfig& sync, int64_t step,
     partition_state_.assign(partition_elements.size(), PartitionState::kWaiting);
     partition_elements_ = std::move(partition_elements);
     step_ = std::max<int64_t>(step, 0);
+    StepMovedLocked();
     due = TakeDueLocked(std::chrono::steady_clock::now());
   }
   for (auto& [fn, reached] : due) fn(reached);
@@ -68,6 +69,25 @@ bool StepCoordinator::stopped() const {
 int64_t StepCoordinator::step() const {
   std::lock_guard lock(mu_);
   return step_;
+}
+
+void StepCoordinator::WatchStep(int64_t target, std::function<void()> reached) {
+  std::lock_guard lock(mu_);
+  watch_target_ = target;
+  watch_ = std::move(reached);
+  StepMovedLocked();
+}
+
+void StepCoordinator::ClearStepWatch() {
+  std::lock_guard lock(mu_);
+  watch_ = nullptr;
+}
+
+void StepCoordinator::StepMovedLocked() {
+  if (!watch_ || step_ < watch_target_) return;
+  std::function<void()> reached = std::move(watch_);
+  watch_ = nullptr;
+  reached();
 }
 
 proto::SyncConfig StepCoordinator::sync() const {
@@ -126,6 +146,7 @@ absl::StatusOr<StepCoordinator::Admission> StepCoordinator::Admit(
       push.opened = std::chrono::steady_clock::now();
       a.opens_push = true;
       ++step_;
+      StepMovedLocked();
     }
     push.seen[header.chunk()] = true;
     a.step = push.counted_at;
@@ -285,6 +306,7 @@ StepCoordinator::Wakeups StepCoordinator::PartitionsApplied(const Progress& prog
   for (PartitionState state : partition_state_) done = done && state == PartitionState::kApplied;
   if (done) {
     ++step_;
+    StepMovedLocked();
     admitted_.clear();
     partition_state_.assign(partition_state_.size(), PartitionState::kWaiting);
     applying_ = false;

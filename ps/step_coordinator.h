@@ -136,6 +136,12 @@ class StepCoordinator {
   bool ready() const;
   bool stopped() const;  // Stop was called
   int64_t step() const;
+  // Calls `reached` once, as soon as step() >= target (at once, on this thread, when it already
+  // is): under the coordinator's lock, so it must be quick and must not call the coordinator.
+  // One watch at a time: a later call replaces it. After ClearStepWatch returns, no call of it
+  // runs or will run.
+  void WatchStep(int64_t target, std::function<void()> reached);
+  void ClearStepWatch();
   proto::SyncConfig sync() const;
   // The step the listed partitions' values are at: step() + 1 when every one of them was already
   // applied in the current sync step, else step(). Empty: step().
@@ -234,10 +240,14 @@ class StepCoordinator {
   Wakeups TakeDueLocked(std::chrono::steady_clock::time_point now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void TimerLoop();
+  // Fires the step watch when the step has reached its target.
+  void StepMovedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
   int64_t step_ ABSL_GUARDED_BY(mu_) = -1;  // -1 until Start
+  int64_t watch_target_ ABSL_GUARDED_BY(mu_) = 0;
+  std::function<void()> watch_ ABSL_GUARDED_BY(mu_);  // WatchStep's, until it fires
   proto::SyncConfig sync_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> partition_elements_ ABSL_GUARDED_BY(mu_);
   // sync: replicas_to_aggregate, as given or defaulted

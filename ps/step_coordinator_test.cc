@@ -80,6 +80,47 @@ absl::StatusOr<StepCoordinator::Admission> AdmitAndWake(StepCoordinator& c,
   return a;
 }
 
+// --- Step watch (the checkpoint scheduler's wake-up) -------------------------------------------
+
+TEST(StepCoordinatorTest, StepWatchFiresOnceAtItsTargetAndAtOnceWhenReached) {
+  StepCoordinator c;
+  int fired = 0;
+  c.WatchStep(2, [&] { ++fired; });
+  ASSERT_TRUE(c.Start(Async(1), 0).ok());
+  EXPECT_EQ(fired, 0);
+  ASSERT_TRUE(AdmitAndWake(c, Push(0, 0)).ok());
+  EXPECT_EQ(fired, 0);
+  ASSERT_TRUE(AdmitAndWake(c, Push(0, 1)).ok());  // the step is 2
+  EXPECT_EQ(fired, 1);
+  ASSERT_TRUE(AdmitAndWake(c, Push(0, 2)).ok());
+  EXPECT_EQ(fired, 1);  // once
+  c.WatchStep(3, [&] { fired += 10; });  // reached already: on this thread, before returning
+  EXPECT_EQ(fired, 11);
+}
+
+TEST(StepCoordinatorTest, StepWatchIsReplacedAndCleared) {
+  StepCoordinator c;
+  ASSERT_TRUE(c.Start(Async(1), 0).ok());
+  int first = 0, second = 0;
+  c.WatchStep(1, [&] { ++first; });
+  c.WatchStep(1, [&] { ++second; });
+  ASSERT_TRUE(AdmitAndWake(c, Push(0, 0)).ok());
+  EXPECT_EQ(first, 0);
+  EXPECT_EQ(second, 1);
+  c.WatchStep(2, [&] { ++first; });
+  c.ClearStepWatch();
+  ASSERT_TRUE(AdmitAndWake(c, Push(0, 1)).ok());
+  EXPECT_EQ(first, 0);
+}
+
+TEST(StepCoordinatorTest, StepWatchFiresWhenStartRestoresPastItsTarget) {
+  StepCoordinator c;
+  int fired = 0;
+  c.WatchStep(100, [&] { ++fired; });
+  ASSERT_TRUE(c.Start(Async(1), 1139).ok());
+  EXPECT_EQ(fired, 1);
+}
+
 // --- Parking ---------------------------------------------------------------------------------
 
 TEST(StepCoordinatorTest, NotReadyBeforeStart) {

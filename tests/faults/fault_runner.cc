@@ -18,10 +18,10 @@ ABSL_FLAG(int, ps, 1, "ps tasks");
 ABSL_FLAG(int, workers, 2, "Workers besides the chief");
 ABSL_FLAG(int64_t, train_steps, 1200, "Steps of each trainer");
 ABSL_FLAG(int64_t, checkpoint_every_steps, 100, "The ps tasks' --checkpoint_every_steps");
-ABSL_FLAG(int64_t, rollback_slack, 50,
+ABSL_FLAG(int64_t, rollback_slack, 100,
           "Steps a restored ps may lose beyond one checkpoint interval");
 ABSL_FLAG(double, accuracy_tolerance, 0.05,
-          "Largest difference of the chief's test accuracy from the undisturbed run's");
+          "Largest difference of the trained model's test accuracy (the trainer that finished last) from the undisturbed run's");
 ABSL_FLAG(int, partition_s, 0,
           "Seconds of one more trial's partition of ps-0 (0: none; needs root)");
 ABSL_FLAG(int, window_ms, 0,

@@ -191,13 +191,65 @@ std::vector<int64_t> StepsInLog(const std::string& log) {
   return steps;
 }
 
-// The last `<type> <index> done:` line's test_accuracy in a trainer's log.
-std::optional<double> AccuracyIn(const std::string& log) {
-  const auto done = psflow::testing::LinesWith(log, " done: ");
-  if (done.empty()) return std::nullopt;
-  const double a = psflow::testing::Field(done.back(), "test_accuracy");
-  if (std::isnan(a)) return std::nullopt;
-  return a;
+// The test accuracy of the trained model: of the `done:` line, among the trainers' logs in
+// `run_dir`, with the highest global step (the trainer that finished last evaluated the most
+// trained parameters; the chief's own figure depends on how far the others had got when it ended).
+std::optional<double> FinalAccuracyIn(const std::string& run_dir) {
+  std::optional<double> accuracy;
+  double highest = -1;
+  std::error_code ec;
+  for (const auto& f : fs::directory_iterator(run_dir, ec)) {
+    const std::string name = f.path().filename().string();
+    if (!absl::StartsWith(name, "chief-") && !absl::StartsWith(name, "worker-")) continue;
+    for (const std::string& line : psflow::testing::LinesWith(ReadWhole(f.path()), " done: ")) {
+      const double step = psflow::testing::Field(line, "global_step");
+      const double a = psflow::testing::Field(line, "test_accuracy");
+      if (std::isnan(step) || std::isnan(a) || step <= highest) continue;
+      highest = step;
+      accuracy = a;
+    }
+  }
+  return accuracy;
+}
+
+// The newest checkpoint of ps task `task` under `dir` that reads back valid: its global step, -1
+// when there is none.
+int64_t NewestCheckpointStep(const std::string& dir, int task) {
+  std::vector<std::string> files = CheckpointDir(dir, task, 1).List();
+  for (auto it = files.rbegin(); it != files.rend(); ++it) {
+    if (auto c = ReadCheckpointFile(*it); c.ok()) return c->global_step;
+  }
+  return -1;
+}
+
+// Waits (up to 10 s) until process `pid` is gone or a zombie: killed, it writes nothing more.
+void AwaitDeath(pid_t pid) {
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (Clock::now() < deadline) {
+    const std::string stat = ReadWhole(absl::StrCat("/proc/", pid, "/stat"));
+    const size_t paren = stat.rfind(')');
+    if (stat.empty() || (paren != std::string::npos && paren + 2 < stat.size() &&
+                         stat[paren + 2] == 'Z')) {
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+// Per restart of a ps task, as its log tells it (psflow run's "[psflow] ps-<i> restarted" line
+// starts each): the global step it restored, or -1 when it found no checkpoint.
+std::vector<int64_t> RestoresInLog(const std::string& log) {
+  std::vector<int64_t> restores;
+  std::istringstream in(log);
+  for (std::string line; std::getline(in, line);) {
+    if (absl::StartsWith(line, "[psflow] ps-") && absl::StrContains(line, " restarted")) {
+      restores.push_back(-1);
+    } else if (!restores.empty() &&
+               absl::StrContains(line, "from the checkpoint at global step=")) {
+      restores.back() = static_cast<int64_t>(psflow::testing::Field(line, "step"));
+    }
+  }
+  return restores;
 }
 
 std::string FindTool(const std::string& name) {
@@ -255,6 +307,9 @@ TrialReport RunTrial(const TrialOptions& o) {
   const std::string tag =
       absl::StrCat(o.name, "-", getpid(), "-", Clock::now().time_since_epoch().count());
   report.allowed_rollback = o.checkpoint_every_steps + o.rollback_slack;
+  // Per ps task, per kill: the newest valid checkpoint once it was dead (what its restart must
+  // restore: nothing writes that folder in between).
+  std::map<int, std::vector<int64_t>> expected_restores;
 
   std::vector<std::string> argv = {Binary("psflow"), "run", "--progress=never",
                                    "--finish_grace_s=60", "--run_dir=" + report.run_dir};
@@ -346,6 +401,11 @@ TrialReport RunTrial(const TrialOptions& o) {
     if (f.kind == FaultKind::kKill) {
       scrape(replicas);  // the step just before
       kill(target->second.pid, SIGKILL);
+      if (absl::StartsWith(f.replica, "ps-")) {
+        AwaitDeath(target->second.pid);
+        expected_restores[std::atoi(f.replica.c_str() + 3)].push_back(
+            NewestCheckpointStep(checkpoints, std::atoi(f.replica.c_str() + 3)));
+      }
     } else if (f.kind == FaultKind::kPause) {
       kill(target->second.pid, SIGSTOP);
       undo.push_back({now + f.duration, f, target->second.pid});
@@ -383,9 +443,9 @@ TrialReport RunTrial(const TrialOptions& o) {
         absl::StrJoin(psflow::testing::LinesWith(report.output, "[psflow] job "), " | ")));
   }
   // 2. Accuracy.
-  report.accuracy = AccuracyIn(ReadWhole(report.run_dir + "/chief-0.log"));
+  report.accuracy = FinalAccuracyIn(report.run_dir);
   if (report.succeeded && !report.accuracy) {
-    report.broken.push_back("the chief reported no test_accuracy");
+    report.broken.push_back("no trainer reported a test_accuracy");
   }
   if (report.accuracy && o.baseline_accuracy &&
       std::abs(*report.accuracy - *o.baseline_accuracy) > o.accuracy_tolerance) {
@@ -393,10 +453,25 @@ TrialReport RunTrial(const TrialOptions& o) {
                                             *report.accuracy, o.accuracy_tolerance,
                                             *o.baseline_accuracy));
   }
-  // 3. The global step, as the ps logs tell it too.
+  // 3. The global step, as the ps logs tell it too; each restart restored the newest checkpoint.
   for (int i = 0; i < o.ps; ++i) {
-    const std::vector<int64_t> steps =
-        StepsInLog(ReadWhole(absl::StrCat(report.run_dir, "/ps-", i, ".log")));
+    const std::string log = ReadWhole(absl::StrCat(report.run_dir, "/ps-", i, ".log"));
+    const std::vector<int64_t> restores = RestoresInLog(log);
+    const std::vector<int64_t>& expected = expected_restores[i];
+    if (restores.size() > expected.size()) {
+      report.broken.push_back(absl::StrCat("ps-", i, " restarted ", restores.size(),
+                                           " times, killed ", expected.size()));
+    }
+    for (size_t k = 0; k < std::min(restores.size(), expected.size()); ++k) {
+      if (restores[k] != expected[k]) {
+        report.broken.push_back(absl::StrCat(
+            "ps-", i, "'s restart ", k + 1, " restored ",
+            restores[k] < 0 ? "no checkpoint" : absl::StrCat("global step ", restores[k]),
+            " where the newest checkpoint when it was killed held ",
+            expected[k] < 0 ? "none" : absl::StrCat("global step ", expected[k])));
+      }
+    }
+    const std::vector<int64_t> steps = StepsInLog(log);
     int64_t high = 0;
     for (const int64_t s : steps) {
       report.max_rollback = std::max(report.max_rollback, high - s);
