@@ -70,8 +70,7 @@ void CheckpointScheduler::Loop() {
     // once every_s has passed, any step after the last checkpoint's.
     const Clock::time_point now = Clock::now();
     const bool time_due =
-        options_.every_s > 0 &&
-        now - last_time >= std::chrono::duration<double>(options_.every_s);
+        options_.every_s > 0 && now - last_time >= std::chrono::duration<double>(options_.every_s);
     int64_t target = std::numeric_limits<int64_t>::max();
     if (options_.every_steps > 0) {
       target = (last_step / options_.every_steps + 1) * options_.every_steps;
@@ -82,9 +81,8 @@ void CheckpointScheduler::Loop() {
     }
     {
       std::unique_lock lock(mu_);
-      const auto due = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_ || step_due_;
-      };
+      const auto due = [this]()
+                           ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || step_due_; };
       if (options_.every_s > 0 && !time_due) {
         cv_.wait_until(lock,
                        last_time + std::chrono::duration_cast<Clock::duration>(
@@ -99,16 +97,16 @@ void CheckpointScheduler::Loop() {
     const int64_t step = state_.global_step();
     if (step < 0 || step == last_step) continue;
     const bool steps_due = options_.every_steps > 0 && step >= target;
-    if (!steps_due && !(options_.every_s > 0 && Clock::now() - last_time >=
-                                                    std::chrono::duration<double>(options_.every_s))) {
+    if (!steps_due &&
+        !(options_.every_s > 0 &&
+          Clock::now() - last_time >= std::chrono::duration<double>(options_.every_s))) {
       continue;
     }
     const absl::StatusOr<int64_t> written = WriteOne();
     if (!written.ok()) {  // tried again after options_.retry
       std::unique_lock lock(mu_);
-      if (cv_.wait_for(lock, options_.retry, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-            return stopping_;
-          })) {
+      if (cv_.wait_for(lock, options_.retry,
+                       [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; })) {
         break;
       }
       continue;

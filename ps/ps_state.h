@@ -23,7 +23,13 @@
 // copy is written once the open ones are done (up to kCheckpointWait): it holds whole pushes and
 // the step that counts them. A push given up (its worker left or restarted, or incomplete for
 // incomplete_push_timeout, see StepCoordinator) ends as it is, in the copy as in the partitions.
-// Thread-safe.
+//
+// Locks, always in this order: init_mu_ (initialisation alone) or checkpoint_mu_, update_mu_
+// (shared by pushes and pulls, exclusive by a checkpoint's copy, Leave and the expiry), capture_mu_,
+// then the coordinator's own. The step rules' effects come back as values (Admission, Progress,
+// Wakeups: sync_step_rules.h, async_step_rules.h) and are carried out here under update_mu_; the
+// parked calls they make due are answered only once every lock is released (a parked pull's
+// answer takes update_mu_ itself). Thread-safe.
 #ifndef PSFLOW_PS_PS_STATE_H_
 #define PSFLOW_PS_PS_STATE_H_
 

@@ -1,0 +1,127 @@
+// The synchronous step rules of one ps task (TensorFlow's SyncReplicasOptimizer rules, applied
+// per partition), as a pure state machine (step_rules.h).
+//
+// The first `replicas_to_aggregate` workers to push for the current step s are admitted (per
+// worker, on its first chunk); their gradients are staged by the caller, who then says so
+// (Staged). A worker has delivered a partition when it has sent all of its elements (dense:
+// counted against the partition's size) or all of its push's chunks (sparse rows vary per
+// worker: the whole push marks them delivered). Once the admitted set is final
+// (min(replicas_to_aggregate, workers still in the job)) and every admitted worker has delivered
+// a partition, that partition is handed out (Progress::apply) to be averaged over the admitted
+// workers and applied at once, without waiting for the others. When every partition is applied
+// (Applied) and every admitted worker's chunks are in, the step becomes s + 1: the one Applied
+// call that completes it returns true. Partitions that become ready together are handed out in
+// partition order (the order the next forward pass reads them).
+//
+// A push computed at a step older than s is dropped as stale; a push for s from a worker beyond
+// the first replicas_to_aggregate (a backup worker), or once a partition of s was handed out, is
+// dropped too, so the slowest never hold the step back. A worker that Leaves no longer counts: if
+// its push was incomplete it loses its place in the step and none of its staged pieces is applied
+// (Progress::given_up: the caller discards them); the step then needs min(replicas_to_aggregate,
+// workers still in the job). With complete pushes every partition gets exactly the sum the
+// whole-step rule gave.
+//
+// A push left incomplete for the push timeout (a worker killed mid-push: no Leave, the rest never
+// comes) is given up by Expire: the worker loses its place as with Leave, and until it pushes again
+// it does not count among the workers still in the job, so the step completes with the others.
+// Its chunks of that push that come later (same step and count, a chunk not seen before) are
+// kDropGivenUp: admitting them would open a push whose earlier chunks are gone. Partitions of the
+// step already applied keep its pieces (they were whole); the others never see them. If every
+// admitted worker of a partly applied step is gone, the step's remaining partitions are handed out
+// with no workers (no update) and the step completes.
+//
+// The caller's protocol per chunk: Admit -> (kAccumulate) stage the payload -> Staged -> discard
+// the staged pieces of Progress::given_up, apply Progress::apply -> Applied (always, even with
+// nothing to apply). Leave and Expire return a Progress the same way. Not thread-safe
+// (StepCoordinator holds it under its lock).
+#ifndef PSFLOW_PS_SYNC_STEP_RULES_H_
+#define PSFLOW_PS_SYNC_STEP_RULES_H_
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ps/step_rules.h"
+
+namespace psflow {
+
+class SyncStepRules {
+ public:
+  // Ready at `step` (>= 0) with `sync`'s rules (StepCoordinator::CheckSyncConfig holds);
+  // partition_elements: the size of each partition, in the order segments index them (none: the
+  // step is only whole pushes; segments naming a partition outside the list count as sparse).
+  SyncStepRules(const proto::SyncConfig& sync, int64_t step,
+                std::vector<int64_t> partition_elements);
+
+  int64_t step() const { return step_; }
+  // Partition p of the current step is applied (its values are those of step() + 1).
+  bool applied(uint32_t p) const;
+  // Some partitions of the current step are handed out and the step has not completed: a
+  // checkpoint now would see half a step.
+  bool mid_step() const { return closed_; }
+  int workers_in_step() const { return static_cast<int>(admitted_.size()); }
+
+  // The verdict on one chunk. INVALID_ARGUMENT for what CheckPushHeader refuses, a chunk sent
+  // twice or with another count by an admitted worker, or dense elements of a partition sent
+  // twice; nothing changes then.
+  absl::StatusOr<step_rules::Admission> Admit(const proto::TransferHeader& header,
+                                              step_rules::Clock::time_point now);
+  // The admitted chunk's gradients are staged: what became ready (nothing for a worker not
+  // admitted).
+  step_rules::Progress Staged(const proto::TransferHeader& header);
+  // progress.apply was applied: true when this call completed the step (then step() moved on).
+  bool Applied(const step_rules::Progress& progress);
+  // The worker has finished (said once per worker; later calls return nothing).
+  step_rules::Progress Leave(int worker);
+  // Gives up every admitted push still incomplete `timeout` after its first chunk.
+  step_rules::Progress Expire(step_rules::Clock::time_point now,
+                              step_rules::Clock::duration timeout);
+  // When the oldest incomplete push passes `timeout`; max() when none is incomplete.
+  step_rules::Clock::time_point NextPushDeadline(step_rules::Clock::duration timeout) const;
+
+ private:
+  // One admitted worker's push to this task in the current step.
+  struct WorkerPush {
+    uint32_t num_chunks = 0;
+    uint32_t chunks_in = 0;  // staged
+    std::vector<bool> seen;  // per chunk: admitted
+    // Per partition: dense elements admitted, dense elements staged, delivered.
+    std::vector<int64_t> admitted_elements;
+    std::vector<int64_t> staged_elements;
+    std::vector<bool> delivered;
+    step_rules::Clock::time_point opened;  // its first chunk's admission
+    bool complete() const { return chunks_in == num_chunks; }
+  };
+  // The push of a worker that Expire gave up, to tell its late chunks.
+  struct GivenUpPush {
+    int64_t step = -1;  // -1: none
+    uint32_t num_chunks = 0;
+    std::vector<bool> seen;  // per chunk: admitted before, or dropped since
+  };
+  enum class PartitionState : uint8_t { kWaiting, kApplying, kApplied };
+
+  bool AdmissionFinal() const;
+  // Adds the partitions every admitted worker has delivered, marked kApplying, to progress.
+  void TakeReady(step_rules::Progress& progress);
+
+  const int total_workers_;
+  const int required_;  // replicas_to_aggregate, as given or defaulted
+  const std::vector<int64_t> partition_elements_;
+  int64_t step_;
+  std::map<int, WorkerPush> admitted_;           // the current step's
+  std::vector<PartitionState> partition_state_;  // per partition, in the current step
+  // A partition of the current step was handed out, or the step's completion was told:
+  // admission is closed.
+  bool closed_ = false;
+  bool completion_told_ = false;  // Progress::completes_step given for this step
+  std::vector<bool> left_;        // per worker
+  int left_count_ = 0;
+  std::vector<bool> absent_;  // per worker: its push was given up and it has not pushed since
+  int absent_count_ = 0;
+  std::vector<GivenUpPush> given_up_;  // per worker
+};
+
+}  // namespace psflow
+
+#endif  // PSFLOW_PS_SYNC_STEP_RULES_H_
