@@ -228,8 +228,8 @@ void AwaitDeath(pid_t pid) {
   while (Clock::now() < deadline) {
     const std::string stat = ReadWhole(absl::StrCat("/proc/", pid, "/stat"));
     const size_t paren = stat.rfind(')');
-    if (stat.empty() || (paren != std::string::npos && paren + 2 < stat.size() &&
-                         stat[paren + 2] == 'Z')) {
+    if (stat.empty() ||
+        (paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'Z')) {
       return;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
