@@ -112,14 +112,8 @@ void Controller::Worker() {
     const std::string ns = key->substr(0, slash);
     const std::string name = slash == std::string::npos ? *key : key->substr(slash + 1);
     const auto start = std::chrono::steady_clock::now();
-    ReconcileResult r;
-    try {
-      r = reconciler_->Reconcile(ns, name);
-    } catch (const std::exception& e) {
-      // A bug, or an object shaped in a way nobody foresaw: never take the operator down.
-      PSFLOW_LOG(ERROR) << "TrainingJob " << *key << ": reconcile threw: " << e.what();
-      r.status = absl::InternalError(e.what());
-    }
+    // Never throws: a pass that did says so on the job (Reconciler::Reconcile).
+    const ReconcileResult r = reconciler_->Reconcile(ns, name);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     ++reconciles_;

@@ -139,6 +139,44 @@ Reconciler::Reconciler(kube::KubeClient& client, const ClusterView& view,
       options_(options) {}
 
 ReconcileResult Reconciler::Reconcile(const std::string& ns, const std::string& name) {
+  ReconcileResult result;
+  try {
+    result = ReconcileOnce(ns, name);
+  } catch (const std::exception& e) {
+    PSFLOW_LOG(ERROR) << "TrainingJob " << kube::Key(ns, name) << ": reconcile threw: " << e.what();
+    ReportThrown(ns, name, e.what());
+    result = {};
+    result.status = absl::InternalError(absl::StrCat("reconcile threw: ", e.what()));
+    return result;
+  }
+  if (result.status.ok()) {
+    std::lock_guard<std::mutex> lock(written_mu_);
+    thrown_.erase(kube::Key(ns, name));
+  }
+  return result;
+}
+
+void Reconciler::ReportThrown(const std::string& ns, const std::string& name,
+                              const std::string& what) {
+  const ObjectPtr job = view_.Job(ns, name);
+  if (job == nullptr) return;
+  {
+    std::lock_guard<std::mutex> lock(written_mu_);
+    std::string& last = thrown_[kube::Key(ns, name)];
+    if (last == what) return;
+    last = what;
+  }
+  try {
+    events_.Record(*job, EventType::kWarning, "ReconcileError",
+                   absl::StrCat("the operator failed to reconcile this job (", what,
+                                "); retrying with backoff"));
+  } catch (const std::exception& e) {
+    PSFLOW_LOG(ERROR) << "TrainingJob " << kube::Key(ns, name)
+                      << ": the ReconcileError event could not be recorded: " << e.what();
+  }
+}
+
+ReconcileResult Reconciler::ReconcileOnce(const std::string& ns, const std::string& name) {
   Pass pass;
   pass.ns = ns;
   pass.name = name;
@@ -772,6 +810,7 @@ void Reconciler::ForgetJob(const std::string& key) {
   expectations_.Forget(key);
   std::lock_guard<std::mutex> lock(written_mu_);
   written_from_.erase(key);
+  thrown_.erase(key);
 }
 
 bool Reconciler::CacheBehindOwnWrite(const std::string& key, const Json& cached) {

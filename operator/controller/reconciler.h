@@ -44,6 +44,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -90,6 +91,10 @@ class Reconciler {
              EventRecorder& events, std::function<absl::Time()> now = absl::Now,
              ReconcilerOptions options = {});
 
+  // One pass. An exception from inside it (a bug, or an object shaped in a way nobody foresaw)
+  // never escapes: the pass returns INTERNAL (retried with backoff) and the job gets a Warning
+  // ReconcileError event with the exception's message, once per distinct message until a pass
+  // succeeds.
   ReconcileResult Reconcile(const std::string& ns, const std::string& name);
 
   // Jobs whose last status write by this reconciler the cache has not shown yet (each is
@@ -99,6 +104,10 @@ class Reconciler {
 
  private:
   struct Pass;
+  ReconcileResult ReconcileOnce(const std::string& ns, const std::string& name);
+  // The Warning ReconcileError event for a pass that threw `what` (not repeated while the same
+  // message repeats).
+  void ReportThrown(const std::string& ns, const std::string& name, const std::string& what);
   // Observe -> Decide (job_decision.h, pure) -> act: creates, replacements, the outcome.
   void ReconcileActive(Pass& pass);
   JobObservation Observe(const Pass& pass) const;
@@ -131,7 +140,11 @@ class Reconciler {
   std::function<absl::Time()> now_;
   ReconcilerOptions options_;
   mutable std::mutex written_mu_;
-  std::map<std::string, std::string> written_from_;  // job key -> resourceVersion written over
+  // job key -> resourceVersion written over
+  std::map<std::string, std::string> written_from_ ABSL_GUARDED_BY(written_mu_);
+  // job key -> the message of the ReconcileError event last recorded, until a pass succeeds or
+  // the job is gone
+  std::map<std::string, std::string> thrown_ ABSL_GUARDED_BY(written_mu_);
 };
 
 }  // namespace psflow::controller

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -960,6 +961,34 @@ TEST_F(ReconcilerTest, CreationIsBoundedPerPassAndStopsWithTheOperator) {
 // A conflict on the status write (another writer bumped the job) is retried once on the current
 // version when nobody changed the status meanwhile; a second conflict is reported, and the next
 // pass writes.
+// A pass that throws (here the throughput probe: any bug or unforeseen object shape) is an
+// INTERNAL error to retry, and the job's owner hears of it: one Warning event per distinct
+// message, again after a pass succeeded in between.
+TEST_F(ReconcilerTest, AThrowingPassIsAnErrorAndAWarningEventOncePerMessage) {
+  Create(MakeJob("mnist", 1, 1, "OnFailure"));
+  bool throwing = true;
+  ReconcilerOptions options;
+  options.throughput = [&](const std::string&) -> std::optional<Throughput> {
+    if (throwing) throw std::runtime_error("probe exploded");
+    return std::nullopt;
+  };
+  Reconciler reconciler(client_, view_, expectations_, events_, [this] { return now_; }, options);
+  const std::string event =
+      "Warning: the operator failed to reconcile this job (probe exploded); retrying with backoff";
+  for (int i = 0; i < 2; ++i) {
+    const ReconcileResult r = reconciler.Reconcile("default", "mnist");
+    EXPECT_EQ(r.status.code(), absl::StatusCode::kInternal) << r.status;
+    EXPECT_TRUE(absl::StrContains(r.status.message(), "probe exploded")) << r.status;
+  }
+  EXPECT_EQ(Events("ReconcileError"), std::vector<std::string>{event});
+  throwing = false;
+  EXPECT_TRUE(reconciler.Reconcile("default", "mnist").status.ok());
+  expectations_.Forget(kube::Key("default", "mnist"));
+  throwing = true;
+  EXPECT_FALSE(reconciler.Reconcile("default", "mnist").status.ok());
+  EXPECT_EQ(Events("ReconcileError"), (std::vector<std::string>{event, event}));
+}
+
 TEST_F(ReconcilerTest, StatusConflictIsRetriedOnceThenReportedForRetry) {
   Create(MakeJob("race", 1, 1, "OnFailure"));
   ASSERT_TRUE(Pass("race").status.ok());
