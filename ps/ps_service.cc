@@ -14,6 +14,12 @@
 namespace psflow {
 namespace {
 
+// What a call parked on a stopping ps gets: the task is going away, as a lost connection is (the
+// worker recovers and waits for it to come back).
+grpc::Status Stopping() {
+  return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the ps task is stopping");
+}
+
 grpc::Status ToGrpc(const absl::Status& s) {
   if (s.ok()) return grpc::Status::OK;
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
@@ -119,6 +125,10 @@ grpc::ServerUnaryReactor* PsService::WaitReady(grpc::CallbackServerContext* cont
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   state_.coordinator().Park(0, {}, ParkDeadline(request->timeout_ms()),
                             [this, reactor, response](bool) {
+                              if (state_.coordinator().stopped()) {
+                                reactor->Finish(Stopping());
+                                return;
+                              }
                               *response = state_.ReadyResponse();
                               reactor->Finish(grpc::Status::OK);
                             });
@@ -191,6 +201,10 @@ grpc::ServerUnaryReactor* PsService::Pull(grpc::CallbackServerContext* context,
         if (metrics_ != nullptr) {
           metrics_->wait_seconds.Increment(
               std::chrono::duration<double>(std::chrono::steady_clock::now() - parked_at).count());
+        }
+        if (!reached && state_.coordinator().stopped()) {
+          reactor->Finish(Stopping());
+          return;
         }
         if (!reached) {
           proto::TransferReply reply;

@@ -86,8 +86,15 @@ bool HasCheckpoint(const std::string& dir) {
   return false;
 }
 
-TEST(Recovery, KilledPsRestartsFromItsCheckpointAndTheJobCompletes) {
-  const std::string dir = absl::StrCat(::testing::TempDir(), "psflow_recovery_", getpid());
+// SIGKILL (a crash, the OOM killer) and SIGTERM (what the kubelet sends on a failed liveness
+// probe or an eviction: the ps writes its final checkpoint and exits 0, which restartPolicy
+// OnFailure alone would not restart; the job policy does, api/job_policy.h).
+class RecoveryAfterSignal : public ::testing::TestWithParam<int> {};
+
+TEST_P(RecoveryAfterSignal, StoppedPsRestartsFromItsCheckpointAndTheJobCompletes) {
+  const int signal = GetParam();
+  const std::string dir =
+      absl::StrCat(::testing::TempDir(), "psflow_recovery_", getpid(), "_", signal);
   std::filesystem::remove_all(dir);
   const std::string manifest = dir + ".yaml";
   std::ofstream(manifest) << R"(apiVersion: psflow.io/v1alpha1
@@ -129,34 +136,52 @@ spec:
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   const pid_t ps = FindProcess({"psflow-ps", ps_dir.substr(0, ps_dir.size() - 5)});
-  const bool killed = HasCheckpoint(ps_dir) && ps > 0 && kill(ps, SIGKILL) == 0;
+  const bool killed = HasCheckpoint(ps_dir) && ps > 0 && kill(ps, signal) == 0;
   job.join();
   ASSERT_TRUE(killed) << "no checkpoint or no ps process to kill\n" << result.output;
   ASSERT_FALSE(result.timed_out) << result.output;
   ASSERT_TRUE(result.status.ok()) << result.status.Describe() << "\n" << result.output;
 
-  EXPECT_EQ(LinesWith(result.output, "ps-0 exited: killed by signal 9").size(), 1u)
+  EXPECT_EQ(LinesWith(result.output, signal == SIGKILL ? "ps-0 exited: killed by signal 9"
+                                                      : "ps-0 exited: exit code 0")
+                .size(),
+            1u)
       << result.output;
   EXPECT_EQ(LinesWith(result.output, "restarting ps-0 (restart 1").size(), 1u) << result.output;
   const auto restored = LinesWith(result.output, "from the checkpoint at global step");
   ASSERT_EQ(restored.size(), 1u) << result.output;
   const double restored_step = Field(restored[0], "step");
   EXPECT_GE(restored_step, 100) << restored[0];
+  // The trained model: the accuracy of the worker that finished last (the other's depends on
+  // how far this one had got: one ended at 0.792 once).
+  std::string last;
   for (const int i : {0, 1}) {
     const auto summary = LinesWith(result.output, absl::StrCat("worker ", i, " done:"));
     ASSERT_EQ(summary.size(), 1u) << result.output;
     EXPECT_EQ(Field(summary[0], "steps"), 1500) << summary[0];
-    EXPECT_GE(Field(summary[0], "test_accuracy"), 0.80) << summary[0];
+    if (last.empty() || Field(summary[0], "global_step") > Field(last, "global_step")) {
+      last = summary[0];
+    }
   }
+  EXPECT_GE(Field(last, "test_accuracy"), 0.80) << last;
   // The step went on from the checkpoint: only the pushes after it and before the kill are lost.
   const auto stopped = LinesWith(result.output, "ps task 0 stopped: global_step=");
-  ASSERT_EQ(stopped.size(), 1u) << result.output;
-  const double final_step = Field(stopped[0], "global_step");
-  EXPECT_GT(final_step, restored_step + 1500) << stopped[0];
-  EXPECT_LE(final_step, 3000) << stopped[0];
+  ASSERT_EQ(stopped.size(), signal == SIGTERM ? 2u : 1u) << result.output;
+  if (signal == SIGTERM) {  // its final checkpoint held every step it had: nothing was lost
+    EXPECT_EQ(restored_step, Field(stopped[0], "global_step")) << result.output;
+  }
+  const double final_step = Field(stopped.back(), "global_step");
+  EXPECT_GT(final_step, restored_step + 1500) << stopped.back();
+  EXPECT_LE(final_step, 3000) << stopped.back();
   std::filesystem::remove_all(dir);
   std::filesystem::remove(manifest);
 }
+
+INSTANTIATE_TEST_SUITE_P(Signals, RecoveryAfterSignal, ::testing::Values(SIGKILL, SIGTERM),
+                         [](const ::testing::TestParamInfo<int>& param) {
+                           return param.param == SIGKILL ? std::string("Sigkill")
+                                                        : std::string("Sigterm");
+                         });
 
 // The highest "global_step N" in the file's progress lines; -1 when there is none yet.
 int64_t LastGlobalStep(const std::string& path) {

@@ -32,6 +32,10 @@ int64_t BulkCall::SetRequest(std::span<const std::span<const float>> runs, WireT
 }
 
 absl::Status BulkCall::DecodeReply(proto::TransferReply* reply) {
+  if (status.error_code() == grpc::StatusCode::CANCELLED) {
+    return absl::UnavailableError(
+        absl::StrCat("the ps cancelled the call (stopping?): ", status.error_message()));
+  }
   if (!status.ok()) {
     return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
   }

@@ -56,7 +56,9 @@ struct BulkCall {
   // buffer. Returns the payload bytes.
   int64_t SetRequest(std::span<const std::span<const float>> runs, WireType type);
   // The reply's frame header into `reply`, leaving reply_source at its payload. The call's
-  // status first: its error, then INTERNAL for an unreadable reply.
+  // status first: its error (CANCELLED as UNAVAILABLE: the worker never cancels its own bulk
+  // calls, so the ps cancelled it, stopping; the caller recovers as from any lost task), then
+  // INTERNAL for an unreadable reply.
   absl::Status DecodeReply(proto::TransferReply* reply);
 
   std::optional<grpc::ClientContext> context;  // fresh for every send

@@ -35,8 +35,12 @@ ReplicaOutcome OnReplicaEnd(const TrainingJob& job, ReplicaType type, const Repl
   auto spec = job.replica_specs.find(type);
   const RestartPolicy policy =
       spec == job.replica_specs.end() ? RestartPolicy::kNever : spec->second.restart_policy;
-  // A ps that exits 0 still ended too early; OnFailure and ExitCode see a success there, so only
-  // Always brings it back.
+  // A ps exits 0 only when stopped from outside (SIGTERM: a failed liveness probe, an eviction, a
+  // drain, a user), after its final checkpoint: before the job is over that is no verdict of its
+  // own, so every policy but Never brings it back.
+  if (type == ReplicaType::kPS && exit.ok()) {
+    return policy == RestartPolicy::kNever ? ReplicaOutcome::kFailJob : ReplicaOutcome::kRestart;
+  }
   if (PolicyRestarts(policy, exit)) return ReplicaOutcome::kRestart;
   return type == ReplicaType::kEvaluator ? ReplicaOutcome::kLeftEnded : ReplicaOutcome::kFailJob;
 }

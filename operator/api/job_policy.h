@@ -43,8 +43,11 @@ enum class ReplicaOutcome {
 //  - otherwise its restartPolicy decides: Never: no restart; OnFailure and Always: restart;
 //    ExitCode: restart after 128+N (a signal: OOM-killed, preempted) or no exit code (evicted),
 //    while 1-127 are the program's own verdict and final;
-//  - a ps ends only when stopped: any end of it (0 included) is a failure, restarted only under
-//    Always (and ExitCode after a signal);
+//  - a ps never completes: it runs until stopped. Stopped with SIGTERM (a failed liveness probe,
+//    an eviction, a drain) it writes its final checkpoint and exits 0, which the kubelet does not
+//    restart under OnFailure; so a ps that exited 0 before the job was over is restarted under
+//    every policy but Never (a replacement pod in Kubernetes, a new process locally); any other
+//    end of a ps follows its restartPolicy as a failure;
 //  - a failure not restarted fails the job, except an evaluator's: an evaluator never decides
 //    the job's outcome.
 ReplicaOutcome OnReplicaEnd(const TrainingJob& job, ReplicaType type, const ReplicaExit& exit);

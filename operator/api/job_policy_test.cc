@@ -75,8 +75,8 @@ TEST(JobPolicy, WhatFollowsTheEndOfAReplica) {
       {P::kExitCode, R::kWorker, std::nullopt, O::kRestart},
       // A ps never finishes by itself: even exit 0 is a failure, restarted only under Always.
       {P::kNever, R::kPS, 0, O::kFailJob},
-      {P::kOnFailure, R::kPS, 0, O::kFailJob},
-      {P::kExitCode, R::kPS, 0, O::kFailJob},
+      {P::kOnFailure, R::kPS, 0, O::kRestart},  // stopped by SIGTERM (liveness, eviction)
+      {P::kExitCode, R::kPS, 0, O::kRestart},
       {P::kAlways, R::kPS, 0, O::kRestart},
       {P::kOnFailure, R::kPS, 137, O::kRestart},
       {P::kExitCode, R::kPS, 1, O::kFailJob},

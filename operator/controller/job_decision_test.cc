@@ -109,19 +109,24 @@ TEST(JobDecision, ACompletedIndexIsNeverRunAgain) {
   EXPECT_TRUE(d.all_running);
 }
 
-TEST(JobDecision, APsThatExitsZeroFailsTheJobUnlessAlways) {
-  for (auto [policy, fails] : {std::pair{api::RestartPolicy::kOnFailure, true},
-                               std::pair{api::RestartPolicy::kAlways, false}}) {
+// A ps stopped by SIGTERM (a failed liveness probe, an eviction) exits 0 and its OnFailure pod
+// ends Succeeded, which the kubelet does not restart: the operator replaces it, under every
+// policy but Never.
+TEST(JobDecision, APsThatExitsZeroIsReplacedUnlessNever) {
+  for (auto [policy, fails] : {std::pair{api::RestartPolicy::kOnFailure, false},
+                               std::pair{api::RestartPolicy::kExitCode, false},
+                               std::pair{api::RestartPolicy::kAlways, false},
+                               std::pair{api::RestartPolicy::kNever, true}}) {
     const api::TrainingJob job = MakeJob(policy);
     JobObservation o = AllRunning(job);
     At(o, ReplicaType::kPS, 0).pod = Pod(PodPhase::kSucceeded, 0, "Completed");
     const Decision d = Decide(job, "default/j", {}, o);
     EXPECT_EQ(d.failure.has_value(), fails) << api::RestartPolicyName(policy);
-    EXPECT_EQ(d.restarts.size(), fails ? 0u : 1u);
+    EXPECT_EQ(d.restarts.size(), fails ? 0u : 1u) << api::RestartPolicyName(policy);
     if (fails) {
       EXPECT_EQ(d.failure->second,
                 "PS 0 (pod j-ps-0) exited before the job finished (exit code 0); restartPolicy "
-                "OnFailure does not restart it");
+                "Never does not restart it");
     }
   }
 }
