@@ -85,7 +85,6 @@ TEST(Help, PsflowListsItsFlagsWithTheirDefaults) {
                       {"progress_every_s", "10"},
                       {"run_dir", "\"\""},
                       {"verbose", "false"},
-                      {"finish_grace_s", "30"},
                       {"stop_grace_s", "10"},
                       {"prometheus_targets", "\"\""}});
 }

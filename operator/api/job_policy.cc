@@ -72,6 +72,10 @@ std::string SuccessReason(const TrainingJob& job) {
   return job.Replicas(ReplicaType::kChief) > 0 ? "Chief 0 completed" : "Worker 0 completed";
 }
 
+absl::Duration FinishGrace(const TrainingJob& job) {
+  return absl::Seconds(job.run_policy.finish_grace_seconds.value_or(kDefaultFinishGraceSeconds));
+}
+
 std::optional<absl::Duration> ActiveDeadline(const TrainingJob& job) {
   if (!job.run_policy.active_deadline_seconds) return std::nullopt;
   return absl::Seconds(*job.run_policy.active_deadline_seconds);

@@ -68,6 +68,13 @@ bool JobSucceeded(const TrainingJob& job,
 // completed".
 std::string SuccessReason(const TrainingJob& job);
 
+// Once the job succeeded, how long trainers still running may go on finishing their steps (their
+// pods or processes, and the ps tasks they push to, stay) before the clean-up stops them:
+// runPolicy.finishGraceSeconds, else kDefaultFinishGraceSeconds. Both sides use it: the operator
+// before cleanPodPolicy deletes them, `psflow run` before it stops them.
+inline constexpr int64_t kDefaultFinishGraceSeconds = 30;
+absl::Duration FinishGrace(const TrainingJob& job);
+
 // runPolicy.activeDeadlineSeconds as a duration; nullopt without a deadline.
 std::optional<absl::Duration> ActiveDeadline(const TrainingJob& job);
 

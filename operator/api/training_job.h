@@ -85,6 +85,8 @@ struct ReplicaSpec {
 struct RunPolicy {
   CleanPodPolicy clean_pod_policy = CleanPodPolicy::kRunning;
   std::optional<int64_t> ttl_seconds_after_finished;
+  // After success, how long trainers still running may finish (api::FinishGrace).
+  std::optional<int64_t> finish_grace_seconds;
   std::optional<int64_t> active_deadline_seconds;
   std::optional<int> backoff_limit;
   bool suspend = false;

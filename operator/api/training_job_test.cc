@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "operator/api/job_policy.h"
+
 namespace psflow::api {
 namespace {
 
@@ -11,7 +13,8 @@ kind: TrainingJob
 metadata: {name: demo, namespace: ml}
 spec:
   successPolicy: AllWorkers
-  runPolicy: {activeDeadlineSeconds: 60, backoffLimit: 3, cleanPodPolicy: All}
+  runPolicy: {activeDeadlineSeconds: 60, backoffLimit: 3, cleanPodPolicy: All,
+              finishGraceSeconds: 90}
   replicaSpecs:
     PS:
       replicas: 2
@@ -46,6 +49,8 @@ TEST(TrainingJob, ParsesTheFieldsPsflowUses) {
   EXPECT_EQ(job->Replicas(ReplicaType::kChief), 0);
   EXPECT_EQ(job->success_policy, SuccessPolicy::kAllWorkers);
   EXPECT_EQ(job->run_policy.active_deadline_seconds, 60);
+  EXPECT_EQ(job->run_policy.finish_grace_seconds, 90);
+  EXPECT_EQ(FinishGrace(*job), absl::Seconds(90));
   EXPECT_EQ(job->run_policy.backoff_limit, 3);
   EXPECT_EQ(job->run_policy.clean_pod_policy, CleanPodPolicy::kAll);
   const ReplicaSpec& ps = job->replica_specs.at(ReplicaType::kPS);
@@ -115,6 +120,8 @@ TEST(TrainingJob, BadManifestsGiveOneLineNamingTheField) {
        "\"Sometimes\" is not one of Never, OnFailure, Always, ExitCode"},
       {head + "spec:\n  runPolicy: {backoffLimit: -2}\n  replicaSpecs:\n" + worker,
        "spec.runPolicy.backoffLimit: must be >= 0"},
+      {head + "spec:\n  runPolicy: {finishGraceSeconds: -1}\n  replicaSpecs:\n" + worker,
+       "spec.runPolicy.finishGraceSeconds: must be >= 0"},
       {head + "spec:\n  replicaSpecs:\n    Worker: {template: {spec: {containers: [{command: "
               "w}]}}}\n",
        "command: must be a list of strings"},

@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "core/log.h"
 #include "operator/api/cluster_spec_builder.h"
+#include "operator/api/job_policy.h"
 #include "operator/api/training_job.h"
 #include "operator/controller/job_certificates.h"
 #include "operator/controller/job_decision.h"
@@ -477,6 +478,34 @@ void Reconciler::Finish(Pass& pass) {
   const api::TrainingJob& job = pass.job;
   const bool succeeded = pass.status.Is(ConditionType::kSucceeded);
   const api::CleanPodPolicy policy = job.run_policy.clean_pod_policy;
+  if (ParseTimestamp(pass.status.completion_time) == absl::InfinitePast()) {
+    pass.status.completion_time = FormatTimestamp(pass.now);  // unset or not a time: from now
+  }
+  // Trainers still running when the job succeeded get the finish grace to end their steps and
+  // write their logs: every pod and Service (the ps they push to, the names they resolve) stays
+  // until they have ended or the grace has passed (as `psflow run` does, api::FinishGrace).
+  // Trainers that finished after the outcome (in the grace below) completed too.
+  for (const auto& [slot, pod] : pass.pods) {
+    if (api::IsTrainer(slot.first) && ReadPodState(*pod).phase == PodPhase::kSucceeded) {
+      pass.status.replica_statuses[slot.first].completed_indexes.insert(slot.second);
+    }
+  }
+  if (succeeded) {
+    const absl::Time grace_end =
+        ParseTimestamp(pass.status.completion_time) + api::FinishGrace(job);
+    bool trainer_running = false;
+    for (const auto& [slot, pod] : pass.pods) {
+      const PodState state = ReadPodState(*pod);
+      trainer_running =
+          trainer_running || (api::IsTrainer(slot.first) && !state.being_deleted && state.Active());
+    }
+    if (trainer_running && pass.now < grace_end) {
+      CountPods(pass);
+      if (!WriteStatus(pass)) return;
+      pass.result.requeue_after = grace_end - pass.now;
+      return;
+    }
+  }
   std::vector<ObjectPtr> doomed = pass.extra_pods;
   for (const auto& [slot, pod] : pass.pods) {
     const PodState state = ReadPodState(*pod);
@@ -504,9 +533,6 @@ void Reconciler::Finish(Pass& pass) {
                           << s.message();
       if (pass.result.status.ok()) pass.result.status = s;
     }
-  }
-  if (ParseTimestamp(pass.status.completion_time) == absl::InfinitePast()) {
-    pass.status.completion_time = FormatTimestamp(pass.now);  // unset or not a time: from now
   }
   CountPods(pass);
   if (!WriteStatus(pass)) return;

@@ -353,12 +353,22 @@ TEST_F(ReconcilerTest, ChiefSuccessSucceedsStopsPsAndHonoursCleanPodPolicyNone) 
   EXPECT_EQ(status.completion_time, "2027-01-15T08:00:00Z");
   EXPECT_EQ(status.replica_statuses.at(api::ReplicaType::kWorker).completed_indexes,
             std::set<int>{0});
+  // Worker 1 still runs: for the finish grace (30 s by default) nothing is stopped.
+  EXPECT_EQ(r.requeue_after, absl::Seconds(30));
+  EXPECT_EQ(Names(kube::Pods()).size(), 3u);
+  now_ += absl::Seconds(29);
+  EXPECT_EQ(Pass("done").requeue_after, absl::Seconds(1));
+  EXPECT_EQ(Names(kube::Pods()).size(), 3u);
+  now_ += absl::Seconds(1);
+  ASSERT_TRUE(Pass("done").status.ok());
   // The ps is stopped even under None; the other worker and the services are kept.
   EXPECT_EQ(Names(kube::Pods()), (std::vector<std::string>{"done-worker-0", "done-worker-1"}));
   EXPECT_EQ(Names(kube::Services()).size(), 3u);
 }
 
-TEST_F(ReconcilerTest, CleanPodPolicyRunningDeletesActivePodsAndServices) {
+// Issue 29: a worker finishing its last steps when the chief succeeded used to be deleted at once
+// and lose its log; now the clean-up waits for it (up to the finish grace), the ps with it.
+TEST_F(ReconcilerTest, CleanPodPolicyRunningWaitsForTheOtherWorkersThenDeletesActivePods) {
   Create(MakeJob("clean", 1, 2, "OnFailure"));
   ASSERT_TRUE(Pass("clean").status.ok());
   for (const char* pod : {"clean-ps-0", "clean-worker-0", "clean-worker-1"}) {
@@ -366,11 +376,29 @@ TEST_F(ReconcilerTest, CleanPodPolicyRunningDeletesActivePodsAndServices) {
   }
   SetPhase("clean-worker-0", "Succeeded");
   ASSERT_TRUE(Pass("clean").status.ok());
-  EXPECT_EQ(Names(kube::Pods()), std::vector<std::string>{"clean-worker-0"});
+  EXPECT_EQ(Status("clean").State(), "Succeeded");
+  EXPECT_EQ(Names(kube::Pods()).size(), 3u);
+  EXPECT_EQ(Names(kube::Services()).size(), 3u);
+  now_ += absl::Seconds(5);
+  SetPhase("clean-worker-1", "Succeeded");  // within the grace: nothing of it is lost
+  ASSERT_TRUE(Pass("clean").status.ok());
+  EXPECT_EQ(Names(kube::Pods()), (std::vector<std::string>{"clean-worker-0", "clean-worker-1"}));
   EXPECT_TRUE(Names(kube::Services()).empty());
   const JobStatus status = Status("clean");
   EXPECT_EQ(status.replica_statuses.at(api::ReplicaType::kPS).active, 0);
-  EXPECT_EQ(status.replica_statuses.at(api::ReplicaType::kWorker).succeeded, 1);
+  EXPECT_EQ(status.replica_statuses.at(api::ReplicaType::kWorker).succeeded, 2);
+}
+
+TEST_F(ReconcilerTest, FinishGraceZeroDeletesActivePodsAtOnce) {
+  Json job = MakeJob("now", 1, 2, "OnFailure");
+  job["spec"]["runPolicy"]["finishGraceSeconds"] = 0;
+  Create(job);
+  ASSERT_TRUE(Pass("now").status.ok());
+  for (const char* pod : {"now-ps-0", "now-worker-0", "now-worker-1"}) SetPhase(pod, "Running");
+  SetPhase("now-worker-0", "Succeeded");
+  ASSERT_TRUE(Pass("now").status.ok());
+  EXPECT_EQ(Names(kube::Pods()), std::vector<std::string>{"now-worker-0"});
+  EXPECT_TRUE(Names(kube::Services()).empty());
 }
 
 // restartPolicy Always: the kubelet must not re-run a worker that finished (its pods get

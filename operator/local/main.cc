@@ -24,9 +24,6 @@ ABSL_FLAG(std::string, run_dir, "",
           "psflow-runs/<job>-<YYYYmmdd-HHMMSS> in the working directory");
 ABSL_FLAG(bool, verbose, false,
           "Also stream every replica's output to stdout, each line prefixed with its name");
-ABSL_FLAG(int, finish_grace_s, 30,
-          "After the chief succeeds, seconds the other workers get to finish before they are "
-          "stopped");
 ABSL_FLAG(int, stop_grace_s, 10, "Seconds between SIGTERM and SIGKILL when stopping replicas");
 ABSL_FLAG(std::string, prometheus_targets, "",
           "Write a Prometheus file_sd JSON file here listing every replica's /metrics endpoint "
@@ -97,7 +94,6 @@ int main(int argc, char** argv) {
   options.progress_every = std::chrono::seconds(absl::GetFlag(FLAGS_progress_every_s));
   options.run_dir = absl::GetFlag(FLAGS_run_dir);
   options.verbose = absl::GetFlag(FLAGS_verbose);
-  options.finish_grace = std::chrono::seconds(absl::GetFlag(FLAGS_finish_grace_s));
   options.stop_grace = std::chrono::seconds(absl::GetFlag(FLAGS_stop_grace_s));
   options.prometheus_targets = absl::GetFlag(FLAGS_prometheus_targets);
   if (const std::string spec = absl::GetFlag(FLAGS_emulate_network); !spec.empty()) {

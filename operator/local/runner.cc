@@ -546,7 +546,7 @@ void JobRun::ReapAndDecide() {
     }
   }
   if (outcome_ == JobOutcome::kSucceeded && !finish_by_) {
-    finish_by_ = Clock::now() + options_.finish_grace;
+    finish_by_ = Clock::now() + absl::ToChronoSeconds(api::FinishGrace(job_));
   }
 }
 

@@ -44,8 +44,6 @@ struct RunOptions {
   std::string run_dir;
   // Also stream every replica's output to stdout, each line prefixed "[<replica>] ".
   bool verbose = false;
-  // After the job succeeded: how long still-running workers get to finish before SIGTERM.
-  std::chrono::seconds finish_grace{30};
   // Between SIGTERM and SIGKILL when stopping replicas.
   std::chrono::seconds stop_grace{10};
   // When set: a Prometheus file_sd JSON file listing every replica's metrics endpoint

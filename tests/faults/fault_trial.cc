@@ -115,7 +115,8 @@ std::string Manifest(const TrialOptions& o, const std::string& checkpoints) {
   std::string m =
       absl::StrCat("apiVersion: psflow.io/v1alpha1\nkind: TrainingJob\nmetadata: {name: ", o.name,
                    "}\nspec:\n  successPolicy: AllWorkers\n  runPolicy: {activeDeadlineSeconds: ",
-                   o.timeout.count() - 10, ", backoffLimit: 50}\n  replicaSpecs:\n");
+                   o.timeout.count() - 10, ", backoffLimit: 50, finishGraceSeconds: 60}\n"
+                   "  replicaSpecs:\n");
   m += replica("Chief", 1, "psflow-worker", trainer_args);
   m += replica("PS", o.ps, "psflow-ps",
                absl::StrCat("[--checkpoint_dir=", checkpoints,
@@ -312,7 +313,7 @@ TrialReport RunTrial(const TrialOptions& o) {
   std::map<int, std::vector<int64_t>> expected_restores;
 
   std::vector<std::string> argv = {Binary("psflow"), "run", "--progress=never",
-                                   "--finish_grace_s=60", "--run_dir=" + report.run_dir};
+                                   "--run_dir=" + report.run_dir};
   if (!o.emulate_network.empty()) argv.push_back("--emulate_network=" + o.emulate_network);
   argv.push_back(manifest);
   auto spawned = local::ChildProcess::Spawn(
