@@ -76,6 +76,11 @@ absl::Duration FinishGrace(const TrainingJob& job) {
   return absl::Seconds(job.run_policy.finish_grace_seconds.value_or(kDefaultFinishGraceSeconds));
 }
 
+std::optional<absl::Duration> SchedulingTimeout(const TrainingJob& job) {
+  if (!job.run_policy.scheduling_timeout_seconds) return std::nullopt;
+  return absl::Seconds(*job.run_policy.scheduling_timeout_seconds);
+}
+
 std::optional<absl::Duration> ActiveDeadline(const TrainingJob& job) {
   if (!job.run_policy.active_deadline_seconds) return std::nullopt;
   return absl::Seconds(*job.run_policy.active_deadline_seconds);

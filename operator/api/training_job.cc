@@ -250,6 +250,7 @@ absl::StatusOr<RunPolicy> ParseRunPolicy(const YAML::Node& node) {
   };
   RETURN_IF_ERROR(non_negative("ttlSecondsAfterFinished", p.ttl_seconds_after_finished));
   RETURN_IF_ERROR(non_negative("finishGraceSeconds", p.finish_grace_seconds));
+  RETURN_IF_ERROR(non_negative("schedulingTimeoutSeconds", p.scheduling_timeout_seconds));
   RETURN_IF_ERROR(non_negative("activeDeadlineSeconds", p.active_deadline_seconds));
   RETURN_IF_ERROR(non_negative("backoffLimit", p.backoff_limit));
   if (node["suspend"]) {

@@ -87,6 +87,8 @@ struct RunPolicy {
   std::optional<int64_t> ttl_seconds_after_finished;
   // After success, how long trainers still running may finish (api::FinishGrace).
   std::optional<int64_t> finish_grace_seconds;
+  // How long the replicas may take to be running together at the start (api::SchedulingTimeout).
+  std::optional<int64_t> scheduling_timeout_seconds;
   std::optional<int64_t> active_deadline_seconds;
   std::optional<int> backoff_limit;
   bool suspend = false;

@@ -1,5 +1,7 @@
 #include "operator/controller/job_decision.h"
 
+#include <algorithm>
+
 #include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "operator/api/job_policy.h"
@@ -73,6 +75,11 @@ Decision Decide(const api::TrainingJob& job, const std::string& job_key, const J
       continue;
     }
     const PodState& state = *s.pod;
+    if (!state.unschedulable.empty() && !state.being_deleted) {
+      d.unschedulable.push_back({{s.type, s.index}, absl::StrCat(ReplicaPodLabel(s.type, s.index,
+                                                                                 s.pod_name),
+                                                                ": ", state.unschedulable)});
+    }
     if (state.being_deleted) {
       d.all_running = false;
       continue;
@@ -149,6 +156,38 @@ Decision Decide(const api::TrainingJob& job, const std::string& job_key, const J
                               limit, last.empty() ? "" : "; last: ", last)};
   }
   if (d.failure) return d;
+
+  // A job that never had every replica running, past its scheduling timeout, fails with the
+  // scheduler's word for why (or the first replica not running).
+  const bool ever_ran = status.Find(ConditionType::kRunning) != nullptr ||
+                        status.Find(ConditionType::kRestarting) != nullptr;
+  if (std::optional<absl::Duration> timeout = api::SchedulingTimeout(job);
+      timeout && !ever_ran && !d.all_running) {
+    const absl::Time end = observed.start + *timeout;
+    if (observed.now >= end) {
+      std::string why;
+      if (!d.unschedulable.empty()) {
+        why = d.unschedulable.front().second;
+      } else {
+        for (const SlotObservation& s : observed.slots) {
+          if (Completed(status, s.type, s.index)) continue;
+          if (!s.pod || s.pod->phase != PodPhase::kRunning) {
+            why = absl::StrCat(s.pod ? ReplicaPodLabel(s.type, s.index, s.pod_name)
+                                     : ReplicaLabel(s.type, s.index),
+                               s.pod ? " is still Pending" : " has no pod yet");
+            break;
+          }
+        }
+      }
+      d.failure = {"Unschedulable",
+                   absl::StrCat("not every replica was running within schedulingTimeoutSeconds=",
+                                *job.run_policy.scheduling_timeout_seconds,
+                                why.empty() ? "" : "; ", why)};
+      return d;
+    }
+    d.requeue_after = d.requeue_after ? std::min(*d.requeue_after, end - observed.now)
+                                      : end - observed.now;
+  }
 
   const bool succeeded = api::JobSucceeded(job, [&](ReplicaType type, int index) {
     return Completed(status, type, index) ||

@@ -63,9 +63,11 @@ struct Decision {
   std::vector<ReplicaSlot> create_pods;
   std::vector<ReplicaSlot> create_services;
   bool all_running = false;  // every pod of every slot Running (completed indexes aside)
+  // Pods the scheduler cannot place now, with its message (PodState::unschedulable).
+  std::vector<std::pair<ReplicaSlot, std::string>> unschedulable;
   // The restarts the backoff limit counts, these included.
   int counted_restarts = 0;
-  std::optional<absl::Duration> requeue_after;  // until the deadline
+  std::optional<absl::Duration> requeue_after;  // until the deadline or scheduling timeout
 };
 
 // Decides what follows from `observed` for `job` whose status so far is `status` (its completed

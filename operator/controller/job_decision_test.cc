@@ -131,6 +131,59 @@ TEST(JobDecision, APsThatExitsZeroIsReplacedUnlessNever) {
   }
 }
 
+// Issue 29: a worker asking for more CPU than the node has stayed Pending and the job said
+// nothing. The scheduler's word reaches the decision, and schedulingTimeoutSeconds ends the wait.
+TEST(JobDecision, UnschedulablePodsAreNamedAndFailTheJobAfterTheSchedulingTimeout) {
+  api::TrainingJob job = MakeJob(api::RestartPolicy::kOnFailure);
+  job.run_policy.scheduling_timeout_seconds = 60;
+  const std::string why = "0/1 nodes are available: 1 Insufficient cpu.";
+  struct Row {
+    absl::Duration since_start;
+    bool ever_ran;
+    bool fails;
+  };
+  for (const Row& row : {Row{absl::Seconds(10), false, false}, Row{absl::Seconds(60), false, true},
+                         Row{absl::Seconds(600), true, false}}) {
+    JobObservation o = AllRunning(job, row.since_start);
+    PodState pending = Pod(PodPhase::kPending);
+    pending.unschedulable = why;
+    At(o, ReplicaType::kWorker, 1).pod = pending;
+    JobStatus status;
+    if (row.ever_ran) {
+      status.SetCondition(ConditionType::kRestarting, true, "ReplicaRestarting", "", kStart);
+    }
+    const Decision d = Decide(job, "default/j", status, o);
+    ASSERT_EQ(d.unschedulable.size(), 1u);
+    if (row.fails) {
+      ASSERT_TRUE(d.failure.has_value());
+      EXPECT_EQ(d.failure->first, "Unschedulable");
+      EXPECT_EQ(d.failure->second,
+                "not every replica was running within schedulingTimeoutSeconds=60; Worker 1 (pod "
+                "j-worker-1): " +
+                    why);
+      continue;
+    }
+    EXPECT_FALSE(d.failure.has_value());
+    EXPECT_EQ(d.unschedulable[0].first, (ReplicaSlot{ReplicaType::kWorker, 1}));
+    EXPECT_EQ(d.unschedulable[0].second, "Worker 1 (pod j-worker-1): " + why);
+    if (!row.ever_ran) {
+      EXPECT_EQ(d.requeue_after, absl::Seconds(50));
+    }
+  }
+}
+
+TEST(JobDecision, ASchedulingTimeoutWithoutAnUnschedulablePodNamesTheFirstNotRunning) {
+  api::TrainingJob job = MakeJob(api::RestartPolicy::kOnFailure);
+  job.run_policy.scheduling_timeout_seconds = 5;
+  JobObservation o = AllRunning(job, absl::Seconds(5));
+  At(o, ReplicaType::kWorker, 0).pod = Pod(PodPhase::kPending);  // pulling its image, say
+  const Decision d = Decide(job, "default/j", {}, o);
+  ASSERT_TRUE(d.failure.has_value());
+  EXPECT_EQ(d.failure->second,
+            "not every replica was running within schedulingTimeoutSeconds=5; Worker 0 (pod "
+            "j-worker-0) is still Pending");
+}
+
 TEST(JobDecision, AFailedEvaluatorIsReportedOnceAndNeverDecides) {
   const api::TrainingJob job = MakeJob(api::RestartPolicy::kNever, 2, 1);
   JobObservation o = AllRunning(job);

@@ -15,7 +15,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::array<std::pair<ConditionType, const char*>, 7> kConditionNames = {{
+constexpr std::array<std::pair<ConditionType, const char*>, 8> kConditionNames = {{
     {ConditionType::kCreated, "Created"},
     {ConditionType::kRunning, "Running"},
     {ConditionType::kRestarting, "Restarting"},
@@ -23,6 +23,7 @@ constexpr std::array<std::pair<ConditionType, const char*>, 7> kConditionNames =
     {ConditionType::kFailed, "Failed"},
     {ConditionType::kSuspended, "Suspended"},
     {ConditionType::kProgressLost, "ProgressLost"},
+    {ConditionType::kUnschedulable, "Unschedulable"},
 }};
 
 constexpr int kMaxIndex = 100000;
@@ -312,6 +313,7 @@ void JobStatus::SetCondition(ConditionType type, bool status, const std::string&
       break;
     case ConditionType::kCreated:
     case ConditionType::kProgressLost:
+    case ConditionType::kUnschedulable:
       break;
   }
 }

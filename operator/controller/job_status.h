@@ -31,6 +31,7 @@ enum class ConditionType {
   kFailed,
   kSuspended,
   kProgressLost,
+  kUnschedulable,  // True while a pod of the job cannot be scheduled
 };
 const char* ConditionTypeName(ConditionType type);
 

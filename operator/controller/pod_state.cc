@@ -70,6 +70,11 @@ PodState ReadPodState(const json& pod) {
       conditions != nullptr && conditions->is_array()) {
     for (const json& c : *conditions) {
       if (String(c, "type") == "Ready") out.ready = String(c, "status") == "True";
+      if (String(c, "type") == "PodScheduled" && String(c, "status") == "False" &&
+          String(c, "reason") == "Unschedulable") {
+        out.unschedulable = String(c, "message");
+        if (out.unschedulable.empty()) out.unschedulable = "Unschedulable";
+      }
     }
   }
   const std::string main = MainContainerName(pod);

@@ -29,6 +29,9 @@ struct PodState {
   std::optional<int> exit_code;
   std::string reason;  // "OOMKilled", "Error", "Completed", or the pod's own ("Evicted")
   std::string message;
+  // While the pod cannot be scheduled (condition PodScheduled False, reason Unschedulable): the
+  // scheduler's message ("0/1 nodes are available: 1 Insufficient cpu."); else empty.
+  std::string unschedulable;
 
   bool Active() const { return phase == PodPhase::kPending || phase == PodPhase::kRunning; }
   // "exit code 137 (OOMKilled)", "Evicted: <message>", "unknown cause".

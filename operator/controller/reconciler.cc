@@ -441,6 +441,22 @@ void Reconciler::ReconcileActive(Pass& pass) {
                         absl::StrCat("TrainingJob ", pass.key, " created its ", total, " replicas"),
                         pass.now);
   }
+  // Pods the scheduler cannot place: the Unschedulable condition, True with its word while any
+  // is, and a Warning event each time that word changes; False once every pod is placed.
+  if (!decision.unschedulable.empty()) {
+    std::string message = decision.unschedulable.front().second;
+    if (decision.unschedulable.size() > 1) {
+      absl::StrAppend(&message, " (and ", decision.unschedulable.size() - 1, " more pods)");
+    }
+    const Condition* now_said = status.Find(ConditionType::kUnschedulable);
+    if (now_said == nullptr || !now_said->status || now_said->message != message) {
+      pass.events_after_write.push_back({EventType::kWarning, "Unschedulable", message});
+    }
+    status.SetCondition(ConditionType::kUnschedulable, true, "Unschedulable", message, pass.now);
+  } else if (status.Is(ConditionType::kUnschedulable)) {
+    status.SetCondition(ConditionType::kUnschedulable, false, "Scheduled",
+                        "every pod is scheduled", pass.now);
+  }
   if (decision.all_running && decision.restarts.empty() && pass.result.pods_created == 0) {
     const bool first_time = !status.Find(ConditionType::kRunning);
     status.SetCondition(ConditionType::kRunning, true, "TrainingJobRunning",

@@ -989,6 +989,39 @@ TEST_F(ReconcilerTest, CreationIsBoundedPerPassAndStopsWithTheOperator) {
 // A conflict on the status write (another writer bumped the job) is retried once on the current
 // version when nobody changed the status meanwhile; a second conflict is reported, and the next
 // pass writes.
+// Issue 29: a pod the scheduler cannot place gives the job the Unschedulable condition and one
+// Warning event with the scheduler's message (not repeated while it stays the same); the
+// condition turns False once the pod is placed.
+TEST_F(ReconcilerTest, AnUnschedulablePodIsAConditionAndOneWarningEvent) {
+  Create(MakeJob("big", 1, 1, "OnFailure"));
+  ASSERT_TRUE(Pass("big").status.ok());
+  SetPhase("big-ps-0", "Running");
+  const std::string why = "0/1 nodes are available: 1 Insufficient cpu.";
+  Json pod = client_.Get(kube::Pods(), "default", "big-worker-0").value();
+  pod["status"]["phase"] = "Pending";
+  pod["status"]["conditions"] = Json::array({{{"type", "PodScheduled"},
+                                              {"status", "False"},
+                                              {"reason", "Unschedulable"},
+                                              {"message", why}}});
+  ASSERT_TRUE(client_.UpdateStatus(kube::Pods(), "default", pod).ok());
+  const std::string message = "Worker 0 (pod big-worker-0): " + why;
+  for (int pass = 0; pass < 2; ++pass) {
+    ASSERT_TRUE(Pass("big").status.ok());
+    const JobStatus status = Status("big");
+    const Condition* c = status.Find(ConditionType::kUnschedulable);
+    ASSERT_NE(c, nullptr);
+    EXPECT_TRUE(c->status);
+    EXPECT_EQ(c->message, message);
+  }
+  EXPECT_EQ(Events("Unschedulable"), std::vector<std::string>{"Warning: " + message});
+  SetPhase("big-worker-0", "Running");
+  ASSERT_TRUE(Pass("big").status.ok());
+  const JobStatus status = Status("big");
+  const Condition* c = status.Find(ConditionType::kUnschedulable);
+  ASSERT_NE(c, nullptr);
+  EXPECT_FALSE(c->status);
+}
+
 // A pass that throws (here the throughput probe: any bug or unforeseen object shape) is an
 // INTERNAL error to retry, and the job's owner hears of it: one Warning event per distinct
 // message, again after a pass succeeded in between.
