@@ -53,6 +53,13 @@ packages=(
   # etcd-server also enables an etcd service on 127.0.0.1:2379 where systemd runs; the tests start
   # their own on a free port and do not use it.)
   etcd-server openssl curl xz-utils
+  # A real node for the end-to-end tests (tests/node: kubelet and kube-scheduler come with the
+  # control plane's binaries): containerd (CRI) and runc, the CNI bridge/host-local/loopback
+  # plugins, catatonit as the pause image, dnsmasq for cluster DNS, iptables and conntrack (the
+  # kubelet's), util-linux's findmnt for the teardown; and the images built for real
+  # (scripts/images.sh): buildah, debootstrap for a Debian 12 base where no registry answers.
+  containerd runc containernetworking-plugins catatonit dnsmasq-base iptables conntrack
+  util-linux buildah debootstrap
 )
 
 [ "$bench" -eq 0 ] || packages+=(python3-torch python3-matplotlib)

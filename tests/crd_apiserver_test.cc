@@ -43,7 +43,8 @@ Json Job(const std::string& name) {
           {"spec", {{"replicaSpecs", {{"PS", replica}, {"Worker", replica}}}}}};
 }
 
-// A status with every field JobStatus can hold set, each to a value the operator can produce.
+// A status with every field JobStatus can hold set, each to a value the operator can produce, and
+// every condition type (the CRD enumerates them: one it lacks refuses every status write).
 JobStatus EveryField() {
   const absl::Time t0 = absl::FromUnixSeconds(1'790'000'000);
   JobStatus s;
@@ -63,6 +64,9 @@ JobStatus EveryField() {
                  "PS 0 (pod j-ps-0) was restarted in place after exit code 137 (OOMKilled) and "
                  "lost its training progress",
                  t0 + absl::Seconds(6));
+  s.SetCondition(ConditionType::kUnschedulable, true, "Unschedulable",
+                 "Worker 1 (pod j-worker-1): 0/1 nodes are available: 1 Insufficient cpu.",
+                 t0 + absl::Seconds(7));
   int n = 0;
   for (api::ReplicaType type : {api::ReplicaType::kChief, api::ReplicaType::kPS,
                                 api::ReplicaType::kWorker, api::ReplicaType::kEvaluator}) {

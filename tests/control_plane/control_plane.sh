@@ -75,31 +75,9 @@ assets="${PSFLOW_KUBE_ASSETS:-$root/../shared/kube}"
 how="set PSFLOW_KUBE_ASSETS to a folder with kube-apiserver and kube-controller-manager v1.26 (plain or .xz) and install etcd (apt-get install etcd-server)"
 bin_cache="$(dirname "$dir")/kube-bin"
 mkdir -p "$bin_cache"
-# Prints the path of binary $1, decompressing $1.xz into the cache when needed.
-asset() {
-  local name="$1"
-  if [ -x "$assets/$name" ]; then echo "$assets/$name"; return 0; fi
-  [ -f "$assets/$name.xz" ] || return 1
-  local out="$bin_cache/$name"
-  if [ ! -x "$out" ] || [ "$assets/$name.xz" -nt "$out" ]; then
-    xz -dc "$assets/$name.xz" > "$out.tmp.$$"
-    if [ -f "$assets/SHA256SUMS" ] && grep -q " $name\$" "$assets/SHA256SUMS"; then
-      local want got
-      want="$(grep " $name\$" "$assets/SHA256SUMS" | cut -d' ' -f1)"
-      got="$(sha256sum "$out.tmp.$$" | cut -d' ' -f1)"
-      if [ "$want" != "$got" ]; then
-        rm -f "$out.tmp.$$"
-        echo "control_plane.sh: $assets/$name.xz does not decompress to the binary SHA256SUMS names" >&2
-        exit 1
-      fi
-    fi
-    chmod +x "$out.tmp.$$"
-    mv -f "$out.tmp.$$" "$out"
-  fi
-  echo "$out"
-}
-apiserver="$(asset kube-apiserver)" || skip "no kube-apiserver in $assets: $how"
-controller_manager="$(asset kube-controller-manager)" || skip "no kube-controller-manager in $assets: $how"
+source "$root/tests/control_plane/kube_assets.sh"
+apiserver="$(kube_asset kube-apiserver)" || skip "no kube-apiserver in $assets: $how"
+controller_manager="$(kube_asset kube-controller-manager)" || skip "no kube-controller-manager in $assets: $how"
 if [ -x "$assets/etcd" ]; then etcd="$assets/etcd"; else etcd="$(command -v etcd)" || skip "no etcd in $assets or on PATH: $how"; fi
 for tool in openssl curl; do
   command -v "$tool" >/dev/null || skip "no $tool on PATH (scripts/setup.sh installs it)"
