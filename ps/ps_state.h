@@ -25,11 +25,11 @@
 // incomplete_push_timeout, see StepCoordinator) ends as it is, in the copy as in the partitions.
 //
 // Locks, always in this order: init_mu_ (initialisation alone) or checkpoint_mu_, update_mu_
-// (shared by pushes and pulls, exclusive by a checkpoint's copy, Leave and the expiry), capture_mu_,
-// then the coordinator's own. The step rules' effects come back as values (Admission, Progress,
-// Wakeups: sync_step_rules.h, async_step_rules.h) and are carried out here under update_mu_; the
-// parked calls they make due are answered only once every lock is released (a parked pull's
-// answer takes update_mu_ itself). Thread-safe.
+// (shared by pushes and pulls, exclusive by a checkpoint's copy, Leave and the expiry),
+// capture_mu_, then the coordinator's own. The step rules' effects come back as values (Admission,
+// Progress, Wakeups: sync_step_rules.h, async_step_rules.h) and are carried out here under
+// update_mu_; the parked calls they make due are answered only once every lock is released (a
+// parked pull's answer takes update_mu_ itself). Thread-safe.
 #ifndef PSFLOW_PS_PS_STATE_H_
 #define PSFLOW_PS_PS_STATE_H_
 

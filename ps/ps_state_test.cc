@@ -1743,8 +1743,7 @@ bool WaitForWritten(const CheckpointScheduler& scheduler, int64_t n) {
 TEST(CheckpointSchedulerTest, EveryNStepsOnlyWhenTheStepMovedAndOnceMoreOnStop) {
   const std::string dir = TestDir();
   auto state = ReadyState(Request(Sgd(1), Async()), CheckpointOptions(dir));
-  CheckpointScheduler scheduler(
-      *state, {.every_s = 0, .every_steps = 2});
+  CheckpointScheduler scheduler(*state, {.every_s = 0, .every_steps = 2});
   ASSERT_TRUE(Push(*state, Gradient(All(), 0), Fill(1)).ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_EQ(scheduler.written(), 0);  // one step since the start: not yet
@@ -1809,8 +1808,7 @@ TEST(CheckpointSchedulerTest, AFailedCheckpointIsTriedAgainAfterRetry) {
 TEST(CheckpointSchedulerTest, EverySecondsOnceTheStepMoved) {
   const std::string dir = TestDir();
   auto state = ReadyState(Request(Sgd(1), Async()), CheckpointOptions(dir));
-  CheckpointScheduler scheduler(
-      *state, {.every_s = 0.01, .every_steps = 0});
+  CheckpointScheduler scheduler(*state, {.every_s = 0.01, .every_steps = 0});
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_EQ(scheduler.written(), 0);  // time passed, but no step
   ASSERT_TRUE(Push(*state, Gradient(All(), 0), Fill(1)).ok());

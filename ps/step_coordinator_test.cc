@@ -93,7 +93,7 @@ TEST(StepCoordinatorTest, StepWatchFiresOnceAtItsTargetAndAtOnceWhenReached) {
   ASSERT_TRUE(AdmitAndWake(c, Push(0, 1)).ok());  // the step is 2
   EXPECT_EQ(fired, 1);
   ASSERT_TRUE(AdmitAndWake(c, Push(0, 2)).ok());
-  EXPECT_EQ(fired, 1);  // once
+  EXPECT_EQ(fired, 1);                   // once
   c.WatchStep(3, [&] { fired += 10; });  // reached already: on this thread, before returning
   EXPECT_EQ(fired, 11);
 }

@@ -143,7 +143,7 @@ spec:
   ASSERT_TRUE(result.status.ok()) << result.status.Describe() << "\n" << result.output;
 
   EXPECT_EQ(LinesWith(result.output, signal == SIGKILL ? "ps-0 exited: killed by signal 9"
-                                                      : "ps-0 exited: exit code 0")
+                                                       : "ps-0 exited: exit code 0")
                 .size(),
             1u)
       << result.output;
@@ -180,7 +180,7 @@ spec:
 INSTANTIATE_TEST_SUITE_P(Signals, RecoveryAfterSignal, ::testing::Values(SIGKILL, SIGTERM),
                          [](const ::testing::TestParamInfo<int>& param) {
                            return param.param == SIGKILL ? std::string("Sigkill")
-                                                        : std::string("Sigterm");
+                                                         : std::string("Sigterm");
                          });
 
 // The highest "global_step N" in the file's progress lines; -1 when there is none yet.

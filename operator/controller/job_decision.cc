@@ -76,9 +76,9 @@ Decision Decide(const api::TrainingJob& job, const std::string& job_key, const J
     }
     const PodState& state = *s.pod;
     if (!state.unschedulable.empty() && !state.being_deleted) {
-      d.unschedulable.push_back({{s.type, s.index}, absl::StrCat(ReplicaPodLabel(s.type, s.index,
-                                                                                 s.pod_name),
-                                                                ": ", state.unschedulable)});
+      d.unschedulable.push_back(
+          {{s.type, s.index},
+           absl::StrCat(ReplicaPodLabel(s.type, s.index, s.pod_name), ": ", state.unschedulable)});
     }
     if (state.being_deleted) {
       d.all_running = false;
@@ -179,14 +179,14 @@ Decision Decide(const api::TrainingJob& job, const std::string& job_key, const J
           }
         }
       }
-      d.failure = {"Unschedulable",
-                   absl::StrCat("not every replica was running within schedulingTimeoutSeconds=",
-                                *job.run_policy.scheduling_timeout_seconds,
-                                why.empty() ? "" : "; ", why)};
+      d.failure = {
+          "Unschedulable",
+          absl::StrCat("not every replica was running within schedulingTimeoutSeconds=",
+                       *job.run_policy.scheduling_timeout_seconds, why.empty() ? "" : "; ", why)};
       return d;
     }
-    d.requeue_after = d.requeue_after ? std::min(*d.requeue_after, end - observed.now)
-                                      : end - observed.now;
+    d.requeue_after =
+        d.requeue_after ? std::min(*d.requeue_after, end - observed.now) : end - observed.now;
   }
 
   const bool succeeded = api::JobSucceeded(job, [&](ReplicaType type, int index) {

@@ -454,8 +454,8 @@ void Reconciler::ReconcileActive(Pass& pass) {
     }
     status.SetCondition(ConditionType::kUnschedulable, true, "Unschedulable", message, pass.now);
   } else if (status.Is(ConditionType::kUnschedulable)) {
-    status.SetCondition(ConditionType::kUnschedulable, false, "Scheduled",
-                        "every pod is scheduled", pass.now);
+    status.SetCondition(ConditionType::kUnschedulable, false, "Scheduled", "every pod is scheduled",
+                        pass.now);
   }
   if (decision.all_running && decision.restarts.empty() && pass.result.pods_created == 0) {
     const bool first_time = !status.Find(ConditionType::kRunning);

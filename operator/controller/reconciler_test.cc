@@ -1033,7 +1033,8 @@ TEST_F(ReconcilerTest, AThrowingPassIsAnErrorAndAWarningEventOncePerMessage) {
     if (throwing) throw std::runtime_error("probe exploded");
     return std::nullopt;
   };
-  Reconciler reconciler(client_, view_, expectations_, events_, [this] { return now_; }, options);
+  Reconciler reconciler(
+      client_, view_, expectations_, events_, [this] { return now_; }, options);
   const std::string event =
       "Warning: the operator failed to reconcile this job (probe exploded); retrying with backoff";
   for (int i = 0; i < 2; ++i) {

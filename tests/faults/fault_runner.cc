@@ -21,7 +21,8 @@ ABSL_FLAG(int64_t, checkpoint_every_steps, 100, "The ps tasks' --checkpoint_ever
 ABSL_FLAG(int64_t, rollback_slack, 100,
           "Steps a restored ps may lose beyond one checkpoint interval");
 ABSL_FLAG(double, accuracy_tolerance, 0.05,
-          "Largest difference of the trained model's test accuracy (the trainer that finished last) from the undisturbed run's");
+          "Largest difference of the trained model's test accuracy (the trainer that finished "
+          "last) from the undisturbed run's");
 ABSL_FLAG(int, partition_s, 0,
           "Seconds of one more trial's partition of ps-0 (0: none; needs root)");
 ABSL_FLAG(int, window_ms, 0,

@@ -115,7 +115,8 @@ std::string Manifest(const TrialOptions& o, const std::string& checkpoints) {
   std::string m =
       absl::StrCat("apiVersion: psflow.io/v1alpha1\nkind: TrainingJob\nmetadata: {name: ", o.name,
                    "}\nspec:\n  successPolicy: AllWorkers\n  runPolicy: {activeDeadlineSeconds: ",
-                   o.timeout.count() - 10, ", backoffLimit: 50, finishGraceSeconds: 60}\n"
+                   o.timeout.count() - 10,
+                   ", backoffLimit: 50, finishGraceSeconds: 60}\n"
                    "  replicaSpecs:\n");
   m += replica("Chief", 1, "psflow-worker", trainer_args);
   m += replica("PS", o.ps, "psflow-ps",

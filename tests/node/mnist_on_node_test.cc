@@ -162,8 +162,7 @@ TEST_F(MnistOnNodeTest, AnUnschedulableWorkerIsSaidAndFailsTheJobAfterTheSchedul
   for (const Json& c : got["status"].value("conditions", Json::array())) {
     if (c.value("type", "") == "Failed" && c.value("reason", "") == "Unschedulable") {
       failed_unschedulable = true;
-      EXPECT_NE(c.value("message", "").find("schedulingTimeoutSeconds=20"), std::string::npos)
-          << c;
+      EXPECT_NE(c.value("message", "").find("schedulingTimeoutSeconds=20"), std::string::npos) << c;
       EXPECT_NE(c.value("message", "").find("Insufficient cpu"), std::string::npos) << c;
     }
   }
