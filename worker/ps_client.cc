@@ -30,8 +30,15 @@ using Clock = std::chrono::steady_clock;
 const std::string kPullMethod = "/psflow.proto.ParameterServer/Pull";
 const std::string kPushMethod = "/psflow.proto.ParameterServer/Push";
 
+// CANCELLED reads as UNAVAILABLE: the worker never cancels its own calls, so a stopping ps (or
+// its transport) did, and the caller recovers as from any lost task (BulkCall::DecodeReply does
+// the same for bulk calls).
 absl::Status FromGrpc(const grpc::Status& s) {
   if (s.ok()) return absl::OkStatus();
+  if (s.error_code() == grpc::StatusCode::CANCELLED) {
+    return absl::UnavailableError(
+        absl::StrCat("the ps cancelled the call (stopping?): ", s.error_message()));
+  }
   return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
 }
 
@@ -52,9 +59,13 @@ proto::DType WireDtype(WireType type) {
   return proto::DT_FLOAT32;
 }
 
+// A ps that is not there (yet), too slow, or stopping: CANCELLED too, since the worker never
+// cancels its own calls, so a stopping ps (or its transport) did (BulkCall::DecodeReply says the
+// same of bulk calls).
 bool Retryable(const grpc::Status& s) {
   return s.error_code() == grpc::StatusCode::UNAVAILABLE ||
-         s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+         s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
+         s.error_code() == grpc::StatusCode::CANCELLED;
 }
 
 }  // namespace
