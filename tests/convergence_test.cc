@@ -99,39 +99,10 @@ TEST(Convergence, TwoOverlappedWorkersNearlyMatchOneWorkerOnTheSameExamples) {
   EXPECT_NEAR(a.through_ps, a.alone, 0.02);
 }
 
-// CIFAR-10 binary records whose class shows in the image in ways the tutorial's distortions keep:
-// the brightest channel (class % 3) and a stripe pattern of period 4 (class / 3: none,
-// horizontal, vertical, checkered), under uniform noise.
-void WriteCifarLikeFile(const std::string& path, int records, std::mt19937_64& rng) {
-  std::ofstream out(path, std::ios::binary);
-  std::uniform_int_distribution<int> noise(-40, 40);
-  for (int r = 0; r < records; ++r) {
-    const int label = r % 10;
-    out.put(static_cast<char>(label));
-    for (int channel = 0; channel < 3; ++channel) {  // the format is channel-major (CHW)
-      for (int y = 0; y < 32; ++y) {
-        for (int x = 0; x < 32; ++x) {
-          const int pattern = label / 3;
-          const bool on = pattern == 0   ? true
-                          : pattern == 1 ? (y / 2) % 2 == 0
-                          : pattern == 2 ? (x / 2) % 2 == 0
-                                         : ((x / 2) + (y / 2)) % 2 == 0;
-          int v = 60 + (channel == label % 3 ? 80 : 0) + (on ? 60 : 0) + noise(rng);
-          out.put(static_cast<char>(std::clamp(v, 0, 255)));
-        }
-      }
-    }
-  }
-}
-
 TEST(Convergence, Cifar10CnnLearnsGeneratedImagesInTheBinaryFormat) {
   const std::string dir = ::testing::TempDir() + "psflow_cifar_like";
   std::filesystem::create_directories(dir);
-  std::mt19937_64 rng(5);
-  for (int i = 1; i <= 5; ++i) {
-    WriteCifarLikeFile(absl::StrCat(dir, "/data_batch_", i, ".bin"), 200, rng);
-  }
-  WriteCifarLikeFile(dir + "/test_batch.bin", 500, rng);
+  ASSERT_TRUE(psflow::testing::WriteCifarLikeData(dir, 200, 500, /*seed=*/5));
   // The tutorial's network, initialisers, weight decay, augmentation and SGD 0.1; batch 50.
   // 250 steps: at 150 the test accuracy hung on float rounding (0.51-1.00 over seeds 1, 3, 4 and
   // 1 or 2 threads once the CPU kernels changed, issue 15); at 250, 0.90 and 1.00.

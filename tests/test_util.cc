@@ -3,8 +3,11 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include "absl/strings/match.h"
@@ -81,6 +84,46 @@ std::string WriteJob(const std::string& path, const std::string& name, int worke
       "            - command: [psflow-worker]\n              args: [",
       absl::StrJoin(worker_args, ", "), "]\n");
   return path;
+}
+
+namespace {
+
+void WriteCifarLikeFile(std::ofstream& out, int records, std::mt19937_64& rng) {
+  std::uniform_int_distribution<int> noise(-40, 40);
+  for (int r = 0; r < records; ++r) {
+    const int label = r % 10;
+    out.put(static_cast<char>(label));
+    for (int channel = 0; channel < 3; ++channel) {  // the format is channel-major (CHW)
+      for (int y = 0; y < 32; ++y) {
+        for (int x = 0; x < 32; ++x) {
+          const int pattern = label / 3;
+          const bool on = pattern == 0   ? true
+                          : pattern == 1 ? (y / 2) % 2 == 0
+                          : pattern == 2 ? (x / 2) % 2 == 0
+                                         : ((x / 2) + (y / 2)) % 2 == 0;
+          int v = 60 + (channel == label % 3 ? 80 : 0) + (on ? 60 : 0) + noise(rng);
+          out.put(static_cast<char>(std::clamp(v, 0, 255)));
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool WriteCifarLikeData(const std::string& dir, int train_records, int test_records,
+                        uint64_t seed) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  std::mt19937_64 rng(seed);
+  for (int i = 1; i <= 6; ++i) {
+    const std::string path = i <= 5 ? absl::StrCat(dir, "/data_batch_", i, ".bin")
+                                    : absl::StrCat(dir, "/test_batch.bin");
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    WriteCifarLikeFile(out, i <= 5 ? train_records : test_records, rng);
+    if (!out.good()) return false;
+  }
+  return true;
 }
 
 }  // namespace psflow::testing

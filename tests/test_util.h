@@ -3,6 +3,7 @@
 #define PSFLOW_TESTS_TEST_UTIL_H_
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,6 +15,13 @@ namespace psflow::testing {
 // Directory of the built binaries (psflow, psflow-ps, psflow-worker).
 std::string BinDir();
 std::string SourceDir();
+
+// CIFAR-10's binary version (data_batch_1..5.bin with `train_records` records each,
+// test_batch.bin with `test_records`) in `dir`, of generated images whose class shows in ways the
+// tutorial's distortions keep: the brightest channel (class % 3) and a stripe pattern of period 4
+// (class / 3: none, horizontal, vertical, checkered), under uniform noise drawn from `seed`.
+// False when a file cannot be written.
+bool WriteCifarLikeData(const std::string& dir, int train_records, int test_records, uint64_t seed);
 std::string Binary(const std::string& name);  // BinDir() + "/" + name
 
 struct CommandResult {

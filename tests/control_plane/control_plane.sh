@@ -242,8 +242,10 @@ fi
 # and the root CA ConfigMap. Not the endpoints/endpointslice controllers, which follow every
 # headless Service and its pods (a core's worth of CPU under bench_operator_scale on a 2-core
 # machine, where a real cluster runs them on other machines), nor node lifecycle (it would evict
-# the pods of the test node, which has no kubelet to heartbeat).
+# the pods of the test node, which has no kubelet to heartbeat). The PersistentVolume binder binds
+# the data examples' claim to the PersistentVolume a test makes as docs/operator.md tells a user to.
 controllers="garbagecollector,namespace,serviceaccount,serviceaccount-token,root-ca-cert-publisher"
+controllers+=",persistentvolume-binder"
 kcm_port="$(free_port)"
 setsid "$controller_manager" --kubeconfig="$dir/controller-manager.kubeconfig" \
   --authentication-kubeconfig="$dir/controller-manager.kubeconfig" \

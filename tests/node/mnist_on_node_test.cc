@@ -169,5 +169,77 @@ TEST_F(MnistOnNodeTest, AnUnschedulableWorkerIsSaidAndFailsTheJobAfterTheSchedul
   EXPECT_TRUE(failed_unschedulable) << got["status"];
 }
 
+// Issue 29: the CIFAR-10 and PTB examples could not run: nothing said how to provide their
+// psflow-data claim. Here the volume is made as docs/operator.md tells a user to (the static
+// hostPath PersistentVolume and claim of deploy/examples/data/psflow-data-hostpath.yaml, over a
+// folder of CIFAR-10-format files), and deploy/examples/cifar10.yaml, made to fit this 2-core
+// node (1 ps, 1 worker of half a CPU, 30 steps), trains from it to Succeeded.
+TEST_F(MnistOnNodeTest, Cifar10ExampleTrainsFromTheDataVolumeTheDocsDescribe) {
+  const std::string folder = absl::StrCat("/tmp/psflow-node-data-", ns());
+  std::filesystem::remove_all(folder);
+  ASSERT_TRUE(testing::WriteCifarLikeData(folder + "/cifar10", 100, 200, /*seed=*/3));
+  std::filesystem::permissions(folder, std::filesystem::perms(0755));  // the pods run as 65532
+
+  // The PersistentVolume is cluster-wide: named after this test's namespace, over its folder.
+  Json data = Manifest("deploy/examples/data/psflow-data-hostpath.yaml");
+  ASSERT_TRUE(data.contains("items")) << data;
+  const std::string volume = absl::StrCat("psflow-data-", ns());
+  for (Json& item : data["items"]) {
+    if (item["kind"] == "PersistentVolume") {
+      item["metadata"]["name"] = volume;
+      item["spec"]["hostPath"]["path"] = folder;
+    } else {
+      item["metadata"]["namespace"] = ns();
+      item["spec"]["volumeName"] = volume;
+    }
+  }
+  const std::string file = folder + ".json";
+  std::ofstream(file) << data.dump();
+  std::string out;
+  ASSERT_EQ(plane_->Kubectl({"apply", "-f", file}, &out), 0) << out;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        std::string phase;
+        plane_->Kubectl({"get", "pvc", "psflow-data", "-n", ns(), "-o", "jsonpath={.status.phase}"},
+                        &phase);
+        return phase == "Bound";
+      },
+      std::chrono::seconds(30)))
+      << "the claim was not bound to the volume";
+
+  Json job = Manifest("deploy/examples/cifar10.yaml");
+  ASSERT_TRUE(job.is_object()) << job;
+  for (auto& [type, replica] : job["spec"]["replicaSpecs"].items()) {
+    replica["replicas"] = 1;
+    replica["template"]["spec"]["schedulerName"] = kSchedulerName;
+  }
+  Json& worker = job["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"][0];
+  worker["resources"] = {{"requests", {{"cpu", "500m"}, {"memory", "1Gi"}}}};
+  for (Json& arg : worker["args"]) {
+    if (arg == "--train_epochs=10") arg = "--train_steps=30";
+  }
+  job["metadata"]["namespace"] = ns();
+  ASSERT_TRUE(client_->Create(kube::TrainingJobs(), ns(), job).ok());
+  OperatorProcess op(plane_->kubeconfig(), "op-node-cifar", ns(), {"--namespace=" + ns()});
+  const bool ended = Eventually(
+      [&] {
+        const std::string state = State("cifar10");
+        return state == "Succeeded" || state == "Failed";
+      },
+      kJobTimeout);
+  ASSERT_TRUE(ended) << "not done after 5 minutes\n" << Diagnosis(op);
+  ASSERT_EQ(State("cifar10"), "Succeeded") << Diagnosis(op);
+  std::string log;
+  ASSERT_EQ(plane_->Kubectl({"logs", "-n", ns(), "cifar10-worker-0"}, &log), 0) << log;
+  EXPECT_NE(log.find("shard"), std::string::npos) << log;  // it read the volume's files
+  EXPECT_EQ(testing::LinesWith(log, "test_accuracy=").size(), 1u) << log;
+
+  plane_->Kubectl({"delete", "trainingjob", "cifar10", "-n", ns(), "--wait=true"}, &out);
+  plane_->Kubectl({"delete", "pvc", "psflow-data", "-n", ns(), "--wait=false"}, &out);
+  plane_->Kubectl({"delete", "pv", volume, "--wait=false"}, &out);
+  std::filesystem::remove_all(folder);
+  std::filesystem::remove(file);
+}
+
 }  // namespace
 }  // namespace psflow
