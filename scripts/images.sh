@@ -175,7 +175,11 @@ prebuilt_context() {
         local name="${src#/src/build/bin/}"
         local bin="$build_dir/bin/$name"
         [ -x "$bin" ] || die "$bin is not built (scripts/build.sh)"
-        if ldd "$bin" | grep -q 'libcudart'; then
+        # Not `ldd | grep -q`: grep -q exits at the first match, ldd dies of SIGPIPE, and under
+        # pipefail the test fails (a CUDA-linked worker went into the CPU image, exit 127).
+        local deps
+        deps="$(ldd "$bin")"
+        if [[ $deps == *libcudart* ]]; then
           bin="$(cpu_only "$name")"
         fi
         strip --strip-debug -o "$dst" "$bin"
