@@ -25,6 +25,8 @@ cmd="$1"
 dir="$2"
 shift 2
 root="$(cd "$(dirname "$0")/../.." && pwd)"
+fixture="control plane"
+source "$root/tests/control_plane/fixture_lib.sh"
 
 stop_all() {
   [ -f "$dir/pids" ] || return 0
@@ -65,17 +67,11 @@ rm -rf "$dir"
 mkdir -p "$dir"
 dir="$(cd "$dir" && pwd)"
 
-skip() {
-  echo "$1" > "$dir/skip"
-  echo "control plane not started: $1"
-  exit 0
-}
 
 assets="${PSFLOW_KUBE_ASSETS:-$root/../shared/kube}"
 how="set PSFLOW_KUBE_ASSETS to a folder with kube-apiserver and kube-controller-manager v1.26 (plain or .xz) and install etcd (apt-get install etcd-server)"
 bin_cache="$(dirname "$dir")/kube-bin"
 mkdir -p "$bin_cache"
-source "$root/tests/control_plane/kube_assets.sh"
 apiserver="$(kube_asset kube-apiserver)" || skip "no kube-apiserver in $assets: $how"
 controller_manager="$(kube_asset kube-controller-manager)" || skip "no kube-controller-manager in $assets: $how"
 if [ -x "$assets/etcd" ]; then etcd="$assets/etcd"; else etcd="$(command -v etcd)" || skip "no etcd in $assets or on PATH: $how"; fi
@@ -86,38 +82,12 @@ kubectl="$(command -v kubectl || true)"
 [ -x "$root/build/tools/bin/kubectl" ] && kubectl="$root/build/tools/bin/kubectl"
 [ -n "${PSFLOW_KUBECTL:-}" ] && kubectl="$PSFLOW_KUBECTL"
 
-fail() {
-  echo "control_plane.sh: $1" >&2
-  for log in "$dir"/*.log; do
-    [ -f "$log" ] || continue
-    echo "--- last lines of $log" >&2
-    tail -n 15 "$log" >&2
-  done
-  stop_all
-  exit 1
-}
 trap 'fail "interrupted"' INT TERM
 
-# A free loopback port: nothing answers a connection to it (and it was not handed out already).
-used_ports=" "
-free_port() {
-  local port
-  for _ in $(seq 200); do
-    port=$((20000 + RANDOM % 30000))
-    case "$used_ports" in *" $port "*) continue ;; esac
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-      used_ports+="$port "
-      echo "$port"
-      return 0
-    fi
-  done
-  fail "no free loopback port found"
-}
 
 # --- Certificates: one CA signs the server's and the clients' certificates.
 pki="$dir/pki"
 mkdir -p "$pki"
-ssl() { openssl "$@" 2>>"$dir/openssl.log" >/dev/null || fail "openssl $1 failed"; }
 ssl req -x509 -newkey rsa:2048 -nodes -keyout "$pki/ca.key" -out "$pki/ca.crt" -days 2 \
   -subj "/CN=psflow-test-ca"
 # client_cert NAME SUBJECT [EXTFILE]
@@ -153,16 +123,6 @@ setsid "$etcd" --name psflow-test --data-dir "$dir/etcd-data" \
   --initial-cluster "psflow-test=http://127.0.0.1:$peer_port" \
   </dev/null >"$dir/etcd.log" 2>&1 &
 echo $! >> "$dir/pids"
-# wait_for WHAT SECONDS COMMAND...: retries COMMAND every 0.2 s.
-wait_for() {
-  local what="$1" seconds="$2"
-  shift 2
-  for _ in $(seq $((seconds * 5))); do
-    "$@" >/dev/null 2>&1 && return 0
-    sleep 0.2
-  done
-  fail "$what not ready after ${seconds} s"
-}
 etcd_healthy() { curl -sf "http://127.0.0.1:$etcd_port/health" | grep -q '"health":"true"'; }
 wait_for etcd 30 etcd_healthy
 

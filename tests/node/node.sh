@@ -48,6 +48,8 @@ usage() {
 cmd="$1"
 dir="$2"
 root="$(cd "$(dirname "$0")/../.." && pwd)"
+fixture="node"
+source "$root/tests/control_plane/fixture_lib.sh"
 node_name=localhost
 bridge=psflow0
 gateway=10.85.0.1
@@ -129,11 +131,6 @@ rm -rf --one-file-system "$dir"
 mkdir -p "$dir"
 dir="$(cd "$dir" && pwd)"
 
-skip() {
-  echo "$1" > "$dir/skip"
-  echo "node not started: $1"
-  exit 0
-}
 
 [ ! -f "$plane/skip" ] || skip "no control plane: $(cat "$plane/skip")"
 [ -f "$plane/server" ] || skip "no control plane in $plane (the kube_control_plane fixture)"
@@ -147,47 +144,13 @@ assets="${PSFLOW_KUBE_ASSETS:-$root/../shared/kube}"
 how="set PSFLOW_KUBE_ASSETS to a folder with kubelet and kube-scheduler v1.26 and crictl (plain or .xz)"
 bin_cache="$(dirname "$dir")/kube-bin"
 mkdir -p "$bin_cache"
-source "$root/tests/control_plane/kube_assets.sh"
 kubelet="$(kube_asset kubelet)" || skip "no kubelet in $assets: $how"
 scheduler="$(kube_asset kube-scheduler)" || skip "no kube-scheduler in $assets: $how"
 crictl="$(kube_asset crictl)" || skip "no crictl in $assets: $how"
 [ "$crictl" = "$bin_cache/crictl" ] || ln -sf "$crictl" "$bin_cache/crictl"  # for stop_all
 
-fail() {
-  echo "node.sh: $1" >&2
-  for log in "$dir"/*.log; do
-    [ -f "$log" ] || continue
-    echo "--- last lines of $log" >&2
-    tail -n 15 "$log" >&2
-  done
-  stop_all
-  exit 1
-}
 trap 'fail "interrupted"' INT TERM
 
-used_ports=" "
-free_port() {
-  local port
-  for _ in $(seq 200); do
-    port=$((20000 + RANDOM % 30000))
-    case "$used_ports" in *" $port "*) continue ;; esac
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-      used_ports+="$port "
-      echo "$port"
-      return 0
-    fi
-  done
-  fail "no free loopback port found"
-}
-wait_for() {
-  local what="$1" seconds="$2"
-  shift 2
-  for _ in $(seq $((seconds * 5))); do
-    "$@" >/dev/null 2>&1 && return 0
-    sleep 0.2
-  done
-  fail "$what not ready after ${seconds} s"
-}
 # run NAME COMMAND...: in a session of its own, output in DIR/NAME.log, pid in DIR/pids.
 run() {
   local name="$1"
@@ -207,7 +170,6 @@ kctl() { "$kubectl" --kubeconfig "$plane/kubeconfig" "$@"; }
 # and the scheduler's.
 pki="$dir/pki"
 mkdir -p "$pki"
-ssl() { openssl "$@" 2>>"$dir/openssl.log" >/dev/null || fail "openssl $1 failed"; }
 cert() {
   ssl req -newkey rsa:2048 -nodes -keyout "$pki/$1.key" -out "$pki/$1.csr" -subj "$2"
   ssl x509 -req -in "$pki/$1.csr" -CA "$plane/pki/ca.crt" -CAkey "$plane/pki/ca.key" \
