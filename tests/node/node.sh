@@ -124,14 +124,15 @@ case "$cmd" in
   start) [ $# -eq 3 ] || usage ;;
   *) usage ;;
 esac
-plane="$(cd "$3" && pwd)"
+plane="$3"
 
 stop_all  # a node an earlier run left in DIR
 rm -rf --one-file-system "$dir"
 mkdir -p "$dir"
 dir="$(cd "$dir" && pwd)"
 
-
+[ -d "$plane" ] || skip "no control plane in $plane (the kube_control_plane fixture)"
+plane="$(cd "$plane" && pwd)"
 [ ! -f "$plane/skip" ] || skip "no control plane: $(cat "$plane/skip")"
 [ -f "$plane/server" ] || skip "no control plane in $plane (the kube_control_plane fixture)"
 [ "$(id -u)" -eq 0 ] || skip "the node needs root (containers, network namespaces, mounts): run the tests as root"
