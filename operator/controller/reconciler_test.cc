@@ -133,6 +133,15 @@ class ReconcilerTest : public ::testing::Test {
     });
   }
 
+  // Every `verb` ("create", "delete", ...) on `plural` (of object `name`, when given) fails with
+  // `error` until client_.SetFault(nullptr).
+  void Refuse(std::string verb, std::string plural, absl::Status error, std::string name = "") {
+    client_.SetFault([=](absl::string_view v, const kube::Resource& r, absl::string_view n) {
+      if (v == verb && r.plural == plural && (name.empty() || n == name)) return error;
+      return absl::OkStatus();
+    });
+  }
+
   // Runs every pod of the job.
   void RunAll(const std::string& job) {
     for (const std::string& pod : Names(kube::Pods())) {
@@ -816,12 +825,7 @@ TEST_F(ReconcilerTest, AnExtraServiceThatCannotBeDeletedIsReportedAndRetried) {
   Create(MakeJob("svc", 1, 3, "OnFailure"));
   ASSERT_TRUE(Pass("svc").status.ok());
   EditSpec("svc", [](Json& spec) { spec["replicaSpecs"]["Worker"]["replicas"] = 2; });
-  client_.SetFault([](absl::string_view verb, const kube::Resource& r, absl::string_view) {
-    if (verb == "delete" && r.plural == "services") {
-      return absl::UnavailableError("the API server is busy");
-    }
-    return absl::OkStatus();
-  });
+  Refuse("delete", "services", absl::UnavailableError("the API server is busy"));
   ReconcileResult r = Pass("svc");
   EXPECT_EQ(r.status.code(), absl::StatusCode::kUnavailable) << r.status;
   EXPECT_EQ(r.services_deleted, 0);
@@ -868,12 +872,7 @@ TEST_F(ReconcilerTest, ALaggingCacheNeverCausesDuplicates) {
 
 TEST_F(ReconcilerTest, FailedCreationsAreRetriedAndExpectationsReleased) {
   Create(MakeJob("flaky", 1, 1, "OnFailure"));
-  client_.SetFault([](absl::string_view verb, const kube::Resource& r, absl::string_view name) {
-    if (verb == "create" && r.plural == "pods" && name == "flaky-worker-0") {
-      return absl::UnavailableError("connection refused");
-    }
-    return absl::OkStatus();
-  });
+  Refuse("create", "pods", absl::UnavailableError("connection refused"), "flaky-worker-0");
   ReconcileResult r = reconciler_.Reconcile("default", "flaky");
   EXPECT_EQ(r.status.code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(Names(kube::Pods()), std::vector<std::string>{"flaky-ps-0"});
@@ -892,12 +891,7 @@ TEST_F(ReconcilerTest, AnOptedInJobsNetworkPolicyComesBeforeItsPods) {
   Json job = MakeJob("fenced", 1, 1, "ExitCode");
   job["spec"]["networkPolicy"] = {{"enabled", true}};
   Create(job);
-  client_.SetFault([](absl::string_view verb, const kube::Resource& r, absl::string_view) {
-    if (verb == "create" && r.plural == "networkpolicies") {
-      return absl::UnavailableError("connection refused");
-    }
-    return absl::OkStatus();
-  });
+  Refuse("create", "networkpolicies", absl::UnavailableError("connection refused"));
   ReconcileResult r = Pass("fenced");
   EXPECT_EQ(r.status.code(), absl::StatusCode::kUnavailable) << r.status;
   EXPECT_EQ(r.status.message(), "NetworkPolicy fenced-network: connection refused");
