@@ -497,30 +497,25 @@ void Reconciler::Finish(Pass& pass) {
   if (ParseTimestamp(pass.status.completion_time) == absl::InfinitePast()) {
     pass.status.completion_time = FormatTimestamp(pass.now);  // unset or not a time: from now
   }
-  // Trainers still running when the job succeeded get the finish grace to end their steps and
-  // write their logs: every pod and Service (the ps they push to, the names they resolve) stays
-  // until they have ended or the grace has passed (as `psflow run` does, api::FinishGrace).
-  // Trainers that finished after the outcome (in the grace below) completed too.
+  // Trainers that finished after the outcome completed too. Those still running when the job
+  // succeeded get the finish grace to end their steps and write their logs: every pod and Service
+  // (the ps they push to, the names they resolve) stays until they have ended or the grace has
+  // passed (as `psflow run` does, api::FinishGrace).
+  bool trainer_running = false;
   for (const auto& [slot, pod] : pass.pods) {
-    if (api::IsTrainer(slot.first) && ReadPodState(*pod).phase == PodPhase::kSucceeded) {
+    if (!api::IsTrainer(slot.first)) continue;
+    const PodState state = ReadPodState(*pod);
+    if (state.phase == PodPhase::kSucceeded) {
       pass.status.replica_statuses[slot.first].completed_indexes.insert(slot.second);
     }
+    trainer_running = trainer_running || (!state.being_deleted && state.Active());
   }
-  if (succeeded) {
-    const absl::Time grace_end =
-        ParseTimestamp(pass.status.completion_time) + api::FinishGrace(job);
-    bool trainer_running = false;
-    for (const auto& [slot, pod] : pass.pods) {
-      const PodState state = ReadPodState(*pod);
-      trainer_running =
-          trainer_running || (api::IsTrainer(slot.first) && !state.being_deleted && state.Active());
-    }
-    if (trainer_running && pass.now < grace_end) {
-      CountPods(pass);
-      if (!WriteStatus(pass)) return;
-      pass.result.requeue_after = grace_end - pass.now;
-      return;
-    }
+  const absl::Time grace_end = ParseTimestamp(pass.status.completion_time) + api::FinishGrace(job);
+  if (succeeded && trainer_running && pass.now < grace_end) {
+    CountPods(pass);
+    if (!WriteStatus(pass)) return;
+    pass.result.requeue_after = grace_end - pass.now;
+    return;
   }
   std::vector<ObjectPtr> doomed = pass.extra_pods;
   for (const auto& [slot, pod] : pass.pods) {
