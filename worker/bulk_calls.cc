@@ -31,14 +31,17 @@ int64_t BulkCall::SetRequest(std::span<const std::span<const float>> runs, WireT
   return static_cast<int64_t>(elements * WireBytes(type));
 }
 
-absl::Status BulkCall::DecodeReply(proto::TransferReply* reply) {
+absl::Status PsCallStatus(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
   if (status.error_code() == grpc::StatusCode::CANCELLED) {
     return absl::UnavailableError(
         absl::StrCat("the ps cancelled the call (stopping?): ", status.error_message()));
   }
-  if (!status.ok()) {
-    return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
-  }
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+absl::Status BulkCall::DecodeReply(proto::TransferReply* reply) {
+  if (!status.ok()) return PsCallStatus(status);
   if (!response.Dump(&reply_slices_).ok()) return absl::InternalError("unreadable reply");
   reply_source.Clear();
   for (const grpc::Slice& s : reply_slices_) {

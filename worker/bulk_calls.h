@@ -31,6 +31,11 @@
 
 namespace psflow {
 
+// The status of any call the worker made to a ps, as absl::Status. CANCELLED reads as
+// UNAVAILABLE: the worker never cancels its own calls, so a stopping ps (or its transport) did,
+// and the caller recovers as from any lost task.
+absl::Status PsCallStatus(const grpc::Status& status);
+
 struct BulkCall {
   // Told when a call completes, on the gRPC thread that completed it, before the CallWindow counts
   // the call done (so before Wait returns): e.g. a pull's decoding, so replies are read as they
@@ -56,9 +61,7 @@ struct BulkCall {
   // buffer. Returns the payload bytes.
   int64_t SetRequest(std::span<const std::span<const float>> runs, WireType type);
   // The reply's frame header into `reply`, leaving reply_source at its payload. The call's
-  // status first: its error (CANCELLED as UNAVAILABLE: the worker never cancels its own bulk
-  // calls, so the ps cancelled it, stopping; the caller recovers as from any lost task), then
-  // INTERNAL for an unreadable reply.
+  // status first (PsCallStatus), then INTERNAL for an unreadable reply.
   absl::Status DecodeReply(proto::TransferReply* reply);
 
   std::optional<grpc::ClientContext> context;  // fresh for every send

@@ -30,18 +30,6 @@ using Clock = std::chrono::steady_clock;
 const std::string kPullMethod = "/psflow.proto.ParameterServer/Pull";
 const std::string kPushMethod = "/psflow.proto.ParameterServer/Push";
 
-// CANCELLED reads as UNAVAILABLE: the worker never cancels its own calls, so a stopping ps (or
-// its transport) did, and the caller recovers as from any lost task (BulkCall::DecodeReply does
-// the same for bulk calls).
-absl::Status FromGrpc(const grpc::Status& s) {
-  if (s.ok()) return absl::OkStatus();
-  if (s.error_code() == grpc::StatusCode::CANCELLED) {
-    return absl::UnavailableError(
-        absl::StrCat("the ps cancelled the call (stopping?): ", s.error_message()));
-  }
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
-}
-
 // Bulk calls in flight per connection: enough to cover a round trip, few enough that the ps does
 // not buffer a whole big model at once. (Measured on 2 cores with one connection per task: 4 and
 // 16 are alike.)
@@ -59,13 +47,10 @@ proto::DType WireDtype(WireType type) {
   return proto::DT_FLOAT32;
 }
 
-// A ps that is not there (yet), too slow, or stopping: CANCELLED too, since the worker never
-// cancels its own calls, so a stopping ps (or its transport) did (BulkCall::DecodeReply says the
-// same of bulk calls).
+// A ps that is not there (yet), too slow, or stopping (CANCELLED: see PsCallStatus).
 bool Retryable(const grpc::Status& s) {
-  return s.error_code() == grpc::StatusCode::UNAVAILABLE ||
-         s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
-         s.error_code() == grpc::StatusCode::CANCELLED;
+  return absl::IsUnavailable(PsCallStatus(s)) ||
+         s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
 }
 
 }  // namespace
@@ -380,7 +365,7 @@ absl::Status PsClient::InitializeTask(Task& task, const nn::ParameterSet& params
     }
     if (!Retryable(s) || !WaitPolling(backoff, *task.channel)) {
       return absl::Status(
-          Retryable(s) ? absl::StatusCode::kUnavailable : FromGrpc(s).code(),
+          Retryable(s) ? absl::StatusCode::kUnavailable : PsCallStatus(s).code(),
           absl::StrCat("ps task ", task.index, " at ", task.address,
                        Retryable(s) ? absl::StrCat(" unreachable for ",
                                                    options_.connect_timeout.count() / 1000, "s")
@@ -425,10 +410,10 @@ absl::Status PsClient::WaitReadyTask(Task& task) {
       return absl::OkStatus();
     }
     if (!Retryable(last)) {
-      return absl::Status(FromGrpc(last).code(),
+      return absl::Status(PsCallStatus(last).code(),
                           absl::StrCat("ps task ", task.index, " at ", task.address,
                                        " refused WaitReady: ", last.error_message(), " (",
-                                       absl::StatusCodeToString(FromGrpc(last).code()), ")"));
+                                       absl::StatusCodeToString(PsCallStatus(last).code()), ")"));
     }
     if (!WaitPolling(backoff, *task.channel)) break;
   }
@@ -754,7 +739,7 @@ absl::Status PsClient::SetLearningRate(float learning_rate) {
     proto::SetLearningRateResponse response;
     const grpc::Status s = task->stub->SetLearningRate(&ctx, request, &response);
     if (!s.ok()) {
-      return absl::Status(FromGrpc(s).code(),
+      return absl::Status(PsCallStatus(s).code(),
                           absl::StrCat("set learning rate on ps task ", task->index, " at ",
                                        task->address, ": ", s.error_message()));
     }
@@ -772,8 +757,9 @@ absl::Status PsClient::Leave() {
     proto::LeaveResponse response;
     const grpc::Status s = task->stub->Leave(&ctx, request, &response);
     if (!s.ok()) {
-      return absl::Status(FromGrpc(s).code(), absl::StrCat("leave on ps task ", task->index, " at ",
-                                                           task->address, ": ", s.error_message()));
+      return absl::Status(PsCallStatus(s).code(),
+                          absl::StrCat("leave on ps task ", task->index, " at ", task->address,
+                                       ": ", s.error_message()));
     }
   }
   return absl::OkStatus();
