@@ -238,8 +238,7 @@ void PsState::ExpirePushes() {
                           << (sync_ ? "; its pieces are dropped and the step goes on without it"
                                     : "");
     }
-    if (!coordinator_.ready() ||
-        (progress.given_up.empty() && progress.apply.empty() && !progress.completes_step)) {
+    if (!coordinator_.ready() || progress.empty()) {
       return;
     }
     wake = ApplyReady(progress, learning_rate_.load());
