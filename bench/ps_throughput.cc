@@ -10,8 +10,10 @@
 // pump and plain gRPC, and process CPU-seconds per GB moved (all, and the kernel's); with the
 // baselines, the median psflow / pump and the CPU-bound ceiling: the pump's CPU s/GB over psflow's
 // kernel s/GB, the most psflow could reach where every party is CPU-bound on the same cores even if
-// its own code cost nothing. With --tls, psflow again over mutual TLS and its ratio to plaintext
-// (what encrypting and authenticating the ps traffic costs).
+// its own code cost nothing. psflow runs once per --transports entry, in the same call: over the
+// bulk channel (bulk) and as raw gRPC calls (grpc). With --tls, psflow again over mutual TLS
+// (gRPC: the bulk channel is plaintext only) and its ratio to plaintext gRPC (what encrypting and
+// authenticating the ps traffic costs).
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
@@ -39,6 +41,9 @@ ABSL_FLAG(std::string, workers, "1,2", "Numbers of workers");
 ABSL_FLAG(int, rounds, 0, "Timed rounds per configuration (0: about 2 GB of traffic, 3..50)");
 ABSL_FLAG(int, connections, psflow::PsClient::kDefaultConnectionsPerTask,
           "TCP connections from each worker to each ps task");
+ABSL_FLAG(std::string, transports, "grpc,bulk",
+          "psflow's transports to run, in this order: grpc (raw gRPC calls), bulk (the bulk "
+          "channel)");
 ABSL_FLAG(bool, baselines, true, "Also run the TCP pump and plain gRPC baselines");
 ABSL_FLAG(bool, tls, false,
           "Also run psflow's transport over mutual TLS (certificates of a CA made for the run, as "
@@ -97,7 +102,7 @@ absl::StatusOr<RunSecurity> MakeRunSecurity() {
 }
 
 // `security`: plaintext when null.
-absl::StatusOr<Figures> RunPsflow(const TransferPattern& pattern, bool sync,
+absl::StatusOr<Figures> RunPsflow(const TransferPattern& pattern, bool sync, Transport transport,
                                   const RunSecurity* security = nullptr) {
   std::vector<std::unique_ptr<LoopbackPs>> tasks;
   std::vector<std::string> addresses;
@@ -121,6 +126,7 @@ absl::StatusOr<Figures> RunPsflow(const TransferPattern& pattern, bool sync,
     o.training.sync.set_sync_replicas(sync);
     o.training.worker_index = w;
     o.connections_per_task = absl::GetFlag(FLAGS_connections);
+    o.transport = transport;
     if (security != nullptr) o.security = security->worker;
     auto c = PsClient::Create(o, *models.back());
     if (!c.ok()) return c.status();
@@ -180,6 +186,12 @@ double Median(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+struct TransportRun {
+  Transport transport;
+  const char* name;
+  std::vector<double> vs_tcp, ceiling;
+};
+
 int Main() {
   const bool tls = absl::GetFlag(FLAGS_tls);
   std::optional<RunSecurity> security;
@@ -191,17 +203,32 @@ int Main() {
     }
     security = *std::move(made);
   }
+  std::vector<TransportRun> runs;
+  for (absl::string_view name : absl::StrSplit(absl::GetFlag(FLAGS_transports), ',',
+                                               absl::SkipEmpty())) {
+    absl::StatusOr<Transport> t = ParseTransport(name);
+    if (!t.ok()) {
+      std::fprintf(stderr, "--transports: %s\n", std::string(t.status().message()).c_str());
+      return 1;
+    }
+    runs.push_back({*t, *t == Transport::kBulk ? "bulk" : "grpc", {}, {}});
+  }
+  if (runs.empty()) {
+    std::fprintf(stderr, "--transports names none\n");
+    return 1;
+  }
   std::printf(
       "ps transport on loopback, in one process; GB/s of payload (push + pull), CPU s per GB%s\n",
       tls ? "; psflow in plaintext and over mutual TLS" : "");
-  std::printf("%8s %3s %3s %6s | %8s %6s %6s | %8s %6s | %8s %6s %6s | %7s %7s", "model", "W", "P",
-              "rounds", "tcp GB/s", "cpu/GB", "sys/GB", "grpc GB/s", "cpu/GB", "psflow", "cpu/GB",
-              "sys/GB", "vs tcp", "vs grpc");
-  if (tls) std::printf(" | %8s %6s %9s", "tls GB/s", "cpu/GB", "tls/plain");
+  std::printf("%8s %3s %3s %6s | %8s %6s %6s | %8s %6s", "model", "W", "P", "rounds", "tcp GB/s",
+              "cpu/GB", "sys/GB", "grpc GB/s", "cpu/GB");
+  for (const TransportRun& r : runs) {
+    std::printf(" | %4s GB/s %6s %6s %7s", r.name, "cpu/GB", "sys/GB", "vs tcp");
+  }
+  if (tls) std::printf(" | %8s %6s %9s", "tls GB/s", "cpu/GB", "tls/grpc");
   std::printf("\n");
-  // Per configuration, with the baselines: psflow / the pump, and the pump's CPU s per GB over
-  // psflow's kernel s per GB.
-  std::vector<double> vs_tcp, ceiling;
+  // Per configuration and transport, with the baselines: psflow / the pump, and the pump's CPU s
+  // per GB over psflow's kernel s per GB.
   for (int mib : IntList(absl::GetFlag(FLAGS_model_mib))) {
     for (int w : IntList(absl::GetFlag(FLAGS_workers))) {
       for (int p : IntList(absl::GetFlag(FLAGS_ps_tasks))) {
@@ -226,29 +253,33 @@ int Main() {
           tcp = *t;
           grpc_bytes = *g;
         }
-        auto ps = RunPsflow(pattern, /*sync=*/false);
-        if (!ps.ok()) {
-          std::fprintf(stderr, "psflow failed: %s\n", std::string(ps.status().message()).c_str());
-          return 1;
-        }
         const double base_tcp = tcp.seconds > 0 ? tcp.gb_per_s() : 0;
         const double base_grpc = grpc_bytes.seconds > 0 ? grpc_bytes.gb_per_s() : 0;
-        std::printf(
-            "%5d MiB %3d %3d %6d | %8.2f %6.2f %6.2f | %8.2f %6.2f | %8.2f %6.2f %6.2f | %7.2f "
-            "%7.2f",
-            mib, w, p, pattern.rounds, base_tcp, base_tcp > 0 ? CpuPerGb(tcp) : 0,
-            base_tcp > 0 ? KernelPerGb(tcp) : 0, base_grpc,
-            base_grpc > 0 ? CpuPerGb(grpc_bytes) : 0, ps->transfer.gb_per_s(),
-            CpuPerGb(ps->transfer), KernelPerGb(ps->transfer),
-            base_tcp > 0 ? ps->transfer.gb_per_s() / base_tcp : 0,
-            base_grpc > 0 ? ps->transfer.gb_per_s() / base_grpc : 0);
-        if (base_tcp > 0) vs_tcp.push_back(ps->transfer.gb_per_s() / base_tcp);
-        // getrusage splits user and kernel time by sampling: a short run can show no kernel time.
-        if (base_tcp > 0 && KernelPerGb(ps->transfer) > 0) {
-          ceiling.push_back(CpuPerGb(tcp) / KernelPerGb(ps->transfer));
+        std::printf("%5d MiB %3d %3d %6d | %8.2f %6.2f %6.2f | %8.2f %6.2f", mib, w, p,
+                    pattern.rounds, base_tcp, base_tcp > 0 ? CpuPerGb(tcp) : 0,
+                    base_tcp > 0 ? KernelPerGb(tcp) : 0, base_grpc,
+                    base_grpc > 0 ? CpuPerGb(grpc_bytes) : 0);
+        double grpc_path = 0;
+        for (TransportRun& r : runs) {
+          auto ps = RunPsflow(pattern, /*sync=*/false, r.transport);
+          if (!ps.ok()) {
+            std::fprintf(stderr, "\npsflow (%s) failed: %s\n", r.name,
+                         std::string(ps.status().message()).c_str());
+            return 1;
+          }
+          const double rate = ps->transfer.gb_per_s();
+          if (r.transport == Transport::kGrpc) grpc_path = rate;
+          std::printf(" | %9.2f %6.2f %6.2f %7.2f", rate, CpuPerGb(ps->transfer),
+                      KernelPerGb(ps->transfer), base_tcp > 0 ? rate / base_tcp : 0);
+          if (base_tcp > 0) r.vs_tcp.push_back(rate / base_tcp);
+          // getrusage splits user and kernel time by sampling: a short run can show no kernel
+          // time.
+          if (base_tcp > 0 && KernelPerGb(ps->transfer) > 0) {
+            r.ceiling.push_back(CpuPerGb(tcp) / KernelPerGb(ps->transfer));
+          }
         }
         if (security) {
-          auto secure = RunPsflow(pattern, /*sync=*/false, &*security);
+          auto secure = RunPsflow(pattern, /*sync=*/false, Transport::kGrpc, &*security);
           if (!secure.ok()) {
             std::fprintf(stderr, "\npsflow over TLS failed: %s\n",
                          std::string(secure.status().message()).c_str());
@@ -256,27 +287,31 @@ int Main() {
           }
           std::printf(" | %8.2f %6.2f %9.2f", secure->transfer.gb_per_s(),
                       CpuPerGb(secure->transfer),
-                      secure->transfer.gb_per_s() / ps->transfer.gb_per_s());
+                      grpc_path > 0 ? secure->transfer.gb_per_s() / grpc_path : 0);
         }
         std::printf("\n");
         std::fflush(stdout);
       }
     }
   }
-  if (!vs_tcp.empty() && !ceiling.empty()) {
+  for (const TransportRun& r : runs) {
+    if (r.vs_tcp.empty() || r.ceiling.empty()) continue;
     // Where every task is CPU-bound (loopback on few cores) a rate is the cores over the CPU
     // seconds per GB: psflow could not pass the pump's rate times the pump's CPU per GB over
     // psflow's kernel share, even if its own code cost nothing.
     std::printf(
-        "\nmedian psflow / TCP pump over %zu configurations: %.2f (%.2f-%.2f); CPU-bound "
-        "ceiling, the pump's CPU s/GB over psflow's sys s/GB: median %.2f (%.2f-%.2f)\n",
-        vs_tcp.size(), Median(vs_tcp), *std::min_element(vs_tcp.begin(), vs_tcp.end()),
-        *std::max_element(vs_tcp.begin(), vs_tcp.end()), Median(ceiling),
-        *std::min_element(ceiling.begin(), ceiling.end()),
-        *std::max_element(ceiling.begin(), ceiling.end()));
+        "\n%s: median psflow / TCP pump over %zu configurations: %.2f (%.2f-%.2f); CPU-bound "
+        "ceiling, the pump's CPU s/GB over psflow's sys s/GB: median %.2f (%.2f-%.2f)",
+        r.name, r.vs_tcp.size(), Median(r.vs_tcp),
+        *std::min_element(r.vs_tcp.begin(), r.vs_tcp.end()),
+        *std::max_element(r.vs_tcp.begin(), r.vs_tcp.end()), Median(r.ceiling),
+        *std::min_element(r.ceiling.begin(), r.ceiling.end()),
+        *std::max_element(r.ceiling.begin(), r.ceiling.end()));
   }
+  std::printf("\n");
   if (absl::GetFlag(FLAGS_sync_overhead)) {
-    std::printf("\nsync-mode step (2 workers, aggregate 2, 1 ps) vs async, push + pull per step\n");
+    std::printf("\nsync-mode step (2 workers, aggregate 2, 1 ps, %s) vs async, push + pull per step\n",
+                runs.back().name);
     std::printf("%8s %10s %10s %8s\n", "model", "async ms", "sync ms", "ratio");
     for (int mib : {1, 16}) {
       TransferPattern pattern;
@@ -284,8 +319,8 @@ int Main() {
       pattern.ps_tasks = 1;
       pattern.model_bytes = int64_t{mib} << 20;
       pattern.rounds = mib == 1 ? 200 : 20;
-      auto a = RunPsflow(pattern, false);
-      auto s = RunPsflow(pattern, true);
+      auto a = RunPsflow(pattern, false, runs.back().transport);
+      auto s = RunPsflow(pattern, true, runs.back().transport);
       if (!a.ok() || !s.ok()) {
         std::fprintf(stderr, "sync overhead run failed: %s\n",
                      std::string((!a.ok() ? a.status() : s.status()).message()).c_str());

@@ -5,8 +5,14 @@
 
 namespace psflow {
 
-LoopbackPs::LoopbackPs(const TransportSecurity& security, int port)
+LoopbackPs::LoopbackPs(const TransportSecurity& security, int port, bool bulk)
     : state_({}, nullptr), service_(state_, nullptr) {
+  if (bulk && !security.tls()) {
+    if (auto server = BulkServer::Start(state_, nullptr, "127.0.0.1", 0); server.ok()) {
+      bulk_ = *std::move(server);
+      service_.AdvertiseBulkPort(bulk_->port());
+    }
+  }
   grpc::ServerBuilder builder;
   builder.AddListeningPort(absl::StrCat("127.0.0.1:", port), security.ServerCredentials(), &port_);
   ApplyBulkTuning(builder);
@@ -16,6 +22,7 @@ LoopbackPs::LoopbackPs(const TransportSecurity& security, int port)
 
 LoopbackPs::~LoopbackPs() {
   service_.Stop();
+  if (bulk_ != nullptr) bulk_->Stop();
   if (server_ != nullptr) server_->Shutdown();
 }
 

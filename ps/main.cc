@@ -19,6 +19,7 @@
 #include "core/status_macros.h"
 #include "core/task_flags.h"
 #include "core/task_main.h"
+#include "ps/bulk_server.h"
 #include "ps/checkpoint_scheduler.h"
 #include "ps/ps_service.h"
 #include "ps/ps_state.h"
@@ -38,6 +39,12 @@ ABSL_FLAG(int64_t, max_variable_bytes, 0,
           "accumulators); a model that needs more is refused at initialisation with "
           "RESOURCE_EXHAUSTED. 0: 90% of the container's memory limit (cgroup), else of the "
           "machine's physical memory");
+ABSL_FLAG(std::string, transport, "bulk",
+          "bulk: also serve the bulk channel for tensor bytes (plaintext only; under mutual TLS "
+          "they go over gRPC); grpc: serve gRPC only");
+ABSL_FLAG(int, bulk_port, -1,
+          "Port of the bulk channel: -1 this task's gRPC port + 1 (a port the OS picks where that "
+          "one is taken), 0 a port the OS picks. Workers learn it over gRPC");
 ABSL_FLAG(double, push_timeout_s, 30,
           "Seconds a worker's push may stay incomplete (a worker killed mid-push) before it is "
           "given up: sync mode drops its pieces and completes the step without it. Keep it under "
@@ -45,6 +52,31 @@ ABSL_FLAG(double, push_timeout_s, 30,
 
 namespace psflow {
 namespace {
+
+// The bulk channel's server on --bind_address, at --bulk_port (see its help).
+absl::StatusOr<std::unique_ptr<BulkServer>> StartBulkServer(PsState& state, PsMetrics* metrics,
+                                                            int grpc_port) {
+  const std::string bind = absl::GetFlag(FLAGS_bind_address);
+  const int flag = absl::GetFlag(FLAGS_bulk_port);
+  if (flag < -1 || flag > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--bulk_port must be -1, 0 or a port number, got ", flag));
+  }
+  const int wanted = flag == -1 ? (grpc_port < 65535 ? grpc_port + 1 : 0) : flag;
+  absl::StatusOr<std::unique_ptr<BulkServer>> bulk =
+      BulkServer::Start(state, metrics, bind, wanted);
+  if (!bulk.ok() && flag == -1 && wanted != 0) {
+    PSFLOW_LOG(INFO) << "bulk channel: port " << wanted << " is taken (" << bulk.status().message()
+                     << "); using one the OS picks";
+    bulk = BulkServer::Start(state, metrics, bind, 0);
+  }
+  if (!bulk.ok()) {
+    return absl::Status(bulk.status().code(),
+                        absl::StrCat("bulk channel: ", bulk.status().message()));
+  }
+  PSFLOW_LOG(INFO) << "bulk channel on " << bind << ":" << (*bulk)->port();
+  return bulk;
+}
 
 absl::Status Main(const TransportSecurity& security) {
   // Block the stop signals in every thread (gRPC's included); one thread takes them by sigwait.
@@ -115,9 +147,22 @@ absl::Status Main(const TransportSecurity& security) {
     options.max_variable_bytes = limit.bytes / 10 * 9;
     options.max_variable_bytes_source = absl::StrCat("90% of ", limit.source);
   }
+  const std::string transport = absl::GetFlag(FLAGS_transport);
+  if (transport != "bulk" && transport != "grpc") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--transport must be bulk or grpc, got \"", transport, "\""));
+  }
   PsState state(std::move(options), metrics.get());
   RETURN_IF_ERROR(state.RestoreFromCheckpoint().status());
   PsService service(state, metrics.get());
+  // Started before gRPC serves, so every worker that reaches the task finds it.
+  std::unique_ptr<BulkServer> bulk;
+  if (transport == "bulk" && !security.tls()) {
+    ASSIGN_OR_RETURN(bulk, StartBulkServer(state, metrics.get(), port_number));
+    service.AdvertiseBulkPort(bulk->port());
+  } else if (transport == "bulk") {
+    PSFLOW_LOG(INFO) << "no bulk channel under mutual TLS: tensor bytes go over gRPC";
+  }
   grpc::ServerBuilder builder;
   const std::string listen = absl::StrCat(absl::GetFlag(FLAGS_bind_address), ":", port);
   int bound_port = 0;
@@ -140,6 +185,7 @@ absl::Status Main(const TransportSecurity& security) {
     sigwait(&stop_signals, &sig);
     PSFLOW_LOG(INFO) << "signal " << sig << ": shutting down";
     service.Stop();
+    if (bulk != nullptr) bulk->Stop();
     server->Shutdown(std::chrono::system_clock::now() +
                      std::chrono::seconds(absl::GetFlag(FLAGS_shutdown_grace_s)));
   });

@@ -9,6 +9,7 @@
 #include "core/chunk_plan.h"
 #include "core/frame.h"
 #include "core/wire_type.h"
+#include "ps/parked_pull.h"
 #include "ps/versioned_values.h"
 
 namespace psflow {
@@ -16,22 +17,11 @@ namespace {
 
 // What a call parked on a stopping ps gets: the task is going away, as a lost connection is (the
 // worker recovers and waits for it to come back).
-grpc::Status Stopping() {
-  return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the ps task is stopping");
-}
+grpc::Status Stopping() { return grpc::Status(grpc::StatusCode::UNAVAILABLE, kStoppingMessage); }
 
 grpc::Status ToGrpc(const absl::Status& s) {
   if (s.ok()) return grpc::Status::OK;
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
-}
-
-// How long a parked call may wait at most, whatever the caller asks.
-constexpr std::chrono::milliseconds kMaxPark = std::chrono::minutes(10);
-
-std::chrono::steady_clock::time_point ParkDeadline(int64_t timeout_ms) {
-  return std::chrono::steady_clock::now() +
-         std::min<std::chrono::milliseconds>(
-             std::chrono::milliseconds(std::max<int64_t>(0, timeout_ms)), kMaxPark);
 }
 
 grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, const absl::Status& s) {
@@ -115,7 +105,10 @@ grpc::ServerUnaryReactor* PsService::Initialize(grpc::CallbackServerContext* con
                                                 const proto::InitializeRequest* request,
                                                 proto::InitializeResponse* response) {
   auto r = state_.Initialize(*request);
-  if (r.ok()) *response = *r;
+  if (r.ok()) {
+    *response = *r;
+    response->set_bulk_port(bulk_port_);
+  }
   return Answer(context, r.status());
 }
 
@@ -130,6 +123,7 @@ grpc::ServerUnaryReactor* PsService::WaitReady(grpc::CallbackServerContext* cont
                                 return;
                               }
                               *response = state_.ReadyResponse();
+                              response->set_bulk_port(bulk_port_);
                               reactor->Finish(grpc::Status::OK);
                             });
   return reactor;
@@ -193,34 +187,23 @@ grpc::ServerUnaryReactor* PsService::Pull(grpc::CallbackServerContext* context,
   auto bytes = state_.CheckPull(*source, header.get());
   if (!bytes.ok()) return Answer(context, bytes.status());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  const auto parked_at = std::chrono::steady_clock::now();
   const int64_t payload = *bytes;
-  state_.ParkPull(
-      *header, ParkDeadline(header->timeout_ms()),
-      [this, reactor, response, header, payload, parked_at](bool reached) {
-        if (metrics_ != nullptr) {
-          metrics_->wait_seconds.Increment(
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - parked_at).count());
-        }
-        if (!reached && state_.coordinator().stopped()) {
-          reactor->Finish(Stopping());
-          return;
-        }
-        if (!reached) {
-          proto::TransferReply reply;
-          reply.set_timed_out(true);
-          reply.set_global_step(std::max<int64_t>(0, state_.global_step()));
-          SetReply(reply, response);
-          reactor->Finish(grpc::Status::OK);
-          return;
-        }
-        *response = PullReply(*header, payload);
-        if (metrics_ != nullptr) {
-          metrics_->pulls.Increment();
-          metrics_->sent_bytes.Increment(static_cast<double>(payload));
-        }
-        reactor->Finish(grpc::Status::OK);
-      });
+  ParkCheckedPull(state_, metrics_, header,
+                  [this, reactor, response, header, payload](PullOutcome outcome) {
+                    switch (outcome) {
+                      case PullOutcome::kStopping:
+                        reactor->Finish(Stopping());
+                        return;
+                      case PullOutcome::kTimedOut:
+                        SetReply(TimedOutReply(state_), response);
+                        break;
+                      case PullOutcome::kReached:
+                        *response = PullReply(*header, payload);
+                        CountPull(metrics_, payload);
+                        break;
+                    }
+                    reactor->Finish(grpc::Status::OK);
+                  });
   return reactor;
 }
 

@@ -30,6 +30,10 @@ class PsService final : public PsServiceBase {
   PsService(PsState& state, PsMetrics* metrics);
   ~PsService() override;
 
+  // Initialize and WaitReady answers advertise this bulk channel port (ps/bulk_server.h; 0:
+  // none). Call before serving.
+  void AdvertiseBulkPort(int port) { bulk_port_ = port; }
+
   // Answers every parked call (WaitReady: ready = false; pulls: timed out) and every later one at
   // once. Call before grpc::Server::Shutdown so shutdown does not wait out their timeouts.
   void Stop();
@@ -64,6 +68,7 @@ class PsService final : public PsServiceBase {
   PsState& state_;
   PsMetrics* metrics_;
   std::shared_ptr<BufferPool> pool_;
+  int bulk_port_ = 0;
 };
 
 }  // namespace psflow

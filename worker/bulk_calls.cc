@@ -4,19 +4,20 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/tsan_annotations.h"
+#include "worker/bulk_link.h"
 
 namespace psflow {
 
 int64_t BulkCall::SetRequest(std::span<const std::span<const float>> runs, WireType type) {
   const std::span<const std::byte> head = header.With(varying);
-  slices_.clear();
-  slices_.emplace_back(head.data(), head.size(), grpc::Slice::STATIC_SLICE);
+  pieces_.clear();
+  pieces_.push_back({const_cast<std::byte*>(head.data()), head.size()});
   size_t elements = 0;
   for (const auto& run : runs) elements += run.size();
   if (type == WireType::kFloat32) {
     for (const auto& run : runs) {
-      if (!run.empty())
-        slices_.emplace_back(run.data(), run.size_bytes(), grpc::Slice::STATIC_SLICE);
+      // Only read (iovec takes a mutable pointer).
+      if (!run.empty()) pieces_.push_back({const_cast<float*>(run.data()), run.size_bytes()});
     }
   } else if (elements > 0) {
     if (wire_.size() < elements * WireBytes(type)) wire_.resize(elements * WireBytes(type));
@@ -25,10 +26,25 @@ int64_t BulkCall::SetRequest(std::span<const std::span<const float>> runs, WireT
       EncodeWire(run, type, out);
       out += run.size() * WireBytes(type);
     }
-    slices_.emplace_back(wire_.data(), elements * WireBytes(type), grpc::Slice::STATIC_SLICE);
+    pieces_.push_back({wire_.data(), elements * WireBytes(type)});
+  }
+  request_bytes_ = 0;
+  for (const iovec& piece : pieces_) request_bytes_ += piece.iov_len;
+  return static_cast<int64_t>(elements * WireBytes(type));
+}
+
+void BulkCall::BuildGrpcRequest() {
+  slices_.clear();
+  for (const iovec& piece : pieces_) {
+    slices_.emplace_back(piece.iov_base, piece.iov_len, grpc::Slice::STATIC_SLICE);
   }
   request = grpc::ByteBuffer(slices_.data(), slices_.size());
-  return static_cast<int64_t>(elements * WireBytes(type));
+}
+
+std::byte* BulkCall::ReplyBuffer(size_t n) {
+  if (reply_bytes_.size() < n) reply_bytes_.resize(n);  // keeps what it held
+  reply_size_ = n;
+  return reply_bytes_.data();
 }
 
 absl::Status PsCallStatus(const grpc::Status& status) {
@@ -42,16 +58,20 @@ absl::Status PsCallStatus(const grpc::Status& status) {
 
 absl::Status BulkCall::DecodeReply(proto::TransferReply* reply) {
   if (!status.ok()) return PsCallStatus(status);
-  if (!response.Dump(&reply_slices_).ok()) return absl::InternalError("unreadable reply");
   reply_source.Clear();
-  for (const grpc::Slice& s : reply_slices_) {
-    reply_source.Add({reinterpret_cast<const std::byte*>(s.begin()), s.size()});
+  if (via_link) {
+    reply_source.Add({reply_bytes_.data(), reply_size_});
+  } else {
+    if (!response.Dump(&reply_slices_).ok()) return absl::InternalError("unreadable reply");
+    for (const grpc::Slice& s : reply_slices_) {
+      reply_source.Add({reinterpret_cast<const std::byte*>(s.begin()), s.size()});
+    }
   }
   return DecodeFrameHeader(reply_source, reply);
 }
 
 CallWindow::CallWindow(size_t connections, size_t window, size_t max_calls)
-    : window_(window), queues_(connections) {
+    : window_(window), queues_(connections), links_(connections, nullptr) {
   Reserve(max_calls);
 }
 
@@ -62,9 +82,18 @@ void CallWindow::Reserve(size_t max_calls) {
   for (Queue& q : queues_) q.calls.reserve(max_calls);
 }
 
+void CallWindow::Route(size_t connection, BulkLink* link) { links_[connection] = link; }
+
 void CallWindow::Add(BulkCall* call, std::chrono::system_clock::time_point deadline) {
-  call->context.emplace();
-  call->context->set_deadline(deadline);
+  call->via_link = links_[call->connection] != nullptr;
+  call->payload_placed = false;
+  if (call->via_link) {
+    call->deadline_ = deadline;
+  } else {
+    call->context.emplace();
+    call->context->set_deadline(deadline);
+    call->BuildGrpcRequest();
+  }
   {
     std::lock_guard lock(mu_);
     ++pending_;
@@ -79,6 +108,12 @@ void CallWindow::Add(BulkCall* call, std::chrono::system_clock::time_point deadl
 }
 
 void CallWindow::Start(BulkCall* call) {
+  if (call->via_link) {
+    links_[call->connection]->Start(
+        call, call->kind,
+        call->deadline_, [this, call](grpc::Status status) { Done(call, std::move(status)); });
+    return;
+  }
   // gRPC runs the callback after UnaryCall has taken the call (libgrpc orders the two).
   TsanRelease(call);
   call->stub->UnaryCall(&*call->context, *call->method, grpc::StubOptions(), &call->request,

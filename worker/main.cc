@@ -45,6 +45,9 @@ ABSL_FLAG(float, max_grad_norm, -1,
 ABSL_FLAG(std::string, wire_dtype, "float32",
           "Element type of parameters and gradients between worker and ps: float32, bfloat16 or "
           "float16 (half the bytes; the ps keeps float32 master values)");
+ABSL_FLAG(std::string, transport, "bulk",
+          "How tensor bytes travel to and from the ps tasks: bulk (the bulk channel, plain TCP "
+          "beside gRPC, where the ps offers one; gRPC under mutual TLS) or grpc (raw gRPC calls)");
 ABSL_FLAG(std::string, placement, "balanced",
           "How the variables are placed on the ps tasks (every worker must agree): balanced (split "
           "into partitions balanced by bytes) or round_robin (TensorFlow 1.x's "
@@ -136,6 +139,7 @@ WorkerFlags FlagsGiven() {
                      .max_grad_norm = absl::GetFlag(FLAGS_max_grad_norm),
                      .wire_dtype = absl::GetFlag(FLAGS_wire_dtype),
                      .placement = absl::GetFlag(FLAGS_placement),
+                     .transport = absl::GetFlag(FLAGS_transport),
                      .sync_replicas = absl::GetFlag(FLAGS_sync_replicas),
                      .overlap = absl::GetFlag(FLAGS_overlap),
                      .stream_gradients = absl::GetFlag(FLAGS_stream_gradients),

@@ -20,6 +20,7 @@
 #include "core/status_macros.h"
 #include "core/wire_type.h"
 #include "proto/ps.grpc.pb.h"
+#include "worker/bulk_link.h"
 
 namespace psflow {
 namespace {
@@ -86,10 +87,31 @@ struct PsClient::ChunkCall final : BulkCall::Observer {
   absl::Status decoded;
   bool short_reply = false;
 
+  // A float32 reply's payload goes straight into the parameters: the segments' runs, in order.
+  std::vector<iovec> targets;
+  uint64_t target_bytes = 0;
+  void SetTargets() {
+    targets.clear();
+    target_bytes = 0;
+    if (wire_type != WireType::kFloat32) return;
+    for (const SegmentRange& r : segments) {
+      const PartitionRef& ref = (*partitions)[r.partition];
+      const auto dst = into->value(ref.handle)
+                           .subspan(static_cast<size_t>(ref.first_element + r.offset),
+                                    static_cast<size_t>(r.count));
+      targets.push_back({dst.data(), dst.size_bytes()});
+      target_bytes += dst.size_bytes();
+    }
+  }
+  std::span<iovec> PayloadTargets(uint64_t bytes) override {
+    if (bytes != target_bytes || targets.empty()) return {};
+    return targets;
+  }
+
   void Completed(BulkCall& completed) override {
     decoded = completed.DecodeReply(&reply);
     short_reply = false;
-    if (!decoded.ok() || reply.timed_out()) return;
+    if (!decoded.ok() || reply.timed_out() || completed.payload_placed) return;
     for (const SegmentRange& r : segments) {
       const PartitionRef& ref = (*partitions)[r.partition];
       const auto dst = into->value(ref.handle)
@@ -109,6 +131,8 @@ struct PsClient::Task {
   std::shared_ptr<grpc::Channel> channel;                // connection 0
   std::unique_ptr<proto::ParameterServer::Stub> stub;    // control calls, on connection 0
   std::vector<std::unique_ptr<grpc::GenericStub>> bulk;  // one per connection
+  std::vector<std::unique_ptr<BulkLink>> links;          // per connection, when routed on them
+  int bulk_port = 0;                                     // the links' port
   size_t first_connection = 0;                           // bulk[0]'s index in the CallWindow
   std::vector<PartitionRef> partitions;                  // in the task's order
   std::vector<std::vector<SegmentRange>> chunks;         // PlanChunks of the partitions
@@ -128,6 +152,13 @@ struct PsClient::Task {
   // chief re-creates a task that lost its state at this step, so the step never goes back.
   int64_t last_seen_step = 0;
 };
+
+absl::StatusOr<Transport> ParseTransport(absl::string_view name) {
+  if (name == "bulk") return Transport::kBulk;
+  if (name == "grpc") return Transport::kGrpc;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--transport must be bulk or grpc, got \"", name, "\""));
+}
 
 PsClient::PsClient(Options options) : options_(std::move(options)) {}
 PsClient::~PsClient() { Quiesce(); }
@@ -268,6 +299,7 @@ std::unique_ptr<PsClient::ChunkCall> PsClient::MakeChunkCall(
   }
   c->call.header = FrameHeaderBuffer(fixed);
   c->call.method = kind == proto::TK_PULL ? &kPullMethod : &kPushMethod;
+  c->call.kind = kind == proto::TK_PULL ? BulkKind::kPull : BulkKind::kPush;
   const size_t k = chunk % task.bulk.size();
   c->call.stub = task.bulk[k].get();
   c->call.connection = task.first_connection + k;
@@ -333,6 +365,7 @@ absl::Status PsClient::InitializeTask(Task& task, const nn::ParameterSet& params
   for (;;) {
     proto::InitializeResponse response;
     grpc::Status s = call(false, &response);
+    if (s.ok()) RouteTask(task, response.bulk_port());
     if (s.ok() && response.initialized_now()) {
       // Send the initial values as TK_ASSIGN chunks, then commit (at the last step seen: 0 at
       // the job's start, more when the task restarted without a checkpoint).
@@ -407,6 +440,7 @@ absl::Status PsClient::WaitReadyTask(Task& task) {
       }
       task.last_seen_step = std::max(task.last_seen_step, response.global_step());
       task.pulled_step = task.next_min_step = 0;
+      RouteTask(task, response.bulk_port());
       return absl::OkStatus();
     }
     if (!Retryable(last)) {
@@ -426,6 +460,41 @@ absl::Status PsClient::WaitReadyTask(Task& task) {
   return absl::DeadlineExceededError(absl::StrCat("variables not initialised on ps task ",
                                                   task.index, " at ", task.address, " after ", secs,
                                                   "s: is the chief (worker 0) running?"));
+}
+
+void PsClient::RouteTask(Task& task, int bulk_port) {
+  const bool bulk = options_.transport == Transport::kBulk && bulk_port > 0 &&
+                    !options_.security.tls();
+  const bool working =
+      bulk && task.bulk_port == bulk_port && !task.links.empty() &&
+      std::none_of(task.links.begin(), task.links.end(), [](const auto& l) { return l->broken(); });
+  if (working) return;
+  for (size_t k = 0; k < task.bulk.size(); ++k) window_->Route(task.first_connection + k, nullptr);
+  task.links.clear();
+  task.bulk_port = 0;
+  if (!bulk) return;
+  // The task's gRPC host (a name, an IPv4 address or a bracketed IPv6 one) with the bulk port.
+  std::string host = task.address.substr(0, task.address.rfind(':'));
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  const auto deadline = Clock::now() + std::min<std::chrono::milliseconds>(
+                                           options_.connect_timeout, std::chrono::seconds(10));
+  for (size_t k = 0; k < task.bulk.size(); ++k) {
+    absl::StatusOr<std::unique_ptr<BulkLink>> link = BulkLink::Connect(host, bulk_port, deadline);
+    if (!link.ok()) {
+      PSFLOW_LOG(WARNING) << "ps task " << task.index << " at " << task.address
+                          << ": no bulk channel (" << link.status().message()
+                          << "); its tensor bytes go over gRPC";
+      task.links.clear();
+      return;
+    }
+    task.links.push_back(*std::move(link));
+  }
+  for (size_t k = 0; k < task.links.size(); ++k) {
+    window_->Route(task.first_connection + k, task.links[k].get());
+  }
+  task.bulk_port = bulk_port;
+  PSFLOW_LOG(INFO) << "ps task " << task.index << ": tensor bytes on the bulk channel, "
+                   << task.links.size() << " connection(s) to " << host << ":" << bulk_port;
 }
 
 absl::Status PsClient::Recover(nn::ParameterSet& params) {
@@ -489,6 +558,7 @@ absl::Status PsClient::PullOnce(nn::ParameterSet& params, SyncResult* result) {
       call->call.varying.set_step(sync ? task->next_min_step : 0);
       call->call.SetRequest({}, options_.wire_type);
       call->into = &params;
+      call->SetTargets();
       window_->Add(&call->call, Deadline(sync));
     }
   }

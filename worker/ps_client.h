@@ -33,6 +33,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include "absl/strings/string_view.h"
 #include <utility>
 #include <vector>
 
@@ -45,6 +46,10 @@
 #include "worker/parameter_sync.h"
 
 namespace psflow {
+
+enum class Transport { kBulk, kGrpc };
+// "bulk" or "grpc"; INVALID_ARGUMENT otherwise.
+absl::StatusOr<Transport> ParseTransport(absl::string_view name);
 
 class PsClient final : public ParameterSync {
  public:
@@ -67,6 +72,11 @@ class PsClient final : public ParameterSync {
     // Plaintext or mutual TLS (--tls_ca, --tls_cert, --tls_key); every channel to a task is
     // opened by OpenPsChannel with it.
     TransportSecurity security;
+    // Where the tensor bytes of pulls and pushes go (--transport): on the bulk channel
+    // (worker/bulk_link.h, connections_per_task links per task) when the task advertises a bulk
+    // port, or as raw gRPC calls. Under mutual TLS, and when a task advertises none or its bulk
+    // port cannot be reached (one WARNING naming the cause), gRPC.
+    Transport transport = Transport::kBulk;
   };
   static constexpr int kDefaultConnectionsPerTask = 1;
 
@@ -99,6 +109,9 @@ class PsClient final : public ParameterSync {
                                            std::vector<SegmentRange> segments) const;
 
   absl::Status InitializeTask(Task& task, const nn::ParameterSet& params);
+  // Routes the task's bulk calls: over links to the bulk port the task advertised (reusing
+  // working ones to the same port), or over gRPC (see Options::transport).
+  void RouteTask(Task& task, int bulk_port);
   absl::Status WaitReadyTask(Task& task);
   absl::Status Recover(nn::ParameterSet& params);
   // Sends the chief's initial values (params' values) to `task` and waits.

@@ -132,6 +132,7 @@ absl::Status ResolveTraining(const WorkerFlags& f, WorkerConfig& c) {
     return absl::InvalidArgumentError(absl::StrCat("--placement: ", placement.status().message()));
   }
   c.placement = *placement;
+  ASSIGN_OR_RETURN(c.transport, ParseTransport(f.transport));
   if (std::isnan(c.max_grad_norm)) return absl::InvalidArgumentError("--max_grad_norm is NaN");
   if (f.replicas_to_aggregate < 0 || f.replicas_to_aggregate > c.num_trainers) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -231,6 +232,7 @@ PsClient::Options MakePsClientOptions(const WorkerConfig& c, const TransportSecu
   options.training = c.training;
   options.wire_type = c.wire_type;
   options.placement = c.placement;
+  options.transport = c.transport;
   options.connect_timeout = c.ps_timeout;
   options.rpc_timeout = c.ps_timeout;
   options.security = security;

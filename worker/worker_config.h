@@ -35,6 +35,7 @@ struct WorkerFlags {
   float max_grad_norm = -1;
   std::string wire_dtype = "float32";
   std::string placement = "balanced";
+  std::string transport = "bulk";
   bool sync_replicas = false;
   bool overlap = true;
   bool stream_gradients = true;
@@ -92,6 +93,7 @@ struct WorkerConfig {
   TrainingConfig training;  // optimizer and sync settings, as the ps gets them
   WireType wire_type = WireType::kFloat32;
   PlacementStrategy placement = PlacementStrategy::kBalanced;  // of the variables on the ps tasks
+  Transport transport = Transport::kBulk;  // of the tensor bytes to and from the ps tasks
   bool overlap = false;                                        // asynchronous through ps tasks only
   bool stream_gradients = true;
   bool update_on_device = true;  // no ps, one GPU: the optimizer on the GPU

@@ -1,0 +1,276 @@
+#include "core/socket.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace psflow {
+namespace {
+
+// Milliseconds until the deadline for poll(), at least 0, at most a day.
+int PollTimeout(SteadyTime deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
+  return static_cast<int>(std::clamp<int64_t>(left.count() + 1, 0, 24 * 3600 * 1000));
+}
+
+// Waits for `events` on fd; false at the deadline.
+absl::StatusOr<bool> WaitFor(int fd, short events, SteadyTime deadline, absl::string_view what) {
+  for (;;) {
+    pollfd pfd{fd, events, 0};
+    const int n = poll(&pfd, 1, PollTimeout(deadline));
+    if (n > 0) return true;
+    if (n == 0) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      continue;
+    }
+    if (errno != EINTR) return ErrnoError(absl::StrCat("poll for ", what), errno);
+  }
+}
+
+absl::Status NoDelay(int fd) {
+  const int one = 1;
+  if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0) {
+    return ErrnoError("TCP_NODELAY", errno);
+  }
+  return absl::OkStatus();
+}
+
+// Drops `n` transferred bytes from the front of `pieces`.
+std::span<iovec> Advance(std::span<iovec> pieces, size_t n) {
+  while (!pieces.empty() && n >= pieces.front().iov_len) {
+    n -= pieces.front().iov_len;
+    pieces = pieces.subspan(1);
+  }
+  if (n > 0) {
+    pieces.front().iov_base = static_cast<char*>(pieces.front().iov_base) + n;
+    pieces.front().iov_len -= n;
+  }
+  return pieces;
+}
+
+size_t Bytes(std::span<const iovec> pieces) {
+  size_t n = 0;
+  for (const iovec& v : pieces) n += v.iov_len;
+  return n;
+}
+
+std::span<iovec> SkipEmpty(std::span<iovec> pieces) {
+  while (!pieces.empty() && pieces.front().iov_len == 0) pieces = pieces.subspan(1);
+  return pieces;
+}
+
+}  // namespace
+
+Socket& Socket::operator=(Socket&& other) noexcept {
+  if (this != &other) {
+    Close();
+    fd_ = std::exchange(other.fd_, -1);
+  }
+  return *this;
+}
+
+void Socket::Shutdown() const {
+  if (fd_ >= 0) shutdown(fd_, SHUT_RDWR);
+}
+
+void Socket::Close() {
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+}
+
+absl::Status ErrnoError(absl::string_view what, int err) {
+  char buf[256];
+  const char* message = strerror_r(err, buf, sizeof(buf));  // GNU: returns the message
+  return absl::UnavailableError(absl::StrCat(what, ": ", message));
+}
+
+absl::StatusOr<Socket> ListenTcp(const std::string& bind_address, int port, int* bound_port) {
+  const std::string where = absl::StrCat(bind_address, ":", port);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (inet_pton(AF_INET, bind_address.c_str(), &addr.sin_addr) != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot listen on ", where, ": not an IPv4 address"));
+  }
+  Socket s(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!s.valid()) return ErrnoError("socket()", errno);
+  const int one = 1;
+  setsockopt(s.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (bind(s.fd(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+    return ErrnoError(absl::StrCat("bind ", where), errno);
+  }
+  if (listen(s.fd(), 64) != 0) return ErrnoError(absl::StrCat("listen on ", where), errno);
+  socklen_t len = sizeof(addr);
+  if (getsockname(s.fd(), reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    return ErrnoError(absl::StrCat("getsockname of ", where), errno);
+  }
+  *bound_port = ntohs(addr.sin_port);
+  return s;
+}
+
+absl::StatusOr<Socket> AcceptTcp(const Socket& listener) {
+  for (;;) {
+    Socket s(accept4(listener.fd(), nullptr, nullptr, SOCK_CLOEXEC));
+    if (s.valid()) {
+      if (absl::Status st = NoDelay(s.fd()); !st.ok()) return st;
+      return s;
+    }
+    // A connection that went away before we took it is not the listener's end.
+    if (errno == EINTR || errno == ECONNABORTED) continue;
+    return ErrnoError("accept", errno);
+  }
+}
+
+absl::StatusOr<Socket> ConnectTcp(const std::string& host, int port, SteadyTime deadline) {
+  const std::string where = absl::StrCat(host, ":", port);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const std::string service = std::to_string(port);
+  if (const int rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &found); rc != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot resolve ", host, ": ", gai_strerror(rc)));
+  }
+  absl::Status last = absl::UnavailableError(absl::StrCat("no address for ", host));
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    Socket s(socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol));
+    if (!s.valid()) {
+      last = ErrnoError("socket()", errno);
+      continue;
+    }
+    int rc = connect(s.fd(), a->ai_addr, a->ai_addrlen);
+    if (rc != 0 && errno == EINPROGRESS) {
+      absl::StatusOr<bool> writable = WaitFor(s.fd(), POLLOUT, deadline, where);
+      if (!writable.ok()) {
+        last = writable.status();
+        continue;
+      }
+      if (!*writable) {
+        last = absl::DeadlineExceededError(absl::StrCat("connect to ", where, ": timed out"));
+        continue;
+      }
+      int err = 0;
+      socklen_t len = sizeof(err);
+      getsockopt(s.fd(), SOL_SOCKET, SO_ERROR, &err, &len);
+      rc = err == 0 ? 0 : -1;
+      errno = err;
+    }
+    if (rc != 0) {
+      last = ErrnoError(absl::StrCat("connect to ", where), errno);
+      continue;
+    }
+    const int flags = fcntl(s.fd(), F_GETFL);
+    fcntl(s.fd(), F_SETFL, flags & ~O_NONBLOCK);
+    if (absl::Status st = NoDelay(s.fd()); !st.ok()) {
+      last = st;
+      continue;
+    }
+    freeaddrinfo(found);
+    return s;
+  }
+  freeaddrinfo(found);
+  return last;
+}
+
+absl::Status WriteAll(const Socket& s, std::span<iovec> pieces, SteadyTime deadline,
+                      absl::string_view what) {
+  pieces = SkipEmpty(pieces);
+  while (!pieces.empty()) {
+    msghdr msg{};
+    msg.msg_iov = pieces.data();
+    msg.msg_iovlen = std::min<size_t>(pieces.size(), IOV_MAX);
+    const ssize_t n = sendmsg(s.fd(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n >= 0) {
+      pieces = SkipEmpty(Advance(pieces, static_cast<size_t>(n)));
+      continue;
+    }
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) return ErrnoError(what, errno);
+    absl::StatusOr<bool> writable = WaitFor(s.fd(), POLLOUT, deadline, what);
+    if (!writable.ok()) return writable.status();
+    if (!*writable) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          what, ": the peer took nothing before the deadline (", Bytes(pieces), " bytes left)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// ReadAll; *ended (when not null) tells a close before the first byte from an error.
+absl::Status Read(const Socket& s, std::span<iovec> pieces, SteadyTime deadline,
+                  absl::string_view what, bool* ended) {
+  pieces = SkipEmpty(pieces);
+  const size_t total = Bytes(pieces);
+  while (!pieces.empty()) {
+    msghdr msg{};
+    msg.msg_iov = pieces.data();
+    msg.msg_iovlen = std::min<size_t>(pieces.size(), IOV_MAX);
+    const ssize_t n = recvmsg(s.fd(), &msg, MSG_DONTWAIT);
+    if (n > 0) {
+      pieces = SkipEmpty(Advance(pieces, static_cast<size_t>(n)));
+      continue;
+    }
+    if (n == 0) {
+      if (ended != nullptr && Bytes(pieces) == total) {
+        *ended = true;
+        return absl::OkStatus();
+      }
+      return absl::UnavailableError(absl::StrCat(what, ": connection closed with ",
+                                                 Bytes(pieces), " bytes to go"));
+    }
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) return ErrnoError(what, errno);
+    absl::StatusOr<bool> readable = WaitFor(s.fd(), POLLIN, deadline, what);
+    if (!readable.ok()) return readable.status();
+    if (!*readable) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          what, ": nothing arrived before the deadline (", Bytes(pieces), " bytes to go)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ReadAll(const Socket& s, std::span<iovec> pieces, SteadyTime deadline,
+                     absl::string_view what) {
+  return Read(s, pieces, deadline, what, nullptr);
+}
+
+absl::Status ReadAll(const Socket& s, void* data, size_t size, SteadyTime deadline,
+                     absl::string_view what) {
+  iovec piece{data, size};
+  return Read(s, std::span<iovec>(&piece, 1), deadline, what, nullptr);
+}
+
+absl::StatusOr<bool> ReadAllOrEnd(const Socket& s, void* data, size_t size, SteadyTime deadline,
+                                  absl::string_view what) {
+  iovec piece{data, size};
+  bool ended = false;
+  if (absl::Status st = Read(s, std::span<iovec>(&piece, 1), deadline, what, &ended); !st.ok()) {
+    return st;
+  }
+  return !ended;
+}
+
+absl::StatusOr<bool> WaitReadable(const Socket& s, SteadyTime deadline) {
+  return WaitFor(s.fd(), POLLIN, deadline, "a bulk connection");
+}
+
+}  // namespace psflow

@@ -1,0 +1,324 @@
+#include "ps/bulk_server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/bulk_wire.h"
+#include "core/byte_source.h"
+#include "core/chunk_plan.h"
+#include "core/frame.h"
+#include "core/log.h"
+#include "core/wire_type.h"
+#include "ps/parked_pull.h"
+#include "ps/versioned_values.h"
+
+namespace psflow {
+namespace {
+
+std::string PeerName(const Socket& s) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  if (getpeername(s.fd(), reinterpret_cast<sockaddr*>(&addr), &len) != 0) return "a peer";
+  char host[INET6_ADDRSTRLEN] = "?";
+  int port = 0;
+  if (addr.ss_family == AF_INET) {
+    const auto* a = reinterpret_cast<const sockaddr_in*>(&addr);
+    inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
+    port = ntohs(a->sin_port);
+  } else if (addr.ss_family == AF_INET6) {
+    const auto* a = reinterpret_cast<const sockaddr_in6*>(&addr);
+    inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
+    port = ntohs(a->sin6_port);
+  }
+  return absl::StrCat(host, ":", port);
+}
+
+SteadyTime StallDeadline() { return std::chrono::steady_clock::now() + BulkServer::kStallTimeout; }
+
+// Waiting for the next request of an idle connection has no deadline (a worker between steps,
+// or one whose job is long): Stop ends it.
+constexpr auto kForever = std::chrono::hours(24 * 365);
+
+}  // namespace
+
+class BulkServer::Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(PsState& state, PsMetrics* metrics, Socket socket)
+      : state_(state), metrics_(metrics), socket_(std::move(socket)), peer_(PeerName(socket_)) {}
+
+  void Begin() {
+    reader_ = std::thread([self = shared_from_this()] { self->ReadLoop(); });
+    writer_ = std::thread([self = shared_from_this()] { self->WriteLoop(); });
+  }
+  // Ends the connection: no more replies, both threads return.
+  void End() {
+    std::deque<std::unique_ptr<Reply>> dropped;
+    {
+      std::lock_guard lock(mu_);
+      closed_ = true;
+      dropped.swap(queue_);
+    }
+    ready_.notify_all();
+    socket_.Shutdown();
+  }
+  bool finished() const { return reader_done_.load() && writer_done_.load(); }
+  void Join() {
+    if (reader_.joinable()) reader_.join();
+    if (writer_.joinable()) writer_.join();
+  }
+
+ private:
+  // A reply waiting for the writer: prefix, frame header (or error body), then the payload's
+  // pieces, pinned blocks (unpinned when the reply is gone, written or dropped) or `owned`.
+  struct Reply {
+    std::array<std::byte, kBulkPrefixBytes> prefix{};
+    std::string head;
+    std::vector<iovec> payload;
+    std::vector<void*> pins;
+    std::unique_ptr<std::byte[]> owned;
+    Reply() = default;
+    Reply(const Reply&) = delete;
+    Reply& operator=(const Reply&) = delete;
+    ~Reply() {
+      for (void* pin : pins) VersionedValues::Unpin(pin);
+    }
+    uint64_t bytes() const {
+      uint64_t n = head.size();
+      for (const iovec& v : payload) n += v.iov_len;
+      return n;
+    }
+  };
+
+  static std::unique_ptr<Reply> FrameReply(uint32_t id, const proto::TransferReply& reply) {
+    auto r = std::make_unique<Reply>();
+    r->head = EncodeFrameHeader(reply);
+    r->prefix = EncodeBulkPrefix({BulkKind::kReply, id, r->bytes()});
+    return r;
+  }
+  static std::unique_ptr<Reply> ErrorReply(uint32_t id, const absl::Status& s) {
+    auto r = std::make_unique<Reply>();
+    r->head = EncodeBulkError(s);
+    r->prefix = EncodeBulkPrefix({BulkKind::kError, id, r->head.size()});
+    return r;
+  }
+
+  void Enqueue(std::unique_ptr<Reply> reply) {
+    {
+      std::lock_guard lock(mu_);
+      if (closed_) return;  // dropped here (unpinned), outside the lock
+      queue_.push_back(std::move(reply));
+    }
+    ready_.notify_one();
+  }
+
+  void ReadLoop() {
+    ReadRequests();
+    End();
+    reader_done_ = true;
+  }
+
+  void ReadRequests() {
+    std::array<char, kBulkHello.size()> hello{};
+    if (absl::Status s = ReadAll(socket_, hello.data(), hello.size(), StallDeadline(), "hello");
+        !s.ok() || hello != kBulkHello) {
+      PSFLOW_LOG(WARNING) << "bulk connection from " << peer_
+                          << " closed: not a psflow bulk client (" << (s.ok() ? "bad hello" : s.message()) << ")";
+      return;
+    }
+    iovec answer{const_cast<char*>(kBulkHello.data()), kBulkHello.size()};
+    if (!WriteAll(socket_, std::span<iovec>(&answer, 1), StallDeadline(), "hello").ok()) return;
+    std::vector<std::byte> body;
+    for (;;) {
+      std::array<std::byte, kBulkPrefixBytes> prefix{};
+      absl::StatusOr<bool> readable =
+          WaitReadable(socket_, std::chrono::steady_clock::now() + kForever);
+      if (!readable.ok() || !*readable) return;
+      // A peer that closes between requests is done, not broken.
+      absl::StatusOr<bool> more =
+          ReadAllOrEnd(socket_, prefix.data(), prefix.size(), StallDeadline(), "request");
+      if (!more.ok()) Drop(more.status());
+      if (!more.ok() || !*more) return;
+      absl::StatusOr<BulkPrefix> p =
+          DecodeBulkPrefix(prefix, BulkReader::kPs, static_cast<uint64_t>(kMaxBulkMessageBytes));
+      if (!p.ok()) {
+        Drop(p.status());
+        return;
+      }
+      if (body.size() < p->length) body.resize(p->length);
+      absl::Status s = ReadAll(socket_, body.data(), p->length, StallDeadline(), "request body");
+      if (!s.ok()) {
+        Drop(s);
+        return;
+      }
+      Handle(*p, std::span<const std::byte>(body.data(), p->length));
+    }
+  }
+
+  void Drop(const absl::Status& why) {
+    bool closed;
+    {
+      std::lock_guard lock(mu_);
+      closed = closed_;
+    }
+    if (!closed) PSFLOW_LOG(WARNING) << "bulk connection from " << peer_ << " dropped: " << why.message();
+  }
+
+  void Handle(const BulkPrefix& p, std::span<const std::byte> body) {
+    ByteSource frame({body});
+    if (p.kind == BulkKind::kPush) {
+      absl::StatusOr<proto::TransferReply> reply = state_.Push(frame);
+      Enqueue(reply.ok() ? FrameReply(p.call_id, *reply) : ErrorReply(p.call_id, reply.status()));
+      return;
+    }
+    auto header = std::make_shared<proto::TransferHeader>();
+    absl::StatusOr<int64_t> payload = state_.CheckPull(frame, header.get());
+    if (!payload.ok()) {
+      Enqueue(ErrorReply(p.call_id, payload.status()));
+      return;
+    }
+    ParkCheckedPull(state_, metrics_, header,
+                    [self = shared_from_this(), id = p.call_id, header,
+                     bytes = *payload](PullOutcome outcome) {
+                      self->AnswerPull(id, *header, bytes, outcome);
+                    });
+  }
+
+  void AnswerPull(uint32_t id, const proto::TransferHeader& header, int64_t payload,
+                  PullOutcome outcome) {
+    if (outcome == PullOutcome::kStopping) {
+      Enqueue(ErrorReply(id, absl::UnavailableError(kStoppingMessage)));
+      return;
+    }
+    if (outcome == PullOutcome::kTimedOut) {
+      Enqueue(FrameReply(id, TimedOutReply(state_)));
+      return;
+    }
+    auto r = std::make_unique<Reply>();
+    proto::TransferReply reply;
+    if (WireTypeOf(header.wire_dtype()).value_or(WireType::kFloat32) == WireType::kFloat32) {
+      reply = state_.PinPull(header, [&](const VersionedValues::Pin& pin) {
+        r->pins.push_back(pin.handle);
+        r->payload.push_back({const_cast<float*>(pin.values.data()), pin.values.size_bytes()});
+      });
+    } else {
+      r->owned.reset(new std::byte[static_cast<size_t>(payload)]);
+      reply = state_.FillPull(header, r->owned.get());
+      r->payload.push_back({r->owned.get(), static_cast<size_t>(payload)});
+    }
+    r->head = EncodeFrameHeader(reply);
+    r->prefix = EncodeBulkPrefix({BulkKind::kReply, id, r->bytes()});
+    CountPull(metrics_, payload);
+    Enqueue(std::move(r));
+  }
+
+  void WriteLoop() {
+    std::vector<iovec> pieces;
+    for (;;) {
+      std::unique_ptr<Reply> r;
+      {
+        std::unique_lock lock(mu_);
+        ready_.wait(lock, [this] { return closed_ || !queue_.empty(); });
+        if (closed_) break;
+        r = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      pieces.clear();
+      pieces.push_back({r->prefix.data(), r->prefix.size()});
+      pieces.push_back({r->head.data(), r->head.size()});
+      pieces.insert(pieces.end(), r->payload.begin(), r->payload.end());
+      if (absl::Status s = WriteAll(socket_, pieces, StallDeadline(), "reply"); !s.ok()) {
+        Drop(s);
+        End();
+        break;
+      }
+    }
+    writer_done_ = true;
+  }
+
+  PsState& state_;
+  PsMetrics* const metrics_;
+  const Socket socket_;
+  const std::string peer_;
+  std::mutex mu_;
+  std::condition_variable ready_;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<std::unique_ptr<Reply>> queue_ ABSL_GUARDED_BY(mu_);
+  std::thread reader_;
+  std::thread writer_;
+  std::atomic<bool> reader_done_{false};
+  std::atomic<bool> writer_done_{false};
+};
+
+absl::StatusOr<std::unique_ptr<BulkServer>> BulkServer::Start(PsState& state, PsMetrics* metrics,
+                                                              const std::string& bind_address,
+                                                              int port) {
+  int bound = 0;
+  absl::StatusOr<Socket> listener = ListenTcp(bind_address, port, &bound);
+  if (!listener.ok()) return listener.status();
+  std::unique_ptr<BulkServer> server(
+      new BulkServer(state, metrics, *std::move(listener), bound));
+  server->acceptor_ = std::thread([s = server.get()] { s->AcceptLoop(); });
+  return server;
+}
+
+BulkServer::BulkServer(PsState& state, PsMetrics* metrics, Socket listener, int port)
+    : state_(state), metrics_(metrics), listener_(std::move(listener)), port_(port) {}
+
+BulkServer::~BulkServer() {
+  Stop();
+  if (acceptor_.joinable()) acceptor_.join();
+  std::vector<std::shared_ptr<Connection>> connections;
+  {
+    std::lock_guard lock(mu_);
+    connections.swap(connections_);
+  }
+  for (auto& c : connections) c->Join();
+}
+
+void BulkServer::Stop() {
+  std::vector<std::shared_ptr<Connection>> connections;
+  {
+    std::lock_guard lock(mu_);
+    if (stopped_) return;
+    stopped_ = true;
+    connections = connections_;
+  }
+  listener_.Shutdown();
+  for (auto& c : connections) c->End();
+}
+
+void BulkServer::AcceptLoop() {
+  for (;;) {
+    absl::StatusOr<Socket> socket = AcceptTcp(listener_);
+    std::lock_guard lock(mu_);
+    if (stopped_) return;
+    if (!socket.ok()) {
+      PSFLOW_LOG(ERROR) << "bulk channel: " << socket.status().message() << "; no longer accepting";
+      return;
+    }
+    // Connections whose peer went away are joined here, so a long job does not keep them.
+    for (auto it = connections_.begin(); it != connections_.end();) {
+      if ((*it)->finished()) {
+        (*it)->Join();
+        it = connections_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    auto c = std::make_shared<Connection>(state_, metrics_, *std::move(socket));
+    c->Begin();
+    connections_.push_back(std::move(c));
+  }
+}
+
+}  // namespace psflow

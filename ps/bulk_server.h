@@ -1,0 +1,68 @@
+// The bulk channel's server side (core/bulk_wire.h): a ps task's tensor bytes on plain TCP
+// connections beside its gRPC service, which keeps the control calls and advertises this port
+// (InitializeResponse/WaitReadyResponse.bulk_port).
+//
+// Each accepted connection has a reader thread and a writer thread. The reader takes one request
+// at a time into the connection's buffer and handles it as the gRPC service does (PsState::Push
+// applied straight from that buffer; a pull checked and parked, ps/parked_pull.h); replies go to
+// the writer, which sends a float32 pull's values from the partitions' own pinned blocks
+// (PsState::PinPull: no copy in user space) and a 16-bit one from a buffer filled once.
+//
+// A peer that sends something other than the protocol (a bad hello, an unknown kind, a body over
+// kMaxBulkMessageBytes), stops mid-message for kStallTimeout, or stops reading replies for as
+// long loses its connection, with one log line; a malformed frame in a well-formed message gets
+// an error reply (INVALID_ARGUMENT...) and the connection stays. Thread-safe.
+#ifndef PSFLOW_PS_BULK_SERVER_H_
+#define PSFLOW_PS_BULK_SERVER_H_
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "core/socket.h"
+#include "ps/ps_metrics.h"
+#include "ps/ps_state.h"
+
+namespace psflow {
+
+class BulkServer {
+ public:
+  static constexpr std::chrono::seconds kStallTimeout{60};
+
+  // Listens on bind_address:port (0: a port the OS picks). state and metrics (may be null)
+  // outlive the server.
+  static absl::StatusOr<std::unique_ptr<BulkServer>> Start(PsState& state, PsMetrics* metrics,
+                                                           const std::string& bind_address,
+                                                           int port);
+  ~BulkServer();  // Stop, then waits for every connection's threads
+  BulkServer(const BulkServer&) = delete;
+  BulkServer& operator=(const BulkServer&) = delete;
+
+  int port() const { return port_; }
+  // Stops accepting and ends every connection (replies not yet written are dropped). Parked
+  // pulls are answered by the PsState's coordinator Stop, not here.
+  void Stop();
+
+ private:
+  class Connection;
+  BulkServer(PsState& state, PsMetrics* metrics, Socket listener, int port);
+  void AcceptLoop();
+
+  PsState& state_;
+  PsMetrics* metrics_;
+  Socket listener_;
+  const int port_;
+  std::mutex mu_;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::shared_ptr<Connection>> connections_ ABSL_GUARDED_BY(mu_);
+  std::thread acceptor_;
+};
+
+}  // namespace psflow
+
+#endif  // PSFLOW_PS_BULK_SERVER_H_

@@ -1,0 +1,295 @@
+#include "worker/bulk_link.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/chunk_plan.h"
+#include "core/frame.h"
+#include "core/status_macros.h"
+#include "worker/bulk_calls.h"
+
+namespace psflow {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How often the reader looks at the calls' deadlines while nothing arrives.
+constexpr auto kDeadlineTick = std::chrono::milliseconds(200);
+
+SteadyTime SteadyDeadline(std::chrono::system_clock::time_point deadline) {
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                            deadline - std::chrono::system_clock::now());
+}
+
+grpc::Status Unavailable(const std::string& peer, absl::string_view what) {
+  return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                      absl::StrCat("bulk connection to ", peer, ": ", what));
+}
+
+grpc::Status ToGrpc(const absl::Status& s, const std::string& peer) {
+  if (absl::IsDeadlineExceeded(s)) {
+    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                        absl::StrCat("bulk connection to ", peer, ": ", s.message()));
+  }
+  return Unavailable(peer, s.message());
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<BulkLink>> BulkLink::Connect(const std::string& host, int port,
+                                                            SteadyTime deadline) {
+  const std::string peer = absl::StrCat(host, ":", port);
+  absl::StatusOr<Socket> socket = ConnectTcp(host, port, deadline);
+  if (!socket.ok()) return socket.status();
+  iovec hello{const_cast<char*>(kBulkHello.data()), kBulkHello.size()};
+  if (absl::Status s = WriteAll(*socket, std::span<iovec>(&hello, 1), deadline, "hello");
+      !s.ok()) {
+    return absl::UnavailableError(absl::StrCat("bulk connection to ", peer, ": ", s.message()));
+  }
+  std::array<char, kBulkHello.size()> answer{};
+  if (absl::Status s = ReadAll(*socket, answer.data(), answer.size(), deadline, "hello");
+      !s.ok() || answer != kBulkHello) {
+    return absl::UnavailableError(absl::StrCat(
+        "bulk connection to ", peer, ": ",
+        s.ok() ? "the answer to the hello is not a psflow ps's (is this its bulk port?)"
+               : s.message()));
+  }
+  std::unique_ptr<BulkLink> link(new BulkLink(*std::move(socket), peer));
+  link->writer_ = std::thread([l = link.get()] { l->WriteLoop(); });
+  link->reader_ = std::thread([l = link.get()] { l->ReadLoop(); });
+  return link;
+}
+
+BulkLink::BulkLink(Socket socket, std::string peer)
+    : socket_(std::move(socket)), peer_(std::move(peer)) {}
+
+BulkLink::~BulkLink() {
+  Fail(Unavailable(peer_, "closed by this worker"));
+  to_send_.notify_all();
+  writer_.join();
+  reader_.join();
+}
+
+bool BulkLink::broken() const {
+  std::lock_guard lock(mu_);
+  return broken_;
+}
+
+void BulkLink::Start(BulkCall* call, BulkKind kind,
+                     std::chrono::system_clock::time_point deadline, Completion done) {
+  std::unique_lock lock(mu_);
+  if (broken_) {
+    const grpc::Status failure = failure_;
+    lock.unlock();
+    done(failure);
+    return;
+  }
+  uint32_t id;
+  if (!free_.empty()) {
+    id = free_.back();
+    free_.pop_back();
+  } else {
+    id = static_cast<uint32_t>(slots_.size());
+    slots_.emplace_back();
+  }
+  Slot& slot = slots_[id];
+  slot.call = call;
+  slot.done = std::move(done);
+  slot.deadline = SteadyDeadline(deadline);
+  slot.prefix = EncodeBulkPrefix({kind, id, call->request_bytes()});
+  slot.busy = true;
+  slot.writing = slot.reading = slot.finished = false;
+  queue_.push_back(id);
+  lock.unlock();
+  to_send_.notify_one();
+}
+
+bool BulkLink::TakeIfDone(uint32_t id, Completion* done, grpc::Status* result) {
+  Slot& slot = slots_[id];
+  if (!slot.busy || !slot.finished || slot.writing || slot.reading) return false;
+  *done = std::move(slot.done);
+  *result = std::move(slot.result);
+  slot.done = nullptr;
+  slot.busy = false;
+  slot.call = nullptr;
+  free_.push_back(id);
+  return true;
+}
+
+void BulkLink::Fail(const grpc::Status& why) {
+  std::vector<Completion> done;
+  std::vector<grpc::Status> results;
+  {
+    std::lock_guard lock(mu_);
+    FailLocked(why, &done, &results);
+  }
+  to_send_.notify_all();
+  socket_.Shutdown();
+  for (size_t i = 0; i < done.size(); ++i) done[i](std::move(results[i]));
+}
+
+void BulkLink::FailLocked(const grpc::Status& why, std::vector<Completion>* done,
+                          std::vector<grpc::Status>* results) {
+  if (!broken_) {
+    broken_ = true;
+    failure_ = why;
+  }
+  queue_.clear();
+  queue_head_ = 0;
+  for (uint32_t id = 0; id < slots_.size(); ++id) {
+    Slot& slot = slots_[id];
+    if (!slot.busy || slot.finished) continue;
+    slot.finished = true;
+    slot.result = failure_;
+    Completion d;
+    grpc::Status r;
+    if (TakeIfDone(id, &d, &r)) {
+      done->push_back(std::move(d));
+      results->push_back(std::move(r));
+    }
+  }
+}
+
+void BulkLink::WriteLoop() {
+  std::vector<iovec> pieces;
+  for (;;) {
+    uint32_t id;
+    SteadyTime deadline;
+    {
+      std::unique_lock lock(mu_);
+      to_send_.wait(lock, [this] { return broken_ || queue_head_ < queue_.size(); });
+      if (broken_) return;
+      id = queue_[queue_head_++];
+      if (queue_head_ == queue_.size()) {
+        queue_.clear();  // keeps its capacity
+        queue_head_ = 0;
+      }
+      Slot& slot = slots_[id];
+      slot.writing = true;
+      deadline = slot.deadline;
+      pieces.clear();
+      pieces.push_back({slot.prefix.data(), slot.prefix.size()});
+      const auto request = slot.call->request_pieces();
+      pieces.insert(pieces.end(), request.begin(), request.end());
+    }
+    const absl::Status written = WriteAll(socket_, pieces, deadline, "request");
+    if (!written.ok()) Fail(ToGrpc(written, peer_));
+    Completion done;
+    grpc::Status result;
+    bool complete;
+    {
+      std::lock_guard lock(mu_);
+      slots_[id].writing = false;
+      complete = TakeIfDone(id, &done, &result);
+    }
+    if (complete) done(std::move(result));
+  }
+}
+
+SteadyTime BulkLink::EarliestDeadlineLocked() const {
+  SteadyTime earliest = SteadyTime::max();
+  for (const Slot& slot : slots_) {
+    if (slot.busy && !slot.finished) earliest = std::min(earliest, slot.deadline);
+  }
+  return earliest;
+}
+
+void BulkLink::ReadLoop() {
+  const absl::Status s = ReadReplies();
+  Fail(ToGrpc(s, peer_));
+}
+
+absl::Status BulkLink::ReadReply(BulkCall& call, uint64_t length, SteadyTime deadline) {
+  if (call.observer == nullptr || length < 4) {
+    return ReadAll(socket_, call.ReplyBuffer(length), length, deadline, "reply");
+  }
+  // The frame's header first; then, where the observer has a place for exactly the payload that
+  // follows, the payload straight there.
+  std::byte* head = call.ReplyBuffer(4);
+  RETURN_IF_ERROR(ReadAll(socket_, head, 4, deadline, "reply"));
+  uint32_t header_bytes = 0;
+  for (int i = 0; i < 4; ++i) header_bytes |= static_cast<uint32_t>(head[i]) << (8 * i);
+  if (header_bytes > kMaxFrameHeaderBytes || header_bytes > length - 4) {
+    return absl::UnavailableError(
+        absl::StrCat("garbage from the ps: a reply frame header of ", header_bytes, " bytes in a reply of ",
+                     length));
+  }
+  const uint64_t payload = length - 4 - header_bytes;
+  const std::span<iovec> targets =
+      payload > 0 ? call.observer->PayloadTargets(payload) : std::span<iovec>();
+  const uint64_t buffered = targets.empty() ? length : 4 + header_bytes;
+  std::byte* all = call.ReplyBuffer(buffered);  // keeps the 4 bytes read
+  RETURN_IF_ERROR(ReadAll(socket_, all + 4, buffered - 4, deadline, "reply"));
+  if (targets.empty()) return absl::OkStatus();
+  call.payload_placed = true;
+  return ReadAll(socket_, targets, deadline, "reply payload");
+}
+
+absl::Status BulkLink::ReadReplies() {
+  std::array<std::byte, kBulkPrefixBytes> prefix{};
+  std::vector<std::byte> error;
+  for (;;) {
+    SteadyTime earliest;
+    {
+      std::lock_guard lock(mu_);
+      if (broken_) return absl::OkStatus();
+      earliest = EarliestDeadlineLocked();
+    }
+    if (Clock::now() >= earliest) {
+      return absl::DeadlineExceededError("no reply from the ps task by the call's deadline");
+    }
+    absl::StatusOr<bool> readable =
+        WaitReadable(socket_, std::min(earliest, Clock::now() + kDeadlineTick));
+    if (!readable.ok()) return readable.status();
+    if (!*readable) continue;
+    absl::StatusOr<bool> more =
+        ReadAllOrEnd(socket_, prefix.data(), prefix.size(), earliest, "reply");
+    if (!more.ok()) return more.status();
+    if (!*more) return absl::UnavailableError("the ps task closed the connection");
+    absl::StatusOr<BulkPrefix> p = DecodeBulkPrefix(prefix, BulkReader::kWorker,
+                                                    static_cast<uint64_t>(kMaxBulkMessageBytes));
+    if (!p.ok()) return absl::UnavailableError(absl::StrCat("garbage from the ps: ", p.status().message()));
+    BulkCall* call;
+    {
+      std::lock_guard lock(mu_);
+      if (p->call_id >= slots_.size() || !slots_[p->call_id].busy ||
+          slots_[p->call_id].finished) {
+        return absl::UnavailableError(
+            absl::StrCat("garbage from the ps: a reply to call ", p->call_id,
+                         ", which is not in flight"));
+      }
+      slots_[p->call_id].reading = true;
+      call = slots_[p->call_id].call;
+    }
+    grpc::Status result;
+    absl::Status read;
+    if (p->kind == BulkKind::kReply) {
+      read = ReadReply(*call, p->length, earliest);
+    } else {
+      error.resize(p->length);
+      read = ReadAll(socket_, error.data(), error.size(), earliest, "error reply");
+      if (read.ok()) {
+        const absl::Status carried = DecodeBulkError(error);
+        result = grpc::Status(static_cast<grpc::StatusCode>(carried.code()),
+                              std::string(carried.message()));
+      }
+    }
+    Completion done;
+    bool complete;
+    {
+      std::lock_guard lock(mu_);
+      Slot& slot = slots_[p->call_id];
+      slot.reading = false;
+      if (read.ok() && !slot.finished) {
+        slot.finished = true;
+        slot.result = std::move(result);
+      }
+      complete = TakeIfDone(p->call_id, &done, &result);
+    }
+    if (!read.ok()) return read;  // Fail completes the call
+    if (complete) done(std::move(result));
+  }
+}
+
+}  // namespace psflow

@@ -1,0 +1,104 @@
+// The bulk channel's client side (core/bulk_wire.h): one plain TCP connection from a worker to a
+// ps task's bulk port, carrying bulk calls (worker/bulk_calls.h) instead of gRPC.
+//
+// A writer thread sends requests in the order they were started, gathered straight from the
+// call's pieces (its frame header and the caller's buffers: no copy for float32); a reader thread
+// matches each reply to its call by id, reads it into the call's reply buffer and completes the
+// call on that thread. Several calls may be in flight; the ps may answer them in any order.
+//
+// Any failure breaks the link for good: a refused or closed connection, a reply that is not the
+// protocol (the ps or something else on that port sent garbage), a write or a reply that does not
+// come by its call's deadline. Every call in flight, and every call started afterwards, then
+// completes with UNAVAILABLE (DEADLINE_EXCEEDED for a deadline) naming the cause, once, so the
+// worker takes the path a lost ps task takes and opens a new link. A call is completed only after
+// neither thread touches its buffers any more. Steady state (calls of sizes seen before, no more
+// in flight than before) allocates nothing. Thread-safe.
+#ifndef PSFLOW_WORKER_BULK_LINK_H_
+#define PSFLOW_WORKER_BULK_LINK_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <array>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "core/bulk_wire.h"
+#include "core/socket.h"
+
+namespace psflow {
+
+struct BulkCall;
+
+class BulkLink {
+ public:
+  using Completion = std::function<void(grpc::Status)>;
+
+  // Connects to host:port and exchanges the hello, by `deadline`.
+  static absl::StatusOr<std::unique_ptr<BulkLink>> Connect(const std::string& host, int port,
+                                                           SteadyTime deadline);
+  ~BulkLink();  // breaks the link (calls in flight complete UNAVAILABLE) and joins its threads
+  BulkLink(const BulkLink&) = delete;
+  BulkLink& operator=(const BulkLink&) = delete;
+
+  // Sends `call` (its request set) as `kind`. done runs once: with OK once the reply is in the
+  // call (BulkCall::reply_bytes), or with the link's failure; on the reader or writer thread, or
+  // on this one when the link is already broken.
+  void Start(BulkCall* call, BulkKind kind, std::chrono::system_clock::time_point deadline,
+             Completion done);
+  bool broken() const;
+  const std::string& peer() const { return peer_; }
+
+ private:
+  struct Slot {
+    BulkCall* call = nullptr;
+    Completion done;
+    SteadyTime deadline;
+    std::array<std::byte, kBulkPrefixBytes> prefix{};
+    bool busy = false;
+    bool writing = false;   // the writer is sending its request
+    bool reading = false;   // the reader is reading its reply
+    bool finished = false;  // result is final
+    grpc::Status result;
+  };
+  BulkLink(Socket socket, std::string peer);
+  void WriteLoop();
+  void ReadLoop();
+  absl::Status ReadReplies();
+  // A reply frame of `length` bytes into the call: its payload straight to the observer's
+  // targets where it has them (BulkCall::Observer::PayloadTargets), else all into its buffer.
+  absl::Status ReadReply(BulkCall& call, uint64_t length, SteadyTime deadline);
+  // Marks every unfinished call failed; the completions to run (outside the lock) go to done/results.
+  void FailLocked(const grpc::Status& why, std::vector<Completion>* done,
+                  std::vector<grpc::Status>* results) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Fail(const grpc::Status& why);
+  // Moves out the slot's completion and result and frees it, when it is finished and neither
+  // thread holds it; false otherwise.
+  bool TakeIfDone(uint32_t id, Completion* done, grpc::Status* result)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  SteadyTime EarliestDeadlineLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const Socket socket_;
+  const std::string peer_;
+  mutable std::mutex mu_;
+  std::condition_variable to_send_;
+  std::vector<Slot> slots_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint32_t> free_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint32_t> queue_ ABSL_GUARDED_BY(mu_);  // ids to write, from queue_head_
+  size_t queue_head_ ABSL_GUARDED_BY(mu_) = 0;
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status failure_ ABSL_GUARDED_BY(mu_);
+  std::thread writer_;
+  std::thread reader_;
+};
+
+}  // namespace psflow
+
+#endif  // PSFLOW_WORKER_BULK_LINK_H_
