@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/frame.h"
 
 namespace psflow {
 namespace {
@@ -55,6 +56,16 @@ absl::StatusOr<BulkPrefix> DecodeBulkPrefix(std::span<const std::byte, kBulkPref
                                                    " a frame may have"));
   }
   return p;
+}
+
+absl::StatusOr<uint32_t> ReplyFrameHeaderBytes(std::span<const std::byte, 4> first,
+                                               uint64_t length) {
+  const auto n = static_cast<uint32_t>(Get(first.data(), 4));
+  if (length < 4 || n > kMaxFrameHeaderBytes || n > length - 4) {
+    return absl::InvalidArgumentError(absl::StrCat("a reply frame header of ", n,
+                                                   " bytes in a reply of ", length));
+  }
+  return n;
 }
 
 std::string EncodeBulkError(const absl::Status& s) {

@@ -43,8 +43,6 @@ std::string PeerName(const Socket& s) {
   return absl::StrCat(host, ":", port);
 }
 
-SteadyTime StallDeadline() { return std::chrono::steady_clock::now() + BulkServer::kStallTimeout; }
-
 // Waiting for the next request of an idle connection has no deadline (a worker between steps,
 // or one whose job is long): Stop ends it.
 constexpr auto kForever = std::chrono::hours(24 * 365);
@@ -53,8 +51,13 @@ constexpr auto kForever = std::chrono::hours(24 * 365);
 
 class BulkServer::Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(PsState& state, PsMetrics* metrics, Socket socket)
-      : state_(state), metrics_(metrics), socket_(std::move(socket)), peer_(PeerName(socket_)) {}
+  Connection(PsState& state, PsMetrics* metrics, Socket socket,
+             std::chrono::milliseconds stall_timeout)
+      : state_(state),
+        metrics_(metrics),
+        socket_(std::move(socket)),
+        peer_(PeerName(socket_)),
+        stall_timeout_(stall_timeout) {}
 
   void Begin() {
     reader_ = std::thread([self = shared_from_this()] { self->ReadLoop(); });
@@ -245,10 +248,13 @@ class BulkServer::Connection : public std::enable_shared_from_this<Connection> {
     writer_done_ = true;
   }
 
+  SteadyTime StallDeadline() const { return std::chrono::steady_clock::now() + stall_timeout_; }
+
   PsState& state_;
   PsMetrics* const metrics_;
   const Socket socket_;
   const std::string peer_;
+  const std::chrono::milliseconds stall_timeout_;
   std::mutex mu_;
   std::condition_variable ready_;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
@@ -260,19 +266,23 @@ class BulkServer::Connection : public std::enable_shared_from_this<Connection> {
 };
 
 absl::StatusOr<std::unique_ptr<BulkServer>> BulkServer::Start(PsState& state, PsMetrics* metrics,
-                                                              const std::string& bind_address,
-                                                              int port) {
+                                                              const Options& options) {
   int bound = 0;
-  absl::StatusOr<Socket> listener = ListenTcp(bind_address, port, &bound);
+  absl::StatusOr<Socket> listener = ListenTcp(options.bind_address, options.port, &bound);
   if (!listener.ok()) return listener.status();
   std::unique_ptr<BulkServer> server(
-      new BulkServer(state, metrics, *std::move(listener), bound));
+      new BulkServer(state, metrics, *std::move(listener), bound, options.stall_timeout));
   server->acceptor_ = std::thread([s = server.get()] { s->AcceptLoop(); });
   return server;
 }
 
-BulkServer::BulkServer(PsState& state, PsMetrics* metrics, Socket listener, int port)
-    : state_(state), metrics_(metrics), listener_(std::move(listener)), port_(port) {}
+BulkServer::BulkServer(PsState& state, PsMetrics* metrics, Socket listener, int port,
+                       std::chrono::milliseconds stall_timeout)
+    : state_(state),
+      metrics_(metrics),
+      listener_(std::move(listener)),
+      port_(port),
+      stall_timeout_(stall_timeout) {}
 
 BulkServer::~BulkServer() {
   Stop();
@@ -315,8 +325,9 @@ void BulkServer::AcceptLoop() {
         ++it;
       }
     }
-    auto c = std::make_shared<Connection>(state_, metrics_, *std::move(socket));
+    auto c = std::make_shared<Connection>(state_, metrics_, *std::move(socket), stall_timeout_);
     c->Begin();
+    accepted_.fetch_add(1);
     connections_.push_back(std::move(c));
   }
 }

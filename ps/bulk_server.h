@@ -9,12 +9,13 @@
 // (PsState::PinPull: no copy in user space) and a 16-bit one from a buffer filled once.
 //
 // A peer that sends something other than the protocol (a bad hello, an unknown kind, a body over
-// kMaxBulkMessageBytes), stops mid-message for kStallTimeout, or stops reading replies for as
-// long loses its connection, with one log line; a malformed frame in a well-formed message gets
+// kMaxBulkMessageBytes), stops mid-message for Options::stall_timeout, or stops reading replies
+// for as long loses its connection, with one log line; a malformed frame in a well-formed message gets
 // an error reply (INVALID_ARGUMENT...) and the connection stays. Thread-safe.
 #ifndef PSFLOW_PS_BULK_SERVER_H_
 #define PSFLOW_PS_BULK_SERVER_H_
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -32,31 +33,39 @@ namespace psflow {
 
 class BulkServer {
  public:
-  static constexpr std::chrono::seconds kStallTimeout{60};
+  struct Options {
+    std::string bind_address = "0.0.0.0";
+    int port = 0;  // 0: a port the OS picks
+    // How long a peer may stop in the middle of a message, or leave a reply unread.
+    std::chrono::milliseconds stall_timeout = std::chrono::seconds(60);
+  };
 
-  // Listens on bind_address:port (0: a port the OS picks). state and metrics (may be null)
-  // outlive the server.
+  // Listens as `options` say. state and metrics (may be null) outlive the server.
   static absl::StatusOr<std::unique_ptr<BulkServer>> Start(PsState& state, PsMetrics* metrics,
-                                                           const std::string& bind_address,
-                                                           int port);
+                                                           const Options& options);
   ~BulkServer();  // Stop, then waits for every connection's threads
   BulkServer(const BulkServer&) = delete;
   BulkServer& operator=(const BulkServer&) = delete;
 
   int port() const { return port_; }
+  // Connections accepted so far.
+  int accepted() const { return accepted_.load(); }
   // Stops accepting and ends every connection (replies not yet written are dropped). Parked
   // pulls are answered by the PsState's coordinator Stop, not here.
   void Stop();
 
  private:
   class Connection;
-  BulkServer(PsState& state, PsMetrics* metrics, Socket listener, int port);
+  BulkServer(PsState& state, PsMetrics* metrics, Socket listener, int port,
+             std::chrono::milliseconds stall_timeout);
   void AcceptLoop();
 
   PsState& state_;
   PsMetrics* metrics_;
   Socket listener_;
   const int port_;
+  const std::chrono::milliseconds stall_timeout_;
+  std::atomic<int> accepted_{0};
   std::mutex mu_;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::shared_ptr<Connection>> connections_ ABSL_GUARDED_BY(mu_);

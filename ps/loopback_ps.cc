@@ -8,7 +8,7 @@ namespace psflow {
 LoopbackPs::LoopbackPs(const TransportSecurity& security, int port, bool bulk)
     : state_({}, nullptr), service_(state_, nullptr) {
   if (bulk && !security.tls()) {
-    if (auto server = BulkServer::Start(state_, nullptr, "127.0.0.1", 0); server.ok()) {
+    if (auto server = BulkServer::Start(state_, nullptr, {.bind_address = "127.0.0.1"}); server.ok()) {
       bulk_ = *std::move(server);
       service_.AdvertiseBulkPort(bulk_->port());
     }

@@ -31,6 +31,8 @@ class LoopbackPs {
   std::string address() const;
   // The bulk channel's port; 0 without one.
   int bulk_port() const { return bulk_ != nullptr ? bulk_->port() : 0; }
+  // Bulk channel connections accepted so far.
+  int bulk_connections() const { return bulk_ != nullptr ? bulk_->accepted() : 0; }
   const PsState& state() const { return state_; }
   // Answers every parked call (as on SIGTERM) without stopping the server.
   void Stop() { service_.Stop(); }

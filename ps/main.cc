@@ -64,11 +64,11 @@ absl::StatusOr<std::unique_ptr<BulkServer>> StartBulkServer(PsState& state, PsMe
   }
   const int wanted = flag == -1 ? (grpc_port < 65535 ? grpc_port + 1 : 0) : flag;
   absl::StatusOr<std::unique_ptr<BulkServer>> bulk =
-      BulkServer::Start(state, metrics, bind, wanted);
+      BulkServer::Start(state, metrics, {.bind_address = bind, .port = wanted});
   if (!bulk.ok() && flag == -1 && wanted != 0) {
     PSFLOW_LOG(INFO) << "bulk channel: port " << wanted << " is taken (" << bulk.status().message()
                      << "); using one the OS picks";
-    bulk = BulkServer::Start(state, metrics, bind, 0);
+    bulk = BulkServer::Start(state, metrics, {.bind_address = bind, .port = 0});
   }
   if (!bulk.ok()) {
     return absl::Status(bulk.status().code(),

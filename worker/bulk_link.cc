@@ -208,17 +208,16 @@ absl::Status BulkLink::ReadReply(BulkCall& call, uint64_t length, SteadyTime dea
   // follows, the payload straight there.
   std::byte* head = call.ReplyBuffer(4);
   RETURN_IF_ERROR(ReadAll(socket_, head, 4, deadline, "reply"));
-  uint32_t header_bytes = 0;
-  for (int i = 0; i < 4; ++i) header_bytes |= static_cast<uint32_t>(head[i]) << (8 * i);
-  if (header_bytes > kMaxFrameHeaderBytes || header_bytes > length - 4) {
+  absl::StatusOr<uint32_t> header_bytes =
+      ReplyFrameHeaderBytes(std::span<const std::byte, 4>(head, 4), length);
+  if (!header_bytes.ok()) {
     return absl::UnavailableError(
-        absl::StrCat("garbage from the ps: a reply frame header of ", header_bytes, " bytes in a reply of ",
-                     length));
+        absl::StrCat("garbage from the ps: ", header_bytes.status().message()));
   }
-  const uint64_t payload = length - 4 - header_bytes;
+  const uint64_t payload = length - 4 - *header_bytes;
   const std::span<iovec> targets =
       payload > 0 ? call.observer->PayloadTargets(payload) : std::span<iovec>();
-  const uint64_t buffered = targets.empty() ? length : 4 + header_bytes;
+  const uint64_t buffered = targets.empty() ? length : 4 + *header_bytes;
   std::byte* all = call.ReplyBuffer(buffered);  // keeps the 4 bytes read
   RETURN_IF_ERROR(ReadAll(socket_, all + 4, buffered - 4, deadline, "reply"));
   if (targets.empty()) return absl::OkStatus();

@@ -1,7 +1,8 @@
 // PsClient's early sending (GradientsReady) against real ps tasks on loopback: chunks sent as
 // their parameters become ready, then Push, leave exactly the ps state a plain Push leaves (async
 // and sync, several tasks, chunks spanning variables, sparse rows), and an early send to a ps
-// that went away is reported by Push the way recovery expects.
+// that went away is reported by Push the way recovery expects. Every test runs on both
+// transports: the bulk channel and raw gRPC calls.
 #include "worker/ps_client.h"
 
 #include <gtest/gtest.h>
@@ -33,9 +34,10 @@ std::unique_ptr<nn::ParameterSet> MakeParams() {
   return p;
 }
 
-PsClient::Options Options(std::vector<std::string> addresses, int worker, int workers, bool sync,
-                          int timeout_ms = 5000) {
+PsClient::Options Options(Transport transport, std::vector<std::string> addresses, int worker,
+                          int workers, bool sync, int timeout_ms = 5000) {
   PsClient::Options o;
+  o.transport = transport;
   o.ps_addresses = std::move(addresses);
   o.connect_timeout = std::chrono::milliseconds(timeout_ms);
   o.rpc_timeout = std::chrono::milliseconds(timeout_ms);
@@ -67,7 +69,7 @@ struct Outcome {
   std::vector<int64_t> steps;
 };
 
-Outcome Train(bool sync, int workers, std::vector<bool> early, int steps) {
+Outcome Train(Transport transport, bool sync, int workers, std::vector<bool> early, int steps) {
   LoopbackPs ps0, ps1;
   EXPECT_TRUE(ps0.started() && ps1.started());
   const std::vector<std::string> addresses = {ps0.address(), ps1.address()};
@@ -76,7 +78,7 @@ Outcome Train(bool sync, int workers, std::vector<bool> early, int steps) {
   for (int w = 0; w < workers; ++w) {
     params.push_back(MakeParams());
     if (w == 0) params[0]->Initialize(11);
-    auto c = PsClient::Create(Options(addresses, w, workers, sync), *params.back());
+    auto c = PsClient::Create(Options(transport, addresses, w, workers, sync), *params.back());
     EXPECT_TRUE(c.ok()) << c.status();
     if (!c.ok()) return {};
     clients.push_back(std::move(*c));
@@ -102,12 +104,23 @@ Outcome Train(bool sync, int workers, std::vector<bool> early, int steps) {
   const auto v = params[0]->values();
   out.values.assign(v.begin(), v.end());
   out.steps = {ps0.state().global_step(), ps1.state().global_step()};
+  // Each worker's one connection per task went on the bulk channel, or none did.
+  const int links = transport == Transport::kBulk ? workers : 0;
+  EXPECT_EQ(ps0.bulk_connections(), links);
+  EXPECT_EQ(ps1.bulk_connections(), links);
   return out;
 }
 
-TEST(PsClientEarlySend, AsyncEarlyChunksGiveThePlainPushState) {
-  const Outcome plain = Train(false, 1, {false}, 3);
-  const Outcome early = Train(false, 1, {true}, 3);
+class PsClientEarlySend : public ::testing::TestWithParam<Transport> {};
+class PsClientTest : public ::testing::TestWithParam<Transport> {};
+
+std::string TransportName(const ::testing::TestParamInfo<Transport>& info) {
+  return info.param == Transport::kBulk ? "Bulk" : "Grpc";
+}
+
+TEST_P(PsClientEarlySend, AsyncEarlyChunksGiveThePlainPushState) {
+  const Outcome plain = Train(GetParam(), false, 1, {false}, 3);
+  const Outcome early = Train(GetParam(), false, 1, {true}, 3);
   ASSERT_FALSE(plain.values.empty());
   EXPECT_EQ(plain.steps, (std::vector<int64_t>{3, 3}));
   EXPECT_EQ(early.steps, plain.steps);
@@ -115,9 +128,9 @@ TEST(PsClientEarlySend, AsyncEarlyChunksGiveThePlainPushState) {
   for (size_t i = 0; i < plain.values.size(); ++i) ASSERT_EQ(early.values[i], plain.values[i]) << i;
 }
 
-TEST(PsClientEarlySend, SyncEarlyChunksGiveThePlainPushState) {
-  const Outcome plain = Train(true, 2, {false, false}, 2);
-  const Outcome early = Train(true, 2, {true, false}, 2);
+TEST_P(PsClientEarlySend, SyncEarlyChunksGiveThePlainPushState) {
+  const Outcome plain = Train(GetParam(), true, 2, {false, false}, 2);
+  const Outcome early = Train(GetParam(), true, 2, {true, false}, 2);
   ASSERT_FALSE(plain.values.empty());
   EXPECT_EQ(plain.steps, (std::vector<int64_t>{2, 2}));
   EXPECT_EQ(early.steps, plain.steps);
@@ -125,12 +138,12 @@ TEST(PsClientEarlySend, SyncEarlyChunksGiveThePlainPushState) {
   for (size_t i = 0; i < plain.values.size(); ++i) ASSERT_EQ(early.values[i], plain.values[i]) << i;
 }
 
-TEST(PsClientEarlySend, AllParametersReadyAtOnceAndRepeatedCallsAreHarmless) {
+TEST_P(PsClientEarlySend, AllParametersReadyAtOnceAndRepeatedCallsAreHarmless) {
   // One GradientsReady for everything, then the same range again: each chunk goes once.
   LoopbackPs ps;
   auto params = MakeParams();
   params->Initialize(5);
-  auto client = PsClient::Create(Options({ps.address()}, 0, 1, false), *params);
+  auto client = PsClient::Create(Options(GetParam(), {ps.address()}, 0, 1, false), *params);
   ASSERT_TRUE(client.ok());
   ASSERT_TRUE((*client)->Prepare(*params, true).ok());
   ASSERT_TRUE((*client)->Pull(*params).ok());
@@ -144,11 +157,11 @@ TEST(PsClientEarlySend, AllParametersReadyAtOnceAndRepeatedCallsAreHarmless) {
   EXPECT_EQ(ps.state().global_step(), 1);
 }
 
-TEST(PsClientEarlySend, PullAfterGradientsReadyWithoutPushForgetsThem) {
+TEST_P(PsClientEarlySend, PullAfterGradientsReadyWithoutPushForgetsThem) {
   LoopbackPs ps;
   auto params = MakeParams();
   params->Initialize(5);
-  auto client = PsClient::Create(Options({ps.address()}, 0, 1, false), *params);
+  auto client = PsClient::Create(Options(GetParam(), {ps.address()}, 0, 1, false), *params);
   ASSERT_TRUE(client.ok());
   ASSERT_TRUE((*client)->Prepare(*params, true).ok());
   ASSERT_TRUE((*client)->Pull(*params).ok());
@@ -161,11 +174,11 @@ TEST(PsClientEarlySend, PullAfterGradientsReadyWithoutPushForgetsThem) {
   EXPECT_EQ(pushed->bytes, (300 + 800 + 500) * 1000 * 4 + (4 * 8 + 8) * 4);
 }
 
-TEST(PsClientEarlySend, EarlySendToAPsThatWentAwayIsReportedByPush) {
+TEST_P(PsClientEarlySend, EarlySendToAPsThatWentAwayIsReportedByPush) {
   auto ps = std::make_unique<LoopbackPs>();
   auto params = MakeParams();
   params->Initialize(5);
-  auto client = PsClient::Create(Options({ps->address()}, 0, 1, false, 1000), *params);
+  auto client = PsClient::Create(Options(GetParam(), {ps->address()}, 0, 1, false, 1000), *params);
   ASSERT_TRUE(client.ok());
   ASSERT_TRUE((*client)->Prepare(*params, true).ok());
   ASSERT_TRUE((*client)->Pull(*params).ok());
@@ -184,9 +197,9 @@ TEST(PsClientEarlySend, EarlySendToAPsThatWentAwayIsReportedByPush) {
 
 // --placement reaches the placement the chief creates on the ps tasks: round robin puts
 // variable i whole on task i mod n (nothing needs to run for that).
-TEST(PsClient, UsesThePlacementStrategyItIsGiven) {
+TEST_P(PsClientTest, UsesThePlacementStrategyItIsGiven) {
   auto params = MakeParams();
-  PsClient::Options options = Options({"127.0.0.1:1", "127.0.0.1:2"}, 0, 1, false);
+  PsClient::Options options = Options(GetParam(), {"127.0.0.1:1", "127.0.0.1:2"}, 0, 1, false);
   options.placement = PlacementStrategy::kRoundRobin;
   auto client = PsClient::Create(options, *params);
   ASSERT_TRUE(client.ok()) << client.status();
@@ -195,7 +208,7 @@ TEST(PsClient, UsesThePlacementStrategyItIsGiven) {
   for (size_t i = 0; i < p.partitions.size(); ++i) {
     EXPECT_EQ(p.partitions[i].task, static_cast<int>(i % 2));
   }
-  auto balanced = PsClient::Create(Options({"127.0.0.1:1", "127.0.0.1:2"}, 0, 1, false), *params);
+  auto balanced = PsClient::Create(Options(GetParam(), {"127.0.0.1:1", "127.0.0.1:2"}, 0, 1, false), *params);
   ASSERT_TRUE(balanced.ok()) << balanced.status();
   EXPECT_NE((*balanced)->placement().fingerprint, p.fingerprint);
 }
@@ -204,14 +217,14 @@ TEST(PsClient, UsesThePlacementStrategyItIsGiven) {
 // chief takes it for a lost task, drops the push in flight and re-creates the variables from its
 // latest parameters at the step it last saw, instead of exiting (and being restarted from its
 // initial parameters at step 0).
-TEST(PsClient, ChiefRecreatesATaskRestartedEmptyBetweenTwoExchanges) {
+TEST_P(PsClientTest, ChiefRecreatesATaskRestartedEmptyBetweenTwoExchanges) {
   auto ps = std::make_unique<LoopbackPs>();
   ASSERT_TRUE(ps->started());
   const std::string address = ps->address();
   const int port = std::stoi(address.substr(address.rfind(':') + 1));
   auto params = MakeParams();
   params->Initialize(5);
-  auto client = PsClient::Create(Options({address}, 0, 1, false), *params);
+  auto client = PsClient::Create(Options(GetParam(), {address}, 0, 1, false), *params);
   ASSERT_TRUE(client.ok()) << client.status();
   ASSERT_TRUE((*client)->Prepare(*params, true).ok());
   ASSERT_TRUE((*client)->Pull(*params).ok());
@@ -241,6 +254,11 @@ TEST(PsClient, ChiefRecreatesATaskRestartedEmptyBetweenTwoExchanges) {
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_FALSE(again->dropped);
 }
+
+INSTANTIATE_TEST_SUITE_P(Transports, PsClientEarlySend,
+                         ::testing::Values(Transport::kBulk, Transport::kGrpc), TransportName);
+INSTANTIATE_TEST_SUITE_P(Transports, PsClientTest,
+                         ::testing::Values(Transport::kBulk, Transport::kGrpc), TransportName);
 
 }  // namespace
 }  // namespace psflow
