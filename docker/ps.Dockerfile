@@ -36,6 +36,7 @@ LABEL org.opencontainers.image.title="psflow-ps" \
       org.opencontainers.image.licenses="${LICENSES}"
 USER 65532:65532
 # 2222: the ParameterServer gRPC service (the port of this task in TF_CONFIG);
+# 2223: its bulk channel for tensor bytes (the gRPC port + 1, or PSFLOW_BULK_PORT);
 # 9100: /metrics and /healthz when PSFLOW_METRICS_PORT (or --metrics_port) is set.
-EXPOSE 2222 9100
+EXPOSE 2222 2223 9100
 ENTRYPOINT ["/usr/local/bin/psflow-ps"]

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <thread>
 
@@ -43,8 +44,9 @@ ABSL_FLAG(std::string, transport, "bulk",
           "bulk: also serve the bulk channel for tensor bytes (plaintext only; under mutual TLS "
           "they go over gRPC); grpc: serve gRPC only");
 ABSL_FLAG(int, bulk_port, -1,
-          "Port of the bulk channel: -1 this task's gRPC port + 1 (a port the OS picks where that "
-          "one is taken), 0 a port the OS picks. Workers learn it over gRPC");
+          "Port of the bulk channel: -1 $PSFLOW_BULK_PORT (the operator sets it), else this "
+          "task's gRPC port + 1 (a port the OS picks where that one is taken); 0 a port the OS "
+          "picks. Workers learn it over gRPC");
 ABSL_FLAG(double, push_timeout_s, 30,
           "Seconds a worker's push may stay incomplete (a worker killed mid-push) before it is "
           "given up: sync mode drops its pieces and completes the step without it. Keep it under "
@@ -57,10 +59,16 @@ namespace {
 absl::StatusOr<std::unique_ptr<BulkServer>> StartBulkServer(PsState& state, PsMetrics* metrics,
                                                             int grpc_port) {
   const std::string bind = absl::GetFlag(FLAGS_bind_address);
-  const int flag = absl::GetFlag(FLAGS_bulk_port);
+  int flag = absl::GetFlag(FLAGS_bulk_port);
   if (flag < -1 || flag > 65535) {
     return absl::InvalidArgumentError(
         absl::StrCat("--bulk_port must be -1, 0 or a port number, got ", flag));
+  }
+  if (const char* env = std::getenv("PSFLOW_BULK_PORT"); flag == -1 && env != nullptr && *env) {
+    if (!absl::SimpleAtoi(env, &flag) || flag < 1 || flag > 65535) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("PSFLOW_BULK_PORT=\"", env, "\" is not a port number"));
+    }
   }
   const int wanted = flag == -1 ? (grpc_port < 65535 ? grpc_port + 1 : 0) : flag;
   absl::StatusOr<std::unique_ptr<BulkServer>> bulk =

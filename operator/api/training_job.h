@@ -20,6 +20,9 @@ inline constexpr char kApiVersion[] = "psflow.io/v1alpha1";
 inline constexpr char kKind[] = "TrainingJob";
 inline constexpr int kDefaultPort = 2222;
 inline constexpr char kPortName[] = "psflow-port";
+// A ps task's bulk channel (tensor bytes beside gRPC): the ps pod's port of this name, by default
+// its psflow-port + 1, given to psflow-ps as $PSFLOW_BULK_PORT.
+inline constexpr char kBulkPortName[] = "psflow-bulk";
 
 enum class ReplicaType { kChief, kPS, kWorker, kEvaluator };
 // "Chief", "PS", "Worker", "Evaluator" as in the manifest.

@@ -37,7 +37,8 @@ json BuildNetworkPolicy(const json& job_object, const api::TrainingJob& job) {
         {"ingress",
          json::array(
              {{{"from", json::array({{{"podSelector", job_pods}}})},
-               {"ports", json::array({{{"protocol", "TCP"}, {"port", api::kPortName}}})}},
+               {"ports", json::array({{{"protocol", "TCP"}, {"port", api::kPortName}},
+                                      {{"protocol", "TCP"}, {"port", api::kBulkPortName}}})}},
               {{"from", std::move(metrics_from)},
                {"ports", json::array({{{"protocol", "TCP"}, {"port", kMetricsPortName}}})}}})}}}};
 }

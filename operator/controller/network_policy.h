@@ -1,8 +1,8 @@
 // The NetworkPolicy (networking.k8s.io/v1) of a job with spec.networkPolicy.enabled:
 // "<job>-network", owned by the job (deleted with it), selecting every pod of the job
 // (psflow.io/job-name=<job>), Ingress only. It admits
-//  - to the port named "psflow-port" (the ps tasks' gRPC service, and each replica's address in
-//    TF_CONFIG): the job's own pods, nothing else;
+//  - to the ports named "psflow-port" (the ps tasks' gRPC service, and each replica's address in
+//    TF_CONFIG) and "psflow-bulk" (the ps tasks' bulk channel): the job's own pods, nothing else;
 //  - to the port named "metrics" (/metrics, replica_objects.h): spec.networkPolicy.metricsFrom (a
 //    list of NetworkPolicyPeers, passed through), or every pod of the job's namespace without it.
 // Named ports follow whatever containerPort a template gives them. Everything else is refused

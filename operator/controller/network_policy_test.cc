@@ -34,7 +34,8 @@ TEST(NetworkPolicy, AdmitsThePsPortFromTheJobAndMetricsFromTheNamespace) {
       "policyTypes": ["Ingress"],
       "ingress": [
         {"from": [{"podSelector": {"matchLabels": {"psflow.io/job-name": "lm"}}}],
-         "ports": [{"protocol": "TCP", "port": "psflow-port"}]},
+         "ports": [{"protocol": "TCP", "port": "psflow-port"},
+                   {"protocol": "TCP", "port": "psflow-bulk"}]},
         {"from": [{"podSelector": {}}],
          "ports": [{"protocol": "TCP", "port": "metrics"}]}]}})"));
 }

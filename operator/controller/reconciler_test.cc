@@ -211,6 +211,13 @@ TEST_F(ReconcilerTest, CreatesOnePodAndHeadlessServicePerReplicaWithTfConfig) {
                                                            "mnist-worker-1.default.svc:2222"}));
   EXPECT_EQ(tf->task, (TaskId{"worker", 1}));
 
+  // A worker has no bulk port; a ps has it next to its psflow-port, and is told which it is.
+  EXPECT_EQ(Env(pod, "PSFLOW_BULK_PORT"), "<unset>");
+  const Json ps = client_.Get(kube::Pods(), "default", "mnist-ps-0").value();
+  EXPECT_EQ(Env(ps, "PSFLOW_BULK_PORT"), "2223");
+  EXPECT_EQ(ps["spec"]["containers"][0]["ports"][1],
+            Json({{"name", "psflow-bulk"}, {"containerPort", 2223}, {"protocol", "TCP"}}));
+
   const Json service = client_.Get(kube::Services(), "default", "mnist-ps-0").value();
   EXPECT_EQ(service["spec"]["clusterIP"], "None");
   EXPECT_EQ(service["spec"]["publishNotReadyAddresses"], true);
@@ -313,6 +320,18 @@ TEST_F(ReconcilerTest, PortFromTheNamedContainerPort) {
             std::vector<std::string>{"p-ps-0.default.svc:3333"});
   EXPECT_EQ(client_.Get(kube::Services(), "default", "p-ps-0").value()["spec"]["ports"][0]["port"],
             3333);
+  EXPECT_EQ(Env(client_.Get(kube::Pods(), "default", "p-ps-0").value(), "PSFLOW_BULK_PORT"),
+            "3334");
+}
+
+TEST_F(ReconcilerTest, BulkPortFromTheNamedContainerPort) {
+  Json job = MakeJob("b", 1, 1, "Never");
+  job["spec"]["replicaSpecs"]["PS"]["template"]["spec"]["containers"][0]["ports"] =
+      Json::array({{{"name", "psflow-bulk"}, {"containerPort", 7000}}});
+  Create(job);
+  ASSERT_TRUE(Pass("b").status.ok());
+  EXPECT_EQ(Env(client_.Get(kube::Pods(), "default", "b-ps-0").value(), "PSFLOW_BULK_PORT"),
+            "7000");
 }
 
 TEST_F(ReconcilerTest, SecondPassChangesNothingAndWritesNothing) {

@@ -135,6 +135,10 @@ json BuildPod(const json& job_object, const api::TrainingJob& job, api::ReplicaT
                         ".svc:", job.replica_specs.at(t).Port());
   });
   EnsurePort(container, api::kPortName, replica.Port());
+  if (type == api::ReplicaType::kPS) {
+    SetEnv(container, "PSFLOW_BULK_PORT",
+           absl::StrCat(EnsurePort(container, api::kBulkPortName, replica.Port() + 1)));
+  }
   const int metrics_port = EnsurePort(container, kMetricsPortName, kDefaultMetricsPort);
   SetEnv(container, "TF_CONFIG", ToTfConfig(api::ForTask(cluster, type, index)));
   SetEnv(container, "PSFLOW_JOB_NAME", job.name);

@@ -5,7 +5,8 @@
 // restartPolicy mapped from the replica's policy, and on the main container (the one named
 // "psflow", else the first) the env TF_CONFIG, PSFLOW_JOB_NAME, PSFLOW_NAMESPACE,
 // PSFLOW_REPLICA_TYPE, PSFLOW_REPLICA_INDEX, PSFLOW_METRICS_PORT, and the ports "psflow-port"
-// (default 2222) and "metrics" (default 9100) when the template does not declare them; a ps
+// (default 2222) and "metrics" (default 9100) when the template does not declare them; on a ps
+// pod also the port "psflow-bulk" (default psflow-port + 1) and PSFLOW_BULK_PORT naming it; a ps
 // pod's checkpoint volume (checkpoint_volume.h); with spec.tls.enabled, the replica's
 // certificates mounted and its TLS flags (job_certificates.h); the restricted security defaults
 // (pod_security.h).
