@@ -33,6 +33,9 @@ class AcquireSetUpFactory final : public grpc::experimental::ServerInterceptorFa
  public:
   grpc::experimental::Interceptor* CreateServerInterceptor(
       grpc::experimental::ServerRpcInfo* /*info*/) override {
+    // gRPC makes a call's interceptors as the call arrives, before it deserializes the request
+    // with the service's handler (a callback unary call runs no interception hook before that).
+    TsanAcquire(&kServerSetUp);
     return new AcquireSetUp();  // gRPC owns and deletes it
   }
 };

@@ -4,8 +4,9 @@
 // threads, which gRPC may have started long before (they are shared by every server and channel
 // of the process). libgrpc orders the two (the service is registered before the server starts
 // taking calls) with locks TSan cannot see, Debian's gRPC being built without it. In a TSan build
-// AddTsanHandOff releases a sync point when the server is set up and installs an interceptor that
-// acquires it when each call arrives, before the handler runs. Elsewhere it does nothing.
+// AddTsanHandOff releases a sync point when the server is set up and installs an interceptor
+// factory that acquires it when each call arrives (as gRPC makes the call's interceptors, before
+// the request is deserialized and the handler runs). Elsewhere it does nothing.
 #ifndef PSFLOW_CORE_TSAN_GRPC_H_
 #define PSFLOW_CORE_TSAN_GRPC_H_
 

@@ -16,6 +16,8 @@ using Clock = std::chrono::steady_clock;
 
 // How often the reader looks at the calls' deadlines while nothing arrives.
 constexpr auto kDeadlineTick = std::chrono::milliseconds(200);
+// How long a prefix that arrives with no call in flight may take.
+constexpr auto kIdleReplyTimeout = std::chrono::seconds(10);
 
 SteadyTime SteadyDeadline(std::chrono::system_clock::time_point deadline) {
   return Clock::now() + std::chrono::duration_cast<Clock::duration>(
@@ -91,9 +93,9 @@ void BulkLink::Start(BulkCall* call, BulkKind kind,
     free_.pop_back();
   } else {
     id = static_cast<uint32_t>(slots_.size());
-    slots_.emplace_back();
+    slots_.push_back(std::make_unique<Slot>());
   }
-  Slot& slot = slots_[id];
+  Slot& slot = *slots_[id];
   slot.call = call;
   slot.done = std::move(done);
   slot.deadline = SteadyDeadline(deadline);
@@ -106,7 +108,7 @@ void BulkLink::Start(BulkCall* call, BulkKind kind,
 }
 
 bool BulkLink::TakeIfDone(uint32_t id, Completion* done, grpc::Status* result) {
-  Slot& slot = slots_[id];
+  Slot& slot = *slots_[id];
   if (!slot.busy || !slot.finished || slot.writing || slot.reading) return false;
   *done = std::move(slot.done);
   *result = std::move(slot.result);
@@ -138,7 +140,7 @@ void BulkLink::FailLocked(const grpc::Status& why, std::vector<Completion>* done
   queue_.clear();
   queue_head_ = 0;
   for (uint32_t id = 0; id < slots_.size(); ++id) {
-    Slot& slot = slots_[id];
+    Slot& slot = *slots_[id];
     if (!slot.busy || slot.finished) continue;
     slot.finished = true;
     slot.result = failure_;
@@ -165,7 +167,7 @@ void BulkLink::WriteLoop() {
         queue_.clear();  // keeps its capacity
         queue_head_ = 0;
       }
-      Slot& slot = slots_[id];
+      Slot& slot = *slots_[id];
       slot.writing = true;
       deadline = slot.deadline;
       pieces.clear();
@@ -180,7 +182,7 @@ void BulkLink::WriteLoop() {
     bool complete;
     {
       std::lock_guard lock(mu_);
-      slots_[id].writing = false;
+      slots_[id]->writing = false;
       complete = TakeIfDone(id, &done, &result);
     }
     if (complete) done(std::move(result));
@@ -189,8 +191,8 @@ void BulkLink::WriteLoop() {
 
 SteadyTime BulkLink::EarliestDeadlineLocked() const {
   SteadyTime earliest = SteadyTime::max();
-  for (const Slot& slot : slots_) {
-    if (slot.busy && !slot.finished) earliest = std::min(earliest, slot.deadline);
+  for (const auto& slot : slots_) {
+    if (slot->busy && !slot->finished) earliest = std::min(earliest, slot->deadline);
   }
   return earliest;
 }
@@ -242,6 +244,13 @@ absl::Status BulkLink::ReadReplies() {
         WaitReadable(socket_, std::min(earliest, Clock::now() + kDeadlineTick));
     if (!readable.ok()) return readable.status();
     if (!*readable) continue;
+    {
+      // Calls started while this thread waited count too. Bytes with no call in flight are
+      // garbage, found out once the prefix is in.
+      std::lock_guard lock(mu_);
+      earliest = EarliestDeadlineLocked();
+    }
+    if (earliest == SteadyTime::max()) earliest = Clock::now() + kIdleReplyTimeout;
     absl::StatusOr<bool> more =
         ReadAllOrEnd(socket_, prefix.data(), prefix.size(), earliest, "reply");
     if (!more.ok()) return more.status();
@@ -250,24 +259,26 @@ absl::Status BulkLink::ReadReplies() {
                                                     static_cast<uint64_t>(kMaxBulkMessageBytes));
     if (!p.ok()) return absl::UnavailableError(absl::StrCat("garbage from the ps: ", p.status().message()));
     BulkCall* call;
+    SteadyTime deadline;  // the call's own, for the rest of its reply
     {
       std::lock_guard lock(mu_);
-      if (p->call_id >= slots_.size() || !slots_[p->call_id].busy ||
-          slots_[p->call_id].finished) {
+      if (p->call_id >= slots_.size() || !slots_[p->call_id]->busy ||
+          slots_[p->call_id]->finished) {
         return absl::UnavailableError(
             absl::StrCat("garbage from the ps: a reply to call ", p->call_id,
                          ", which is not in flight"));
       }
-      slots_[p->call_id].reading = true;
-      call = slots_[p->call_id].call;
+      slots_[p->call_id]->reading = true;
+      call = slots_[p->call_id]->call;
+      deadline = slots_[p->call_id]->deadline;
     }
     grpc::Status result;
     absl::Status read;
     if (p->kind == BulkKind::kReply) {
-      read = ReadReply(*call, p->length, earliest);
+      read = ReadReply(*call, p->length, deadline);
     } else {
       error.resize(p->length);
-      read = ReadAll(socket_, error.data(), error.size(), earliest, "error reply");
+      read = ReadAll(socket_, error.data(), error.size(), deadline, "error reply");
       if (read.ok()) {
         const absl::Status carried = DecodeBulkError(error);
         result = grpc::Status(static_cast<grpc::StatusCode>(carried.code()),
@@ -278,7 +289,7 @@ absl::Status BulkLink::ReadReplies() {
     bool complete;
     {
       std::lock_guard lock(mu_);
-      Slot& slot = slots_[p->call_id];
+      Slot& slot = *slots_[p->call_id];
       slot.reading = false;
       if (read.ok() && !slot.finished) {
         slot.finished = true;

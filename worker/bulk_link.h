@@ -89,7 +89,9 @@ class BulkLink {
   const std::string peer_;
   mutable std::mutex mu_;
   std::condition_variable to_send_;
-  std::vector<Slot> slots_ ABSL_GUARDED_BY(mu_);
+  // Owned one by one: a slot's prefix is written by the writer outside the lock while new slots
+  // are added.
+  std::vector<std::unique_ptr<Slot>> slots_ ABSL_GUARDED_BY(mu_);
   std::vector<uint32_t> free_ ABSL_GUARDED_BY(mu_);
   std::vector<uint32_t> queue_ ABSL_GUARDED_BY(mu_);  // ids to write, from queue_head_
   size_t queue_head_ ABSL_GUARDED_BY(mu_) = 0;

@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""GPU steps replayed on this CPU: what one ps costs a worker whose step is a GPU's.
+
+For each model, `psflow-worker --compute=replay:MS` (the real model's real gradients and
+parameters, the arithmetic replaced by MS milliseconds a step: worker/replay_trainable.h) runs
+  standalone : alone, updating its own parameters (the baseline);
+  grpc       : through one psflow-ps on loopback, tensor bytes as raw gRPC calls;
+  bulk       : the same over the bulk channel (the default);
+each with the exchange overlapped with the next step (the default) and serial (--overlap=false),
+in one call, --repeats times interleaved; the median rate and its ratio to standalone. The step
+times are the H100's of docs/scaling.md (compute only): mnist_cnn 1.38 ms, PTB small 1.97 ms,
+cifar10_cnn 3.3 ms. Prints the bytes per step each way and the CPU this ran on.
+
+Usage (after scripts/build.sh):  bench/replay_exchange.py [--steps=300] [--repeats=3]
+Only the Python standard library is used.
+"""
+
+import argparse
+import os
+import platform
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+MODELS = [  # name, flags, step ms (H100), the rate's field
+    ("mnist_cnn", ["--model=mnist_cnn"], 1.38, "examples_per_sec"),
+    ("ptb_small", ["--model=ptb_lstm", "--model_config=small"], 1.97, "words_per_sec"),
+    ("cifar10_cnn", ["--model=cifar10_cnn"], 3.3, "examples_per_sec"),
+]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def field(line, name):
+    m = re.search(rf"\b{name}=([0-9.e+-]+)", line)
+    return float(m.group(1)) if m else None
+
+
+def run_worker(bin_dir, flags, timeout=600):
+    out = subprocess.run([os.path.join(bin_dir, "psflow-worker")] + flags, capture_output=True,
+                         text=True, timeout=timeout)
+    done = [l for l in (out.stdout + out.stderr).splitlines() if " done: " in l]
+    if out.returncode != 0 or len(done) != 1:
+        sys.exit(f"psflow-worker {' '.join(flags)} failed ({out.returncode}):\n"
+                 f"{out.stderr[-3000:]}")
+    return done[0]
+
+
+def through_ps(bin_dir, flags, transport):
+    ps_port, worker_port = free_port(), free_port()
+    hosts = [f"--ps_hosts=127.0.0.1:{ps_port}", f"--worker_hosts=127.0.0.1:{worker_port}"]
+    ps = subprocess.Popen([os.path.join(bin_dir, "psflow-ps"), "--job_name=ps", "--task_index=0",
+                           f"--transport={transport}"] + hosts,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        return run_worker(bin_dir, ["--job_name=worker", "--task_index=0",
+                                    f"--transport={transport}"] + hosts + flags)
+    finally:
+        ps.send_signal(signal.SIGTERM)
+        try:
+            ps.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            ps.kill()
+
+
+def cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--bin", default="build/bin")
+    p.add_argument("--steps", type=int, default=300)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--models", default=",".join(m[0] for m in MODELS))
+    args = p.parse_args()
+    wanted = args.models.split(",")
+    print(f"replayed GPU steps, 1 ps + 1 worker on loopback vs standalone; {os.cpu_count()} "
+          f"cores, {cpu_name()}; OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '')} "
+          f"(medians of {args.repeats}, {args.steps} steps each)")
+    configs = [("standalone", None, True)] + [
+        (f"{t} {'overlap' if o else 'serial'}", t, o) for t in ("grpc", "bulk") for o in (True, False)]
+    print(f"{'model':12} {'step ms':>7} " + " ".join(f"{c[0]:>16}" for c in configs))
+    for name, flags, ms, rate_field in MODELS:
+        if name not in wanted:
+            continue
+        common = flags + [f"--compute=replay:{ms}", f"--train_steps={args.steps}",
+                          "--compute_threads=1", "--log_every_steps=0"]
+        rates = {c[0]: [] for c in configs}
+        for _ in range(args.repeats):
+            for label, transport, overlap in configs:
+                f = common + [f"--overlap={'true' if overlap else 'false'}"]
+                line = run_worker(args.bin, f) if transport is None else through_ps(
+                    args.bin, f, transport)
+                rates[label].append(field(line, rate_field))
+        base = statistics.median(rates["standalone"])
+        cells = []
+        for label, _, _ in configs:
+            r = statistics.median(rates[label])
+            cells.append(f"{r:9.0f}" if label == "standalone" else f"{r:8.0f} {r / base:5.2f}x")
+        print(f"{name:12} {ms:7.2f} " + " ".join(f"{c:>16}" for c in cells), flush=True)
+    print(f"rates: {MODELS[0][3]} (words_per_sec for ptb_small); ratios to standalone")
+
+
+if __name__ == "__main__":
+    main()
