@@ -43,6 +43,10 @@ class TransportSecurity {
   // "mutual TLS" or "plaintext", for start-up lines.
   const char* Describe() const { return tls_ ? "mutual TLS" : "plaintext"; }
 
+  // The PEM text as given (for TLS outside gRPC: core/bulk_stream.h); empty in plaintext.
+  const std::string& ca_pem() const { return ca_; }
+  const PemCertificate& own_pem() const { return own_; }
+
   std::shared_ptr<grpc::ServerCredentials> ServerCredentials() const;
   std::shared_ptr<grpc::ChannelCredentials> ChannelCredentials() const;
 

@@ -52,11 +52,12 @@ constexpr auto kForever = std::chrono::hours(24 * 365);
 class BulkServer::Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(PsState& state, PsMetrics* metrics, Socket socket,
-             std::chrono::milliseconds stall_timeout)
+             std::chrono::milliseconds stall_timeout, std::shared_ptr<const BulkTlsContext> tls)
       : state_(state),
         metrics_(metrics),
-        socket_(std::move(socket)),
-        peer_(PeerName(socket_)),
+        peer_(PeerName(socket)),
+        stream_(tls != nullptr ? BulkStream::Tls(std::move(socket), std::move(tls), "")
+                               : BulkStream::Plain(std::move(socket))),
         stall_timeout_(stall_timeout) {}
 
   void Begin() {
@@ -72,7 +73,7 @@ class BulkServer::Connection : public std::enable_shared_from_this<Connection> {
       dropped.swap(queue_);
     }
     ready_.notify_all();
-    socket_.Shutdown();
+    stream_->Shutdown();
   }
   bool finished() const { return reader_done_.load() && writer_done_.load(); }
   void Join() {
@@ -131,24 +132,28 @@ class BulkServer::Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void ReadRequests() {
+    if (absl::Status s = stream_->Handshake(StallDeadline()); !s.ok()) {
+      PSFLOW_LOG(WARNING) << "bulk connection from " << peer_ << " closed: " << s.message();
+      return;
+    }
     std::array<char, kBulkHello.size()> hello{};
-    if (absl::Status s = ReadAll(socket_, hello.data(), hello.size(), StallDeadline(), "hello");
+    if (absl::Status s = stream_->ReadAll(hello.data(), hello.size(), StallDeadline(), "hello");
         !s.ok() || hello != kBulkHello) {
       PSFLOW_LOG(WARNING) << "bulk connection from " << peer_
                           << " closed: not a psflow bulk client (" << (s.ok() ? "bad hello" : s.message()) << ")";
       return;
     }
     iovec answer{const_cast<char*>(kBulkHello.data()), kBulkHello.size()};
-    if (!WriteAll(socket_, std::span<iovec>(&answer, 1), StallDeadline(), "hello").ok()) return;
+    if (!stream_->WriteAll(std::span<iovec>(&answer, 1), StallDeadline(), "hello").ok()) return;
     std::vector<std::byte> body;
     for (;;) {
       std::array<std::byte, kBulkPrefixBytes> prefix{};
       absl::StatusOr<bool> readable =
-          WaitReadable(socket_, std::chrono::steady_clock::now() + kForever);
+          stream_->WaitReadable(std::chrono::steady_clock::now() + kForever);
       if (!readable.ok() || !*readable) return;
       // A peer that closes between requests is done, not broken.
       absl::StatusOr<bool> more =
-          ReadAllOrEnd(socket_, prefix.data(), prefix.size(), StallDeadline(), "request");
+          stream_->ReadAllOrEnd(prefix.data(), prefix.size(), StallDeadline(), "request");
       if (!more.ok()) Drop(more.status());
       if (!more.ok() || !*more) return;
       absl::StatusOr<BulkPrefix> p =
@@ -158,7 +163,7 @@ class BulkServer::Connection : public std::enable_shared_from_this<Connection> {
         return;
       }
       if (body.size() < p->length) body.resize(p->length);
-      absl::Status s = ReadAll(socket_, body.data(), p->length, StallDeadline(), "request body");
+      absl::Status s = stream_->ReadAll(body.data(), p->length, StallDeadline(), "request body");
       if (!s.ok()) {
         Drop(s);
         return;
@@ -239,7 +244,7 @@ class BulkServer::Connection : public std::enable_shared_from_this<Connection> {
       pieces.push_back({r->prefix.data(), r->prefix.size()});
       pieces.push_back({r->head.data(), r->head.size()});
       pieces.insert(pieces.end(), r->payload.begin(), r->payload.end());
-      if (absl::Status s = WriteAll(socket_, pieces, StallDeadline(), "reply"); !s.ok()) {
+      if (absl::Status s = stream_->WriteAll(pieces, StallDeadline(), "reply"); !s.ok()) {
         Drop(s);
         End();
         break;
@@ -252,8 +257,8 @@ class BulkServer::Connection : public std::enable_shared_from_this<Connection> {
 
   PsState& state_;
   PsMetrics* const metrics_;
-  const Socket socket_;
   const std::string peer_;
+  const std::unique_ptr<BulkStream> stream_;
   const std::chrono::milliseconds stall_timeout_;
   std::mutex mu_;
   std::condition_variable ready_;
@@ -271,18 +276,19 @@ absl::StatusOr<std::unique_ptr<BulkServer>> BulkServer::Start(PsState& state, Ps
   absl::StatusOr<Socket> listener = ListenTcp(options.bind_address, options.port, &bound);
   if (!listener.ok()) return listener.status();
   std::unique_ptr<BulkServer> server(
-      new BulkServer(state, metrics, *std::move(listener), bound, options.stall_timeout));
+      new BulkServer(state, metrics, *std::move(listener), bound, options));
   server->acceptor_ = std::thread([s = server.get()] { s->AcceptLoop(); });
   return server;
 }
 
 BulkServer::BulkServer(PsState& state, PsMetrics* metrics, Socket listener, int port,
-                       std::chrono::milliseconds stall_timeout)
+                       const Options& options)
     : state_(state),
       metrics_(metrics),
       listener_(std::move(listener)),
       port_(port),
-      stall_timeout_(stall_timeout) {}
+      stall_timeout_(options.stall_timeout),
+      tls_(options.tls) {}
 
 BulkServer::~BulkServer() {
   Stop();
@@ -325,7 +331,8 @@ void BulkServer::AcceptLoop() {
         ++it;
       }
     }
-    auto c = std::make_shared<Connection>(state_, metrics_, *std::move(socket), stall_timeout_);
+    auto c = std::make_shared<Connection>(state_, metrics_, *std::move(socket), stall_timeout_,
+                                          tls_);
     c->Begin();
     accepted_.fetch_add(1);
     connections_.push_back(std::move(c));

@@ -1,5 +1,6 @@
-// The bulk channel's server side (core/bulk_wire.h): a ps task's tensor bytes on plain TCP
-// connections beside its gRPC service, which keeps the control calls and advertises this port
+// The bulk channel's server side (core/bulk_wire.h): a ps task's tensor bytes on TCP connections
+// (plaintext, or mutual TLS with the job's certificates: core/bulk_stream.h) beside its gRPC
+// service, which keeps the control calls and advertises this port
 // (InitializeResponse/WaitReadyResponse.bulk_port).
 //
 // Each accepted connection has a reader thread and a writer thread. The reader takes one request
@@ -25,6 +26,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "core/bulk_stream.h"
 #include "core/socket.h"
 #include "ps/ps_metrics.h"
 #include "ps/ps_state.h"
@@ -36,8 +38,11 @@ class BulkServer {
   struct Options {
     std::string bind_address = "0.0.0.0";
     int port = 0;  // 0: a port the OS picks
-    // How long a peer may stop in the middle of a message, or leave a reply unread.
+    // How long a peer may stop in the middle of a message, or leave a reply unread (and take
+    // for the TLS handshake).
     std::chrono::milliseconds stall_timeout = std::chrono::seconds(60);
+    // Mutual TLS (a kServer context), or plaintext when null.
+    std::shared_ptr<const BulkTlsContext> tls;
   };
 
   // Listens as `options` say. state and metrics (may be null) outlive the server.
@@ -57,7 +62,7 @@ class BulkServer {
  private:
   class Connection;
   BulkServer(PsState& state, PsMetrics* metrics, Socket listener, int port,
-             std::chrono::milliseconds stall_timeout);
+             const Options& options);
   void AcceptLoop();
 
   PsState& state_;
@@ -65,6 +70,7 @@ class BulkServer {
   Socket listener_;
   const int port_;
   const std::chrono::milliseconds stall_timeout_;
+  const std::shared_ptr<const BulkTlsContext> tls_;
   std::atomic<int> accepted_{0};
   std::mutex mu_;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;

@@ -23,9 +23,10 @@ SteadyTime Soon() { return std::chrono::steady_clock::now() + std::chrono::secon
 class BulkServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto server = BulkServer::Start(
-        state_, nullptr,
-        {.bind_address = "127.0.0.1", .stall_timeout = std::chrono::milliseconds(200)});
+    BulkServer::Options options;
+    options.bind_address = "127.0.0.1";
+    options.stall_timeout = std::chrono::milliseconds(200);
+    auto server = BulkServer::Start(state_, nullptr, options);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
   }

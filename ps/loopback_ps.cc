@@ -1,16 +1,24 @@
 #include "ps/loopback_ps.h"
 
 #include "absl/strings/str_cat.h"
+#include "core/bulk_stream.h"
 #include "core/grpc_tuning.h"
 
 namespace psflow {
 
 LoopbackPs::LoopbackPs(const TransportSecurity& security, int port, bool bulk)
     : state_({}, nullptr), service_(state_, nullptr) {
-  if (bulk && !security.tls()) {
-    if (auto server = BulkServer::Start(state_, nullptr, {.bind_address = "127.0.0.1"}); server.ok()) {
-      bulk_ = *std::move(server);
-      service_.AdvertiseBulkPort(bulk_->port());
+  if (bulk) {
+    BulkServer::Options options;
+    options.bind_address = "127.0.0.1";
+    if (security.tls()) {
+      options.tls = BulkTlsContext::Make(security, BulkTlsContext::Role::kServer).value_or(nullptr);
+    }
+    if (!security.tls() || options.tls != nullptr) {
+      if (auto server = BulkServer::Start(state_, nullptr, options); server.ok()) {
+        bulk_ = *std::move(server);
+        service_.AdvertiseBulkPort(bulk_->port());
+      }
     }
   }
   grpc::ServerBuilder builder;

@@ -1,7 +1,7 @@
 // A ps task served in this process on 127.0.0.1 (a free port): a PsState behind a real gRPC
-// server with the bulk tuning and, in plaintext, the bulk channel on another free port
-// (advertised as psflow-ps does), for tests and benchmarks that want the real transports without
-// processes; plaintext, or mutual TLS with a certificate naming 127.0.0.1.
+// server with the bulk tuning and the bulk channel on another free port (advertised as psflow-ps
+// does), for tests and benchmarks that want the real transports without processes; plaintext,
+// or mutual TLS (both) with a certificate naming 127.0.0.1.
 #ifndef PSFLOW_PS_LOOPBACK_PS_H_
 #define PSFLOW_PS_LOOPBACK_PS_H_
 
@@ -20,7 +20,7 @@ namespace psflow {
 class LoopbackPs {
  public:
   // On `port` of 127.0.0.1, or a free one when 0 (a test restarts a task at its address).
-  // bulk: also serve the bulk channel (plaintext only).
+  // bulk: also serve the bulk channel.
   explicit LoopbackPs(const TransportSecurity& security = TransportSecurity(), int port = 0,
                       bool bulk = true);
   ~LoopbackPs();  // answers parked calls, then shuts the server down

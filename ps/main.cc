@@ -41,8 +41,8 @@ ABSL_FLAG(int64_t, max_variable_bytes, 0,
           "RESOURCE_EXHAUSTED. 0: 90% of the container's memory limit (cgroup), else of the "
           "machine's physical memory");
 ABSL_FLAG(std::string, transport, "bulk",
-          "bulk: also serve the bulk channel for tensor bytes (plaintext only; under mutual TLS "
-          "they go over gRPC); grpc: serve gRPC only");
+          "bulk: also serve the bulk channel for tensor bytes (under mutual TLS with the same "
+          "certificates as gRPC); grpc: serve gRPC only");
 ABSL_FLAG(int, bulk_port, -1,
           "Port of the bulk channel: -1 $PSFLOW_BULK_PORT (the operator sets it), else this "
           "task's gRPC port + 1 (a port the OS picks where that one is taken); 0 a port the OS "
@@ -57,7 +57,8 @@ namespace {
 
 // The bulk channel's server on --bind_address, at --bulk_port (see its help).
 absl::StatusOr<std::unique_ptr<BulkServer>> StartBulkServer(PsState& state, PsMetrics* metrics,
-                                                            int grpc_port) {
+                                                            int grpc_port,
+                                                            const TransportSecurity& security) {
   const std::string bind = absl::GetFlag(FLAGS_bind_address);
   int flag = absl::GetFlag(FLAGS_bulk_port);
   if (flag < -1 || flag > 65535) {
@@ -71,18 +72,25 @@ absl::StatusOr<std::unique_ptr<BulkServer>> StartBulkServer(PsState& state, PsMe
     }
   }
   const int wanted = flag == -1 ? (grpc_port < 65535 ? grpc_port + 1 : 0) : flag;
-  absl::StatusOr<std::unique_ptr<BulkServer>> bulk =
-      BulkServer::Start(state, metrics, {.bind_address = bind, .port = wanted});
+  BulkServer::Options options;
+  options.bind_address = bind;
+  options.port = wanted;
+  if (security.tls()) {
+    ASSIGN_OR_RETURN(options.tls, BulkTlsContext::Make(security, BulkTlsContext::Role::kServer));
+  }
+  absl::StatusOr<std::unique_ptr<BulkServer>> bulk = BulkServer::Start(state, metrics, options);
   if (!bulk.ok() && flag == -1 && wanted != 0) {
     PSFLOW_LOG(INFO) << "bulk channel: port " << wanted << " is taken (" << bulk.status().message()
                      << "); using one the OS picks";
-    bulk = BulkServer::Start(state, metrics, {.bind_address = bind, .port = 0});
+    options.port = 0;
+    bulk = BulkServer::Start(state, metrics, options);
   }
   if (!bulk.ok()) {
     return absl::Status(bulk.status().code(),
                         absl::StrCat("bulk channel: ", bulk.status().message()));
   }
-  PSFLOW_LOG(INFO) << "bulk channel on " << bind << ":" << (*bulk)->port();
+  PSFLOW_LOG(INFO) << "bulk channel on " << bind << ":" << (*bulk)->port() << " ("
+                   << security.Describe() << ")";
   return bulk;
 }
 
@@ -165,11 +173,9 @@ absl::Status Main(const TransportSecurity& security) {
   PsService service(state, metrics.get());
   // Started before gRPC serves, so every worker that reaches the task finds it.
   std::unique_ptr<BulkServer> bulk;
-  if (transport == "bulk" && !security.tls()) {
-    ASSIGN_OR_RETURN(bulk, StartBulkServer(state, metrics.get(), port_number));
+  if (transport == "bulk") {
+    ASSIGN_OR_RETURN(bulk, StartBulkServer(state, metrics.get(), port_number, security));
     service.AdvertiseBulkPort(bulk->port());
-  } else if (transport == "bulk") {
-    PSFLOW_LOG(INFO) << "no bulk channel under mutual TLS: tensor bytes go over gRPC";
   }
   grpc::ServerBuilder builder;
   const std::string listen = absl::StrCat(absl::GetFlag(FLAGS_bind_address), ":", port);

@@ -10,6 +10,7 @@
 #include "core/certificates.h"
 #include "core/transport_security.h"
 #include "ps/loopback_ps.h"
+#include "worker/bulk_link.h"
 #include "worker/ps_client.h"
 
 namespace psflow {
@@ -82,6 +83,8 @@ TEST(PsTls, PushAndPullOverMutualTlsApplySgdAsInPlaintext) {
   for (size_t i = 0; i < before.size(); ++i) ASSERT_EQ(params->value(0)[i], before[i] - 1.0f);
   EXPECT_EQ(ps.state().global_step(), 1);
   EXPECT_EQ(ps.state().bytes(), (64 * 16 + 16) * 4);
+  // The tensor bytes went on the bulk channel, under TLS too.
+  EXPECT_EQ(ps.bulk_connections(), 1);
 }
 
 // The other workers start first and wait (a parked WaitReady) for the chief to initialise the ps:
@@ -139,6 +142,37 @@ TEST(PsTls, NoConnectionToAPsWhoseCertificateDoesNotNameTheHostDialled) {
   EXPECT_TRUE(absl::StrContains(ca.message(), "certificate verify failed")) << ca;
   EXPECT_EQ(wrong_host.state().bytes(), 0);
   EXPECT_EQ(wrong_ca.state().bytes(), 0);
+}
+
+// The bulk channel trusts exactly what gRPC trusts: no link without a certificate of the job's CA
+// on both sides, nor to a ps whose certificate does not name the host dialled.
+TEST(PsTls, TheBulkChannelRefusesWhatGrpcRefuses) {
+  const Job job;
+  const Job other;
+  LoopbackPs ps(job.Replica({"localhost"}, {"127.0.0.1"}));
+  LoopbackPs wrong_host(job.Replica({"ps-1.team-a.svc"}, {"10.0.0.1"}));
+  ASSERT_GT(ps.bulk_port(), 0);
+  ASSERT_GT(wrong_host.bulk_port(), 0);
+  const auto soon = [] { return std::chrono::steady_clock::now() + std::chrono::seconds(10); };
+  const auto client = [](const TransportSecurity& security) {
+    return BulkTlsContext::Make(security, BulkTlsContext::Role::kClient).value();
+  };
+  // The job's worker: a link.
+  auto good = BulkLink::Connect("127.0.0.1", ps.bulk_port(), soon(),
+                                client(job.Replica({"worker-0"}, {})));
+  EXPECT_TRUE(good.ok()) << good.status();
+  // Plaintext to the TLS port, a worker certificate of another CA, a ps naming another host.
+  auto plain = BulkLink::Connect("127.0.0.1", ps.bulk_port(), soon());
+  EXPECT_TRUE(absl::IsUnavailable(plain.status())) << plain.status();
+  auto foreign = BulkLink::Connect("127.0.0.1", ps.bulk_port(), soon(),
+                                   client(job.Replica({"worker-0"}, {}, &other.ca)));
+  EXPECT_TRUE(absl::IsUnavailable(foreign.status())) << foreign.status();
+  auto host = BulkLink::Connect("127.0.0.1", wrong_host.bulk_port(), soon(),
+                                client(job.Replica({"worker-0"}, {})));
+  EXPECT_TRUE(absl::IsUnavailable(host.status())) << host.status();
+  EXPECT_TRUE(absl::StrContains(host.status().message(),
+                                "TLS handshake failed: the peer's certificate"))
+      << host.status();
 }
 
 }  // namespace

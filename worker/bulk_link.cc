@@ -39,32 +39,39 @@ grpc::Status ToGrpc(const absl::Status& s, const std::string& peer) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<BulkLink>> BulkLink::Connect(const std::string& host, int port,
-                                                            SteadyTime deadline) {
+absl::StatusOr<std::unique_ptr<BulkLink>> BulkLink::Connect(
+    const std::string& host, int port, SteadyTime deadline,
+    std::shared_ptr<const BulkTlsContext> tls) {
   const std::string peer = absl::StrCat(host, ":", port);
   absl::StatusOr<Socket> socket = ConnectTcp(host, port, deadline);
   if (!socket.ok()) return socket.status();
+  std::unique_ptr<BulkStream> stream = tls != nullptr
+                                           ? BulkStream::Tls(*std::move(socket), std::move(tls), host)
+                                           : BulkStream::Plain(*std::move(socket));
+  const auto failed = [&peer](const absl::Status& s) {
+    return absl::Status(s.code(), absl::StrCat("bulk connection to ", peer, ": ", s.message()));
+  };
+  if (absl::Status s = stream->Handshake(deadline); !s.ok()) return failed(s);
   iovec hello{const_cast<char*>(kBulkHello.data()), kBulkHello.size()};
-  if (absl::Status s = WriteAll(*socket, std::span<iovec>(&hello, 1), deadline, "hello");
-      !s.ok()) {
-    return absl::UnavailableError(absl::StrCat("bulk connection to ", peer, ": ", s.message()));
+  if (absl::Status s = stream->WriteAll(std::span<iovec>(&hello, 1), deadline, "hello"); !s.ok()) {
+    return failed(s);
   }
   std::array<char, kBulkHello.size()> answer{};
-  if (absl::Status s = ReadAll(*socket, answer.data(), answer.size(), deadline, "hello");
+  if (absl::Status s = stream->ReadAll(answer.data(), answer.size(), deadline, "hello");
       !s.ok() || answer != kBulkHello) {
     return absl::UnavailableError(absl::StrCat(
         "bulk connection to ", peer, ": ",
         s.ok() ? "the answer to the hello is not a psflow ps's (is this its bulk port?)"
                : s.message()));
   }
-  std::unique_ptr<BulkLink> link(new BulkLink(*std::move(socket), peer));
+  std::unique_ptr<BulkLink> link(new BulkLink(std::move(stream), peer));
   link->writer_ = std::thread([l = link.get()] { l->WriteLoop(); });
   link->reader_ = std::thread([l = link.get()] { l->ReadLoop(); });
   return link;
 }
 
-BulkLink::BulkLink(Socket socket, std::string peer)
-    : socket_(std::move(socket)), peer_(std::move(peer)) {}
+BulkLink::BulkLink(std::unique_ptr<BulkStream> stream, std::string peer)
+    : stream_(std::move(stream)), peer_(std::move(peer)) {}
 
 BulkLink::~BulkLink() {
   Fail(Unavailable(peer_, "closed by this worker"));
@@ -127,7 +134,7 @@ void BulkLink::Fail(const grpc::Status& why) {
     FailLocked(why, &done, &results);
   }
   to_send_.notify_all();
-  socket_.Shutdown();
+  stream_->Shutdown();
   for (size_t i = 0; i < done.size(); ++i) done[i](std::move(results[i]));
 }
 
@@ -175,7 +182,7 @@ void BulkLink::WriteLoop() {
       const auto request = slot.call->request_pieces();
       pieces.insert(pieces.end(), request.begin(), request.end());
     }
-    const absl::Status written = WriteAll(socket_, pieces, deadline, "request");
+    const absl::Status written = stream_->WriteAll(pieces, deadline, "request");
     if (!written.ok()) Fail(ToGrpc(written, peer_));
     Completion done;
     grpc::Status result;
@@ -204,12 +211,12 @@ void BulkLink::ReadLoop() {
 
 absl::Status BulkLink::ReadReply(BulkCall& call, uint64_t length, SteadyTime deadline) {
   if (call.observer == nullptr || length < 4) {
-    return ReadAll(socket_, call.ReplyBuffer(length), length, deadline, "reply");
+    return stream_->ReadAll(call.ReplyBuffer(length), length, deadline, "reply");
   }
   // The frame's header first; then, where the observer has a place for exactly the payload that
   // follows, the payload straight there.
   std::byte* head = call.ReplyBuffer(4);
-  RETURN_IF_ERROR(ReadAll(socket_, head, 4, deadline, "reply"));
+  RETURN_IF_ERROR(stream_->ReadAll(head, 4, deadline, "reply"));
   absl::StatusOr<uint32_t> header_bytes =
       ReplyFrameHeaderBytes(std::span<const std::byte, 4>(head, 4), length);
   if (!header_bytes.ok()) {
@@ -221,10 +228,10 @@ absl::Status BulkLink::ReadReply(BulkCall& call, uint64_t length, SteadyTime dea
       payload > 0 ? call.observer->PayloadTargets(payload) : std::span<iovec>();
   const uint64_t buffered = targets.empty() ? length : 4 + *header_bytes;
   std::byte* all = call.ReplyBuffer(buffered);  // keeps the 4 bytes read
-  RETURN_IF_ERROR(ReadAll(socket_, all + 4, buffered - 4, deadline, "reply"));
+  RETURN_IF_ERROR(stream_->ReadAll(all + 4, buffered - 4, deadline, "reply"));
   if (targets.empty()) return absl::OkStatus();
   call.payload_placed = true;
-  return ReadAll(socket_, targets, deadline, "reply payload");
+  return stream_->ReadAll(targets, deadline, "reply payload");
 }
 
 absl::Status BulkLink::ReadReplies() {
@@ -241,7 +248,7 @@ absl::Status BulkLink::ReadReplies() {
       return absl::DeadlineExceededError("no reply from the ps task by the call's deadline");
     }
     absl::StatusOr<bool> readable =
-        WaitReadable(socket_, std::min(earliest, Clock::now() + kDeadlineTick));
+        stream_->WaitReadable(std::min(earliest, Clock::now() + kDeadlineTick));
     if (!readable.ok()) return readable.status();
     if (!*readable) continue;
     {
@@ -252,7 +259,7 @@ absl::Status BulkLink::ReadReplies() {
     }
     if (earliest == SteadyTime::max()) earliest = Clock::now() + kIdleReplyTimeout;
     absl::StatusOr<bool> more =
-        ReadAllOrEnd(socket_, prefix.data(), prefix.size(), earliest, "reply");
+        stream_->ReadAllOrEnd(prefix.data(), prefix.size(), earliest, "reply");
     if (!more.ok()) return more.status();
     if (!*more) return absl::UnavailableError("the ps task closed the connection");
     absl::StatusOr<BulkPrefix> p = DecodeBulkPrefix(prefix, BulkReader::kWorker,
@@ -278,7 +285,7 @@ absl::Status BulkLink::ReadReplies() {
       read = ReadReply(*call, p->length, deadline);
     } else {
       error.resize(p->length);
-      read = ReadAll(socket_, error.data(), error.size(), deadline, "error reply");
+      read = stream_->ReadAll(error.data(), error.size(), deadline, "error reply");
       if (read.ok()) {
         const absl::Status carried = DecodeBulkError(error);
         result = grpc::Status(static_cast<grpc::StatusCode>(carried.code()),

@@ -1,5 +1,6 @@
-// The bulk channel's client side (core/bulk_wire.h): one plain TCP connection from a worker to a
-// ps task's bulk port, carrying bulk calls (worker/bulk_calls.h) instead of gRPC.
+// The bulk channel's client side (core/bulk_wire.h): one TCP connection from a worker to a ps
+// task's bulk port (plaintext, or mutual TLS: core/bulk_stream.h), carrying bulk calls
+// (worker/bulk_calls.h) instead of gRPC.
 //
 // A writer thread sends requests in the order they were started, gathered straight from the
 // call's pieces (its frame header and the caller's buffers: no copy for float32); a reader thread
@@ -30,6 +31,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "core/bulk_stream.h"
 #include "core/bulk_wire.h"
 #include "core/socket.h"
 
@@ -41,9 +43,11 @@ class BulkLink {
  public:
   using Completion = std::function<void(grpc::Status)>;
 
-  // Connects to host:port and exchanges the hello, by `deadline`.
-  static absl::StatusOr<std::unique_ptr<BulkLink>> Connect(const std::string& host, int port,
-                                                           SteadyTime deadline);
+  // Connects to host:port (with `tls`: mutual TLS, the ps's certificate naming `host`) and
+  // exchanges the hello, by `deadline`.
+  static absl::StatusOr<std::unique_ptr<BulkLink>> Connect(
+      const std::string& host, int port, SteadyTime deadline,
+      std::shared_ptr<const BulkTlsContext> tls = nullptr);
   ~BulkLink();  // breaks the link (calls in flight complete UNAVAILABLE) and joins its threads
   BulkLink(const BulkLink&) = delete;
   BulkLink& operator=(const BulkLink&) = delete;
@@ -68,7 +72,7 @@ class BulkLink {
     bool finished = false;  // result is final
     grpc::Status result;
   };
-  BulkLink(Socket socket, std::string peer);
+  BulkLink(std::unique_ptr<BulkStream> stream, std::string peer);
   void WriteLoop();
   void ReadLoop();
   absl::Status ReadReplies();
@@ -85,7 +89,7 @@ class BulkLink {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   SteadyTime EarliestDeadlineLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  const Socket socket_;
+  const std::unique_ptr<BulkStream> stream_;
   const std::string peer_;
   mutable std::mutex mu_;
   std::condition_variable to_send_;

@@ -178,6 +178,10 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(Options options,
 
   std::unique_ptr<PsClient> c(new PsClient(std::move(options)));
   c->placement_ = std::move(placement);
+  if (c->options_.security.tls() && c->options_.transport == Transport::kBulk) {
+    ASSIGN_OR_RETURN(c->bulk_tls_, BulkTlsContext::Make(c->options_.security,
+                                                        BulkTlsContext::Role::kClient));
+  }
   grpc::ChannelArguments args;
   ApplyBulkTuning(args);
   // Reconnect quickly to a ps that restarts (gRPC's default backoff grows to two minutes).
@@ -463,8 +467,7 @@ absl::Status PsClient::WaitReadyTask(Task& task) {
 }
 
 void PsClient::RouteTask(Task& task, int bulk_port) {
-  const bool bulk = options_.transport == Transport::kBulk && bulk_port > 0 &&
-                    !options_.security.tls();
+  const bool bulk = options_.transport == Transport::kBulk && bulk_port > 0;
   const bool working =
       bulk && task.bulk_port == bulk_port && !task.links.empty() &&
       std::none_of(task.links.begin(), task.links.end(), [](const auto& l) { return l->broken(); });
@@ -479,7 +482,8 @@ void PsClient::RouteTask(Task& task, int bulk_port) {
   const auto deadline = Clock::now() + std::min<std::chrono::milliseconds>(
                                            options_.connect_timeout, std::chrono::seconds(10));
   for (size_t k = 0; k < task.bulk.size(); ++k) {
-    absl::StatusOr<std::unique_ptr<BulkLink>> link = BulkLink::Connect(host, bulk_port, deadline);
+    absl::StatusOr<std::unique_ptr<BulkLink>> link =
+        BulkLink::Connect(host, bulk_port, deadline, bulk_tls_);
     if (!link.ok()) {
       PSFLOW_LOG(WARNING) << "ps task " << task.index << " at " << task.address
                           << ": no bulk channel (" << link.status().message()
@@ -493,8 +497,9 @@ void PsClient::RouteTask(Task& task, int bulk_port) {
     window_->Route(task.first_connection + k, task.links[k].get());
   }
   task.bulk_port = bulk_port;
-  PSFLOW_LOG(INFO) << "ps task " << task.index << ": tensor bytes on the bulk channel, "
-                   << task.links.size() << " connection(s) to " << host << ":" << bulk_port;
+  PSFLOW_LOG(INFO) << "ps task " << task.index << ": tensor bytes on the bulk channel ("
+                   << options_.security.Describe() << "), " << task.links.size()
+                   << " connection(s) to " << host << ":" << bulk_port;
 }
 
 absl::Status PsClient::Recover(nn::ParameterSet& params) {

@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/bulk_stream.h"
 #include "core/chunk_plan.h"
 #include "core/placement.h"
 #include "core/transport_security.h"
@@ -73,9 +74,9 @@ class PsClient final : public ParameterSync {
     // opened by OpenPsChannel with it.
     TransportSecurity security;
     // Where the tensor bytes of pulls and pushes go (--transport): on the bulk channel
-    // (worker/bulk_link.h, connections_per_task links per task) when the task advertises a bulk
-    // port, or as raw gRPC calls. Under mutual TLS, and when a task advertises none or its bulk
-    // port cannot be reached (one WARNING naming the cause), gRPC.
+    // (worker/bulk_link.h, connections_per_task links per task, under `security` as gRPC is)
+    // when the task advertises a bulk port, or as raw gRPC calls. When a task advertises none or
+    // its bulk port cannot be reached (one WARNING naming the cause), gRPC.
     Transport transport = Transport::kBulk;
   };
   static constexpr int kDefaultConnectionsPerTask = 1;
@@ -136,6 +137,7 @@ class PsClient final : public ParameterSync {
   bool is_chief_ = false;
 
   std::unique_ptr<CallWindow> window_;
+  std::shared_ptr<const BulkTlsContext> bulk_tls_;  // under mutual TLS
   std::vector<std::span<const float>> runs_;  // scratch: the payload runs of the call being set
   // Per parameter: the dense gradient chunks (task, index into its push calls) that cover it.
   std::vector<std::vector<std::pair<Task*, size_t>>> chunks_of_parameter_;

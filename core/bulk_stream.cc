@@ -1,0 +1,303 @@
+#include "core/bulk_stream.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <poll.h>
+
+#include <algorithm>
+#include <climits>
+#include <mutex>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace psflow {
+namespace {
+
+// The oldest OpenSSL error of this thread, as text (and the queue cleared).
+std::string SslErrors() {
+  std::string out;
+  while (const unsigned long e = ERR_get_error()) {
+    char buf[256];
+    ERR_error_string_n(e, buf, sizeof(buf));
+    if (out.empty()) out = buf;
+  }
+  return out.empty() ? "no detail" : out;
+}
+
+int PollTimeoutMs(SteadyTime deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
+  return static_cast<int>(std::clamp<int64_t>(left.count() + 1, 0, 24 * 3600 * 1000));
+}
+
+// Waits for `events`; false at the deadline.
+absl::StatusOr<bool> Await(int fd, short events, SteadyTime deadline, absl::string_view what) {
+  for (;;) {
+    pollfd pfd{fd, events, 0};
+    const int n = poll(&pfd, 1, PollTimeoutMs(deadline));
+    if (n > 0) return true;
+    if (n == 0) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      continue;
+    }
+    if (errno != EINTR) return ErrnoError(absl::StrCat("poll for ", what), errno);
+  }
+}
+
+size_t Bytes(std::span<const iovec> pieces) {
+  size_t n = 0;
+  for (const iovec& v : pieces) n += v.iov_len;
+  return n;
+}
+
+class PlainStream final : public BulkStream {
+ public:
+  explicit PlainStream(Socket socket) : BulkStream(std::move(socket), false) {}
+  absl::Status Handshake(SteadyTime) override { return absl::OkStatus(); }
+  absl::Status WriteAll(std::span<iovec> pieces, SteadyTime deadline,
+                        absl::string_view what) override {
+    return psflow::WriteAll(socket_, pieces, deadline, what);
+  }
+  absl::Status ReadAll(std::span<iovec> pieces, SteadyTime deadline,
+                       absl::string_view what) override {
+    return psflow::ReadAll(socket_, pieces, deadline, what);
+  }
+  absl::StatusOr<bool> ReadAllOrEnd(void* data, size_t size, SteadyTime deadline,
+                                    absl::string_view what) override {
+    return psflow::ReadAllOrEnd(socket_, data, size, deadline, what);
+  }
+  absl::StatusOr<bool> WaitReadable(SteadyTime deadline) override {
+    return psflow::WaitReadable(socket_, deadline);
+  }
+};
+
+class TlsStream final : public BulkStream {
+ public:
+  TlsStream(Socket socket, std::shared_ptr<const BulkTlsContext> tls, std::string host)
+      : BulkStream(std::move(socket), true), tls_context_(std::move(tls)), host_(std::move(host)) {
+    const int flags = fcntl(socket_.fd(), F_GETFL);
+    fcntl(socket_.fd(), F_SETFL, flags | O_NONBLOCK);
+    ssl_ = SSL_new(static_cast<SSL_CTX*>(tls_context_->native()));
+    if (ssl_ != nullptr) SSL_set_fd(ssl_, socket_.fd());
+  }
+  ~TlsStream() override {
+    if (ssl_ != nullptr) SSL_free(ssl_);
+  }
+
+  absl::Status Handshake(SteadyTime deadline) override {
+    if (ssl_ == nullptr) return absl::UnavailableError("TLS: " + SslErrors());
+    const bool client = tls_context_->role() == BulkTlsContext::Role::kClient;
+    if (client) {
+      in_addr4_or_6 ip;
+      const bool is_ip = inet_pton(AF_INET, host_.c_str(), &ip) == 1 ||
+                         inet_pton(AF_INET6, host_.c_str(), &ip) == 1;
+      X509_VERIFY_PARAM* param = SSL_get0_param(ssl_);
+      const int ok = is_ip ? X509_VERIFY_PARAM_set1_ip_asc(param, host_.c_str())
+                           : X509_VERIFY_PARAM_set1_host(param, host_.c_str(), 0);
+      if (ok != 1) return absl::UnavailableError(absl::StrCat("TLS: bad peer name ", host_));
+    }
+    for (;;) {
+      int err;
+      {
+        std::lock_guard lock(mu_);
+        ERR_clear_error();
+        const int rc = client ? SSL_connect(ssl_) : SSL_accept(ssl_);
+        if (rc == 1) return absl::OkStatus();
+        err = SSL_get_error(ssl_, rc);
+        if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE) {
+          const long verify = SSL_get_verify_result(ssl_);
+          std::string why = SslErrors();
+          if (verify != X509_V_OK) {
+            why = absl::StrCat("the peer's certificate: ", X509_verify_cert_error_string(verify));
+          }
+          return absl::UnavailableError(absl::StrCat("TLS handshake failed: ", why));
+        }
+      }
+      absl::StatusOr<bool> ready = Await(socket_.fd(), err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT,
+                                         deadline, "TLS handshake");
+      if (!ready.ok()) return ready.status();
+      if (!*ready) return absl::DeadlineExceededError("TLS handshake: timed out");
+    }
+  }
+
+  absl::Status WriteAll(std::span<iovec> pieces, SteadyTime deadline,
+                        absl::string_view what) override {
+    for (const iovec& piece : pieces) {
+      const char* p = static_cast<const char*>(piece.iov_base);
+      size_t left = piece.iov_len;
+      while (left > 0) {
+        const int want = static_cast<int>(std::min<size_t>(left, 1 << 30));
+        int n, err = 0;
+        {
+          std::lock_guard lock(mu_);
+          ERR_clear_error();
+          n = SSL_write(ssl_, p, want);
+          if (n <= 0) err = SSL_get_error(ssl_, n);
+        }
+        if (n > 0) {
+          p += n;
+          left -= static_cast<size_t>(n);
+          continue;
+        }
+        if (absl::Status s = Wait(err, deadline, what, left); !s.ok()) return s;
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status ReadAll(std::span<iovec> pieces, SteadyTime deadline,
+                       absl::string_view what) override {
+    return Read(pieces, deadline, what, nullptr);
+  }
+
+  absl::StatusOr<bool> ReadAllOrEnd(void* data, size_t size, SteadyTime deadline,
+                                    absl::string_view what) override {
+    iovec piece{data, size};
+    bool ended = false;
+    absl::Status s = Read(std::span<iovec>(&piece, 1), deadline, what, &ended);
+    if (!s.ok()) return s;
+    return !ended;
+  }
+
+  absl::StatusOr<bool> WaitReadable(SteadyTime deadline) override {
+    {
+      std::lock_guard lock(mu_);
+      if (SSL_has_pending(ssl_) == 1) return true;  // read ahead, not yet decrypted too
+    }
+    return Await(socket_.fd(), POLLIN, deadline, "a bulk connection");
+  }
+
+ private:
+  struct in_addr4_or_6 {
+    unsigned char bytes[16];
+  };
+
+  // After an SSL call wants the socket: waits for it, or the error.
+  absl::Status Wait(int err, SteadyTime deadline, absl::string_view what, size_t left) {
+    if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
+      absl::StatusOr<bool> ready =
+          Await(socket_.fd(), err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline, what);
+      if (!ready.ok()) return ready.status();
+      if (!*ready) {
+        return absl::DeadlineExceededError(
+            absl::StrCat(what, ": no progress before the deadline (", left, " bytes to go)"));
+      }
+      return absl::OkStatus();
+    }
+    if (err == SSL_ERROR_ZERO_RETURN ||
+        (err == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)) {
+      return absl::UnavailableError(
+          absl::StrCat(what, ": connection closed with ", left, " bytes to go"));
+    }
+    return absl::UnavailableError(absl::StrCat(what, ": TLS: ", SslErrors()));
+  }
+
+  absl::Status Read(std::span<iovec> pieces, SteadyTime deadline, absl::string_view what,
+                    bool* ended) {
+    const size_t total = Bytes(pieces);
+    size_t done = 0;
+    for (const iovec& piece : pieces) {
+      char* p = static_cast<char*>(piece.iov_base);
+      size_t left = piece.iov_len;
+      while (left > 0) {
+        const int want = static_cast<int>(std::min<size_t>(left, 1 << 30));
+        int n, err = 0;
+        {
+          std::lock_guard lock(mu_);
+          ERR_clear_error();
+          n = SSL_read(ssl_, p, want);
+          if (n <= 0) err = SSL_get_error(ssl_, n);
+        }
+        if (n > 0) {
+          p += n;
+          left -= static_cast<size_t>(n);
+          done += static_cast<size_t>(n);
+          continue;
+        }
+        const bool closed = err == SSL_ERROR_ZERO_RETURN ||
+                            (err == SSL_ERROR_SYSCALL && ERR_peek_error() == 0);
+        if (closed && done == 0 && ended != nullptr) {
+          *ended = true;
+          return absl::OkStatus();
+        }
+        if (absl::Status s = Wait(err, deadline, what, total - done); !s.ok()) return s;
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  std::shared_ptr<const BulkTlsContext> tls_context_;
+  const std::string host_;
+  std::mutex mu_;  // serializes every call into ssl_
+  SSL* ssl_ = nullptr;
+};
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const BulkTlsContext>> BulkTlsContext::Make(
+    const TransportSecurity& security, Role role) {
+  if (!security.tls()) return absl::InvalidArgumentError("TLS context without TLS settings");
+  SSL_CTX* ctx = SSL_CTX_new(role == Role::kClient ? TLS_client_method() : TLS_server_method());
+  if (ctx == nullptr) return absl::InvalidArgumentError("TLS: " + SslErrors());
+  std::shared_ptr<const BulkTlsContext> out(new BulkTlsContext(ctx, role));
+  SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
+  SSL_CTX_set_num_tickets(ctx, 0);
+  // A peer that closes without close_notify reads as a close: every bulk message says its
+  // length, so a cut one is still found ("closed with N bytes to go").
+  SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+  SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  // Read several records per recv (without it, two recvs per 16 KiB record: header, then body).
+  SSL_CTX_set_read_ahead(ctx, 1);
+  SSL_CTX_set_default_read_buffer_len(ctx, 256 << 10);
+  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
+  auto load = [](const std::string& pem, auto reader) {
+    BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
+    auto* value = reader(bio, nullptr, nullptr, nullptr);
+    BIO_free(bio);
+    return value;
+  };
+  // Every certificate of the CA file is trusted.
+  BIO* bio = BIO_new_mem_buf(security.ca_pem().data(), static_cast<int>(security.ca_pem().size()));
+  int trusted = 0;
+  while (X509* ca = PEM_read_bio_X509(bio, nullptr, nullptr, nullptr)) {
+    X509_STORE_add_cert(SSL_CTX_get_cert_store(ctx), ca);
+    X509_free(ca);
+    ++trusted;
+  }
+  BIO_free(bio);
+  ERR_clear_error();  // the loop ends on a "no start line" error
+  X509* cert = load(security.own_pem().certificate, PEM_read_bio_X509);
+  EVP_PKEY* key = load(security.own_pem().private_key, PEM_read_bio_PrivateKey);
+  const bool ok = trusted > 0 && cert != nullptr && key != nullptr &&
+                  SSL_CTX_use_certificate(ctx, cert) == 1 &&
+                  SSL_CTX_use_PrivateKey(ctx, key) == 1 && SSL_CTX_check_private_key(ctx) == 1;
+  if (cert != nullptr) X509_free(cert);
+  if (key != nullptr) EVP_PKEY_free(key);
+  if (!ok) return absl::InvalidArgumentError("TLS certificates do not load: " + SslErrors());
+  return out;
+}
+
+BulkTlsContext::~BulkTlsContext() { SSL_CTX_free(static_cast<SSL_CTX*>(ctx_)); }
+
+std::unique_ptr<BulkStream> BulkStream::Plain(Socket socket) {
+  return std::make_unique<PlainStream>(std::move(socket));
+}
+
+std::unique_ptr<BulkStream> BulkStream::Tls(Socket socket,
+                                            std::shared_ptr<const BulkTlsContext> tls,
+                                            const std::string& host) {
+  return std::make_unique<TlsStream>(std::move(socket), std::move(tls), host);
+}
+
+absl::Status BulkStream::ReadAll(void* data, size_t size, SteadyTime deadline,
+                                 absl::string_view what) {
+  iovec piece{data, size};
+  return ReadAll(std::span<iovec>(&piece, 1), deadline, what);
+}
+
+}  // namespace psflow
