@@ -98,26 +98,34 @@ absl::Status ErrnoError(absl::string_view what, int err) {
 
 absl::StatusOr<Socket> ListenTcp(const std::string& bind_address, int port, int* bound_port) {
   const std::string where = absl::StrCat(bind_address, ":", port);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  if (inet_pton(AF_INET, bind_address.c_str(), &addr.sin_addr) != 1) {
+  sockaddr_storage addr{};
+  socklen_t len = 0;
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&addr);
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&addr);
+  if (inet_pton(AF_INET, bind_address.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(static_cast<uint16_t>(port));
+    len = sizeof(sockaddr_in);
+  } else if (inet_pton(AF_INET6, bind_address.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(static_cast<uint16_t>(port));
+    len = sizeof(sockaddr_in6);
+  } else {
     return absl::InvalidArgumentError(
-        absl::StrCat("cannot listen on ", where, ": not an IPv4 address"));
+        absl::StrCat("cannot listen on ", where, ": not an IPv4 or IPv6 address"));
   }
-  Socket s(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  Socket s(socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!s.valid()) return ErrnoError("socket()", errno);
   const int one = 1;
   setsockopt(s.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (bind(s.fd(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+  if (bind(s.fd(), reinterpret_cast<const sockaddr*>(&addr), len) != 0) {
     return ErrnoError(absl::StrCat("bind ", where), errno);
   }
   if (listen(s.fd(), 64) != 0) return ErrnoError(absl::StrCat("listen on ", where), errno);
-  socklen_t len = sizeof(addr);
   if (getsockname(s.fd(), reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
     return ErrnoError(absl::StrCat("getsockname of ", where), errno);
   }
-  *bound_port = ntohs(addr.sin_port);
+  *bound_port = ntohs(addr.ss_family == AF_INET ? v4->sin_port : v6->sin6_port);
   return s;
 }
 
@@ -204,7 +212,7 @@ absl::Status WriteAll(const Socket& s, std::span<iovec> pieces, SteadyTime deadl
     if (!writable.ok()) return writable.status();
     if (!*writable) {
       return absl::DeadlineExceededError(absl::StrCat(
-          what, ": the peer took nothing before the deadline (", Bytes(pieces), " bytes left)"));
+          what, ": the peer did not take it all by the deadline (", Bytes(pieces), " bytes left)"));
     }
   }
   return absl::OkStatus();
@@ -240,7 +248,7 @@ absl::Status Read(const Socket& s, std::span<iovec> pieces, SteadyTime deadline,
     if (!readable.ok()) return readable.status();
     if (!*readable) {
       return absl::DeadlineExceededError(absl::StrCat(
-          what, ": nothing arrived before the deadline (", Bytes(pieces), " bytes to go)"));
+          what, ": it did not all arrive by the deadline (", Bytes(pieces), " bytes to go)"));
     }
   }
   return absl::OkStatus();

@@ -46,10 +46,11 @@ class Socket {
 // errno as a status: UNAVAILABLE, the message "what: strerror".
 absl::Status ErrnoError(absl::string_view what, int err);
 
-// A listening socket on bind_address:port (port 0: one the OS picks); the port in *bound_port.
+// A listening socket on bind_address:port (an IPv4 or IPv6 address; port 0: one the OS picks);
+// the port in *bound_port.
 absl::StatusOr<Socket> ListenTcp(const std::string& bind_address, int port, int* bound_port);
 // The next connection on `listener` (TCP_NODELAY set); UNAVAILABLE once the listener is shut
-// down.
+// down, or for an error accept(2) reports (out of descriptors, a network error: retry).
 absl::StatusOr<Socket> AcceptTcp(const Socket& listener);
 // A connection to host:port (a name or an address; TCP_NODELAY set), trying each address the
 // name resolves to until the deadline.

@@ -309,6 +309,7 @@ void BulkServer::Stop() {
     stopped_ = true;
     connections = connections_;
   }
+  stop_cv_.notify_all();
   listener_.Shutdown();
   for (auto& c : connections) c->End();
 }
@@ -316,12 +317,20 @@ void BulkServer::Stop() {
 void BulkServer::AcceptLoop() {
   for (;;) {
     absl::StatusOr<Socket> socket = AcceptTcp(listener_);
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_);
     if (stopped_) return;
     if (!socket.ok()) {
-      PSFLOW_LOG(ERROR) << "bulk channel: " << socket.status().message() << "; no longer accepting";
-      return;
+      // Out of descriptors or memory, or a network error accept(2) passes on: try again shortly
+      // (the connection waits in the backlog), saying so once per run of failures.
+      if (!accept_failing_) {
+        PSFLOW_LOG(WARNING) << "bulk channel: " << socket.status().message()
+                            << "; retrying every 100 ms";
+      }
+      accept_failing_ = true;
+      stop_cv_.wait_for(lock, std::chrono::milliseconds(100));
+      continue;
     }
+    accept_failing_ = false;
     // Connections whose peer went away are joined here, so a long job does not keep them.
     for (auto it = connections_.begin(); it != connections_.end();) {
       if ((*it)->finished()) {

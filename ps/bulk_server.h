@@ -10,14 +10,15 @@
 // (PsState::PinPull: no copy in user space) and a 16-bit one from a buffer filled once.
 //
 // A peer that sends something other than the protocol (a bad hello, an unknown kind, a body over
-// kMaxBulkMessageBytes), stops mid-message for Options::stall_timeout, or stops reading replies
-// for as long loses its connection, with one log line; a malformed frame in a well-formed message gets
+// kMaxBulkMessageBytes), does not finish sending a message within Options::stall_timeout of its
+// first byte, or leaves a reply unread for as long loses its connection, with one log line; a malformed frame in a well-formed message gets
 // an error reply (INVALID_ARGUMENT...) and the connection stays. Thread-safe.
 #ifndef PSFLOW_PS_BULK_SERVER_H_
 #define PSFLOW_PS_BULK_SERVER_H_
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -38,8 +39,8 @@ class BulkServer {
   struct Options {
     std::string bind_address = "0.0.0.0";
     int port = 0;  // 0: a port the OS picks
-    // How long a peer may stop in the middle of a message, or leave a reply unread (and take
-    // for the TLS handshake).
+    // How long a message may take to arrive once begun, a reply to be taken, and the TLS
+    // handshake.
     std::chrono::milliseconds stall_timeout = std::chrono::seconds(60);
     // Mutual TLS (a kServer context), or plaintext when null.
     std::shared_ptr<const BulkTlsContext> tls;
@@ -73,7 +74,9 @@ class BulkServer {
   const std::shared_ptr<const BulkTlsContext> tls_;
   std::atomic<int> accepted_{0};
   std::mutex mu_;
+  std::condition_variable stop_cv_;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  bool accept_failing_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::shared_ptr<Connection>> connections_ ABSL_GUARDED_BY(mu_);
   std::thread acceptor_;
 };

@@ -760,7 +760,8 @@ TEST_F(OperatorApiserverTest, NetworkPolicyOnlyWhenOptedInAndDeletedWithTheJob) 
   EXPECT_EQ(policy["spec"]["policyTypes"], Json::array({"Ingress"}));
   EXPECT_EQ(policy["spec"]["ingress"],
             Json::array({{{"from", Json::array({{{"podSelector", job_pods}}})},
-                          {"ports", Json::array({{{"protocol", "TCP"}, {"port", "psflow-port"}}})}},
+                          {"ports", Json::array({{{"protocol", "TCP"}, {"port", "psflow-port"}},
+                                                 {{"protocol", "TCP"}, {"port", "psflow-bulk"}}})}},
                          {{"from", monitoring},
                           {"ports", Json::array({{{"protocol", "TCP"}, {"port", "metrics"}}})}}}));
   EXPECT_TRUE(Eventually([&] { return Events("SuccessfulCreateNetworkPolicy", "Normal") == 1; }));

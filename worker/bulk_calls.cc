@@ -108,11 +108,14 @@ void CallWindow::Add(BulkCall* call, std::chrono::system_clock::time_point deadl
 }
 
 void CallWindow::Start(BulkCall* call) {
+  if (std::optional<grpc::Status> failed = Launch(call)) Done(call, *std::move(failed));
+}
+
+std::optional<grpc::Status> CallWindow::Launch(BulkCall* call) {
   if (call->via_link) {
-    links_[call->connection]->Start(
-        call, call->kind,
-        call->deadline_, [this, call](grpc::Status status) { Done(call, std::move(status)); });
-    return;
+    return links_[call->connection]->Start(
+        call, call->kind, call->deadline_,
+        [this, call](grpc::Status status) { Done(call, std::move(status)); });
   }
   // gRPC runs the callback after UnaryCall has taken the call (libgrpc orders the two).
   TsanRelease(call);
@@ -121,28 +124,41 @@ void CallWindow::Start(BulkCall* call) {
                           TsanAcquire(call);
                           Done(call, std::move(status));
                         });
+  return std::nullopt;
 }
 
 void CallWindow::Done(BulkCall* call, grpc::Status status) {
-  call->status = std::move(status);
-  BulkCall* next = nullptr;
-  {
-    std::lock_guard lock(mu_);
-    Queue& q = queues_[call->connection];
-    if (q.head < q.calls.size()) {
-      next = q.calls[q.head++];
-    } else {
-      --q.in_flight;
-      q.calls.clear();  // keeps its capacity
-      q.head = 0;
+  // A loop, not recursion: a successor that fails as it starts (a broken link) is completed here,
+  // however many are queued.
+  for (;;) {
+    call->status = std::move(status);
+    BulkCall* next = nullptr;
+    {
+      std::lock_guard lock(mu_);
+      Queue& q = queues_[call->connection];
+      if (q.head < q.calls.size()) {
+        next = q.calls[q.head++];
+      } else {
+        --q.in_flight;
+        q.calls.clear();  // keeps its capacity
+        q.head = 0;
+      }
     }
+    // The successor goes before this call's observer runs.
+    std::optional<grpc::Status> failed;
+    if (next != nullptr) failed = Launch(next);
+    if (call->observer != nullptr) call->observer->Completed(*call);
+    {
+      std::lock_guard lock(mu_);
+      // Once pending_ reaches zero the waiter may return and destroy this window: nothing after
+      // the lock is released touches it (a failed successor is still pending, so it is not zero
+      // then).
+      if (--pending_ == 0) done_.notify_all();
+    }
+    if (!failed.has_value()) return;
+    call = next;
+    status = *std::move(failed);
   }
-  if (next != nullptr) Start(next);
-  if (call->observer != nullptr) call->observer->Completed(*call);
-  std::lock_guard lock(mu_);
-  // Once pending_ reaches zero the waiter may return and destroy this window: nothing after the
-  // lock is released touches it.
-  if (--pending_ == 0) done_.notify_all();
 }
 
 void CallWindow::Wait() {

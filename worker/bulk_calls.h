@@ -136,6 +136,8 @@ class CallWindow {
     size_t in_flight = 0;
   };
   void Start(BulkCall* call);
+  // Sends a call; its status when it failed at once (a broken link), nullopt when in flight.
+  std::optional<grpc::Status> Launch(BulkCall* call);
   void Done(BulkCall* call, grpc::Status status);
 
   const size_t window_;

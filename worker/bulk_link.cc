@@ -24,17 +24,10 @@ SteadyTime SteadyDeadline(std::chrono::system_clock::time_point deadline) {
                             deadline - std::chrono::system_clock::now());
 }
 
-grpc::Status Unavailable(const std::string& peer, absl::string_view what) {
-  return grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                      absl::StrCat("bulk connection to ", peer, ": ", what));
-}
-
-grpc::Status ToGrpc(const absl::Status& s, const std::string& peer) {
-  if (absl::IsDeadlineExceeded(s)) {
-    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                        absl::StrCat("bulk connection to ", peer, ": ", s.message()));
-  }
-  return Unavailable(peer, s.message());
+// What the link's failure means for a call: a ps that broke or spoke garbage, or one that did
+// not answer by a deadline.
+std::string Cause(const std::string& peer, const absl::Status& s) {
+  return absl::StrCat("bulk connection to ", peer, ": ", s.message());
 }
 
 }  // namespace
@@ -74,7 +67,7 @@ BulkLink::BulkLink(std::unique_ptr<BulkStream> stream, std::string peer)
     : stream_(std::move(stream)), peer_(std::move(peer)) {}
 
 BulkLink::~BulkLink() {
-  Fail(Unavailable(peer_, "closed by this worker"));
+  Fail(absl::StrCat("bulk connection to ", peer_, ": closed by this worker"));
   to_send_.notify_all();
   writer_.join();
   reader_.join();
@@ -85,33 +78,32 @@ bool BulkLink::broken() const {
   return broken_;
 }
 
-void BulkLink::Start(BulkCall* call, BulkKind kind,
-                     std::chrono::system_clock::time_point deadline, Completion done) {
+std::optional<grpc::Status> BulkLink::Start(BulkCall* call, BulkKind kind,
+                                            std::chrono::system_clock::time_point deadline,
+                                            Completion done) {
   std::unique_lock lock(mu_);
-  if (broken_) {
-    const grpc::Status failure = failure_;
-    lock.unlock();
-    done(failure);
-    return;
-  }
-  uint32_t id;
+  if (broken_) return failure_;
+  uint32_t index;
   if (!free_.empty()) {
-    id = free_.back();
+    index = free_.back();
     free_.pop_back();
   } else {
-    id = static_cast<uint32_t>(slots_.size());
+    index = static_cast<uint32_t>(slots_.size());
     slots_.push_back(std::make_unique<Slot>());
   }
-  Slot& slot = *slots_[id];
+  Slot& slot = *slots_[index];
+  slot.generation = (slot.generation + 1) & 0xff;
   slot.call = call;
   slot.done = std::move(done);
   slot.deadline = SteadyDeadline(deadline);
-  slot.prefix = EncodeBulkPrefix({kind, id, call->request_bytes()});
-  slot.busy = true;
+  slot.prefix = EncodeBulkPrefix(
+      {kind, index | (slot.generation << kIndexBits), call->request_bytes()});
+  slot.busy = slot.queued = true;
   slot.writing = slot.reading = slot.finished = false;
-  queue_.push_back(id);
+  queue_.push_back(index);
   lock.unlock();
   to_send_.notify_one();
+  return std::nullopt;
 }
 
 bool BulkLink::TakeIfDone(uint32_t id, Completion* done, grpc::Status* result) {
@@ -126,34 +118,38 @@ bool BulkLink::TakeIfDone(uint32_t id, Completion* done, grpc::Status* result) {
   return true;
 }
 
-void BulkLink::Fail(const grpc::Status& why) {
+void BulkLink::Fail(const std::string& why, bool deadline) {
   std::vector<Completion> done;
   std::vector<grpc::Status> results;
   {
     std::lock_guard lock(mu_);
-    FailLocked(why, &done, &results);
+    FailLocked(why, deadline, &done, &results);
   }
   to_send_.notify_all();
   stream_->Shutdown();
   for (size_t i = 0; i < done.size(); ++i) done[i](std::move(results[i]));
 }
 
-void BulkLink::FailLocked(const grpc::Status& why, std::vector<Completion>* done,
+void BulkLink::FailLocked(const std::string& why, bool deadline, std::vector<Completion>* done,
                           std::vector<grpc::Status>* results) {
   if (!broken_) {
     broken_ = true;
-    failure_ = why;
+    failure_ = grpc::Status(grpc::StatusCode::UNAVAILABLE, why);
   }
   queue_.clear();
   queue_head_ = 0;
-  for (uint32_t id = 0; id < slots_.size(); ++id) {
-    Slot& slot = *slots_[id];
+  const SteadyTime now = Clock::now();
+  for (uint32_t index = 0; index < slots_.size(); ++index) {
+    Slot& slot = *slots_[index];
     if (!slot.busy || slot.finished) continue;
     slot.finished = true;
-    slot.result = failure_;
+    slot.queued = false;
+    slot.result = deadline && slot.deadline <= now
+                      ? grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, why)
+                      : failure_;
     Completion d;
     grpc::Status r;
-    if (TakeIfDone(id, &d, &r)) {
+    if (TakeIfDone(index, &d, &r)) {
       done->push_back(std::move(d));
       results->push_back(std::move(r));
     }
@@ -175,6 +171,7 @@ void BulkLink::WriteLoop() {
         queue_head_ = 0;
       }
       Slot& slot = *slots_[id];
+      slot.queued = false;
       slot.writing = true;
       deadline = slot.deadline;
       pieces.clear();
@@ -183,7 +180,7 @@ void BulkLink::WriteLoop() {
       pieces.insert(pieces.end(), request.begin(), request.end());
     }
     const absl::Status written = stream_->WriteAll(pieces, deadline, "request");
-    if (!written.ok()) Fail(ToGrpc(written, peer_));
+    if (!written.ok()) Fail(Cause(peer_, written), absl::IsDeadlineExceeded(written));
     Completion done;
     grpc::Status result;
     bool complete;
@@ -206,7 +203,7 @@ SteadyTime BulkLink::EarliestDeadlineLocked() const {
 
 void BulkLink::ReadLoop() {
   const absl::Status s = ReadReplies();
-  Fail(ToGrpc(s, peer_));
+  Fail(Cause(peer_, s), absl::IsDeadlineExceeded(s));
 }
 
 absl::Status BulkLink::ReadReply(BulkCall& call, uint64_t length, SteadyTime deadline) {
@@ -264,20 +261,23 @@ absl::Status BulkLink::ReadReplies() {
     if (!*more) return absl::UnavailableError("the ps task closed the connection");
     absl::StatusOr<BulkPrefix> p = DecodeBulkPrefix(prefix, BulkReader::kWorker,
                                                     static_cast<uint64_t>(kMaxBulkMessageBytes));
-    if (!p.ok()) return absl::UnavailableError(absl::StrCat("garbage from the ps: ", p.status().message()));
+    if (!p.ok()) {
+      return absl::UnavailableError(absl::StrCat("garbage from the ps: ", p.status().message()));
+    }
+    const uint32_t index = p->call_id & ((1u << kIndexBits) - 1);
     BulkCall* call;
     SteadyTime deadline;  // the call's own, for the rest of its reply
     {
       std::lock_guard lock(mu_);
-      if (p->call_id >= slots_.size() || !slots_[p->call_id]->busy ||
-          slots_[p->call_id]->finished) {
+      if (index >= slots_.size() || !slots_[index]->busy || slots_[index]->finished ||
+          slots_[index]->queued || slots_[index]->generation != p->call_id >> kIndexBits) {
         return absl::UnavailableError(
             absl::StrCat("garbage from the ps: a reply to call ", p->call_id,
                          ", which is not in flight"));
       }
-      slots_[p->call_id]->reading = true;
-      call = slots_[p->call_id]->call;
-      deadline = slots_[p->call_id]->deadline;
+      slots_[index]->reading = true;
+      call = slots_[index]->call;
+      deadline = slots_[index]->deadline;
     }
     grpc::Status result;
     absl::Status read;
@@ -296,16 +296,18 @@ absl::Status BulkLink::ReadReplies() {
     bool complete;
     {
       std::lock_guard lock(mu_);
-      Slot& slot = *slots_[p->call_id];
+      Slot& slot = *slots_[index];
       slot.reading = false;
       if (read.ok() && !slot.finished) {
         slot.finished = true;
         slot.result = std::move(result);
       }
-      complete = TakeIfDone(p->call_id, &done, &result);
+      // Finished already when another thread broke the link meanwhile: then this thread, the
+      // last to hold it, completes it.
+      complete = TakeIfDone(index, &done, &result);
     }
-    if (!read.ok()) return read;  // Fail completes the call
     if (complete) done(std::move(result));
+    if (!read.ok()) return read;  // Fail completes the call if it has not been
   }
 }
 

@@ -25,6 +25,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -52,16 +53,22 @@ class BulkLink {
   BulkLink(const BulkLink&) = delete;
   BulkLink& operator=(const BulkLink&) = delete;
 
-  // Sends `call` (its request set) as `kind`. done runs once: with OK once the reply is in the
-  // call (BulkCall::reply_bytes), or with the link's failure; on the reader or writer thread, or
-  // on this one when the link is already broken.
-  void Start(BulkCall* call, BulkKind kind, std::chrono::system_clock::time_point deadline,
-             Completion done);
+  // Sends `call` (its request set) as `kind`: done runs once, on the reader or writer thread,
+  // with OK once the reply is in the call (BulkCall::ReplyBuffer), or with the link's failure.
+  // On a link already broken nothing is sent, done is not kept, and the failure is returned.
+  std::optional<grpc::Status> Start(BulkCall* call, BulkKind kind,
+                                    std::chrono::system_clock::time_point deadline,
+                                    Completion done);
   bool broken() const;
   const std::string& peer() const { return peer_; }
 
  private:
+  // A call in flight. Its id on the wire is the slot's index and, in the top 8 bits, the slot's
+  // generation (bumped at each reuse), so a late or duplicated reply never lands on a later call.
+  static constexpr uint32_t kIndexBits = 24;
   struct Slot {
+    uint32_t generation = 0;
+    bool queued = false;    // not yet taken by the writer: no reply can be due
     BulkCall* call = nullptr;
     Completion done;
     SteadyTime deadline;
@@ -80,9 +87,11 @@ class BulkLink {
   // targets where it has them (BulkCall::Observer::PayloadTargets), else all into its buffer.
   absl::Status ReadReply(BulkCall& call, uint64_t length, SteadyTime deadline);
   // Marks every unfinished call failed; the completions to run (outside the lock) go to done/results.
-  void FailLocked(const grpc::Status& why, std::vector<Completion>* done,
+  // A call whose own deadline has passed fails DEADLINE_EXCEEDED when `deadline` is set; every
+  // other call, and every later one, fails UNAVAILABLE "why" (the link is gone).
+  void FailLocked(const std::string& why, bool deadline, std::vector<Completion>* done,
                   std::vector<grpc::Status>* results) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Fail(const grpc::Status& why);
+  void Fail(const std::string& why, bool deadline = false);
   // Moves out the slot's completion and result and frees it, when it is finished and neither
   // thread holds it; false otherwise.
   bool TakeIfDone(uint32_t id, Completion* done, grpc::Status* result)

@@ -149,6 +149,18 @@ TEST(BulkLink, AReplyToACallNotInFlightIsGarbage) {
   EXPECT_NE(o.status.message().find("not in flight"), std::string::npos) << o.status;
 }
 
+TEST(BulkLink, AReplyToAnEarlierUseOfTheCallsSlotIsGarbage) {
+  // The same slot, another generation (the id's top 8 bits): a late or repeated reply.
+  FakePs ps([](const Socket& s, const BulkPrefix& request) {
+    Send(s, Message({BulkKind::kReply, request.call_id ^ (1u << 24), 0}, ""));
+  });
+  auto link = Connect(ps.port());
+  ASSERT_NE(link, nullptr);
+  const Outcome o = PullThrough(*link, std::chrono::seconds(10));
+  EXPECT_TRUE(absl::IsUnavailable(o.status)) << o.status;
+  EXPECT_NE(o.status.message().find("not in flight"), std::string::npos) << o.status;
+}
+
 TEST(BulkLink, APsClosingMidReplyFailsTheCall) {
   FakePs ps([](const Socket& s, const BulkPrefix& request) {
     Send(s, Message({BulkKind::kReply, request.call_id, 100}, std::string(10, 'x')));
