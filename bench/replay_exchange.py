@@ -45,16 +45,21 @@ def field(line, name):
 
 
 def run_worker(bin_dir, flags, timeout=600):
+    """The worker's 'done:' line, and the bytes its placement line says the ps holds."""
     out = subprocess.run([os.path.join(bin_dir, "psflow-worker")] + flags, capture_output=True,
                          text=True, timeout=timeout)
-    done = [l for l in (out.stdout + out.stderr).splitlines() if " done: " in l]
+    text = out.stdout + out.stderr
+    done = [l for l in text.splitlines() if " done: " in l]
     if out.returncode != 0 or len(done) != 1:
         sys.exit(f"psflow-worker {' '.join(flags)} failed ({out.returncode}):\n"
                  f"{out.stderr[-3000:]}")
-    return done[0]
+    m = re.search(r"ps0 ([0-9.]+) (KiB|MiB)", text)
+    model_mb = float(m.group(1)) * (1024 if m.group(2) == "KiB" else 1024 * 1024) / 1e6 if m else None
+    return done[0], model_mb
 
 
 def through_ps(bin_dir, flags, transport):
+    """One psflow-ps and one psflow-worker on loopback ports; the worker's run_worker()."""
     ps_port, worker_port = free_port(), free_port()
     hosts = [f"--ps_hosts=127.0.0.1:{ps_port}", f"--worker_hosts=127.0.0.1:{worker_port}"]
     ps = subprocess.Popen([os.path.join(bin_dir, "psflow-ps"), "--job_name=ps", "--task_index=0",
@@ -95,26 +100,31 @@ def main():
           f"(medians of {args.repeats}, {args.steps} steps each)")
     configs = [("standalone", None, True)] + [
         (f"{t} {'overlap' if o else 'serial'}", t, o) for t in ("grpc", "bulk") for o in (True, False)]
-    print(f"{'model':12} {'step ms':>7} " + " ".join(f"{c[0]:>16}" for c in configs))
+    print(f"{'model':12} {'step ms':>7} {'MB':>6} " + " ".join(f"{c[0]:>16}" for c in configs))
     for name, flags, ms, rate_field in MODELS:
         if name not in wanted:
             continue
         common = flags + [f"--compute=replay:{ms}", f"--train_steps={args.steps}",
-                          "--compute_threads=1", "--log_every_steps=0"]
+                          "--data_source=synthetic", "--compute_threads=1", "--log_every_steps=0"]
         rates = {c[0]: [] for c in configs}
+        model_mb = None
         for _ in range(args.repeats):
             for label, transport, overlap in configs:
                 f = common + [f"--overlap={'true' if overlap else 'false'}"]
-                line = run_worker(args.bin, f) if transport is None else through_ps(
+                line, mb = run_worker(args.bin, f) if transport is None else through_ps(
                     args.bin, f, transport)
+                model_mb = mb or model_mb
                 rates[label].append(field(line, rate_field))
         base = statistics.median(rates["standalone"])
         cells = []
         for label, _, _ in configs:
             r = statistics.median(rates[label])
             cells.append(f"{r:9.0f}" if label == "standalone" else f"{r:8.0f} {r / base:5.2f}x")
-        print(f"{name:12} {ms:7.2f} " + " ".join(f"{c:>16}" for c in cells), flush=True)
-    print(f"rates: {MODELS[0][3]} (words_per_sec for ptb_small); ratios to standalone")
+        print(f"{name:12} {ms:7.2f} {model_mb or 0:6.1f} " + " ".join(f"{c:>16}" for c in cells),
+              flush=True)
+    print(f"rates: {MODELS[0][3]} (words_per_sec for ptb_small); ratios to standalone; MB: the "
+          "model's bytes on the ps (a dense pull moves them all every step, a push all but the "
+          "embedding's untouched rows)")
 
 
 if __name__ == "__main__":
