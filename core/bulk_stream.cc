@@ -7,6 +7,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <poll.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <climits>
@@ -242,6 +243,11 @@ class TlsStream final : public BulkStream {
 absl::StatusOr<std::shared_ptr<const BulkTlsContext>> BulkTlsContext::Make(
     const TransportSecurity& security, Role role) {
   if (!security.tls()) return absl::InvalidArgumentError("TLS context without TLS settings");
+  // OpenSSL writes to the socket with write(2), which raises SIGPIPE on a connection the peer
+  // closed: that must be an error on this connection, not the end of the process (the plain
+  // stream's sendmsg passes MSG_NOSIGNAL instead).
+  static std::once_flag ignore_sigpipe;
+  std::call_once(ignore_sigpipe, [] { signal(SIGPIPE, SIG_IGN); });
   SSL_CTX* ctx = SSL_CTX_new(role == Role::kClient ? TLS_client_method() : TLS_server_method());
   if (ctx == nullptr) return absl::InvalidArgumentError("TLS: " + SslErrors());
   std::shared_ptr<const BulkTlsContext> out(new BulkTlsContext(ctx, role));

@@ -26,7 +26,9 @@
 namespace psflow {
 
 // TLS settings shared by a process's bulk connections of one role: the CA to trust, the
-// certificate and key to present, TLS 1.3 only, no session tickets. Thread-safe.
+// certificate and key to present, TLS 1.3 only, no session tickets. Thread-safe. Making the first
+// one sets SIGPIPE to be ignored in the process (OpenSSL writes with write(2): a peer that closed
+// must cost an error, not the process).
 class BulkTlsContext {
  public:
   enum class Role { kClient, kServer };

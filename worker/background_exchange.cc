@@ -12,8 +12,12 @@ double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 
 }  // namespace
 
-BackgroundExchange::BackgroundExchange(ParameterSync& sync, const nn::ParameterSet& layout)
-    : sync_(sync), buffers_(nn::ParameterSet::SameLayoutAs(layout)), thread_([this] { Run(); }) {}
+BackgroundExchange::BackgroundExchange(ParameterSync& sync, const nn::ParameterSet& layout,
+                                       HandOver hand_over)
+    : sync_(sync),
+      hand_over_(hand_over),
+      buffers_(nn::ParameterSet::SameLayoutAs(layout)),
+      thread_([this] { Run(); }) {}
 
 BackgroundExchange::~BackgroundExchange() {
   {
@@ -26,8 +30,12 @@ BackgroundExchange::~BackgroundExchange() {
   thread_.join();
 }
 
-void BackgroundExchange::Start(const nn::ParameterSet& params, int64_t examples) {
-  buffers_->CopyGradientsFrom(params);
+void BackgroundExchange::Start(nn::ParameterSet& params, int64_t examples) {
+  if (hand_over_ == HandOver::kSwap) {
+    params.SwapGradients(*buffers_);
+  } else {
+    buffers_->CopyGradientsFrom(params);
+  }
   {
     std::lock_guard lock(mu_);
     started_ = true;
@@ -50,7 +58,11 @@ absl::StatusOr<Exchange> BackgroundExchange::Finish(nn::ParameterSet& params) {
   }
   in_flight_ = false;
   if (!status.ok()) return status;
-  params.CopyValuesFrom(*buffers_);
+  if (hand_over_ == HandOver::kSwap) {
+    params.SwapValues(*buffers_);
+  } else {
+    params.CopyValuesFrom(*buffers_);
+  }
   return result;
 }
 

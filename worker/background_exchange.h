@@ -1,9 +1,12 @@
 // Communication overlapped with computation (asynchronous training through ps tasks).
 //
-// After step t's gradients are computed, the trainer hands them over (a copy into a second
-// buffer pair of the same layout) and goes on computing step t+1 while a background thread pushes
-// step t's gradients and then pulls the parameters as they are after that push. At the end of
-// step t+1 the trainer takes those parameters and hands over step t+1's gradients. A step's
+// After step t's gradients are computed, the trainer hands them over to a second buffer pair of
+// the same layout and goes on computing step t+1 while a background thread pushes step t's
+// gradients and then pulls the parameters as they are after that push. At the end of step t+1 the
+// trainer takes those parameters and hands over step t+1's gradients. A hand-over swaps the
+// buffers (HandOver::kSwap: no copy, for backends whose layers read the parameter set's buffers
+// at each step, as the CPU backend's do) or copies them (kCopy: for a backend that pins the host
+// buffers and records their addresses, as the CUDA backend does). A step's
 // gradients are thus computed on parameters that lack this worker's previous step (a delay of
 // one step, like the staleness another asynchronous worker causes), and a step costs
 // max(compute, push + pull) instead of their sum.
@@ -38,23 +41,27 @@ struct Exchange {
   double pull_seconds = 0;
 };
 
+enum class HandOver { kCopy, kSwap };
+
 class BackgroundExchange {
  public:
   // `sync` must outlive this object; `layout` fixes the parameters (it is not kept).
-  BackgroundExchange(ParameterSync& sync, const nn::ParameterSet& layout);
+  BackgroundExchange(ParameterSync& sync, const nn::ParameterSet& layout,
+                     HandOver hand_over = HandOver::kCopy);
   // Waits for an exchange in flight (its outcome is dropped), then stops the thread.
   ~BackgroundExchange();
   BackgroundExchange(const BackgroundExchange&) = delete;
   BackgroundExchange& operator=(const BackgroundExchange&) = delete;
 
-  // Copies params' gradients (dense whole, sparse touched rows) and starts pushing them over
-  // `examples`, then pulling. Precondition: no exchange in flight. Allocates nothing in steady
-  // state.
-  void Start(const nn::ParameterSet& params, int64_t examples);
+  // Takes params' gradients (kCopy: copies them, dense whole, sparse touched rows; kSwap: swaps
+  // the gradient buffers, so params then holds an earlier step's, which the next step overwrites)
+  // and starts pushing them over `examples`, then pulling. Precondition: no exchange in flight.
+  // Allocates nothing in steady state.
+  void Start(nn::ParameterSet& params, int64_t examples);
 
-  // Waits for the exchange in flight and, when its pull succeeded, copies the pulled values into
-  // params' values. The push's or pull's error as the ParameterSync returned it (params untouched
-  // then). Precondition: an exchange in flight.
+  // Waits for the exchange in flight and, when its pull succeeded, gives params the pulled values
+  // (kCopy: copied in; kSwap: the value buffers swapped). The push's or pull's error as the
+  // ParameterSync returned it (params untouched then). Precondition: an exchange in flight.
   absl::StatusOr<Exchange> Finish(nn::ParameterSet& params);
 
   bool in_flight() const { return in_flight_; }
@@ -63,6 +70,7 @@ class BackgroundExchange {
   void Run();
 
   ParameterSync& sync_;
+  const HandOver hand_over_;
   std::unique_ptr<nn::ParameterSet> buffers_;  // the gradients pushed, the values pulled
   bool in_flight_ = false;                     // the trainer thread's view
 

@@ -88,15 +88,21 @@ std::unique_ptr<nn::ParameterSet> TwoParameters() {
   return p;
 }
 
-TEST(BackgroundExchange, PushesTheGradientsAsHandedOverAndDeliversThePull) {
+class HandOverTest : public ::testing::TestWithParam<HandOver> {};
+
+TEST_P(HandOverTest, PushesTheGradientsAsHandedOverAndDeliversThePull) {
   RecordingSync sync;
   auto params = TwoParameters();
-  BackgroundExchange exchange(sync, *params);
+  BackgroundExchange exchange(sync, *params, GetParam());
+  const float* grads_before = params->grads().data();
+  const float* values_before = params->values().data();
   for (size_t i = 0; i < 6; ++i) params->grad(0)[i] = static_cast<float>(i + 1);
   for (float& g : params->grad(1)) g = 9;  // only rows 1 and 3 are pushed
   params->SetTouchedRows(1, {1, 3});
   exchange.Start(*params, 32);
   EXPECT_TRUE(exchange.in_flight());
+  // A swap hands the buffer itself over; a copy keeps it.
+  EXPECT_EQ(params->grads().data() != grads_before, GetParam() == HandOver::kSwap);
   // The trainer goes on computing: its buffers change while the push is in flight.
   for (float& g : params->grads()) g = -1;
   params->SetTouchedRows(1, {0});
@@ -109,8 +115,10 @@ TEST(BackgroundExchange, PushesTheGradientsAsHandedOverAndDeliversThePull) {
   const int64_t emb = params->descs()[1].offset;
   EXPECT_EQ(std::vector<float>(pushed.begin(), pushed.begin() + 6),
             (std::vector<float>{1, 2, 3, 4, 5, 6}));
-  EXPECT_EQ(std::vector<float>(pushed.begin() + emb, pushed.begin() + emb + 8),
-            (std::vector<float>{0, 0, 9, 9, 0, 0, 9, 9}));
+  // The embedding's touched rows, 1 and 3 (the others are never read: a copy leaves them 0, a
+  // swap hands over whatever the buffer holds).
+  EXPECT_EQ((std::vector<float>{pushed[emb + 2], pushed[emb + 3], pushed[emb + 6], pushed[emb + 7]}),
+            (std::vector<float>{9, 9, 9, 9}));
   EXPECT_EQ(sync.touched, (std::vector<int64_t>{1, 3}));
   EXPECT_EQ(sync.pushed_examples, 32);
   // The pull ran after the push: every value is 1 (one push so far), now in params.
@@ -124,7 +132,29 @@ TEST(BackgroundExchange, PushesTheGradientsAsHandedOverAndDeliversThePull) {
   ASSERT_EQ(sync.push_threads.size(), 1u);
   EXPECT_NE(sync.push_threads[0], std::this_thread::get_id());
   EXPECT_EQ(sync.pull_threads[0], sync.push_threads[0]);
+  EXPECT_EQ(params->values().data() != values_before, GetParam() == HandOver::kSwap);
+  // A second exchange: the buffers come back (swap), and the push is again what was handed over.
+  for (float& g : params->grads()) g = 5;
+  params->SetTouchedRows(1, {2});
+  exchange.Start(*params, 1);
+  ASSERT_TRUE(exchange.Finish(*params).ok());
+  ASSERT_EQ(sync.pushes.size(), 2u);
+  EXPECT_EQ(std::vector<float>(sync.pushes[1].begin(), sync.pushes[1].begin() + 6),
+            std::vector<float>(6, 5.0f));
+  EXPECT_EQ(sync.touched, (std::vector<int64_t>{2}));
+  for (float v : params->values()) EXPECT_EQ(v, 2.0f);
+  if (GetParam() == HandOver::kSwap) {
+    EXPECT_EQ(params->grads().data(), grads_before);
+    EXPECT_EQ(params->values().data(), values_before);
+  }
 }
+
+std::string HandOverName(const ::testing::TestParamInfo<HandOver>& param) {
+  return param.param == HandOver::kSwap ? "Swap" : "Copy";
+}
+
+INSTANTIATE_TEST_SUITE_P(BackgroundExchange, HandOverTest,
+                         ::testing::Values(HandOver::kCopy, HandOver::kSwap), HandOverName);
 
 TEST(BackgroundExchange, AFailedPushSkipsThePullAndLeavesTheValues) {
   RecordingSync sync;

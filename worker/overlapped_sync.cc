@@ -13,8 +13,9 @@ using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
-OverlappedSync::OverlappedSync(ParameterSync& sync, const nn::ParameterSet& layout)
-    : sync_(sync), exchange_(sync, layout) {}
+OverlappedSync::OverlappedSync(ParameterSync& sync, const nn::ParameterSet& layout,
+                               HandOver hand_over)
+    : sync_(sync), exchange_(sync, layout, hand_over) {}
 
 absl::Status OverlappedSync::Prepare(const nn::ParameterSet& params, bool is_chief) {
   return sync_.Prepare(params, is_chief);

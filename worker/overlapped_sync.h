@@ -29,8 +29,10 @@ namespace psflow {
 
 class OverlappedSync final : public ParameterSync {
  public:
-  // `sync` (a PsClient, asynchronous) must outlive this; `layout` fixes the parameters.
-  OverlappedSync(ParameterSync& sync, const nn::ParameterSet& layout);
+  // `sync` (a PsClient, asynchronous) must outlive this; `layout` fixes the parameters;
+  // `hand_over` as BackgroundExchange's.
+  OverlappedSync(ParameterSync& sync, const nn::ParameterSet& layout,
+                 HandOver hand_over = HandOver::kCopy);
 
   absl::Status Prepare(const nn::ParameterSet& params, bool is_chief) override;
   absl::StatusOr<SyncResult> Pull(nn::ParameterSet& params) override;

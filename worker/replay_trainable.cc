@@ -2,6 +2,7 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <cassert>
 #include <cerrno>
 #include <cmath>
@@ -83,12 +84,37 @@ absl::StatusOr<double> ReplayTrainable::ComputeGradients(const nn::Batch& batch,
     ASSIGN_OR_RETURN(loss_, model_.ComputeGradients(batch, clip_norm));
     finite_ = model_.last_step_finite();
     captured_ = finite_;
+    if (captured_) Keep();
     // The model was not given the listener: its gradients are all final now.
     if (finite_) Backward(/*sleep=*/false, stream);
     return loss_;
   }
+  Refill();
   Backward(/*sleep=*/true, stream);
   return loss_;
+}
+
+void ReplayTrainable::Keep() {
+  nn::ParameterSet& params = model_.params();
+  kept_grads_.assign(params.grads().begin(), params.grads().end());
+  kept_rows_.assign(params.descs().size(), {});
+  for (size_t h = 0; h < params.descs().size(); ++h) {
+    const auto rows = params.touched_rows(static_cast<nn::ParameterSet::Handle>(h));
+    kept_rows_[h].assign(rows.begin(), rows.end());
+  }
+  filled_ = {params.grads().data(), nullptr};
+}
+
+void ReplayTrainable::Refill() {
+  nn::ParameterSet& params = model_.params();
+  const float* now = params.grads().data();
+  if (now == filled_[0] || now == filled_[1]) return;
+  std::copy(kept_grads_.begin(), kept_grads_.end(), params.grads().begin());
+  for (size_t h = 0; h < params.descs().size(); ++h) {
+    const auto handle = static_cast<nn::ParameterSet::Handle>(h);
+    if (params.sparse(handle)) params.SetTouchedRows(handle, kept_rows_[h]);
+  }
+  filled_ = {filled_[0], now};
 }
 
 void ReplayTrainable::Backward(bool sleep, bool stream) {

@@ -12,6 +12,7 @@
 #ifndef PSFLOW_WORKER_REPLAY_TRAINABLE_H_
 #define PSFLOW_WORKER_REPLAY_TRAINABLE_H_
 
+#include <array>
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,8 +49,10 @@ class ReplayTrainable final : public nn::Trainable {
   int64_t labels_per_example() const override { return model_.labels_per_example(); }
 
   // Until a step's gradients are finite (the first, without loss scaling): the model's real
-  // ComputeGradients on `batch`, kept. Every later step computes nothing and leaves
-  // params().grads() as that step left them, whatever `batch` and the parameters are; it sleeps
+  // ComputeGradients on `batch`, kept. Every later step computes nothing and leaves the kept
+  // gradients in params().grads(), whatever `batch` and the parameters are (copied in, with the
+  // touched rows, only when the set's gradient buffer is one this has not filled yet: an
+  // overlapped exchange that swaps buffers alternates between two); it sleeps
   // the forward time, then for each layer from the last to the first sleeps its backward time
   // and reports the layer's parameters to the listener. Returns the kept step's loss.
   // Deadlines are absolute (CLOCK_MONOTONIC from the step's start): a step never takes less than
@@ -69,12 +72,18 @@ class ReplayTrainable final : public nn::Trainable {
  private:
   // Tells the listener, last layer first, optionally after each layer's backward time.
   void Backward(bool sleep, bool stream);
+  // Keeps the captured step's gradients; puts them in a gradient buffer not filled yet.
+  void Keep();
+  void Refill();
 
   nn::Model& model_;
   std::vector<nn::LayerTime> step_;
   nn::GradientListener* listener_ = nullptr;
   bool loss_scaled_ = false;
-  bool captured_ = false;  // the gradients in params().grads() are the kept ones
+  bool captured_ = false;  // the step's gradients are kept
+  std::vector<float> kept_grads_;
+  std::vector<std::vector<int64_t>> kept_rows_;  // per parameter (sparse ones)
+  std::array<const float*, 2> filled_{};         // the gradient buffers holding them
   bool finite_ = true;
   double loss_ = 0;
 };

@@ -135,6 +135,31 @@ TEST(ReplayTrainable, GradientsAndLossAreTheRealModelsFirstStepsForGood) {
   }
 }
 
+// An overlapped exchange that swaps buffers (HandOver::kSwap) gives the set another gradient
+// buffer each step: every step still leaves the kept gradients and touched rows there.
+TEST(ReplayTrainable, KeptGradientsSurviveSwappedGradientBuffers) {
+  Fixture real, replayed;
+  const Batches batches;
+  ASSERT_TRUE(real.model->ComputeGradients(batches.a()).ok());
+  ReplayTrainable replay(*replayed.model, Times(0, 0));
+  ASSERT_TRUE(replay.ComputeGradients(batches.a(), 0).ok());
+  auto other = nn::ParameterSet::SameLayoutAs(replay.params());
+  for (int step = 0; step < 4; ++step) {
+    // The exchange takes this step's buffer and gives back its own (zeroed at first; it only
+    // reads the gradients it pushes).
+    replay.params().SwapGradients(*other);
+    ASSERT_TRUE(replay.ComputeGradients(batches.b(), 0).ok());
+    const auto want = real.model->params().grads(), got = replay.params().grads();
+    EXPECT_EQ(std::vector<float>(got.begin(), got.end()),
+              std::vector<float>(want.begin(), want.end()))
+        << "step " << step;
+    const auto want_rows = real.model->params().touched_rows(0);
+    const auto got_rows = replay.params().touched_rows(0);
+    EXPECT_EQ(std::vector<int64_t>(got_rows.begin(), got_rows.end()),
+              std::vector<int64_t>(want_rows.begin(), want_rows.end()));
+  }
+}
+
 TEST(ReplayTrainable, ReportsEveryLayerWithParametersOncePerStepLastFirst) {
   Fixture f;
   const Batches batches;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 #include <new>
 #include <random>
 
@@ -128,6 +129,23 @@ void ParameterSet::CopyGradientsFrom(const ParameterSet& other) {
     for (const int64_t r : d.touched_rows) {
       std::memcpy(dst + r * row, src + r * row, static_cast<size_t>(row) * sizeof(float));
     }
+  }
+}
+
+void ParameterSet::SwapValues(ParameterSet& other) {
+  assert(other.total_ == total_ && other.descs_.size() == descs_.size());
+  assert(!on_device() && !other.on_device());
+  std::swap(values_, other.values_);
+  ValuesChanged();
+  other.ValuesChanged();
+}
+
+void ParameterSet::SwapGradients(ParameterSet& other) {
+  assert(other.total_ == total_ && other.descs_.size() == descs_.size());
+  assert(!on_device() && !other.on_device());
+  std::swap(grads_, other.grads_);
+  for (size_t i = 0; i < descs_.size(); ++i) {
+    if (descs_[i].sparse) std::swap(descs_[i].touched_rows, other.descs_[i].touched_rows);
   }
 }
 

@@ -66,6 +66,12 @@ class ParameterSet {
   // their touched rows, with the touched-row lists. other must have this set's layout. Allocates
   // only while a touched-row list outgrows every earlier one.
   void CopyGradientsFrom(const ParameterSet& other);
+  // The same hand-overs without a copy: exchange the value buffers (both sets say ValuesChanged),
+  // or the gradient buffers with the sparse parameters' touched-row lists. other must have this
+  // set's layout, and neither set may be attached to a device (a backend that mirrors the host
+  // buffers pins and records their addresses). Allocate nothing.
+  void SwapValues(ParameterSet& other);
+  void SwapGradients(ParameterSet& other);
 
   // Fills values() from each parameter's initializer; the same seed gives the same values.
   void Initialize(uint64_t seed);

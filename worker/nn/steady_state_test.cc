@@ -133,8 +133,10 @@ class CountingTrainable final : public Trainable {
 };
 
 TEST(SteadyState, TrainerStepsAllocateNothing) {
-  for (bool overlapped : {false, true}) {
-    SCOPED_TRACE(overlapped ? "overlapped" : "serial");
+  for (int mode = 0; mode < 3; ++mode) {
+    const bool overlapped = mode > 0;
+    const HandOver hand_over = mode == 2 ? HandOver::kSwap : HandOver::kCopy;
+    SCOPED_TRACE(!overlapped ? "serial" : mode == 1 ? "overlapped, copied" : "overlapped, swapped");
     auto backend = MakeCpuBackend(1);
     ModelSpec spec{.name = "tiny", .input_shape = {16}, .num_classes = 4, .layers = {}};
     spec.layers.push_back(DenseSpec{.units = 4});
@@ -149,7 +151,7 @@ TEST(SteadyState, TrainerStepsAllocateNothing) {
     auto local = LocalUpdate::Create(config);
     ASSERT_TRUE(local.ok()) << local.status();
     NullSync null_sync;
-    OverlappedSync overlap(null_sync, counting.params());
+    OverlappedSync overlap(null_sync, counting.params(), hand_over);
     TrainerOptions options;
     options.train_steps = 12;
     options.log_every_steps = 0;
