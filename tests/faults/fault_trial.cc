@@ -238,18 +238,31 @@ void AwaitDeath(pid_t pid) {
   }
 }
 
+// A restart stopped before it got as far as restoring (the job ended while it started): it lost
+// nothing and restored nothing, so there is nothing to check.
+constexpr int64_t kStoppedWhileStarting = -2;
+
 // Per restart of a ps task, as its log tells it (psflow run's "[psflow] ps-<i> restarted" line
-// starts each): the global step it restored, or -1 when it found no checkpoint.
+// starts each): the global step it restored, -1 when it found no checkpoint (it went on to serve
+// without one), or kStoppedWhileStarting when it neither restored nor served (the ps restores
+// before it serves).
 std::vector<int64_t> RestoresInLog(const std::string& log) {
   std::vector<int64_t> restores;
+  std::vector<bool> served;
   std::istringstream in(log);
   for (std::string line; std::getline(in, line);) {
     if (absl::StartsWith(line, "[psflow] ps-") && absl::StrContains(line, " restarted")) {
       restores.push_back(-1);
+      served.push_back(false);
     } else if (!restores.empty() &&
                absl::StrContains(line, "from the checkpoint at global step=")) {
       restores.back() = static_cast<int64_t>(psflow::testing::Field(line, "step"));
+    } else if (!restores.empty() && absl::StrContains(line, " serving on ")) {
+      served.back() = true;
     }
+  }
+  for (size_t k = 0; k < restores.size(); ++k) {
+    if (restores[k] == -1 && !served[k]) restores[k] = kStoppedWhileStarting;
   }
   return restores;
 }
@@ -465,7 +478,7 @@ TrialReport RunTrial(const TrialOptions& o) {
                                            " times, killed ", expected.size()));
     }
     for (size_t k = 0; k < std::min(restores.size(), expected.size()); ++k) {
-      if (restores[k] != expected[k]) {
+      if (restores[k] != kStoppedWhileStarting && restores[k] != expected[k]) {
         report.broken.push_back(absl::StrCat(
             "ps-", i, "'s restart ", k + 1, " restored ",
             restores[k] < 0 ? "no checkpoint" : absl::StrCat("global step ", restores[k]),

@@ -6,7 +6,8 @@
 //  2. the trained model's test accuracy (that of the trainer that finished last, at the highest
 //     global step) is within `accuracy_tolerance` of `baseline_accuracy` (when set);
 //  3. every restart of a ps task restored exactly the newest valid checkpoint its folder held once
-//     the killed process was dead (none: no restore), a ps restarted only when killed, and no ps
+//     the killed process was dead (none: no restore; a restart stopped at the job's end before
+//     it restored or served is not held to it), a ps restarted only when killed, and no ps
 //     task's global step ever went back by more than one checkpoint interval plus
 //     `rollback_slack` steps, as scraped from its /metrics every 100 ms (loopback runs) and as its
 //     log tells it (checkpoint, restore and stop lines, every run);
