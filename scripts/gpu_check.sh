@@ -24,6 +24,8 @@
 #      run twice, the update on the GPU and on the host, and (bench_ptb) each layer's time;
 #      --seconds=$SECONDS_PER_RUN (default 5), --repeats=$REPEATS (default 3), through one ps
 #      with one worker only (the PyTorch table compares the local rates).
+#   6. bench_ps_throughput (when BIN_DIR has it): the ps transport on that machine's cores, the
+#      bulk channel and the gRPC path against the TCP pump in one call (no GPU used; issue 27).
 # SKIP='REGEX' skips the steps whose whole name matches (bash's =~), to fit a short device lease:
 #   SKIP='bench_ptb.*|bench_fp16' runs everything else.
 # Exit status: 0 when every step that ran passed.
@@ -130,6 +132,12 @@ if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
   done
 else
   echo "SKIP PyTorch comparison: python3 cannot use torch on a GPU" | tee -a "$summary"
+fi
+
+if [ -x "$bin/bench_ps_throughput" ]; then
+  step bench_transport "$bin/bench_ps_throughput" --model_mib=16,64,256 --sync_overhead=false
+else
+  echo "SKIP bench_transport: no $bin/bench_ps_throughput" | tee -a "$summary"
 fi
 
 exit "$failed"
