@@ -10,7 +10,6 @@
 #include <signal.h>
 
 #include <algorithm>
-#include <climits>
 #include <mutex>
 #include <utility>
 
@@ -30,30 +29,10 @@ std::string SslErrors() {
   return out.empty() ? "no detail" : out;
 }
 
-int PollTimeoutMs(SteadyTime deadline) {
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-      deadline - std::chrono::steady_clock::now());
-  return static_cast<int>(std::clamp<int64_t>(left.count() + 1, 0, 24 * 3600 * 1000));
-}
-
-// Waits for `events`; false at the deadline.
-absl::StatusOr<bool> Await(int fd, short events, SteadyTime deadline, absl::string_view what) {
-  for (;;) {
-    pollfd pfd{fd, events, 0};
-    const int n = poll(&pfd, 1, PollTimeoutMs(deadline));
-    if (n > 0) return true;
-    if (n == 0) {
-      if (std::chrono::steady_clock::now() >= deadline) return false;
-      continue;
-    }
-    if (errno != EINTR) return ErrnoError(absl::StrCat("poll for ", what), errno);
-  }
-}
-
-size_t Bytes(std::span<const iovec> pieces) {
-  size_t n = 0;
-  for (const iovec& v : pieces) n += v.iov_len;
-  return n;
+// OpenSSL's report that the peer closed the connection (cleanly, or without close_notify, which
+// SSL_OP_IGNORE_UNEXPECTED_EOF turns into a clean close).
+bool Closed(int err) {
+  return err == SSL_ERROR_ZERO_RETURN || (err == SSL_ERROR_SYSCALL && ERR_peek_error() == 0);
 }
 
 class PlainStream final : public BulkStream {
@@ -94,9 +73,9 @@ class TlsStream final : public BulkStream {
     if (ssl_ == nullptr) return absl::UnavailableError("TLS: " + SslErrors());
     const bool client = tls_context_->role() == BulkTlsContext::Role::kClient;
     if (client) {
-      in_addr4_or_6 ip;
-      const bool is_ip = inet_pton(AF_INET, host_.c_str(), &ip) == 1 ||
-                         inet_pton(AF_INET6, host_.c_str(), &ip) == 1;
+      unsigned char ip[sizeof(in6_addr)];
+      const bool is_ip = inet_pton(AF_INET, host_.c_str(), ip) == 1 ||
+                         inet_pton(AF_INET6, host_.c_str(), ip) == 1;
       X509_VERIFY_PARAM* param = SSL_get0_param(ssl_);
       const int ok = is_ip ? X509_VERIFY_PARAM_set1_ip_asc(param, host_.c_str())
                            : X509_VERIFY_PARAM_set1_host(param, host_.c_str(), 0);
@@ -119,8 +98,8 @@ class TlsStream final : public BulkStream {
           return absl::UnavailableError(absl::StrCat("TLS handshake failed: ", why));
         }
       }
-      absl::StatusOr<bool> ready = Await(socket_.fd(), err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT,
-                                         deadline, "TLS handshake");
+      absl::StatusOr<bool> ready =
+          WaitFor(socket_, err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline, "TLS handshake");
       if (!ready.ok()) return ready.status();
       if (!*ready) return absl::DeadlineExceededError("TLS handshake: timed out");
     }
@@ -128,39 +107,19 @@ class TlsStream final : public BulkStream {
 
   absl::Status WriteAll(std::span<iovec> pieces, SteadyTime deadline,
                         absl::string_view what) override {
-    for (const iovec& piece : pieces) {
-      const char* p = static_cast<const char*>(piece.iov_base);
-      size_t left = piece.iov_len;
-      while (left > 0) {
-        const int want = static_cast<int>(std::min<size_t>(left, 1 << 30));
-        int n, err = 0;
-        {
-          std::lock_guard lock(mu_);
-          ERR_clear_error();
-          n = SSL_write(ssl_, p, want);
-          if (n <= 0) err = SSL_get_error(ssl_, n);
-        }
-        if (n > 0) {
-          p += n;
-          left -= static_cast<size_t>(n);
-          continue;
-        }
-        if (absl::Status s = Wait(err, deadline, what, left); !s.ok()) return s;
-      }
-    }
-    return absl::OkStatus();
+    return Transfer(pieces, deadline, what, SSL_write, nullptr);
   }
 
   absl::Status ReadAll(std::span<iovec> pieces, SteadyTime deadline,
                        absl::string_view what) override {
-    return Read(pieces, deadline, what, nullptr);
+    return Transfer(pieces, deadline, what, SSL_read, nullptr);
   }
 
   absl::StatusOr<bool> ReadAllOrEnd(void* data, size_t size, SteadyTime deadline,
                                     absl::string_view what) override {
     iovec piece{data, size};
     bool ended = false;
-    absl::Status s = Read(std::span<iovec>(&piece, 1), deadline, what, &ended);
+    absl::Status s = Transfer(std::span<iovec>(&piece, 1), deadline, what, SSL_read, &ended);
     if (!s.ok()) return s;
     return !ended;
   }
@@ -170,48 +129,27 @@ class TlsStream final : public BulkStream {
       std::lock_guard lock(mu_);
       if (SSL_has_pending(ssl_) == 1) return true;  // read ahead, not yet decrypted too
     }
-    return Await(socket_.fd(), POLLIN, deadline, "a bulk connection");
+    return psflow::WaitReadable(socket_, deadline);
   }
 
  private:
-  struct in_addr4_or_6 {
-    unsigned char bytes[16];
-  };
-
-  // After an SSL call wants the socket: waits for it, or the error.
-  absl::Status Wait(int err, SteadyTime deadline, absl::string_view what, size_t left) {
-    if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
-      absl::StatusOr<bool> ready =
-          Await(socket_.fd(), err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline, what);
-      if (!ready.ok()) return ready.status();
-      if (!*ready) {
-        return absl::DeadlineExceededError(
-            absl::StrCat(what, ": no progress before the deadline (", left, " bytes to go)"));
-      }
-      return absl::OkStatus();
-    }
-    if (err == SSL_ERROR_ZERO_RETURN ||
-        (err == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)) {
-      return absl::UnavailableError(
-          absl::StrCat(what, ": connection closed with ", left, " bytes to go"));
-    }
-    return absl::UnavailableError(absl::StrCat(what, ": TLS: ", SslErrors()));
-  }
-
-  absl::Status Read(std::span<iovec> pieces, SteadyTime deadline, absl::string_view what,
-                    bool* ended) {
-    const size_t total = Bytes(pieces);
+  // Moves every byte of `pieces` through `op` (SSL_read into them, or SSL_write from them),
+  // waiting for the socket as OpenSSL asks. `ended` (when not null): set, with OK, when the peer
+  // closed before the first byte.
+  template <class Op>
+  absl::Status Transfer(std::span<iovec> pieces, SteadyTime deadline, absl::string_view what,
+                        Op op, bool* ended) {
+    const size_t total = TotalBytes(pieces);
     size_t done = 0;
     for (const iovec& piece : pieces) {
       char* p = static_cast<char*>(piece.iov_base);
       size_t left = piece.iov_len;
       while (left > 0) {
-        const int want = static_cast<int>(std::min<size_t>(left, 1 << 30));
         int n, err = 0;
         {
           std::lock_guard lock(mu_);
           ERR_clear_error();
-          n = SSL_read(ssl_, p, want);
+          n = op(ssl_, p, static_cast<int>(std::min<size_t>(left, 1 << 30)));
           if (n <= 0) err = SSL_get_error(ssl_, n);
         }
         if (n > 0) {
@@ -220,9 +158,7 @@ class TlsStream final : public BulkStream {
           done += static_cast<size_t>(n);
           continue;
         }
-        const bool closed = err == SSL_ERROR_ZERO_RETURN ||
-                            (err == SSL_ERROR_SYSCALL && ERR_peek_error() == 0);
-        if (closed && done == 0 && ended != nullptr) {
+        if (Closed(err) && done == 0 && ended != nullptr) {
           *ended = true;
           return absl::OkStatus();
         }
@@ -230,6 +166,25 @@ class TlsStream final : public BulkStream {
       }
     }
     return absl::OkStatus();
+  }
+
+  // After an SSL call wants the socket: waits for it, or the error.
+  absl::Status Wait(int err, SteadyTime deadline, absl::string_view what, size_t left) {
+    if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
+      absl::StatusOr<bool> ready =
+          WaitFor(socket_, err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline, what);
+      if (!ready.ok()) return ready.status();
+      if (!*ready) {
+        return absl::DeadlineExceededError(
+            absl::StrCat(what, ": not all through by the deadline (", left, " bytes to go)"));
+      }
+      return absl::OkStatus();
+    }
+    if (Closed(err)) {
+      return absl::UnavailableError(
+          absl::StrCat(what, ": connection closed with ", left, " bytes to go"));
+    }
+    return absl::UnavailableError(absl::StrCat(what, ": TLS: ", SslErrors()));
   }
 
   std::shared_ptr<const BulkTlsContext> tls_context_;

@@ -25,19 +25,6 @@ int PollTimeout(SteadyTime deadline) {
   return static_cast<int>(std::clamp<int64_t>(left.count() + 1, 0, 24 * 3600 * 1000));
 }
 
-// Waits for `events` on fd; false at the deadline.
-absl::StatusOr<bool> WaitFor(int fd, short events, SteadyTime deadline, absl::string_view what) {
-  for (;;) {
-    pollfd pfd{fd, events, 0};
-    const int n = poll(&pfd, 1, PollTimeout(deadline));
-    if (n > 0) return true;
-    if (n == 0) {
-      if (std::chrono::steady_clock::now() >= deadline) return false;
-      continue;
-    }
-    if (errno != EINTR) return ErrnoError(absl::StrCat("poll for ", what), errno);
-  }
-}
 
 absl::Status NoDelay(int fd) {
   const int one = 1;
@@ -60,11 +47,6 @@ std::span<iovec> Advance(std::span<iovec> pieces, size_t n) {
   return pieces;
 }
 
-size_t Bytes(std::span<const iovec> pieces) {
-  size_t n = 0;
-  for (const iovec& v : pieces) n += v.iov_len;
-  return n;
-}
 
 std::span<iovec> SkipEmpty(std::span<iovec> pieces) {
   while (!pieces.empty() && pieces.front().iov_len == 0) pieces = pieces.subspan(1);
@@ -162,7 +144,7 @@ absl::StatusOr<Socket> ConnectTcp(const std::string& host, int port, SteadyTime 
     }
     int rc = connect(s.fd(), a->ai_addr, a->ai_addrlen);
     if (rc != 0 && errno == EINPROGRESS) {
-      absl::StatusOr<bool> writable = WaitFor(s.fd(), POLLOUT, deadline, where);
+      absl::StatusOr<bool> writable = WaitFor(s, POLLOUT, deadline, where);
       if (!writable.ok()) {
         last = writable.status();
         continue;
@@ -208,11 +190,11 @@ absl::Status WriteAll(const Socket& s, std::span<iovec> pieces, SteadyTime deadl
     }
     if (errno == EINTR) continue;
     if (errno != EAGAIN && errno != EWOULDBLOCK) return ErrnoError(what, errno);
-    absl::StatusOr<bool> writable = WaitFor(s.fd(), POLLOUT, deadline, what);
+    absl::StatusOr<bool> writable = WaitFor(s, POLLOUT, deadline, what);
     if (!writable.ok()) return writable.status();
     if (!*writable) {
       return absl::DeadlineExceededError(absl::StrCat(
-          what, ": the peer did not take it all by the deadline (", Bytes(pieces), " bytes left)"));
+          what, ": the peer did not take it all by the deadline (", TotalBytes(pieces), " bytes left)"));
     }
   }
   return absl::OkStatus();
@@ -224,7 +206,7 @@ namespace {
 absl::Status Read(const Socket& s, std::span<iovec> pieces, SteadyTime deadline,
                   absl::string_view what, bool* ended) {
   pieces = SkipEmpty(pieces);
-  const size_t total = Bytes(pieces);
+  const size_t total = TotalBytes(pieces);
   while (!pieces.empty()) {
     msghdr msg{};
     msg.msg_iov = pieces.data();
@@ -235,20 +217,20 @@ absl::Status Read(const Socket& s, std::span<iovec> pieces, SteadyTime deadline,
       continue;
     }
     if (n == 0) {
-      if (ended != nullptr && Bytes(pieces) == total) {
+      if (ended != nullptr && TotalBytes(pieces) == total) {
         *ended = true;
         return absl::OkStatus();
       }
       return absl::UnavailableError(absl::StrCat(what, ": connection closed with ",
-                                                 Bytes(pieces), " bytes to go"));
+                                                 TotalBytes(pieces), " bytes to go"));
     }
     if (errno == EINTR) continue;
     if (errno != EAGAIN && errno != EWOULDBLOCK) return ErrnoError(what, errno);
-    absl::StatusOr<bool> readable = WaitFor(s.fd(), POLLIN, deadline, what);
+    absl::StatusOr<bool> readable = WaitFor(s, POLLIN, deadline, what);
     if (!readable.ok()) return readable.status();
     if (!*readable) {
       return absl::DeadlineExceededError(absl::StrCat(
-          what, ": it did not all arrive by the deadline (", Bytes(pieces), " bytes to go)"));
+          what, ": it did not all arrive by the deadline (", TotalBytes(pieces), " bytes to go)"));
     }
   }
   return absl::OkStatus();
@@ -277,8 +259,28 @@ absl::StatusOr<bool> ReadAllOrEnd(const Socket& s, void* data, size_t size, Stea
   return !ended;
 }
 
+absl::StatusOr<bool> WaitFor(const Socket& s, short events, SteadyTime deadline,
+                             absl::string_view what) {
+  for (;;) {
+    pollfd pfd{s.fd(), events, 0};
+    const int n = poll(&pfd, 1, PollTimeout(deadline));
+    if (n > 0) return true;
+    if (n == 0) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      continue;
+    }
+    if (errno != EINTR) return ErrnoError(absl::StrCat("poll for ", what), errno);
+  }
+}
+
+size_t TotalBytes(std::span<const iovec> pieces) {
+  size_t n = 0;
+  for (const iovec& v : pieces) n += v.iov_len;
+  return n;
+}
+
 absl::StatusOr<bool> WaitReadable(const Socket& s, SteadyTime deadline) {
-  return WaitFor(s.fd(), POLLIN, deadline, "a bulk connection");
+  return WaitFor(s, POLLIN, deadline, "a bulk connection");
 }
 
 }  // namespace psflow

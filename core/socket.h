@@ -70,8 +70,13 @@ absl::Status ReadAll(const Socket& s, void* data, size_t size, SteadyTime deadli
 // its first byte.
 absl::StatusOr<bool> ReadAllOrEnd(const Socket& s, void* data, size_t size, SteadyTime deadline,
                                   absl::string_view what);
+// True once poll(2) reports `events` (POLLIN, POLLOUT) on the socket, false at the deadline.
+absl::StatusOr<bool> WaitFor(const Socket& s, short events, SteadyTime deadline,
+                             absl::string_view what);
 // True once the socket has bytes (or an end) to read, false at the deadline.
 absl::StatusOr<bool> WaitReadable(const Socket& s, SteadyTime deadline);
+// The bytes `pieces` hold in all.
+size_t TotalBytes(std::span<const iovec> pieces);
 
 }  // namespace psflow
 
