@@ -204,8 +204,8 @@ int Main() {
     security = *std::move(made);
   }
   std::vector<TransportRun> runs;
-  for (absl::string_view name : absl::StrSplit(absl::GetFlag(FLAGS_transports), ',',
-                                               absl::SkipEmpty())) {
+  for (absl::string_view name :
+       absl::StrSplit(absl::GetFlag(FLAGS_transports), ',', absl::SkipEmpty())) {
     absl::StatusOr<Transport> t = ParseTransport(name);
     if (!t.ok()) {
       std::fprintf(stderr, "--transports: %s\n", std::string(t.status().message()).c_str());
@@ -310,8 +310,9 @@ int Main() {
   }
   std::printf("\n");
   if (absl::GetFlag(FLAGS_sync_overhead)) {
-    std::printf("\nsync-mode step (2 workers, aggregate 2, 1 ps, %s) vs async, push + pull per step\n",
-                runs.back().name);
+    std::printf(
+        "\nsync-mode step (2 workers, aggregate 2, 1 ps, %s) vs async, push + pull per step\n",
+        runs.back().name);
     std::printf("%8s %10s %10s %8s\n", "model", "async ms", "sync ms", "ratio");
     for (int mib : {1, 16}) {
       TransferPattern pattern;

@@ -74,8 +74,8 @@ class TlsStream final : public BulkStream {
     const bool client = tls_context_->role() == BulkTlsContext::Role::kClient;
     if (client) {
       unsigned char ip[sizeof(in6_addr)];
-      const bool is_ip = inet_pton(AF_INET, host_.c_str(), ip) == 1 ||
-                         inet_pton(AF_INET6, host_.c_str(), ip) == 1;
+      const bool is_ip =
+          inet_pton(AF_INET, host_.c_str(), ip) == 1 || inet_pton(AF_INET6, host_.c_str(), ip) == 1;
       X509_VERIFY_PARAM* param = SSL_get0_param(ssl_);
       const int ok = is_ip ? X509_VERIFY_PARAM_set1_ip_asc(param, host_.c_str())
                            : X509_VERIFY_PARAM_set1_host(param, host_.c_str(), 0);
@@ -98,8 +98,8 @@ class TlsStream final : public BulkStream {
           return absl::UnavailableError(absl::StrCat("TLS handshake failed: ", why));
         }
       }
-      absl::StatusOr<bool> ready =
-          WaitFor(socket_, err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline, "TLS handshake");
+      absl::StatusOr<bool> ready = WaitFor(socket_, err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT,
+                                           deadline, "TLS handshake");
       if (!ready.ok()) return ready.status();
       if (!*ready) return absl::DeadlineExceededError("TLS handshake: timed out");
     }
@@ -137,8 +137,8 @@ class TlsStream final : public BulkStream {
   // waiting for the socket as OpenSSL asks. `ended` (when not null): set, with OK, when the peer
   // closed before the first byte.
   template <class Op>
-  absl::Status Transfer(std::span<iovec> pieces, SteadyTime deadline, absl::string_view what,
-                        Op op, bool* ended) {
+  absl::Status Transfer(std::span<iovec> pieces, SteadyTime deadline, absl::string_view what, Op op,
+                        bool* ended) {
     const size_t total = TotalBytes(pieces);
     size_t done = 0;
     for (const iovec& piece : pieces) {

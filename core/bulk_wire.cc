@@ -39,21 +39,19 @@ absl::StatusOr<BulkPrefix> DecodeBulkPrefix(std::span<const std::byte, kBulkPref
   const bool reply = kind == static_cast<uint32_t>(BulkKind::kReply) ||
                      kind == static_cast<uint32_t>(BulkKind::kError);
   if (reader == BulkReader::kPs ? !request : !reply) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("bulk message of kind ", kind, " where a ",
-                     reader == BulkReader::kPs ? "request" : "reply", " was expected"));
+    return absl::InvalidArgumentError(absl::StrCat("bulk message of kind ", kind, " where a ",
+                                                   reader == BulkReader::kPs ? "request" : "reply",
+                                                   " was expected"));
   }
   p.kind = static_cast<BulkKind>(kind);
   if (p.kind == BulkKind::kError) {
     if (p.length < 4 || p.length > 4 + kMaxBulkErrorBytes) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("bulk error reply of ", p.length, " bytes (4 to ",
-                       4 + kMaxBulkErrorBytes, " expected)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "bulk error reply of ", p.length, " bytes (4 to ", 4 + kMaxBulkErrorBytes, " expected)"));
     }
   } else if (p.length > max_body) {
-    return absl::InvalidArgumentError(absl::StrCat("bulk message of ", p.length,
-                                                   " bytes, more than the ", max_body,
-                                                   " a frame may have"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "bulk message of ", p.length, " bytes, more than the ", max_body, " a frame may have"));
   }
   return p;
 }
@@ -62,8 +60,8 @@ absl::StatusOr<uint32_t> ReplyFrameHeaderBytes(std::span<const std::byte, 4> fir
                                                uint64_t length) {
   const auto n = static_cast<uint32_t>(Get(first.data(), 4));
   if (length < 4 || n > kMaxFrameHeaderBytes || n > length - 4) {
-    return absl::InvalidArgumentError(absl::StrCat("a reply frame header of ", n,
-                                                   " bytes in a reply of ", length));
+    return absl::InvalidArgumentError(
+        absl::StrCat("a reply frame header of ", n, " bytes in a reply of ", length));
   }
   return n;
 }

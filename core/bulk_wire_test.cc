@@ -66,8 +66,8 @@ TEST(BulkWire, PrefixRules) {
 
 TEST(BulkWire, ErrorsRoundTripWithTheirCodeAndAreCut) {
   const std::string body = EncodeBulkError(absl::InvalidArgumentError("bad partition 7"));
-  const absl::Status back = DecodeBulkError(
-      {reinterpret_cast<const std::byte*>(body.data()), body.size()});
+  const absl::Status back =
+      DecodeBulkError({reinterpret_cast<const std::byte*>(body.data()), body.size()});
   EXPECT_EQ(back, absl::InvalidArgumentError("bad partition 7"));
   const std::string long_body = EncodeBulkError(absl::UnavailableError(std::string(10000, 'x')));
   EXPECT_EQ(long_body.size(), 4 + kMaxBulkErrorBytes);
@@ -76,7 +76,8 @@ TEST(BulkWire, ErrorsRoundTripWithTheirCodeAndAreCut) {
 TEST(BulkWire, AnErrorBodyThatIsNotOneIsNeverOk) {
   for (uint32_t code : {0u, 17u, 1000u}) {
     std::vector<std::byte> body(6, std::byte{'m'});
-    for (int i = 0; i < 4; ++i) body[static_cast<size_t>(i)] = static_cast<std::byte>(code >> (8 * i));
+    for (int i = 0; i < 4; ++i)
+      body[static_cast<size_t>(i)] = static_cast<std::byte>(code >> (8 * i));
     const absl::Status s = DecodeBulkError(body);
     EXPECT_TRUE(absl::IsInvalidArgument(s)) << code << ": " << s;
   }

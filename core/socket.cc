@@ -25,7 +25,6 @@ int PollTimeout(SteadyTime deadline) {
   return static_cast<int>(std::clamp<int64_t>(left.count() + 1, 0, 24 * 3600 * 1000));
 }
 
-
 absl::Status NoDelay(int fd) {
   const int one = 1;
   if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0) {
@@ -46,7 +45,6 @@ std::span<iovec> Advance(std::span<iovec> pieces, size_t n) {
   }
   return pieces;
 }
-
 
 std::span<iovec> SkipEmpty(std::span<iovec> pieces) {
   while (!pieces.empty() && pieces.front().iov_len == 0) pieces = pieces.subspan(1);
@@ -132,8 +130,7 @@ absl::StatusOr<Socket> ConnectTcp(const std::string& host, int port, SteadyTime 
   addrinfo* found = nullptr;
   const std::string service = std::to_string(port);
   if (const int rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &found); rc != 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot resolve ", host, ": ", gai_strerror(rc)));
+    return absl::UnavailableError(absl::StrCat("cannot resolve ", host, ": ", gai_strerror(rc)));
   }
   absl::Status last = absl::UnavailableError(absl::StrCat("no address for ", host));
   for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
@@ -193,8 +190,9 @@ absl::Status WriteAll(const Socket& s, std::span<iovec> pieces, SteadyTime deadl
     absl::StatusOr<bool> writable = WaitFor(s, POLLOUT, deadline, what);
     if (!writable.ok()) return writable.status();
     if (!*writable) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          what, ": the peer did not take it all by the deadline (", TotalBytes(pieces), " bytes left)"));
+      return absl::DeadlineExceededError(
+          absl::StrCat(what, ": the peer did not take it all by the deadline (", TotalBytes(pieces),
+                       " bytes left)"));
     }
   }
   return absl::OkStatus();
@@ -221,8 +219,8 @@ absl::Status Read(const Socket& s, std::span<iovec> pieces, SteadyTime deadline,
         *ended = true;
         return absl::OkStatus();
       }
-      return absl::UnavailableError(absl::StrCat(what, ": connection closed with ",
-                                                 TotalBytes(pieces), " bytes to go"));
+      return absl::UnavailableError(
+          absl::StrCat(what, ": connection closed with ", TotalBytes(pieces), " bytes to go"));
     }
     if (errno == EINTR) continue;
     if (errno != EAGAIN && errno != EWOULDBLOCK) return ErrnoError(what, errno);

@@ -11,11 +11,11 @@
 #include <chrono>
 #include <span>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace psflow {
 

@@ -140,7 +140,8 @@ class BulkServer::Connection : public std::enable_shared_from_this<Connection> {
     if (absl::Status s = stream_->ReadAll(hello.data(), hello.size(), StallDeadline(), "hello");
         !s.ok() || hello != kBulkHello) {
       PSFLOW_LOG(WARNING) << "bulk connection from " << peer_
-                          << " closed: not a psflow bulk client (" << (s.ok() ? "bad hello" : s.message()) << ")";
+                          << " closed: not a psflow bulk client ("
+                          << (s.ok() ? "bad hello" : s.message()) << ")";
       return;
     }
     iovec answer{const_cast<char*>(kBulkHello.data()), kBulkHello.size()};
@@ -178,7 +179,8 @@ class BulkServer::Connection : public std::enable_shared_from_this<Connection> {
       std::lock_guard lock(mu_);
       closed = closed_;
     }
-    if (!closed) PSFLOW_LOG(WARNING) << "bulk connection from " << peer_ << " dropped: " << why.message();
+    if (!closed)
+      PSFLOW_LOG(WARNING) << "bulk connection from " << peer_ << " dropped: " << why.message();
   }
 
   void Handle(const BulkPrefix& p, std::span<const std::byte> body) {
@@ -195,10 +197,8 @@ class BulkServer::Connection : public std::enable_shared_from_this<Connection> {
       return;
     }
     ParkCheckedPull(state_, metrics_, header,
-                    [self = shared_from_this(), id = p.call_id, header,
-                     bytes = *payload](PullOutcome outcome) {
-                      self->AnswerPull(id, *header, bytes, outcome);
-                    });
+                    [self = shared_from_this(), id = p.call_id, header, bytes = *payload](
+                        PullOutcome outcome) { self->AnswerPull(id, *header, bytes, outcome); });
   }
 
   void AnswerPull(uint32_t id, const proto::TransferHeader& header, int64_t payload,
@@ -340,8 +340,8 @@ void BulkServer::AcceptLoop() {
         ++it;
       }
     }
-    auto c = std::make_shared<Connection>(state_, metrics_, *std::move(socket), stall_timeout_,
-                                          tls_);
+    auto c =
+        std::make_shared<Connection>(state_, metrics_, *std::move(socket), stall_timeout_, tls_);
     c->Begin();
     accepted_.fetch_add(1);
     connections_.push_back(std::move(c));

@@ -11,8 +11,9 @@
 //
 // A peer that sends something other than the protocol (a bad hello, an unknown kind, a body over
 // kMaxBulkMessageBytes), does not finish sending a message within Options::stall_timeout of its
-// first byte, or leaves a reply unread for as long loses its connection, with one log line; a malformed frame in a well-formed message gets
-// an error reply (INVALID_ARGUMENT...) and the connection stays. Thread-safe.
+// first byte, or leaves a reply unread for as long loses its connection, with one log line; a
+// malformed frame in a well-formed message gets an error reply (INVALID_ARGUMENT...) and the
+// connection stays. Thread-safe.
 #ifndef PSFLOW_PS_BULK_SERVER_H_
 #define PSFLOW_PS_BULK_SERVER_H_
 
@@ -62,8 +63,7 @@ class BulkServer {
 
  private:
   class Connection;
-  BulkServer(PsState& state, PsMetrics* metrics, Socket listener, int port,
-             const Options& options);
+  BulkServer(PsState& state, PsMetrics* metrics, Socket listener, int port, const Options& options);
   void AcceptLoop();
 
   PsState& state_;

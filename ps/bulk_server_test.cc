@@ -41,8 +41,7 @@ class BulkServerTest : public ::testing::Test {
     iovec piece{const_cast<char*>(bytes.data()), bytes.size()};
     ASSERT_TRUE(WriteAll(s, std::span<iovec>(&piece, 1), Soon(), "test").ok());
   }
-  static std::string Message(BulkKind kind, uint32_t id, const std::string& body,
-                             uint64_t length) {
+  static std::string Message(BulkKind kind, uint32_t id, const std::string& body, uint64_t length) {
     const auto prefix = EncodeBulkPrefix({kind, id, length});
     return std::string(reinterpret_cast<const char*>(prefix.data()), prefix.size()) + body;
   }

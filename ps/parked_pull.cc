@@ -16,21 +16,19 @@ void ParkCheckedPull(PsState& state, PsMetrics* metrics,
                      std::function<void(PullOutcome)> done) {
   const auto parked_at = std::chrono::steady_clock::now();
   const auto deadline = ParkDeadline(header->timeout_ms());
-  state.ParkPull(*header, deadline,
-                 [&state, metrics, header, parked_at, done = std::move(done)](bool reached) {
-                   if (metrics != nullptr) {
-                     metrics->wait_seconds.Increment(std::chrono::duration<double>(
-                                                         std::chrono::steady_clock::now() -
-                                                         parked_at)
-                                                         .count());
-                   }
-                   if (reached) {
-                     done(PullOutcome::kReached);
-                   } else {
-                     done(state.coordinator().stopped() ? PullOutcome::kStopping
-                                                        : PullOutcome::kTimedOut);
-                   }
-                 });
+  state.ParkPull(
+      *header, deadline,
+      [&state, metrics, header, parked_at, done = std::move(done)](bool reached) {
+        if (metrics != nullptr) {
+          metrics->wait_seconds.Increment(
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - parked_at).count());
+        }
+        if (reached) {
+          done(PullOutcome::kReached);
+        } else {
+          done(state.coordinator().stopped() ? PullOutcome::kStopping : PullOutcome::kTimedOut);
+        }
+      });
 }
 
 proto::TransferReply TimedOutReply(const PsState& state) {

@@ -158,8 +158,8 @@ TEST(PsTls, TheBulkChannelRefusesWhatGrpcRefuses) {
     return BulkTlsContext::Make(security, BulkTlsContext::Role::kClient).value();
   };
   // The job's worker: a link.
-  auto good = BulkLink::Connect("127.0.0.1", ps.bulk_port(), soon(),
-                                client(job.Replica({"worker-0"}, {})));
+  auto good =
+      BulkLink::Connect("127.0.0.1", ps.bulk_port(), soon(), client(job.Replica({"worker-0"}, {})));
   EXPECT_TRUE(good.ok()) << good.status();
   // Plaintext to the TLS port, a worker certificate of another CA, a ps naming another host.
   auto plain = BulkLink::Connect("127.0.0.1", ps.bulk_port(), soon());
@@ -170,8 +170,8 @@ TEST(PsTls, TheBulkChannelRefusesWhatGrpcRefuses) {
   auto host = BulkLink::Connect("127.0.0.1", wrong_host.bulk_port(), soon(),
                                 client(job.Replica({"worker-0"}, {})));
   EXPECT_TRUE(absl::IsUnavailable(host.status())) << host.status();
-  EXPECT_TRUE(absl::StrContains(host.status().message(),
-                                "TLS handshake failed: the peer's certificate"))
+  EXPECT_TRUE(
+      absl::StrContains(host.status().message(), "TLS handshake failed: the peer's certificate"))
       << host.status();
 }
 

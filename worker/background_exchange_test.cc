@@ -117,8 +117,9 @@ TEST_P(HandOverTest, PushesTheGradientsAsHandedOverAndDeliversThePull) {
             (std::vector<float>{1, 2, 3, 4, 5, 6}));
   // The embedding's touched rows, 1 and 3 (the others are never read: a copy leaves them 0, a
   // swap hands over whatever the buffer holds).
-  EXPECT_EQ((std::vector<float>{pushed[emb + 2], pushed[emb + 3], pushed[emb + 6], pushed[emb + 7]}),
-            (std::vector<float>{9, 9, 9, 9}));
+  EXPECT_EQ(
+      (std::vector<float>{pushed[emb + 2], pushed[emb + 3], pushed[emb + 6], pushed[emb + 7]}),
+      (std::vector<float>{9, 9, 9, 9}));
   EXPECT_EQ(sync.touched, (std::vector<int64_t>{1, 3}));
   EXPECT_EQ(sync.pushed_examples, 32);
   // The pull ran after the push: every value is 1 (one push so far), now in params.

@@ -83,9 +83,9 @@ struct BulkCall {
   absl::Status DecodeReply(proto::TransferReply* reply);
 
   std::optional<grpc::ClientContext> context;  // fresh for every send (gRPC)
-  bool via_link = false;                        // sent on a BulkLink: the reply is in reply_bytes_
+  bool via_link = false;                       // sent on a BulkLink: the reply is in reply_bytes_
   bool payload_placed = false;  // the link read the reply's payload to the observer's targets
-  grpc::ByteBuffer request;                     // gRPC: the pieces as slices
+  grpc::ByteBuffer request;     // gRPC: the pieces as slices
   grpc::ByteBuffer response;
   grpc::Status status;
   ByteSource reply_source;
@@ -95,7 +95,7 @@ struct BulkCall {
   friend class CallWindow;
   // gRPC: `request` from the pieces (slices over the same bytes).
   void BuildGrpcRequest();
-  std::vector<iovec> pieces_;              // header, then payload
+  std::vector<iovec> pieces_;                       // header, then payload
   std::chrono::system_clock::time_point deadline_;  // on a bulk link
   uint64_t request_bytes_ = 0;
   std::vector<grpc::Slice> slices_;        // the pieces, for gRPC

@@ -20,8 +20,8 @@ constexpr auto kDeadlineTick = std::chrono::milliseconds(200);
 constexpr auto kIdleReplyTimeout = std::chrono::seconds(10);
 
 SteadyTime SteadyDeadline(std::chrono::system_clock::time_point deadline) {
-  return Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                            deadline - std::chrono::system_clock::now());
+  return Clock::now() +
+         std::chrono::duration_cast<Clock::duration>(deadline - std::chrono::system_clock::now());
 }
 
 // What the link's failure means for a call: a ps that broke or spoke garbage, or one that did
@@ -38,9 +38,9 @@ absl::StatusOr<std::unique_ptr<BulkLink>> BulkLink::Connect(
   const std::string peer = absl::StrCat(host, ":", port);
   absl::StatusOr<Socket> socket = ConnectTcp(host, port, deadline);
   if (!socket.ok()) return socket.status();
-  std::unique_ptr<BulkStream> stream = tls != nullptr
-                                           ? BulkStream::Tls(*std::move(socket), std::move(tls), host)
-                                           : BulkStream::Plain(*std::move(socket));
+  std::unique_ptr<BulkStream> stream =
+      tls != nullptr ? BulkStream::Tls(*std::move(socket), std::move(tls), host)
+                     : BulkStream::Plain(*std::move(socket));
   const auto failed = [&peer](const absl::Status& s) {
     return absl::Status(s.code(), absl::StrCat("bulk connection to ", peer, ": ", s.message()));
   };
@@ -96,8 +96,8 @@ std::optional<grpc::Status> BulkLink::Start(BulkCall* call, BulkKind kind,
   slot.call = call;
   slot.done = std::move(done);
   slot.deadline = SteadyDeadline(deadline);
-  slot.prefix = EncodeBulkPrefix(
-      {kind, index | (slot.generation << kIndexBits), call->request_bytes()});
+  slot.prefix =
+      EncodeBulkPrefix({kind, index | (slot.generation << kIndexBits), call->request_bytes()});
   slot.busy = slot.queued = true;
   slot.writing = slot.reading = slot.finished = false;
   queue_.push_back(index);
@@ -259,8 +259,8 @@ absl::Status BulkLink::ReadReplies() {
         stream_->ReadAllOrEnd(prefix.data(), prefix.size(), earliest, "reply");
     if (!more.ok()) return more.status();
     if (!*more) return absl::UnavailableError("the ps task closed the connection");
-    absl::StatusOr<BulkPrefix> p = DecodeBulkPrefix(prefix, BulkReader::kWorker,
-                                                    static_cast<uint64_t>(kMaxBulkMessageBytes));
+    absl::StatusOr<BulkPrefix> p =
+        DecodeBulkPrefix(prefix, BulkReader::kWorker, static_cast<uint64_t>(kMaxBulkMessageBytes));
     if (!p.ok()) {
       return absl::UnavailableError(absl::StrCat("garbage from the ps: ", p.status().message()));
     }
@@ -271,9 +271,8 @@ absl::Status BulkLink::ReadReplies() {
       std::lock_guard lock(mu_);
       if (index >= slots_.size() || !slots_[index]->busy || slots_[index]->finished ||
           slots_[index]->queued || slots_[index]->generation != p->call_id >> kIndexBits) {
-        return absl::UnavailableError(
-            absl::StrCat("garbage from the ps: a reply to call ", p->call_id,
-                         ", which is not in flight"));
+        return absl::UnavailableError(absl::StrCat("garbage from the ps: a reply to call ",
+                                                   p->call_id, ", which is not in flight"));
       }
       slots_[index]->reading = true;
       call = slots_[index]->call;

@@ -68,7 +68,7 @@ class BulkLink {
   static constexpr uint32_t kIndexBits = 24;
   struct Slot {
     uint32_t generation = 0;
-    bool queued = false;    // not yet taken by the writer: no reply can be due
+    bool queued = false;  // not yet taken by the writer: no reply can be due
     BulkCall* call = nullptr;
     Completion done;
     SteadyTime deadline;
@@ -86,9 +86,9 @@ class BulkLink {
   // A reply frame of `length` bytes into the call: its payload straight to the observer's
   // targets where it has them (BulkCall::Observer::PayloadTargets), else all into its buffer.
   absl::Status ReadReply(BulkCall& call, uint64_t length, SteadyTime deadline);
-  // Marks every unfinished call failed; the completions to run (outside the lock) go to done/results.
-  // A call whose own deadline has passed fails DEADLINE_EXCEEDED when `deadline` is set; every
-  // other call, and every later one, fails UNAVAILABLE "why" (the link is gone).
+  // Marks every unfinished call failed; the completions to run (outside the lock) go to
+  // done/results. A call whose own deadline has passed fails DEADLINE_EXCEEDED when `deadline` is
+  // set; every other call, and every later one, fails UNAVAILABLE "why" (the link is gone).
   void FailLocked(const std::string& why, bool deadline, std::vector<Completion>* done,
                   std::vector<grpc::Status>* results) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Fail(const std::string& why, bool deadline = false);

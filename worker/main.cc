@@ -349,8 +349,7 @@ absl::Status Main(const TransportSecurity& security) {
     // The CPU backend's layers read the parameter set's buffers at each step: the hand-over
     // swaps them. The CUDA backend pins them and records their addresses: it copies.
     const HandOver hand_over = config.gpu ? HandOver::kCopy : HandOver::kSwap;
-    overlapped =
-        std::make_unique<OverlappedSync>(*direct, trainable.model->params(), hand_over);
+    overlapped = std::make_unique<OverlappedSync>(*direct, trainable.model->params(), hand_over);
     PSFLOW_LOG(INFO) << "push and pull overlapped with the next step (the hand-over "
                      << (hand_over == HandOver::kSwap ? "swaps buffers" : "copies the model")
                      << ")";

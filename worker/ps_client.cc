@@ -179,8 +179,8 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(Options options,
   std::unique_ptr<PsClient> c(new PsClient(std::move(options)));
   c->placement_ = std::move(placement);
   if (c->options_.security.tls() && c->options_.transport == Transport::kBulk) {
-    ASSIGN_OR_RETURN(c->bulk_tls_, BulkTlsContext::Make(c->options_.security,
-                                                        BulkTlsContext::Role::kClient));
+    ASSIGN_OR_RETURN(c->bulk_tls_,
+                     BulkTlsContext::Make(c->options_.security, BulkTlsContext::Role::kClient));
   }
   grpc::ChannelArguments args;
   ApplyBulkTuning(args);
@@ -478,7 +478,8 @@ void PsClient::RouteTask(Task& task, int bulk_port) {
   if (!bulk) return;
   // The task's gRPC host (a name, an IPv4 address or a bracketed IPv6 one) with the bulk port.
   std::string host = task.address.substr(0, task.address.rfind(':'));
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
   const auto deadline = Clock::now() + std::min<std::chrono::milliseconds>(
                                            options_.connect_timeout, std::chrono::seconds(10));
   for (size_t k = 0; k < task.bulk.size(); ++k) {

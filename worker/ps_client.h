@@ -33,11 +33,11 @@
 #include <memory>
 #include <span>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "core/bulk_stream.h"
 #include "core/chunk_plan.h"
 #include "core/placement.h"

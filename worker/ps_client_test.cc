@@ -208,7 +208,8 @@ TEST_P(PsClientTest, UsesThePlacementStrategyItIsGiven) {
   for (size_t i = 0; i < p.partitions.size(); ++i) {
     EXPECT_EQ(p.partitions[i].task, static_cast<int>(i % 2));
   }
-  auto balanced = PsClient::Create(Options(GetParam(), {"127.0.0.1:1", "127.0.0.1:2"}, 0, 1, false), *params);
+  auto balanced =
+      PsClient::Create(Options(GetParam(), {"127.0.0.1:1", "127.0.0.1:2"}, 0, 1, false), *params);
   ASSERT_TRUE(balanced.ok()) << balanced.status();
   EXPECT_NE((*balanced)->placement().fingerprint, p.fingerprint);
 }

@@ -5,9 +5,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <utility>
 #include <new>
 #include <random>
+#include <utility>
 
 namespace psflow::nn {
 namespace {
