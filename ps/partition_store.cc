@@ -155,7 +155,7 @@ absl::StatusOr<int64_t> PartitionStore::CheckSegments(const proto::TransferHeade
     if (s.rows_size() > 0) {
       if (!allow_sparse) {
         return absl::InvalidArgumentError(
-            absl::StrCat(p.name, ": sparse rows are only accepted in gradient pushes"));
+            absl::StrCat(p.name, ": sparse rows are only accepted in gradient pushes and pulls"));
       }
       for (int64_t r : s.rows()) {
         if (r < 0 || r >= p.rows) {
@@ -316,15 +316,33 @@ void PartitionStore::DropStaged(std::span<const int> workers) {
   }
 }
 
+void PartitionStore::ForEachRange(const Partition& p, const proto::Segment& s,
+                                  absl::FunctionRef<void(int64_t offset, int64_t count)> fn) {
+  if (s.rows_size() == 0) {
+    if (s.count() > 0) fn(s.offset(), s.count());
+    return;
+  }
+  // Rows in the order asked, consecutive ascending ones as one range.
+  const auto rows = s.rows();
+  for (int i = 0; i < rows.size();) {
+    int j = i + 1;
+    while (j < rows.size() && rows[j] == rows[j - 1] + 1) ++j;
+    fn(rows[i] * p.row_elements, (j - i) * p.row_elements);
+    i = j;
+  }
+}
+
 void PartitionStore::CopyOut(const proto::TransferHeader& header, std::byte* out) const {
   const WireType type = WireTypeOf(header.wire_dtype()).value_or(WireType::kFloat32);
   for (const proto::Segment& s : header.segments()) {
     const Partition& p = *partitions_[s.partition()];
     if (s.count() == 0) continue;
     std::lock_guard lock(p.mu);
-    p.value->ForEachRun(s.offset(), s.count(), [&](std::span<const float> run) {
-      EncodeWire(run, type, out);
-      out += run.size() * WireBytes(type);
+    ForEachRange(p, s, [&](int64_t offset, int64_t count) {
+      p.value->ForEachRun(offset, count, [&](std::span<const float> run) {
+        EncodeWire(run, type, out);
+        out += run.size() * WireBytes(type);
+      });
     });
   }
 }
@@ -335,7 +353,7 @@ void PartitionStore::PinOut(const proto::TransferHeader& header,
     const Partition& p = *partitions_[s.partition()];
     if (s.count() == 0) continue;
     std::lock_guard lock(p.mu);
-    p.value->PinRuns(s.offset(), s.count(), fn);
+    ForEachRange(p, s, [&](int64_t offset, int64_t count) { p.value->PinRuns(offset, count, fn); });
   }
 }
 

@@ -67,7 +67,8 @@ class PartitionStore {
 
   // The segments' total number of elements; INVALID_ARGUMENT naming the partition unless there
   // is a segment and every segment lies inside its partition (dense: offset + count <= elements;
-  // sparse: allowed only when `allow_sparse`, rows in range, count = rows * row width).
+  // sparse: allowed only when `allow_sparse` (gradient pushes and pulls), rows in range,
+  // count = rows * row width).
   absl::StatusOr<int64_t> CheckSegments(const proto::TransferHeader& header,
                                         bool allow_sparse) const;
 
@@ -100,8 +101,9 @@ class PartitionStore {
   // partition, keeping the buffers for later pieces.
   void DropStaged(std::span<const int> workers);
 
-  // Copies the (dense) segments' current values to out, back to back, in the header's wire type;
-  // each partition's part is read under its lock, so it is never torn by a concurrent update.
+  // Copies the segments' current values to out, back to back, in the header's wire type (a sparse
+  // segment: its rows' values, in the order of its row list); each partition's part is read under
+  // its lock, so it is never torn by a concurrent update.
   void CopyOut(const proto::TransferHeader& header, std::byte* out) const;
   // The same values as float32 without a copy: fn gets pins of them in the order CopyOut would
   // write them (one or more per segment). Each partition's part is pinned under its lock, so it
@@ -145,6 +147,10 @@ class PartitionStore {
                 absl::FunctionRef<void(std::span<float> run, int64_t at)> fn) const;
   };
   static Target TargetOf(Partition& p);
+  // A validated segment's element ranges of its partition, in payload order: the dense range, or
+  // the rows (consecutive ascending rows as one range). None for an empty segment.
+  static void ForEachRange(const Partition& p, const proto::Segment& s,
+                           absl::FunctionRef<void(int64_t offset, int64_t count)> fn);
   // Applies one validated segment's gradients (the payload's next elements) to `target`.
   static void ApplySegment(const Partition& p, const proto::Segment& s, ByteSource& payload,
                            WireType type, const Optimizer& optimizer, float learning_rate,

@@ -393,7 +393,7 @@ absl::StatusOr<int64_t> PsState::CheckPull(ByteSource& frame, proto::TransferHea
     return absl::InvalidArgumentError(
         absl::StrCat("pull request with ", frame.remaining(), " payload bytes"));
   }
-  ASSIGN_OR_RETURN(const int64_t n, store_->CheckSegments(*header, /*allow_sparse=*/false));
+  ASSIGN_OR_RETURN(const int64_t n, store_->CheckSegments(*header, /*allow_sparse=*/true));
   const int64_t bytes = n * static_cast<int64_t>(WireBytes(*WireTypeOf(header->wire_dtype())));
   if (bytes > kChunkBytes) {
     return absl::InvalidArgumentError(

@@ -1052,7 +1052,10 @@ TEST(PsStateTest, BadPullsAreRejected) {
   } cases[] = {
       {"unknown partition", EncodeFrameHeader(Header(proto::TK_PULL, {{3, 0, 1}})), "partition 3"},
       {"out of range", EncodeFrameHeader(Header(proto::TK_PULL, {{0, 2, 3}})), "w[0:2]"},
-      {"sparse rows", EncodeFrameHeader(Header(proto::TK_PULL, {{1, 0, 2, {0}}})), "w[2:4]"},
+      {"sparse row out of range", EncodeFrameHeader(Header(proto::TK_PULL, {{1, 0, 2, {2}}})),
+       "w[2:4]: row 2 outside [0, 2)"},
+      {"sparse count", EncodeFrameHeader(Header(proto::TK_PULL, {{1, 0, 4, {0}}})),
+       "w[2:4]: 1 rows of 2 elements, but count 4"},
       {"no segments", EncodeFrameHeader(Header(proto::TK_PULL, {})), "no segments"},
       {"payload in a pull", Frame(Header(proto::TK_PULL, All()), payload), "payload"},
       {"gradient kind", EncodeFrameHeader(Header(proto::TK_GRADIENT, All())), "TK_GRADIENT"},
@@ -1286,6 +1289,25 @@ class PinnedPull {
     }
   }
   return ::testing::AssertionSuccess();
+}
+
+// A pull of rows (an embedding's, for the step about to read them): each sparse segment's rows in
+// the order asked, consecutive ones as one run, beside dense segments; copied and pinned alike.
+TEST(PsStateTest, SparsePullsAnswerTheRowsAskedInTheirOrder) {
+  auto state = ReadyState(Request(Sgd(1), Async()));
+  ASSERT_TRUE(Accepted(Push(*state, Gradient({{1, 0, 2, {1}}}), std::vector<float>{10, 20})));
+  const std::vector<float> all = PullAll(*state);
+  ExpectValues(all, {1, 2, 3, 4, 5, 6, -3, -12, 10, 20, 30});
+  // w[0:2] rows 0 and 1 (one run), w[2:4] rows 1 then 0, b rows 2 and 0, b elements [1, 2).
+  const std::vector<Seg> segments = {
+      {0, 0, 4, {0, 1}}, {1, 0, 4, {1, 0}}, {2, 0, 2, {2, 0}}, {2, 1, 1}};
+  const std::vector<float> expected = {1, 2, 3, 4, -3, -12, 5, 6, 30, 10, 20};
+  ExpectValues(PullSegments(*state, segments), expected);
+  ExpectValues(PinnedPull(*state, segments).Values(), expected);
+  // No rows: a segment of no elements, answered with the step alone.
+  int64_t step = 0;
+  EXPECT_TRUE(PullSegments(*state, {{1, 0, 0, {}}}, &step).empty());
+  EXPECT_EQ(step, 1);
 }
 
 TEST(PsStateTest, PinnedPullMatchesTheCopyAndKeepsItsVersionWhilePushesApply) {
