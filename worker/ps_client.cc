@@ -48,6 +48,21 @@ proto::DType WireDtype(WireType type) {
   return proto::DT_FLOAT32;
 }
 
+// Rows of a sparse partition per call: a chunk's bytes at most, and few enough that the row
+// list fits a frame header (kMaxFrameHeaderBytes; an int64 row takes at most 10 bytes).
+constexpr int64_t kMaxRowsPerCall = 1 << 16;
+int64_t RowsPerCall(int64_t row_elements) {
+  return std::clamp<int64_t>(kChunkBytes / (4 * std::max<int64_t>(row_elements, 1)), 1,
+                             kMaxRowsPerCall);
+}
+
+// The rows of a sorted row list that fall in [row_begin, row_end) (a partition's).
+std::span<const int64_t> RowsIn(std::span<const int64_t> rows, int64_t row_begin, int64_t row_end) {
+  const auto first = std::lower_bound(rows.begin(), rows.end(), row_begin);
+  const auto last = std::lower_bound(first, rows.end(), row_end);
+  return {first, last};
+}
+
 // A ps that is not there (yet), too slow, or stopping (CANCELLED: see PsCallStatus).
 bool Retryable(const grpc::Status& s) {
   return absl::IsUnavailable(PsCallStatus(s)) ||
@@ -76,31 +91,63 @@ struct PsClient::ChunkCall final : BulkCall::Observer {
   int missing = 0;
   bool sent = false;
 
-  // Pull chunks read their reply as it completes (the call's observer): its header into `reply`,
-  // its payload into `into`'s values at `segments` (each chunk's ranges are its own, so chunks
-  // decode concurrently). `decoded`: the call's error or an unreadable header; `short_reply`: the
-  // payload ended early (a timed-out parked pull carries none).
+  // Pull calls read their reply as it completes (the call's observer): its header into `reply`,
+  // its payload into `dest`, runs of a parameter set's values (each call's runs are its own, so
+  // calls decode concurrently). `decoded`: the call's error or an unreadable header;
+  // `short_reply`: the payload ended early (a timed-out parked pull carries none).
   const std::vector<PartitionRef>* partitions = nullptr;
   WireType wire_type = WireType::kFloat32;
-  nn::ParameterSet* into = nullptr;
+  std::vector<std::span<float>> dest;
+  int64_t dest_elements = 0;
   proto::TransferReply reply;
   absl::Status decoded;
   bool short_reply = false;
 
-  // A float32 reply's payload goes straight into the parameters: the segments' runs, in order.
+  // A dense chunk's destination: its segments' runs of `into`'s values.
+  void AimAtSegments(nn::ParameterSet& into) {
+    dest.clear();
+    for (const SegmentRange& r : segments) {
+      const PartitionRef& ref = (*partitions)[r.partition];
+      dest.push_back(into.value(ref.handle)
+                         .subspan(static_cast<size_t>(ref.first_element + r.offset),
+                                  static_cast<size_t>(r.count)));
+    }
+    SetTargets();
+  }
+  // `rows` of partition `partition`'s parameter (row numbers of the whole parameter, sorted,
+  // inside the partition): the destination, consecutive rows as one run, and the request's
+  // segment (rows local to the partition), added to the call's per-send header.
+  void AimAtRows(nn::ParameterSet& into, uint32_t partition, std::span<const int64_t> rows) {
+    const PartitionRef& ref = (*partitions)[partition];
+    const std::span<float> values = into.value(ref.handle);
+    proto::Segment* s = call.varying.add_segments();
+    s->set_partition(partition);
+    s->set_count(static_cast<int64_t>(rows.size()) * ref.row_elements);
+    dest.clear();
+    for (size_t i = 0; i < rows.size();) {
+      size_t j = i + 1;
+      while (j < rows.size() && rows[j] == rows[j - 1] + 1) ++j;
+      dest.push_back(
+          values.subspan(static_cast<size_t>(rows[i] * ref.row_elements),
+                         static_cast<size_t>((rows[j - 1] + 1 - rows[i]) * ref.row_elements)));
+      i = j;
+    }
+    for (int64_t r : rows) s->add_rows(r - ref.row_begin);
+    SetTargets();
+  }
+
+  // A float32 reply's payload goes straight into the parameters: `dest`, in order.
   std::vector<iovec> targets;
   uint64_t target_bytes = 0;
   void SetTargets() {
     targets.clear();
     target_bytes = 0;
+    dest_elements = 0;
+    for (const std::span<float> d : dest) dest_elements += static_cast<int64_t>(d.size());
     if (wire_type != WireType::kFloat32) return;
-    for (const SegmentRange& r : segments) {
-      const PartitionRef& ref = (*partitions)[r.partition];
-      const auto dst = into->value(ref.handle)
-                           .subspan(static_cast<size_t>(ref.first_element + r.offset),
-                                    static_cast<size_t>(r.count));
-      targets.push_back({dst.data(), dst.size_bytes()});
-      target_bytes += dst.size_bytes();
+    for (const std::span<float> d : dest) {
+      targets.push_back({d.data(), d.size_bytes()});
+      target_bytes += d.size_bytes();
     }
   }
   std::span<iovec> PayloadTargets(uint64_t bytes) override {
@@ -112,12 +159,8 @@ struct PsClient::ChunkCall final : BulkCall::Observer {
     decoded = completed.DecodeReply(&reply);
     short_reply = false;
     if (!decoded.ok() || reply.timed_out() || completed.payload_placed) return;
-    for (const SegmentRange& r : segments) {
-      const PartitionRef& ref = (*partitions)[r.partition];
-      const auto dst = into->value(ref.handle)
-                           .subspan(static_cast<size_t>(ref.first_element + r.offset),
-                                    static_cast<size_t>(r.count));
-      if (!ReadFloats(completed.reply_source, dst, wire_type)) {
+    for (const std::span<float> d : dest) {
+      if (!ReadFloats(completed.reply_source, d, wire_type)) {
         short_reply = true;
         return;
       }
@@ -137,7 +180,12 @@ struct PsClient::Task {
   std::vector<PartitionRef> partitions;                  // in the task's order
   std::vector<std::vector<SegmentRange>> chunks;         // PlanChunks of the partitions
   std::vector<std::unique_ptr<ChunkCall>> pull_calls;    // one per chunk
-  std::vector<std::unique_ptr<ChunkCall>> push_calls;    // dense gradient chunks, numbered first
+  // Pulls of rows (ParameterSet::pulls_rows), when the task holds sparse partitions: chunks of the
+  // dense partitions, and calls of rows, grown as a pull needs more. `pulling`: this pull's calls.
+  std::vector<std::unique_ptr<ChunkCall>> dense_pull_calls;
+  std::vector<std::unique_ptr<ChunkCall>> row_pull_calls;
+  std::vector<ChunkCall*> pulling;
+  std::vector<std::unique_ptr<ChunkCall>> push_calls;  // dense gradient chunks, numbered first
   std::vector<uint32_t> sparse_partitions;
   // Calls of sparse rows, numbered after the dense ones; grown as a step needs more.
   std::vector<std::unique_ptr<BulkCall>> sparse_calls;
@@ -246,11 +294,7 @@ void PsClient::PlanTask(Task& task, const nn::ParameterSet& params,
 
   task.chunks = PlanChunks(elements);
   for (uint32_t c = 0; c < task.chunks.size(); ++c) {
-    auto call = MakeChunkCall(task, proto::TK_PULL, c, task.chunks[c]);
-    call->partitions = &task.partitions;
-    call->wire_type = options_.wire_type;
-    call->call.observer = call.get();
-    task.pull_calls.push_back(std::move(call));
+    task.pull_calls.push_back(MakePullCall(task, c, task.chunks[c]));
   }
   // Gradient pushes plan the dense partitions only; sparse ones send their touched rows.
   std::vector<int64_t> dense = elements;
@@ -264,6 +308,10 @@ void PsClient::PlanTask(Task& task, const nn::ParameterSet& params,
     std::erase_if(chunk,
                   [&](const SegmentRange& r) { return task.partitions[r.partition].sparse; });
     if (chunk.empty()) continue;
+    if (!task.sparse_partitions.empty()) {
+      const auto c = static_cast<uint32_t>(task.dense_pull_calls.size());
+      task.dense_pull_calls.push_back(MakePullCall(task, c, chunk));
+    }
     const auto index = static_cast<uint32_t>(task.push_calls.size());
     auto call = MakeChunkCall(task, proto::TK_GRADIENT, index, std::move(chunk));
     std::vector<nn::ParameterSet::Handle> handles;
@@ -309,6 +357,15 @@ std::unique_ptr<PsClient::ChunkCall> PsClient::MakeChunkCall(
   c->call.connection = task.first_connection + k;
   c->segments = std::move(segments);
   return c;
+}
+
+std::unique_ptr<PsClient::ChunkCall> PsClient::MakePullCall(
+    Task& task, uint32_t chunk, std::vector<SegmentRange> segments) const {
+  auto call = MakeChunkCall(task, proto::TK_PULL, chunk, std::move(segments));
+  call->partitions = &task.partitions;
+  call->wire_type = options_.wire_type;
+  call->call.observer = call.get();
+  return call;
 }
 
 std::chrono::system_clock::time_point PsClient::Deadline(bool parked_pull) const {
@@ -557,22 +614,64 @@ absl::Status PsClient::Assign(Task& task, const nn::ParameterSet& params) {
   return absl::OkStatus();
 }
 
+void PsClient::PlanPull(Task& task, nn::ParameterSet& params) {
+  task.pulling.clear();
+  if (!params.pulls_rows() || task.sparse_partitions.empty()) {
+    for (auto& call : task.pull_calls) {
+      call->AimAtSegments(params);
+      task.pulling.push_back(call.get());
+    }
+    return;
+  }
+  for (auto& call : task.dense_pull_calls) {
+    call->AimAtSegments(params);
+    task.pulling.push_back(call.get());
+  }
+  // Each sparse partition takes at least one call (of no rows, perhaps): in sync mode every pull
+  // learns the step of every partition it will push.
+  for (const uint32_t p : task.sparse_partitions) {
+    const PartitionRef& ref = task.partitions[p];
+    const std::span<const int64_t> rows =
+        RowsIn(params.rows_to_pull(ref.handle), ref.row_begin, ref.row_end);
+    const auto n = static_cast<int64_t>(rows.size());
+    const int64_t per_call = RowsPerCall(ref.row_elements);
+    const int64_t calls = std::max<int64_t>(1, (n + per_call - 1) / per_call);
+    for (int64_t k = 0; k < calls; ++k) {
+      const size_t index = task.pulling.size() - task.dense_pull_calls.size();
+      if (index == task.row_pull_calls.size()) {
+        const auto chunk = static_cast<uint32_t>(task.dense_pull_calls.size() + index);
+        task.row_pull_calls.push_back(MakePullCall(task, chunk, {}));
+      }
+      ChunkCall& call = *task.row_pull_calls[index];
+      call.call.varying.clear_segments();
+      call.AimAtRows(params, p,
+                     rows.subspan(static_cast<size_t>(n * k / calls),
+                                  static_cast<size_t>(n * (k + 1) / calls - n * k / calls)));
+      task.pulling.push_back(&call);
+    }
+  }
+}
+
 absl::Status PsClient::PullOnce(nn::ParameterSet& params, SyncResult* result) {
   const bool sync = options_.training.sync.sync_replicas();
+  size_t calls = 0;
   for (auto& task : tasks_) {
-    for (auto& call : task->pull_calls) {
+    PlanPull(*task, params);
+    calls += task->pulling.size();
+  }
+  window_->Reserve(calls);
+  for (auto& task : tasks_) {
+    for (ChunkCall* call : task->pulling) {
       call->call.varying.set_step(sync ? task->next_min_step : 0);
       call->call.SetRequest({}, options_.wire_type);
-      call->into = &params;
-      call->SetTargets();
       window_->Add(&call->call, Deadline(sync));
     }
   }
   window_->Wait();  // every reply decoded into params as it arrived (ChunkCall::Completed)
   absl::Status status;
   for (auto& task : tasks_) {
-    for (size_t c = 0; c < task->pull_calls.size(); ++c) {
-      ChunkCall& call = *task->pull_calls[c];
+    for (size_t c = 0; c < task->pulling.size(); ++c) {
+      ChunkCall& call = *task->pulling[c];
       const proto::TransferReply& reply = call.reply;
       if (!call.decoded.ok()) {
         // Every reply is read (the others still update the steps) before the first failure.
@@ -594,25 +693,11 @@ absl::Status PsClient::PullOnce(nn::ParameterSet& params, SyncResult* result) {
         return absl::InternalError(
             absl::StrCat("short pull reply from ps task ", task->index, " at ", task->address));
       }
-      for (const SegmentRange& r : call.segments) {
-        result->bytes += r.count * static_cast<int64_t>(WireBytes(options_.wire_type));
-      }
+      result->bytes += call.dest_elements * static_cast<int64_t>(WireBytes(options_.wire_type));
     }
   }
   return status;
 }
-
-namespace {
-
-// The touched rows of a sparse partition's parameter that fall in the partition.
-std::span<const int64_t> RowsIn(const nn::ParameterSet& params, const PartitionRef& ref) {
-  const auto rows = params.touched_rows(ref.handle);
-  const auto first = std::lower_bound(rows.begin(), rows.end(), ref.row_begin);
-  const auto last = std::lower_bound(first, rows.end(), ref.row_end);
-  return {first, last};
-}
-
-}  // namespace
 
 void PsClient::BeginPush(const nn::ParameterSet& params, int64_t examples) {
   push_open_ = true;
@@ -626,8 +711,9 @@ void PsClient::BeginPush(const nn::ParameterSet& params, int64_t examples) {
     uint32_t n = static_cast<uint32_t>(task->push_calls.size());
     for (size_t i = 0; i < task->sparse_partitions.size(); ++i) {
       const PartitionRef& ref = task->partitions[task->sparse_partitions[i]];
-      const auto rows = static_cast<int64_t>(RowsIn(params, ref).size());
-      const int64_t per_call = std::max<int64_t>(1, kChunkBytes / (4 * ref.row_elements));
+      const auto rows = static_cast<int64_t>(
+          RowsIn(params.touched_rows(ref.handle), ref.row_begin, ref.row_end).size());
+      const int64_t per_call = RowsPerCall(ref.row_elements);
       task->sparse_counts[i] =
           static_cast<uint32_t>(std::max<int64_t>(1, (rows + per_call - 1) / per_call));
       n += task->sparse_counts[i];
@@ -679,7 +765,8 @@ absl::Status PsClient::SendSparseRows(Task& task, const nn::ParameterSet& params
   // anything goes.
   for (size_t i = 0; i < task.sparse_partitions.size(); ++i) {
     const PartitionRef& ref = task.partitions[task.sparse_partitions[i]];
-    const auto n = static_cast<int64_t>(RowsIn(params, ref).size());
+    const auto n = static_cast<int64_t>(
+        RowsIn(params.touched_rows(ref.handle), ref.row_begin, ref.row_end).size());
     const int64_t calls = task.sparse_counts[i];
     if ((n + calls - 1) / calls * ref.row_elements * 4 > 2 * kChunkBytes) {
       return absl::FailedPreconditionError(
@@ -691,7 +778,7 @@ absl::Status PsClient::SendSparseRows(Task& task, const nn::ParameterSet& params
   for (size_t i = 0; i < task.sparse_partitions.size(); ++i) {
     const uint32_t p = task.sparse_partitions[i];
     const PartitionRef& ref = task.partitions[p];
-    const auto rows = RowsIn(params, ref);
+    const auto rows = RowsIn(params.touched_rows(ref.handle), ref.row_begin, ref.row_end);
     const auto first = rows.begin();
     const auto n = static_cast<int64_t>(rows.size());
     const int64_t calls = task.sparse_counts[i];

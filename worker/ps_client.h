@@ -10,6 +10,12 @@
 // straight from the received slices into the parameter buffer (one copy). Apart from gRPC's own
 // allocations a steady-state step allocates nothing here.
 //
+// Sparse pulls: when the ParameterSet pulled into says pulls_rows(), a sparse parameter's
+// partitions bring only its rows_to_pull (the rows the step being served reads: an embedding's
+// rows for the batch's ids, as TensorFlow 1.x gathered them on the ps), in calls of at most a
+// chunk each and at least one per partition (in sync mode every pull learns every partition's
+// step); the dense partitions go in chunks as always. Otherwise every row.
+//
 // Early sending (GradientsReady): a dense gradient chunk goes as soon as every parameter it
 // covers is ready; a sparse parameter's touched rows go at Push (the touched rows of every sparse
 // parameter must be final before a step's first GradientsReady: layers set them before forward).
@@ -108,6 +114,11 @@ class PsClient final : public ParameterSync {
   void PlanTask(Task& task, const nn::ParameterSet& params, const grpc::ChannelArguments& args);
   std::unique_ptr<ChunkCall> MakeChunkCall(Task& task, proto::TransferKind kind, uint32_t chunk,
                                            std::vector<SegmentRange> segments) const;
+  std::unique_ptr<ChunkCall> MakePullCall(Task& task, uint32_t chunk,
+                                          std::vector<SegmentRange> segments) const;
+  // The task's calls of a pull into params (Task::pulling), aimed at params' values: every chunk,
+  // or (params.pulls_rows()) the dense chunks and the rows to pull of each sparse partition.
+  void PlanPull(Task& task, nn::ParameterSet& params);
 
   absl::Status InitializeTask(Task& task, const nn::ParameterSet& params);
   // Routes the task's bulk calls: over links to the bulk port the task advertised (reusing

@@ -256,6 +256,146 @@ TEST_P(PsClientTest, ChiefRecreatesATaskRestartedEmptyBetweenTwoExchanges) {
   EXPECT_FALSE(again->dropped);
 }
 
+// A sparse embedding big enough that balanced placement splits it over three tasks, between two
+// dense variables.
+std::unique_ptr<nn::ParameterSet> MakeEmbeddingParams() {
+  auto p = std::make_unique<nn::ParameterSet>();
+  p->Declare("w", {64, 100}, nn::Initializer::Uniform(1.0f));
+  const Handle emb = p->Declare("embedding", {30000, 16}, nn::Initializer::Uniform(1.0f));
+  p->Declare("bias", {16}, nn::Initializer::Uniform(1.0f));
+  p->MarkSparse(emb);
+  p->Finalize();
+  return p;
+}
+
+std::vector<float> RowOf(const nn::ParameterSet& p, int64_t row) {
+  const auto v = p.value(1).subspan(static_cast<size_t>(row * 16), 16);
+  return {v.begin(), v.end()};
+}
+
+// Sparse pulls (ParameterSet::pulls_rows): worker 1 updates some embedding rows and the dense
+// variables; worker 0 then pulls only the rows its next step reads. Those rows and every dense
+// value are the ps's, fresh (one of them updated by the other worker); the rows it did not ask
+// for keep what it had; the bytes are the dense ones and the rows asked. A whole pull then
+// brings everything. Float32 (read straight into the parameters) and bfloat16 on the wire.
+TEST_P(PsClientTest, SparsePullsBringFreshTheRowsAStepReadsAndNoOthers) {
+  for (const WireType wire : {WireType::kFloat32, WireType::kBfloat16}) {
+    SCOPED_TRACE(wire == WireType::kFloat32 ? "float32" : "bfloat16");
+    LoopbackPs ps0, ps1, ps2;
+    ASSERT_TRUE(ps0.started() && ps1.started() && ps2.started());
+    const std::vector<std::string> addresses = {ps0.address(), ps1.address(), ps2.address()};
+    std::vector<std::unique_ptr<nn::ParameterSet>> params;
+    std::vector<std::unique_ptr<PsClient>> clients;
+    for (int w = 0; w < 2; ++w) {
+      params.push_back(MakeEmbeddingParams());
+      PsClient::Options options = Options(GetParam(), addresses, w, 2, false);
+      options.wire_type = wire;
+      auto c = PsClient::Create(options, *params.back());
+      ASSERT_TRUE(c.ok()) << c.status();
+      clients.push_back(std::move(*c));
+    }
+    int embedding_partitions = 0;
+    for (const PartitionPlacement& part : clients[0]->placement().partitions) {
+      embedding_partitions += part.variable == 1 ? 1 : 0;
+    }
+    ASSERT_GE(embedding_partitions, 2) << clients[0]->placement().Describe();
+    params[0]->Initialize(3);
+    ASSERT_TRUE(clients[0]->Prepare(*params[0], true).ok());
+    ASSERT_TRUE(clients[1]->Prepare(*params[1], false).ok());
+    for (int w = 0; w < 2; ++w) ASSERT_TRUE(clients[w]->Pull(*params[w]).ok());
+    const std::vector<float> before(params[0]->values().begin(), params[0]->values().end());
+
+    nn::ParameterSet& other = *params[1];
+    for (float& g : other.grads()) g = 0.25f;
+    other.SetTouchedRows(1, {4, 20000, 29999});
+    auto pushed = clients[1]->Push(other, 2);
+    ASSERT_TRUE(pushed.ok()) << pushed.status();
+
+    nn::ParameterSet& mine = *params[0];
+    mine.mutable_rows_to_pull(1) = {3, 4, 5, 15000, 29999};
+    mine.set_pulls_rows(true);
+    auto sparse = clients[0]->Pull(mine);
+    ASSERT_TRUE(sparse.ok()) << sparse.status();
+    EXPECT_EQ(sparse->global_step, 1);
+    const int64_t wire_bytes = wire == WireType::kFloat32 ? 4 : 2;
+    EXPECT_EQ(sparse->bytes, (64 * 100 + 5 * 16 + 16) * wire_bytes);
+
+    auto reference = clients[1]->Pull(other);  // whole
+    ASSERT_TRUE(reference.ok()) << reference.status();
+    EXPECT_EQ(reference->bytes, (64 * 100 + 30000 * 16 + 16) * wire_bytes);
+    for (const Handle dense : {0, 2}) {
+      const auto a = mine.value(dense), b = other.value(dense);
+      EXPECT_TRUE(std::equal(a.begin(), a.end(), b.begin())) << "dense variable " << dense;
+    }
+    for (const int64_t row : {3, 4, 5, 15000, 29999}) {
+      EXPECT_EQ(RowOf(mine, row), RowOf(other, row)) << "row " << row << " was pulled";
+    }
+    EXPECT_NE(RowOf(mine, 4), std::vector<float>(before.begin() + mine.descs()[1].offset + 4 * 16,
+                                                 before.begin() + mine.descs()[1].offset + 5 * 16))
+        << "row 4 was updated by the other worker: the pull must bring the new value";
+    const auto old_row = [&](int64_t row) {
+      const auto at = before.begin() + mine.descs()[1].offset + row * 16;
+      return std::vector<float>(at, at + 16);
+    };
+    EXPECT_EQ(RowOf(mine, 20000), old_row(20000)) << "not asked for: left as it was";
+    EXPECT_NE(RowOf(other, 20000), old_row(20000));
+
+    mine.set_pulls_rows(false);
+    ASSERT_TRUE(clients[0]->Pull(mine).ok());
+    EXPECT_TRUE(std::equal(mine.values().begin(), mine.values().end(), other.values().begin()));
+  }
+}
+
+// Sync mode: a pull of no rows at all still waits for the step its worker pushed, on every task
+// (each sparse partition takes a call of no rows), and then brings the aggregated dense values.
+TEST_P(PsClientTest, SyncSparsePullOfNoRowsWaitsForTheStepOnEveryTask) {
+  LoopbackPs ps0, ps1, ps2;
+  ASSERT_TRUE(ps0.started() && ps1.started() && ps2.started());
+  const std::vector<std::string> addresses = {ps0.address(), ps1.address(), ps2.address()};
+  std::vector<std::unique_ptr<nn::ParameterSet>> params;
+  std::vector<std::unique_ptr<PsClient>> clients;
+  for (int w = 0; w < 2; ++w) {
+    params.push_back(MakeEmbeddingParams());
+    auto c = PsClient::Create(Options(GetParam(), addresses, w, 2, true), *params.back());
+    ASSERT_TRUE(c.ok()) << c.status();
+    clients.push_back(std::move(*c));
+  }
+  params[0]->Initialize(3);
+  ASSERT_TRUE(clients[0]->Prepare(*params[0], true).ok());
+  ASSERT_TRUE(clients[1]->Prepare(*params[1], false).ok());
+  for (int w = 0; w < 2; ++w) {
+    ASSERT_TRUE(clients[w]->Pull(*params[w]).ok());
+    for (float& g : params[w]->grads()) g = 0.5f;
+    params[w]->SetTouchedRows(1, {7});
+    auto pushed = clients[w]->Push(*params[w], 2);
+    ASSERT_TRUE(pushed.ok()) << pushed.status();
+    EXPECT_FALSE(pushed->dropped);
+  }
+  params[0]->mutable_rows_to_pull(1).clear();
+  params[0]->set_pulls_rows(true);
+  auto sparse = clients[0]->Pull(*params[0]);
+  ASSERT_TRUE(sparse.ok()) << sparse.status();
+  EXPECT_EQ(sparse->global_step, 1);
+  EXPECT_EQ(sparse->bytes, (64 * 100 + 16) * 4);
+  auto whole = clients[1]->Pull(*params[1]);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(whole->global_step, 1);
+  for (const Handle dense : {0, 2}) {
+    const auto a = params[0]->value(dense), b = params[1]->value(dense);
+    EXPECT_TRUE(std::equal(a.begin(), a.end(), b.begin())) << "dense variable " << dense;
+  }
+  EXPECT_EQ(ps0.state().global_step(), 1);
+  EXPECT_EQ(ps1.state().global_step(), 1);
+  EXPECT_EQ(ps2.state().global_step(), 1);
+  // The next step goes through on every task: each learnt the step its push is for.
+  for (int w = 0; w < 2; ++w) {
+    auto pushed = clients[w]->Push(*params[w], 2);
+    ASSERT_TRUE(pushed.ok()) << pushed.status();
+    EXPECT_FALSE(pushed->dropped) << "worker " << w;
+  }
+  EXPECT_EQ(ps0.state().global_step(), 2);
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, PsClientEarlySend,
                          ::testing::Values(Transport::kBulk, Transport::kGrpc), TransportName);
 INSTANTIATE_TEST_SUITE_P(Transports, PsClientTest,

@@ -63,6 +63,10 @@ class ReplayTrainable final : public nn::Trainable {
   void SetLossScale(float scale) override;
   bool last_step_finite() const override { return finite_; }
   void ResetState() override { model_.ResetState(); }
+  // The real model's rows for `batch`: a replayed step pulls what a computing one would.
+  absl::Status ListRowsRead(const nn::Batch& batch, nn::ParameterSet& into) override {
+    return model_.ListRowsRead(batch, into);
+  }
   void SetGradientListener(nn::GradientListener* listener) override { listener_ = listener; }
 
   // What a replayed step spends, per layer, and in all.

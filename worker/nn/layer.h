@@ -66,6 +66,14 @@ class Layer {
     return absl::OkStatus();
   }
 
+  // Sparse pulls: lists in `params` (ParameterSet::mutable_rows_to_pull) the rows of this
+  // layer's sparse parameters that a call on `host_input` (the model's inputs, `rows` examples)
+  // reads, with Prepare's checks and errors. Default: nothing (no sparse parameter).
+  virtual absl::Status ListRowsRead(const float* /*host_input*/, int64_t /*rows*/,
+                                    ParameterSet& /*params*/) const {
+    return absl::OkStatus();
+  }
+
   virtual void Forward(const RunContext& ctx, const Matrix& x, const Matrix& y) = 0;
 
   // dx may be null (first layer: no one needs it).

@@ -99,6 +99,14 @@ absl::Status Model::Stage(const Batch& batch, bool training) {
   return loss_->SetLabels(batch.labels, batch.size * labels_per_example_, spec_.num_classes);
 }
 
+absl::Status Model::ListRowsRead(const Batch& batch, ParameterSet& into) {
+  for (const auto& layer : layers_) {
+    RETURN_IF_ERROR(layer->ListRowsRead(batch.inputs, batch.size, into));
+  }
+  into.set_pulls_rows(true);
+  return absl::OkStatus();
+}
+
 const Matrix& Model::Forward(bool training) {
   const int64_t rows = views_[0].rows;
   backend_.CopyToDevice(input_, acts_[0].get(), rows * widths_[0]);

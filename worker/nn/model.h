@@ -129,6 +129,7 @@ class Model final : public Trainable {
 
   // Starts stateful layers (LSTMs) from zeros again: at an epoch's start, before evaluation.
   void ResetState() override;
+  absl::Status ListRowsRead(const Batch& batch, ParameterSet& into) override;
 
   // For gradient checks: the next ComputeGradients draws the dropout masks of training step
   // `step` (steps count from 0) again.

@@ -97,6 +97,16 @@ void ParameterSet::SetTouchedRows(Handle h, const std::vector<int64_t>& rows) {
   descs_[static_cast<size_t>(h)].touched_rows.assign(rows.begin(), rows.end());
 }
 
+void ParameterSet::CopyRowsToPullFrom(const ParameterSet& other) {
+  assert(other.descs_.size() == descs_.size());
+  for (size_t i = 0; i < descs_.size(); ++i) {
+    if (!descs_[i].sparse) continue;
+    const std::vector<int64_t>& rows = other.descs_[i].rows_to_pull;
+    descs_[i].rows_to_pull.assign(rows.begin(), rows.end());
+  }
+  pulls_rows_ = other.pulls_rows_;
+}
+
 std::unique_ptr<ParameterSet> ParameterSet::SameLayoutAs(const ParameterSet& other) {
   auto set = std::make_unique<ParameterSet>();
   for (const ParameterDesc& d : other.descs_) {

@@ -42,6 +42,7 @@ struct ParameterDesc {
   int64_t size = 0;    // in floats
   bool sparse = false;
   std::vector<int64_t> touched_rows;  // sparse only: this step's rows
+  std::vector<int64_t> rows_to_pull;  // sparse only: the rows the next pull brings
   // Floats per row of the first dimension (what a touched row spans); 0 for a scalar or an empty
   // first dimension.
   int64_t row_width() const { return shape.empty() || shape[0] == 0 ? 0 : size / shape[0]; }
@@ -95,6 +96,24 @@ class ParameterSet {
     return descs_[static_cast<size_t>(h)].touched_rows;
   }
 
+  // Sparse pulls (TensorFlow 1.x gathered an embedding's rows on the ps and sent only those):
+  // while pulls_rows(), a pull into this set (PsClient) brings of each sparse parameter h only
+  // rows_to_pull(h), the rows the step it serves reads (Trainable::ListRowsRead fills them from
+  // that step's batch); every other row of h keeps the value it had, and that step must not read
+  // it. Off (every row pulled) until set_pulls_rows(true).
+  // mutable_rows_to_pull(h): the list to fill, sorted, unique and in range (capacity kept).
+  std::vector<int64_t>& mutable_rows_to_pull(Handle h) {
+    return descs_[static_cast<size_t>(h)].rows_to_pull;
+  }
+  std::span<const int64_t> rows_to_pull(Handle h) const {
+    return descs_[static_cast<size_t>(h)].rows_to_pull;
+  }
+  void set_pulls_rows(bool on) { pulls_rows_ = on; }
+  bool pulls_rows() const { return pulls_rows_; }
+  // other's rows to pull and pulls_rows() (other has this set's layout). Allocates only while a
+  // list outgrows every earlier one.
+  void CopyRowsToPullFrom(const ParameterSet& other);
+
   const std::vector<ParameterDesc>& descs() const { return descs_; }
   int64_t total_size() const { return total_; }
   std::span<float> values() { return {values_.get(), static_cast<size_t>(total_)}; }
@@ -131,6 +150,7 @@ class ParameterSet {
   int64_t total_ = 0;
   std::unique_ptr<float[], FreeDeleter> values_;
   uint64_t values_version_ = 1;
+  bool pulls_rows_ = false;
   std::unique_ptr<float[], FreeDeleter> grads_;
   float* device_values_ = nullptr;  // owned by the backend
   float* device_grads_ = nullptr;

@@ -75,5 +75,28 @@ TEST(ParameterSet, SameLayoutKeepsOffsetsAndSparsenessAndCopiesValues) {
   EXPECT_TRUE(std::equal(p.values().begin(), p.values().end(), q->values().begin()));
 }
 
+TEST(ParameterSet, RowsToPullAreOffUntilSetAndCopyWithTheFlag) {
+  ParameterSet p;
+  const auto w = p.Declare("w", {3, 5}, Initializer::Zeros());
+  const auto e = p.Declare("emb", {10, 4}, Initializer::Zeros());
+  p.MarkSparse(e);
+  p.Finalize();
+  EXPECT_FALSE(p.pulls_rows());
+  EXPECT_TRUE(p.rows_to_pull(e).empty());
+  p.mutable_rows_to_pull(e) = {1, 4, 9};
+  p.set_pulls_rows(true);
+
+  const std::unique_ptr<ParameterSet> q = ParameterSet::SameLayoutAs(p);
+  EXPECT_FALSE(q->pulls_rows());
+  q->CopyRowsToPullFrom(p);
+  EXPECT_TRUE(q->pulls_rows());
+  EXPECT_EQ(std::vector<int64_t>(q->rows_to_pull(e).begin(), q->rows_to_pull(e).end()),
+            (std::vector<int64_t>{1, 4, 9}));
+  EXPECT_TRUE(q->rows_to_pull(w).empty());
+  p.set_pulls_rows(false);
+  q->CopyRowsToPullFrom(p);
+  EXPECT_FALSE(q->pulls_rows());
+}
+
 }  // namespace
 }  // namespace psflow::nn

@@ -53,6 +53,10 @@ class Towers final : public Trainable {
   void SetLossScale(float scale) override;
   bool last_step_finite() const override { return last_step_finite_; }
   void ResetState() override;
+  // The whole batch's rows (every tower reads its slice's).
+  absl::Status ListRowsRead(const Batch& batch, ParameterSet& into) override {
+    return towers_[0]->ListRowsRead(batch, into);
+  }
   // --cuda_graphs: every tower records and replays its own step (Model::EnableGraphs), on its
   // own thread; a tower whose slice is short of its max_batch runs eagerly.
   void EnableGraphs() {

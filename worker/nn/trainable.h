@@ -53,6 +53,13 @@ class Trainable {
   // Whether every gradient of the last ComputeGradients was finite. Measured (on the device)
   // only when the gradients were clipped or a loss scale was set; true otherwise.
   virtual bool last_step_finite() const = 0;
+  // Sparse pulls: lists in `into` (a set of params()' layout) the rows of each sparse parameter
+  // that a training step on `batch` reads, and turns into.pulls_rows() on (ParameterSet's
+  // contract), so a pull for that step brings only those rows. The errors the step would give
+  // for that batch (an id outside the vocabulary). Default: nothing (pulls bring every row).
+  virtual absl::Status ListRowsRead(const Batch& /*batch*/, ParameterSet& /*into*/) {
+    return absl::OkStatus();
+  }
   // Stateful layers (LSTMs) start from zeros again.
   virtual void ResetState() = 0;
   // From the next ComputeGradients on, tells `listener` (null: nobody; it outlives its use) as

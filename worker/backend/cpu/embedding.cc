@@ -30,6 +30,12 @@ absl::Status Embedding::Prepare(const nn::RunContext& ctx, int64_t rows) {
   return absl::OkStatus();
 }
 
+absl::Status Embedding::ListRowsRead(const float* host_input, int64_t rows,
+                                     nn::ParameterSet& params) const {
+  return nn::CollectTokenRows(name(), host_input, rows * time_, spec_.vocab_size,
+                              params.mutable_rows_to_pull(table_));
+}
+
 void Embedding::Forward(const nn::RunContext& ctx, const nn::Matrix& x, const nn::Matrix& y) {
   const float* table = ctx.params->value(table_).data();
   const size_t row_bytes = static_cast<size_t>(spec_.dim) * sizeof(float);

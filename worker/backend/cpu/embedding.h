@@ -20,6 +20,9 @@ class Embedding final : public nn::Layer {
   absl::StatusOr<nn::Shape> Build(const nn::Shape& input, const nn::BuildContext& ctx) override;
   // INVALID_ARGUMENT naming the layer for an id outside the vocabulary.
   absl::Status Prepare(const nn::RunContext& ctx, int64_t rows) override;
+  // The ids' rows, sorted and unique, as Prepare reports them.
+  absl::Status ListRowsRead(const float* host_input, int64_t rows,
+                            nn::ParameterSet& params) const override;
   void Forward(const nn::RunContext& ctx, const nn::Matrix& x, const nn::Matrix& y) override;
   void Backward(const nn::RunContext& ctx, const nn::Matrix& x, const nn::Matrix& y,
                 const nn::Matrix& dy, const nn::Matrix* dx) override;

@@ -35,6 +35,12 @@ absl::Status Embedding::Prepare(const nn::RunContext& ctx, int64_t rows) {
   return absl::OkStatus();
 }
 
+absl::Status Embedding::ListRowsRead(const float* host_input, int64_t rows,
+                                     nn::ParameterSet& params) const {
+  return nn::CollectTokenRows(where_, host_input, rows * time_, spec_.vocab_size,
+                              params.mutable_rows_to_pull(table_));
+}
+
 void Embedding::Forward(const nn::RunContext& ctx, const nn::Matrix& x, const nn::Matrix& y) {
   LaunchEmbeddingGather(x.data, x.size(), ctx.params->device_value(table_).data(), spec_.vocab_size,
                         spec_.dim, y.data, ctx_.stream());
