@@ -36,6 +36,7 @@ void BackgroundExchange::Start(nn::ParameterSet& params, int64_t examples) {
   } else {
     buffers_->CopyGradientsFrom(params);
   }
+  buffers_->CopyRowsToPullFrom(params);
   {
     std::lock_guard lock(mu_);
     started_ = true;

@@ -55,7 +55,8 @@ class BackgroundExchange {
 
   // Takes params' gradients (kCopy: copies them, dense whole, sparse touched rows; kSwap: swaps
   // the gradient buffers, so params then holds an earlier step's, which the next step overwrites)
-  // and starts pushing them over `examples`, then pulling. Precondition: no exchange in flight.
+  // and starts pushing them over `examples`, then pulling (params' rows to pull, when it pulls
+  // rows: ParameterSet::pulls_rows). Precondition: no exchange in flight.
   // Allocates nothing in steady state.
   void Start(nn::ParameterSet& params, int64_t examples);
 

@@ -65,6 +65,10 @@ ABSL_FLAG(bool, stream_gradients, true,
           "clipping or loss scaling, not with --num_gpus > 1; on a GPU as each layer's copy to "
           "the host lands), the rest at the step's end; false: all after the step, as "
           "TensorFlow 1.x (for comparisons)");
+ABSL_FLAG(bool, sparse_pulls, true,
+          "Pull only the embedding rows each step reads (the rows of its batch's token ids, as "
+          "TensorFlow 1.x gathered them on the ps); false: every row of every variable each step "
+          "(for comparisons)");
 ABSL_FLAG(bool, update_on_device, true,
           "With no ps task and --device=gpu (one GPU): the optimizer runs on the GPU, its slots "
           "in device memory, and no parameter or gradient crosses the bus per step; false: on "
@@ -143,6 +147,7 @@ WorkerFlags FlagsGiven() {
                      .sync_replicas = absl::GetFlag(FLAGS_sync_replicas),
                      .overlap = absl::GetFlag(FLAGS_overlap),
                      .stream_gradients = absl::GetFlag(FLAGS_stream_gradients),
+                     .sparse_pulls = absl::GetFlag(FLAGS_sparse_pulls),
                      .update_on_device = absl::GetFlag(FLAGS_update_on_device),
                      .replicas_to_aggregate = absl::GetFlag(FLAGS_replicas_to_aggregate),
                      .train_epochs = absl::GetFlag(FLAGS_train_epochs),
@@ -173,12 +178,14 @@ absl::Status EvaluateAndReport(const WorkerConfig& config, nn::Model& model, nn:
   const std::string head = absl::StrFormat(
       "%s %d done: steps=%d examples=%d seconds=%.3f examples_per_sec=%.1f global_step=%d "
       "loss=%.4f pull_ms=%.3f compute_ms=%.3f push_ms=%.3f input_wait_ms=%.3f dropped_pushes=%d "
-      "exchange_ms=%.3f skipped_steps=%d loss_scale=%g compute=%s",
+      "exchange_ms=%.3f skipped_steps=%d loss_scale=%g pulled_mb_per_step=%.3f "
+      "pushed_mb_per_step=%.3f compute=%s",
       config.spec.task.type, config.spec.task.index, r.steps, r.examples, r.seconds,
       r.examples_per_second(), r.global_step, r.last_loss, 1e3 * r.pull_seconds / r.steps,
       1e3 * r.compute_seconds / r.steps, 1e3 * r.push_seconds / r.steps,
       1e3 * r.input_wait_seconds / r.steps, r.dropped_pushes, 1e3 * r.exchange_seconds / r.steps,
-      r.skipped_steps, r.loss_scale, config.compute.label);
+      r.skipped_steps, r.loss_scale, 1e-6 * static_cast<double>(r.pulled_bytes) / r.steps,
+      1e-6 * static_cast<double>(r.pushed_bytes) / r.steps, config.compute.label);
   const bool lm = config.zoo.data == models::DataKind::kPtb;
   if (config.compute.replay()) {
     PSFLOW_LOG(INFO) << head
@@ -365,6 +372,7 @@ absl::Status Main(const TransportSecurity& security) {
   options.schedule = config.zoo.recipe.schedule;
   options.loss_scale = config.loss_scale;
   options.stream_gradients = config.stream_gradients;
+  options.sparse_pulls = config.sparse_pulls;
   std::unique_ptr<ReplayTrainable> replay;
   if (config.compute.replay()) {
     ASSIGN_OR_RETURN(replay, MakeReplay(config, *trainable.model, metrics.get()));

@@ -23,10 +23,20 @@ absl::Status OverlappedSync::Prepare(const nn::ParameterSet& params, bool is_chi
 
 absl::StatusOr<SyncResult> OverlappedSync::Pull(nn::ParameterSet& params) {
   const std::optional<SyncResult> taken = std::exchange(pulled_, std::nullopt);
-  if (taken.has_value() && !left_) return *taken;
+  // The values the last Push's wait brought (pulled for this step), or, after a Flush, those
+  // pulled for the step after this one: every row of them serves this one too, but only some rows
+  // of a sparse pull did.
+  if (taken.has_value() && !left_ && (exchange_.in_flight() || !params.pulls_rows())) {
+    return *taken;
+  }
   // The exchange in flight brings the values for the step after this one.
   if (exchange_.in_flight()) return SyncResult{.global_step = global_step_};
-  ASSIGN_OR_RETURN(SyncResult pulled, sync_.Pull(params));
+  // These values serve this step and the next (no exchange brings that one's): every row.
+  const bool rows = params.pulls_rows();
+  params.set_pulls_rows(false);
+  absl::StatusOr<SyncResult> whole = sync_.Pull(params);
+  params.set_pulls_rows(rows);
+  ASSIGN_OR_RETURN(SyncResult pulled, std::move(whole));
   if (taken.has_value()) pulled.bytes += taken->bytes;  // the last exchange's pull counts too
   global_step_ = std::max(global_step_, pulled.global_step);
   return pulled;
@@ -36,7 +46,10 @@ absl::StatusOr<std::optional<SyncResult>> OverlappedSync::Flush(nn::ParameterSet
   if (!exchange_.in_flight()) return std::nullopt;
   const auto start = Clock::now();
   ASSIGN_OR_RETURN(const Exchange x, exchange_.Finish(params));
+  // A pull not returned yet (a Flush right after a Push) still counts its bytes.
+  const int64_t unreturned = pulled_.has_value() ? pulled_->bytes : 0;
   pulled_ = x.pulled;
+  pulled_->bytes += unreturned;
   SyncResult pushed = x.pushed;
   pushed.global_step = std::max(x.pushed.global_step, x.pulled.global_step);
   global_step_ = pushed.global_step;

@@ -10,6 +10,11 @@
 //         (waited_seconds: the wait; background_seconds: that exchange's push + pull).
 //   Flush waits for the exchange in flight, as Push does, and starts none.
 //
+// Sparse pulls: the exchange a Push starts pulls the values of the step after next
+// (pull_ahead() 2), so params' rows to pull must be that step's when Push is called; a Pull that
+// pulls itself (the first, or the first after a Flush) brings every row, as its values serve this
+// step and the next.
+//
 // GradientsReady does nothing: while the trainer computes, the wrapped sync belongs to the
 // background thread, and this step's gradients go out whole with the next exchange (the exchange
 // already overlaps the next step's computation).
@@ -40,6 +45,7 @@ class OverlappedSync final : public ParameterSync {
   void GradientsReady(const nn::ParameterSet& /*params*/, nn::ParameterSet::Handle /*first*/,
                       nn::ParameterSet::Handle /*last*/, int64_t /*examples*/) override {}
   absl::StatusOr<std::optional<SyncResult>> Flush(nn::ParameterSet& params) override;
+  int pull_ahead() const override { return 2; }
   absl::Status SetLearningRate(float learning_rate) override;
   absl::Status Leave() override;
 

@@ -62,6 +62,11 @@ class ParameterSync {
                               nn::ParameterSet::Handle /*first*/, nn::ParameterSet::Handle /*last*/,
                               int64_t /*examples*/) {}
 
+  // Sparse pulls (ParameterSet::pulls_rows): which step's rows the values a Push starts pulling
+  // serve, counted from the step pushed; 0 when a Push pulls nothing (the default: the next Pull
+  // pulls for the step it starts, with the rows listed in its params then).
+  virtual int pull_ahead() const { return 0; }
+
   // The chief changes the learning rate on every ps task (e.g. a per-epoch decay).
   virtual absl::Status SetLearningRate(float learning_rate) = 0;
 

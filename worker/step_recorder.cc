@@ -38,6 +38,7 @@ TrainResult& StepRecorder::Finish() {
 
 void StepRecorder::Pulled(const SyncResult& pulled) {
   result_.global_step = pulled.global_step;
+  result_.pulled_bytes += pulled.bytes;
   if (metrics_ != nullptr) metrics_->pulled_bytes.Increment(static_cast<double>(pulled.bytes));
 }
 
@@ -45,6 +46,7 @@ void StepRecorder::Pushed(const SyncResult& pushed) {
   if (pushed.dropped) ++result_.dropped_pushes;
   result_.global_step = pushed.global_step;
   result_.exchange_seconds += pushed.background_seconds;
+  result_.pushed_bytes += pushed.bytes;
   if (metrics_ != nullptr) {
     metrics_->pushed_bytes.Increment(static_cast<double>(pushed.bytes));
     metrics_->global_step.Set(static_cast<double>(pushed.global_step));

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <optional>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/log.h"
 #include "core/status_macros.h"
@@ -45,6 +46,11 @@ absl::StatusOr<TrainResult> Trainer::Run() {
   StepRecorder recorder(metrics_, total_steps, model_.labels_per_example(),
                         options_.log_every_steps);
 
+  if (options_.sparse_pulls && sync_.pull_ahead() > input_.depth()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "sparse pulls ", sync_.pull_ahead(), " steps ahead need an input prefetched as far (",
+        input_.depth(), ")"));
+  }
   const double input_wait_before = input_.wait_seconds();
   const Clock::time_point start = Clock::now();
   for (int64_t step = 0; step < total_steps; ++step) {
@@ -62,7 +68,8 @@ absl::StatusOr<TrainResult> Trainer::Run() {
   result.input_wait_seconds = input_.wait_seconds() - input_wait_before;
   // Sync mode stops waiting for this worker; its last push still counts.
   RETURN_IF_ERROR(sync_.Leave());
-  // Evaluate what the ps holds now, not this worker's last pulled copy.
+  // Evaluate what the ps holds now, not this worker's last pulled copy: every row.
+  params.set_pulls_rows(false);
   ASSIGN_OR_RETURN(const SyncResult pulled, sync_.Pull(params));
   if (metrics_ != nullptr) metrics_->pulled_bytes.Increment(static_cast<double>(pulled.bytes));
   result.global_step = std::max(result.global_step, pulled.global_step);
@@ -87,12 +94,15 @@ absl::Status Trainer::StartEpoch(int epoch, StepRecorder& recorder) {
 absl::Status Trainer::Step(StepRecorder& recorder) {
   nn::ParameterSet& params = model_.params();
   StepTimes t;
+  const int ahead = options_.sparse_pulls ? sync_.pull_ahead() : -1;
   const Clock::time_point start = Clock::now();
-  ASSIGN_OR_RETURN(const SyncResult pulled, sync_.Pull(params));
-  recorder.Pulled(pulled);
-  const double waited_before = input_.wait_seconds();
+  double waited_before = input_.wait_seconds();
   const nn::Batch batch = input_.Next();
   t.input = input_.wait_seconds() - waited_before;
+  // Sparse pulls: this step's rows, for the pull that serves it.
+  if (ahead == 0) RETURN_IF_ERROR(model_.ListRowsRead(batch, params));
+  ASSIGN_OR_RETURN(const SyncResult pulled, sync_.Pull(params));
+  recorder.Pulled(pulled);
   const Clock::time_point ready = Clock::now();  // parameters pulled and the batch at hand
   t.pull = Seconds(ready - start) - t.input;
   const float loss_scale = scaler_.scale();
@@ -100,10 +110,15 @@ absl::Status Trainer::Step(StepRecorder& recorder) {
   const Clock::time_point computed = Clock::now();
   t.compute = Seconds(computed - ready);
   if (step.finite) {
+    // Sparse pulls: the rows of the step whose values this push starts pulling.
+    waited_before = input_.wait_seconds();
+    if (ahead > 0) RETURN_IF_ERROR(model_.ListRowsRead(input_.Peek(ahead - 1), params));
+    const double peeked = input_.wait_seconds() - waited_before;
+    t.input += peeked;
     ASSIGN_OR_RETURN(const SyncResult pushed, sync_.Push(params, batch.size));
     recorder.Pushed(pushed);
     t.pull += pushed.waited_seconds;  // overlapped: waiting for the exchange is pulling
-    t.push = Seconds(Clock::now() - computed) - pushed.waited_seconds;
+    t.push = Seconds(Clock::now() - computed) - pushed.waited_seconds - peeked;
   }
   recorder.Step(t, batch.size, step.loss, step.finite, loss_scale);
   return absl::OkStatus();

@@ -3,6 +3,11 @@
 // variables from its own seeded initial values first; the others wait for them. At each epoch's
 // start stateful layers restart from zeros and the chief applies the learning-rate schedule.
 //
+// Sparse pulls (TrainerOptions::sparse_pulls): before each pull, the trainer lists in the
+// parameters the rows of the sparse parameters that the step the pull serves reads, so the pull
+// brings only those (PTB small: its 8 MB embedding becomes the 400 rows of a batch); the final
+// pull, which evaluation reads, brings every row.
+//
 // Overlap within a step: the trainer is the model's GradientListener while it lives, and hands
 // each layer's final gradients to ParameterSync::GradientsReady (with the batch's size) as
 // backward produces them, so a PsClient starts sending them before the step ends; Push then sends
@@ -42,6 +47,10 @@ struct TrainerOptions {
   // Hand each layer's gradients to the ParameterSync as backward produces them (see above);
   // false: Push sends them all after the step (TensorFlow 1.x's order, for comparisons).
   bool stream_gradients = true;
+  // Sparse pulls: a pull brings of each sparse parameter (an embedding) only the rows of the step
+  // it serves (Trainable::ListRowsRead on that step's batch, taken from the input ahead of time
+  // when the ParameterSync pulls ahead: ParameterSync::pull_ahead); false: every row.
+  bool sparse_pulls = true;
 };
 
 struct TrainResult {
@@ -63,6 +72,8 @@ struct TrainResult {
   int64_t global_step = 0;      // last seen from the ps
   int64_t dropped_pushes = 0;   // pushes the ps did not apply (sync: stale or backup)
   int64_t skipped_steps = 0;    // steps with non-finite gradients, never pushed
+  int64_t pulled_bytes = 0;     // tensor bytes pulled by the steps (not the final pull)
+  int64_t pushed_bytes = 0;     // and pushed
   float loss_scale = 1;         // at the end
 
   double examples_per_second() const { return seconds > 0 ? examples / seconds : 0; }

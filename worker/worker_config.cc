@@ -155,6 +155,7 @@ absl::Status ResolveTraining(const WorkerFlags& f, WorkerConfig& c) {
   }
   c.overlap = f.overlap && !c.ps_hosts.empty() && !f.sync_replicas;
   c.stream_gradients = f.stream_gradients;
+  c.sparse_pulls = f.sparse_pulls;
   c.update_on_device = f.update_on_device;
   return absl::OkStatus();
 }

@@ -39,6 +39,7 @@ struct WorkerFlags {
   bool sync_replicas = false;
   bool overlap = true;
   bool stream_gradients = true;
+  bool sparse_pulls = true;
   bool update_on_device = true;
   int replicas_to_aggregate = 0;
   int train_epochs = 0;
@@ -96,6 +97,7 @@ struct WorkerConfig {
   Transport transport = Transport::kBulk;  // of the tensor bytes to and from the ps tasks
   bool overlap = false;                                        // asynchronous through ps tasks only
   bool stream_gradients = true;
+  bool sparse_pulls = true;      // pulls bring only the embedding rows a step reads
   bool update_on_device = true;  // no ps, one GPU: the optimizer on the GPU
   nn::LossScaleOptions loss_scale;
 

@@ -108,6 +108,23 @@ TEST(Prefetcher, FillsAtMostDepthAheadAndNeverOverwritesTheHeldBatch) {
   }
 }
 
+// Peek(k) shows the batch the (k+1)-th next Next() returns; it stays intact while the thread
+// runs ahead, until it has been taken and released.
+TEST(Prefetcher, PeekShowsTheBatchesAheadWithoutTakingThem) {
+  std::atomic<int> fills{0};
+  Prefetcher p(std::make_unique<CountingSource>(&fills), /*depth=*/3);
+  EXPECT_EQ(p.depth(), 3);
+  EXPECT_EQ(p.Peek(2).inputs[0], 2.0f);
+  for (int i = 0; i < 40; ++i) {
+    const nn::Batch ahead = p.Peek(i % 3);
+    const nn::Batch b = p.Next();
+    EXPECT_EQ(b.inputs[0], static_cast<float>(i));
+    std::this_thread::sleep_for(std::chrono::microseconds(i % 5 == 0 ? 2000 : 0));
+    EXPECT_EQ(ahead.inputs[0], static_cast<float>(i + i % 3)) << i;
+    EXPECT_EQ(p.Peek(1).inputs[0], static_cast<float>(i + 2));
+  }
+}
+
 TEST(Prefetcher, StopsWhileItsThreadWaitsForRoom) {
   std::atomic<int> fills{0};
   {

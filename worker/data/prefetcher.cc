@@ -1,5 +1,6 @@
 #include "worker/data/prefetcher.h"
 
+#include <cassert>
 #include <chrono>
 
 namespace psflow::data {
@@ -39,14 +40,24 @@ void Prefetcher::Run() {
   }
 }
 
+void Prefetcher::WaitFor(std::unique_lock<std::mutex>& lock, int64_t index) {
+  if (produced_ > index) return;
+  const auto start = std::chrono::steady_clock::now();
+  filled_cv_.wait(lock, [&] { return produced_ > index; });
+  wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+nn::Batch Prefetcher::Peek(int ahead) {
+  assert(ahead >= 0 && ahead < depth());
+  std::unique_lock<std::mutex> lock(mu_);
+  const int64_t index = consumed_ + ahead;
+  WaitFor(lock, index);
+  return ring_[static_cast<size_t>(index % static_cast<int64_t>(ring_.size()))].view();
+}
+
 nn::Batch Prefetcher::Next() {
   std::unique_lock<std::mutex> lock(mu_);
-  if (produced_ == consumed_) {
-    const auto start = std::chrono::steady_clock::now();
-    filled_cv_.wait(lock, [&] { return produced_ > consumed_; });
-    wait_seconds_ +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  }
+  WaitFor(lock, consumed_);
   const int64_t slot = consumed_ % static_cast<int64_t>(ring_.size());
   ++consumed_;  // also releases the batch handed out before this one
   lock.unlock();

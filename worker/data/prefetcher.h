@@ -24,16 +24,24 @@ class Prefetcher {
   Prefetcher& operator=(const Prefetcher&) = delete;
 
   int64_t batches_per_epoch() const { return batches_per_epoch_; }
+  int depth() const { return static_cast<int>(ring_.size()) - 1; }
 
   // The source's next batch, in its order; valid until the next call. Blocks only when the
   // source is slower than the consumer. One consumer thread.
   nn::Batch Next();
 
-  // Seconds Next() has spent waiting for the source: > 0 means input-bound.
+  // The batch the (ahead + 1)-th next call of Next() will return, without taking it (0: the next
+  // one); ahead in [0, depth()). Valid until that batch has been taken and the call after it
+  // made. Blocks as Next() does (the wait counts in wait_seconds). One consumer thread.
+  nn::Batch Peek(int ahead);
+
+  // Seconds Next() and Peek() have spent waiting for the source: > 0 means input-bound.
   double wait_seconds() const { return wait_seconds_; }
 
  private:
   void Run();
+  // Waits (counted in wait_seconds_) until batch `index` has been produced.
+  void WaitFor(std::unique_lock<std::mutex>& lock, int64_t index);
 
   std::unique_ptr<BatchSource> source_;
   const int64_t batches_per_epoch_;

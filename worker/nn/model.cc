@@ -1,5 +1,7 @@
 #include "worker/nn/model.h"
 
+#include <algorithm>
+
 #include <cassert>
 #include <cmath>
 #include <cstring>
@@ -103,7 +105,9 @@ absl::Status Model::ListRowsRead(const Batch& batch, ParameterSet& into) {
   for (const auto& layer : layers_) {
     RETURN_IF_ERROR(layer->ListRowsRead(batch.inputs, batch.size, into));
   }
-  into.set_pulls_rows(true);
+  // Without a sparse parameter there are no rows to leave out: pulls stay whole.
+  into.set_pulls_rows(std::any_of(into.descs().begin(), into.descs().end(),
+                                  [](const ParameterDesc& d) { return d.sparse; }));
   return absl::OkStatus();
 }
 
