@@ -93,6 +93,8 @@ TEST(SteadyState, BackgroundExchangeAllocatesNothing) {
   p.MarkSparse(e);
   p.Finalize();
   p.SetTouchedRows(e, {1, 2, 3, 7});
+  p.mutable_rows_to_pull(e) = {0, 2, 9};
+  p.set_pulls_rows(true);
   NullSync sync;
   BackgroundExchange exchange(sync, p);
   exchange.Start(p, 8);
@@ -105,8 +107,8 @@ TEST(SteadyState, BackgroundExchangeAllocatesNothing) {
   EXPECT_EQ(g_allocations.load() - before, 0);
 }
 
-// The trainer's whole loop — pull, input, compute, push, the step's accounting — allocates
-// nothing per step on its thread, serial (LocalUpdate) and overlapped (OverlappedSync; its
+// The trainer's whole loop — the rows to pull, pull, input, compute, push, the step's
+// accounting — allocates nothing per step on its thread (a model with an embedding: sparse pulls), serial (LocalUpdate) and overlapped (OverlappedSync; its
 // background thread is BackgroundExchangeAllocatesNothing's). Counted between the 4th and the
 // 12th step's compute by a Trainable that notes this thread's count as each step computes (its
 // steps stream their layers to the sync: Trainer's GradientForwarder).
@@ -122,6 +124,9 @@ class CountingTrainable final : public Trainable {
   void SetLossScale(float scale) override { model_.SetLossScale(scale); }
   bool last_step_finite() const override { return model_.last_step_finite(); }
   void ResetState() override { model_.ResetState(); }
+  absl::Status ListRowsRead(const Batch& batch, ParameterSet& into) override {
+    return model_.ListRowsRead(batch, into);
+  }
   // The trainer's gradient listener reaches the model: streaming is part of what is counted.
   void SetGradientListener(GradientListener* listener) override {
     model_.SetGradientListener(listener);
@@ -138,12 +143,18 @@ TEST(SteadyState, TrainerStepsAllocateNothing) {
     const HandOver hand_over = mode == 2 ? HandOver::kSwap : HandOver::kCopy;
     SCOPED_TRACE(!overlapped ? "serial" : mode == 1 ? "overlapped, copied" : "overlapped, swapped");
     auto backend = MakeCpuBackend(1);
-    ModelSpec spec{.name = "tiny", .input_shape = {16}, .num_classes = 4, .layers = {}};
+    // 4 token ids per example, 32 per batch, of 4 words: every batch reads every row.
+    ModelSpec spec{.name = "tiny", .input_shape = {4}, .num_classes = 4, .layers = {}};
+    spec.layers.push_back(EmbeddingSpec{.vocab_size = 4, .dim = 3});
+    spec.layers.push_back(FlattenSpec{});
     spec.layers.push_back(DenseSpec{.units = 4});
     auto model = Model::Create(spec, *backend, 8);
     ASSERT_TRUE(model.ok()) << model.status();
     CountingTrainable counting(**model);
-    data::SyntheticShape shape{.example_elements = 16, .num_classes = 4, .batches_per_epoch = 100};
+    data::SyntheticShape shape{.example_elements = 4,
+                               .num_classes = 4,
+                               .vocab_size = 4,
+                               .batches_per_epoch = 100};
     data::Prefetcher input(std::make_unique<data::SyntheticSource>(shape, 8, 1));
     TrainingConfig config;
     config.optimizer.set_name("momentum");
