@@ -7,7 +7,9 @@ parameters, the arithmetic replaced by MS milliseconds a step: worker/replay_tra
   grpc       : through one psflow-ps on loopback, tensor bytes as raw gRPC calls;
   bulk       : the same over the bulk channel (the default);
 each with the exchange overlapped with the next step (the default) and serial (--overlap=false),
-in one call, --repeats times interleaved; the median rate and its ratio to standalone. The step
+and for PTB also with whole pulls (--sparse_pulls=false: every embedding row every step, as before
+sparse pulls), in one call, --repeats times interleaved; the median rate, its ratio to
+standalone and the MB pulled and pushed per step. The step
 times are the H100's of docs/scaling.md (compute only): mnist_cnn 1.38 ms, PTB small 1.97 ms,
 cifar10_cnn 3.3 ms. Prints the bytes per step each way and the CPU this ran on.
 
@@ -98,33 +100,43 @@ def main():
     print(f"replayed GPU steps, 1 ps + 1 worker on loopback vs standalone; {os.cpu_count()} "
           f"cores, {cpu_name()}; OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '')} "
           f"(medians of {args.repeats}, {args.steps} steps each)")
-    configs = [("standalone", None, True)] + [
-        (f"{t} {'overlap' if o else 'serial'}", t, o) for t in ("grpc", "bulk") for o in (True, False)]
-    print(f"{'model':12} {'step ms':>7} {'MB':>6} " + " ".join(f"{c[0]:>16}" for c in configs))
+    # label, transport (None: standalone), overlap, sparse pulls
+    configs = [("standalone", None, True, True)] + [
+        (f"{t} {'overlap' if o else 'serial'}", t, o, True) for t in ("grpc", "bulk")
+        for o in (True, False)]
+    whole = [(f"bulk {'overlap' if o else 'serial'} whole", "bulk", o, False) for o in (True, False)]
+    print(f"{'model':12} {'step ms':>7} {'MB':>6}  {'config':24} {'rate':>9} {'ratio':>6} "
+          f"{'pull MB':>8} {'push MB':>8}")
     for name, flags, ms, rate_field in MODELS:
         if name not in wanted:
             continue
         common = flags + [f"--compute=replay:{ms}", f"--train_steps={args.steps}",
                           "--data_source=synthetic", "--compute_threads=1", "--log_every_steps=0"]
-        rates = {c[0]: [] for c in configs}
+        # Whole pulls (--sparse_pulls=false) differ only for a model with an embedding.
+        runs = configs + (whole if name.startswith("ptb") else [])
+        lines = {c[0]: [] for c in runs}
         model_mb = None
         for _ in range(args.repeats):
-            for label, transport, overlap in configs:
-                f = common + [f"--overlap={'true' if overlap else 'false'}"]
+            for label, transport, overlap, sparse in runs:
+                f = common + [f"--overlap={'true' if overlap else 'false'}",
+                              f"--sparse_pulls={'true' if sparse else 'false'}"]
                 line, mb = run_worker(args.bin, f) if transport is None else through_ps(
                     args.bin, f, transport)
                 model_mb = mb or model_mb
-                rates[label].append(field(line, rate_field))
-        base = statistics.median(rates["standalone"])
-        cells = []
-        for label, _, _ in configs:
-            r = statistics.median(rates[label])
-            cells.append(f"{r:9.0f}" if label == "standalone" else f"{r:8.0f} {r / base:5.2f}x")
-        print(f"{name:12} {ms:7.2f} {model_mb or 0:6.1f} " + " ".join(f"{c:>16}" for c in cells),
-              flush=True)
+                lines[label].append(line)
+        base = statistics.median(field(l, rate_field) for l in lines["standalone"])
+        for label, transport, _, _ in runs:
+            rate = statistics.median(field(l, rate_field) for l in lines[label])
+            pulled = statistics.median(field(l, "pulled_mb_per_step") or 0 for l in lines[label])
+            pushed = statistics.median(field(l, "pushed_mb_per_step") or 0 for l in lines[label])
+            ratio = "" if transport is None else f"{rate / base:5.2f}x"
+            moved = "" if transport is None else f"{pulled:8.2f} {pushed:8.2f}"
+            print(f"{name:12} {ms:7.2f} {model_mb or 0:6.1f}  {label:24} {rate:9.0f} {ratio:>6} "
+                  f"{moved}", flush=True)
     print(f"rates: {MODELS[0][3]} (words_per_sec for ptb_small); ratios to standalone; MB: the "
-          "model's bytes on the ps (a dense pull moves them all every step, a push all but the "
-          "embedding's untouched rows)")
+          "model's bytes on the ps; pull/push MB: per step, as the worker counted them (a dense "
+          "pull moves the whole model, a sparse one the embedding's rows of the step's batch; a "
+          "push all but the embedding's untouched rows); 'whole': --sparse_pulls=false")
 
 
 if __name__ == "__main__":

@@ -2,10 +2,12 @@
 """The arithmetic beside docs/scaling.md's measured forecast: for each seed model, the bytes one
 worker moves per step, and how many workers saturate one ps task's 1 / 10 / 25 Gbit link.
 
-  bench/scaling/forecast.py            # a markdown table
+  bench/scaling/forecast.py                # a markdown table
+  bench/scaling/forecast.py --whole_pulls  # pulls of every embedding row (before issue 27)
 
-Per step a worker pushes its gradients (an embedding only in its touched rows) and pulls every
-parameter. With balanced placement over n ps tasks each task's link carries 1/n of every worker's
+Per step a worker pushes its gradients and pulls the parameters, an embedding in both only in the
+rows its batch reads (sparse pulls, the workers' default since issue 27; --sparse_pulls=false
+pulls every row: `--whole_pulls` here). With balanced placement over n ps tasks each task's link carries 1/n of every worker's
 bytes, in each direction (links are full duplex: pushes come in, pulls go out). So W workers
 stepping every T seconds need W * pull_bytes / (n * T) <= link rate on the busiest direction:
   workers at saturation  W* = n * rate * T / pull_bytes
@@ -16,6 +18,7 @@ help; only fewer bytes, a faster link, or a bigger batch per step). The step tim
 compute-only rates (docs/benchmarks.md, GPU section) and the seeds' own GPUs.
 """
 
+import argparse
 import math
 
 # Parameters per model (the worker's --model; shapes in core/placement_test.cc), the elements of
@@ -35,6 +38,10 @@ LINKS_GBIT = [1, 10, 25]
 
 
 def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--whole_pulls", action="store_true",
+                   help="pulls bring every embedding row (--sparse_pulls=false)")
+    args = p.parse_args()
     print("| model | wire | push MB | pull MB | step | " +
           " | ".join(f"W* {g} Gbit (1 ps)" for g in LINKS_GBIT) +
           " | ps for 8 w at 10 Gbit | pull at 10 Gbit / step |")
@@ -42,7 +49,7 @@ def main():
     for name, params, emb, touched, _, steps in MODELS:
         for wire, nbytes in (("fp32", 4), ("bf16", 2)):
             push = (params - emb + touched) * nbytes
-            pull = params * nbytes
+            pull = params * nbytes if args.whole_pulls else push
             for source, ms in steps.items():
                 t = ms / 1e3
                 cells = []
