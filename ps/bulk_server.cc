@@ -272,6 +272,10 @@ class BulkServer::Connection : public std::enable_shared_from_this<Connection> {
 
 absl::StatusOr<std::unique_ptr<BulkServer>> BulkServer::Start(PsState& state, PsMetrics* metrics,
                                                               const Options& options) {
+  if (options.max_connections < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_bulk_connections must be at least 1, got ", options.max_connections));
+  }
   int bound = 0;
   absl::StatusOr<Socket> listener = ListenTcp(options.bind_address, options.port, &bound);
   if (!listener.ok()) return listener.status();
@@ -288,7 +292,8 @@ BulkServer::BulkServer(PsState& state, PsMetrics* metrics, Socket listener, int 
       listener_(std::move(listener)),
       port_(port),
       stall_timeout_(options.stall_timeout),
-      tls_(options.tls) {}
+      tls_(options.tls),
+      max_connections_(static_cast<size_t>(options.max_connections)) {}
 
 BulkServer::~BulkServer() {
   Stop();
@@ -340,6 +345,16 @@ void BulkServer::AcceptLoop() {
         ++it;
       }
     }
+    if (connections_.size() >= max_connections_) {
+      if (!refusing_) {
+        PSFLOW_LOG(WARNING) << "bulk channel: " << connections_.size()
+                            << " connections already (--max_bulk_connections): closing new ones "
+                               "until some end; their workers use gRPC";
+      }
+      refusing_ = true;
+      continue;  // the socket closes as it goes out of scope
+    }
+    refusing_ = false;
     auto c =
         std::make_shared<Connection>(state_, metrics_, *std::move(socket), stall_timeout_, tls_);
     c->Begin();

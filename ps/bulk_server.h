@@ -45,9 +45,16 @@ class BulkServer {
     std::chrono::milliseconds stall_timeout = std::chrono::seconds(60);
     // Mutual TLS (a kServer context), or plaintext when null.
     std::shared_ptr<const BulkTlsContext> tls;
+    // Connections served at once (each holds two threads and a message buffer); one more is
+    // closed as soon as it is accepted, with one WARNING per run of refusals, and its worker falls
+    // back to gRPC (PsClient). A job needs one per worker and evaluator (PsClient's
+    // connections_per_task each).
+    int max_connections = kDefaultMaxConnections;
   };
+  static constexpr int kDefaultMaxConnections = 1024;
 
-  // Listens as `options` say. state and metrics (may be null) outlive the server.
+  // Listens as `options` say (INVALID_ARGUMENT for max_connections < 1). state and metrics (may
+  // be null) outlive the server.
   static absl::StatusOr<std::unique_ptr<BulkServer>> Start(PsState& state, PsMetrics* metrics,
                                                            const Options& options);
   ~BulkServer();  // Stop, then waits for every connection's threads
@@ -72,11 +79,13 @@ class BulkServer {
   const int port_;
   const std::chrono::milliseconds stall_timeout_;
   const std::shared_ptr<const BulkTlsContext> tls_;
+  const size_t max_connections_;
   std::atomic<int> accepted_{0};
   std::mutex mu_;
   std::condition_variable stop_cv_;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   bool accept_failing_ ABSL_GUARDED_BY(mu_) = false;
+  bool refusing_ ABSL_GUARDED_BY(mu_) = false;  // at max_connections_
   std::vector<std::shared_ptr<Connection>> connections_ ABSL_GUARDED_BY(mu_);
   std::thread acceptor_;
 };

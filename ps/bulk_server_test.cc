@@ -7,7 +7,9 @@
 
 #include <array>
 #include <chrono>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/bulk_wire.h"
@@ -26,6 +28,7 @@ class BulkServerTest : public ::testing::Test {
     BulkServer::Options options;
     options.bind_address = "127.0.0.1";
     options.stall_timeout = std::chrono::milliseconds(200);
+    options.max_connections = max_connections_;
     auto server = BulkServer::Start(state_, nullptr, options);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
@@ -69,8 +72,14 @@ class BulkServerTest : public ::testing::Test {
     return {p->call_id, DecodeBulkError(body)};
   }
 
+  int max_connections_ = BulkServer::kDefaultMaxConnections;
   PsState state_{{}, nullptr};
   std::unique_ptr<BulkServer> server_;
+};
+
+class BulkServerLimitTest : public BulkServerTest {
+ protected:
+  BulkServerLimitTest() { max_connections_ = 2; }
 };
 
 TEST_F(BulkServerTest, APeerWithoutTheHelloIsClosed) {
@@ -122,6 +131,43 @@ TEST_F(BulkServerTest, StopClosesEveryConnection) {
   server_->Stop();
   EXPECT_TRUE(Closed(s));
   EXPECT_EQ(server_->accepted(), 1);
+}
+
+// Beyond max_connections a connection is closed as soon as it is accepted (its worker falls back
+// to gRPC); once one ends, a new one is served again.
+TEST_F(BulkServerLimitTest, ConnectionsBeyondTheLimitAreClosedUntilOneEnds) {
+  std::optional<Socket> a(Connect());
+  ExpectHello(*a);
+  Socket b = Connect();
+  ExpectHello(b);
+  Socket refused = Connect("");
+  EXPECT_TRUE(Closed(refused));
+  EXPECT_EQ(server_->accepted(), 2);
+  a.reset();  // its threads end once they see the end, and the next accept finds room
+  bool served = false;
+  for (int attempt = 0; attempt < 100 && !served; ++attempt) {
+    absl::StatusOr<Socket> c = ConnectTcp("127.0.0.1", server_->port(), Soon());
+    ASSERT_TRUE(c.ok()) << c.status();
+    // A refused connection may fail the write or the read; a served one answers the hello.
+    std::string hello(kBulkHello.begin(), kBulkHello.end());
+    iovec piece{hello.data(), hello.size()};
+    std::array<char, 8> answer{};
+    served = WriteAll(*c, std::span<iovec>(&piece, 1), Soon(), "hello").ok() &&
+             ReadAll(*c, answer.data(), answer.size(), Soon(), "hello").ok() &&
+             answer == kBulkHello;
+    if (!served) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(served);
+  EXPECT_EQ(server_->accepted(), 3);
+}
+
+TEST(BulkServer, AConnectionLimitBelowOneIsRefused) {
+  PsState state({}, nullptr);
+  BulkServer::Options options;
+  options.bind_address = "127.0.0.1";
+  options.max_connections = 0;
+  auto server = BulkServer::Start(state, nullptr, options);
+  EXPECT_TRUE(absl::IsInvalidArgument(server.status())) << server.status();
 }
 
 }  // namespace

@@ -47,6 +47,9 @@ ABSL_FLAG(int, bulk_port, -1,
           "Port of the bulk channel: -1 $PSFLOW_BULK_PORT (the operator sets it), else this "
           "task's gRPC port + 1 (a port the OS picks where that one is taken); 0 a port the OS "
           "picks. Workers learn it over gRPC");
+ABSL_FLAG(int, max_bulk_connections, psflow::BulkServer::kDefaultMaxConnections,
+          "Bulk channel connections served at once (each takes two threads); more are closed at "
+          "once and their workers use gRPC. A job needs one per worker and evaluator");
 ABSL_FLAG(double, push_timeout_s, 30,
           "Seconds a worker's push may stay incomplete (a worker killed mid-push) before it is "
           "given up: sync mode drops its pieces and completes the step without it. Keep it under "
@@ -75,6 +78,11 @@ absl::StatusOr<std::unique_ptr<BulkServer>> StartBulkServer(PsState& state, PsMe
   BulkServer::Options options;
   options.bind_address = bind;
   options.port = wanted;
+  options.max_connections = absl::GetFlag(FLAGS_max_bulk_connections);
+  if (options.max_connections < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_bulk_connections must be at least 1, got ", options.max_connections));
+  }
   if (security.tls()) {
     ASSIGN_OR_RETURN(options.tls, BulkTlsContext::Make(security, BulkTlsContext::Role::kServer));
   }
