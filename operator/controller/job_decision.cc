@@ -47,6 +47,15 @@ bool AlreadyReported(const JobStatus& status, const SlotObservation& s) {
          (s.pod->reason.empty() || f.reason == s.pod->reason);
 }
 
+// Whether the status already counts the replacement of this slot's pod (its delete is pending).
+bool BeingReplaced(const JobStatus& status, const SlotObservation& s) {
+  if (s.pod_uid.empty()) return false;
+  auto rs = status.replica_statuses.find(s.type);
+  if (rs == status.replica_statuses.end()) return false;
+  auto is = rs->second.indexes.find(s.index);
+  return is != rs->second.indexes.end() && is->second.replaced_pod_uid == s.pod_uid;
+}
+
 }  // namespace
 
 Decision Decide(const api::TrainingJob& job, const std::string& job_key, const JobStatus& status,
@@ -82,6 +91,11 @@ Decision Decide(const api::TrainingJob& job, const std::string& job_key, const J
     }
     if (state.being_deleted) {
       d.all_running = false;
+      continue;
+    }
+    if (BeingReplaced(status, s)) {
+      d.all_running = false;
+      d.replacing.push_back({{s.type, s.index}, state, s.pod_name});
       continue;
     }
     if (state.restarts > 0 && api::CountsAgainstBackoff(s.type)) {

@@ -32,6 +32,7 @@ struct SlotObservation {
   bool has_service = false;
   std::optional<PodState> pod;  // nullopt: no pod of this job's incarnation
   std::string pod_name;
+  std::string pod_uid;
 };
 
 struct JobObservation {
@@ -58,6 +59,9 @@ struct Decision {
   // status.replicaStatuses[type].failed and sets the index's lastFailure.
   std::vector<EndedPod> ended_badly;
   std::vector<EndedPod> restarts;  // failed pods to delete and run again
+  // Failed pods whose restart the status already counts (IndexStatus::replaced_pod_uid names
+  // them: their delete failed after the count was written): deleted again, counted nowhere.
+  std::vector<EndedPod> replacing;
   // Evaluators that failed for good, first seen in this pass (also in ended_badly).
   std::vector<EndedPod> left_ended;
   std::vector<ReplicaSlot> create_pods;

@@ -224,6 +224,41 @@ TEST(JobDecision, BackoffCountsReplacementsInPlaceRestartsAndTheseButNotEvaluato
             "j-worker-1) failed: exit code 2 (Error)");
 }
 
+// A failed pod whose replacement the status already counts (its uid recorded: its delete failed
+// after the count was written) is deleted again and counted nowhere: not as a restart, not as a
+// failure, not in the backoff, not its in-place restarts (folded in with the count). Another pod
+// of that index (a different uid) is judged afresh.
+TEST(JobDecision, APodWhoseReplacementIsCountedIsDeletedAgainAndCountedNowhere) {
+  api::TrainingJob job = MakeJob(api::RestartPolicy::kOnFailure);
+  job.run_policy.backoff_limit = 2;
+  JobStatus status;
+  IndexStatus& counted = status.replica_statuses[ReplicaType::kWorker].indexes[1];
+  counted.replaced_restarts = 2;  // the replacement and one in-place restart of that pod
+  counted.replaced_pod_uid = "uid-1";
+  JobObservation o = AllRunning(job);
+  SlotObservation& failed = At(o, ReplicaType::kWorker, 1);
+  failed.pod = Pod(PodPhase::kFailed, 2, "Error", 1);
+  failed.pod_uid = "uid-1";
+  Decision d = Decide(job, "default/j", status, o);
+  ASSERT_EQ(d.replacing.size(), 1u);
+  EXPECT_EQ(d.replacing[0].slot, (ReplicaSlot{ReplicaType::kWorker, 1}));
+  EXPECT_TRUE(d.restarts.empty());
+  EXPECT_TRUE(d.ended_badly.empty());
+  EXPECT_EQ(d.counted_restarts, 2);
+  EXPECT_FALSE(d.failure);
+  EXPECT_FALSE(d.all_running);
+
+  failed.pod_uid = "uid-2";  // the pod that replaced it, failed too
+  failed.pod = Pod(PodPhase::kFailed, 2, "Error");
+  d = Decide(job, "default/j", status, o);
+  EXPECT_TRUE(d.replacing.empty());
+  ASSERT_EQ(d.restarts.size(), 1u);
+  EXPECT_EQ(d.ended_badly.size(), 1u);
+  EXPECT_EQ(d.counted_restarts, 3);
+  ASSERT_TRUE(d.failure);
+  EXPECT_EQ(d.failure->first, "BackoffLimitExceeded");
+}
+
 TEST(JobDecision, TheDefaultBackoffLimitIsSix) {
   const api::TrainingJob job = MakeJob(api::RestartPolicy::kOnFailure);
   JobObservation o = AllRunning(job);

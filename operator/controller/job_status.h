@@ -66,6 +66,10 @@ struct IndexStatus {
   // Restarts already folded in: each replacement of a failed pod counts one plus the kubelet
   // restarts that pod had (persisted, as "replacedPodRestarts", since those pods are gone).
   int replaced_restarts = 0;
+  // The failed pod whose replacement is counted in replaced_restarts (persisted, as
+  // "replacedPodUID"): written before that pod is deleted, so a pass that finds it still there
+  // (its delete failed) deletes it again without counting it twice.
+  std::string replaced_pod_uid;
   std::optional<ReplicaFailure> last_failure;
   bool operator==(const IndexStatus&) const = default;
 };

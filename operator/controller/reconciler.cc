@@ -92,6 +92,14 @@ absl::Status RunParallel(const std::vector<std::function<absl::Status()>>& tasks
   return first;
 }
 
+// Whether `pod`, index `index`'s, is the failed pod whose replacement `rs` already counts (its
+// restarts folded into replaced_restarts: IndexStatus::replaced_pod_uid).
+bool BeingReplaced(const ReplicaStatus& rs, int index, const Json& pod) {
+  auto is = rs.indexes.find(index);
+  return is != rs.indexes.end() && !is->second.replaced_pod_uid.empty() &&
+         is->second.replaced_pod_uid == kube::Uid(pod);
+}
+
 // "a, b, c" for up to 10 names, then "a, b, ... (1000 in all)": an Event stays small.
 std::string Abbreviated(const std::vector<std::string>& names) {
   constexpr size_t kShown = 10;
@@ -280,7 +288,10 @@ void Reconciler::CountPods(Pass& pass) {
       if (it == pass.pods.end()) continue;
       const PodState state = ReadPodState(*it->second);
       if (state.being_deleted) continue;  // its restarts were folded in when it was deleted
-      if (state.restarts > 0) live_restarts[i] = state.restarts;
+      // A failed pod whose replacement is counted: its restarts are folded in already.
+      if (state.restarts > 0 && !BeingReplaced(rs, i, *it->second)) {
+        live_restarts[i] = state.restarts;
+      }
       if (!state.Active()) continue;
       ++rs.active;
       if (state.phase == PodPhase::kRunning && state.ready) ++rs.ready;
@@ -330,6 +341,7 @@ JobObservation Reconciler::Observe(const Pass& pass) const {
       if (auto it = pass.pods.find({type, i}); it != pass.pods.end()) {
         slot.pod = ReadPodState(*it->second);
         slot.pod_name = kube::Name(*it->second);
+        slot.pod_uid = kube::Uid(*it->second);
       }
     }
   }
@@ -381,22 +393,31 @@ void Reconciler::ReconcileActive(Pass& pass) {
     return;
   }
 
-  // Replace failed pods (re-created on a later pass, once the deletion is seen). A restart is
-  // counted only once its pod is gone, so a failed delete is not counted twice.
-  std::vector<ObjectPtr> delete_pods = pass.extra_pods;
-  for (const EndedPod& r : decision.restarts) delete_pods.push_back(pass.pods.at(r.slot));
-  const std::set<std::string> deleted =
-      delete_pods.empty() ? std::set<std::string>()
-                          : DeletePods(pass, delete_pods, "replaced or beyond the replica count");
-  for (const EndedPod& r : decision.restarts) {
-    if (!deleted.count(r.pod_name)) continue;
-    ++status.replica_statuses[r.slot.first].indexes[r.slot.second].replaced_restarts;
-    ++pass.result.restarts;
-    const std::string message =
-        absl::StrCat(r.Label(), " failed: ", r.state.DescribeEnd(), "; restarting it");
-    events_.Record(*pass.object, EventType::kWarning, "RestartingReplica", message);
-    status.SetCondition(ConditionType::kRestarting, true, "ReplicaRestarting", message, pass.now);
+  // Replace failed pods (re-created on a later pass, once the deletion is seen). A restart goes
+  // into the status before its pod is deleted, as the outcome does: its count, the kubelet's
+  // restarts of that pod and the pod's uid (IndexStatus::replaced_pod_uid), in one write, and the
+  // pods go only once it is stored. A pass whose write fails (a second 409) has deleted nothing and
+  // the next one finds the same failures; a pod whose delete fails after the write is deleted again
+  // by a later pass without being counted again (Decision::replacing).
+  if (!decision.restarts.empty()) {
+    for (const EndedPod& r : decision.restarts) {
+      IndexStatus& is = status.replica_statuses[r.slot.first].indexes[r.slot.second];
+      is.replaced_pod_uid = kube::Uid(*pass.pods.at(r.slot));
+      is.replaced_restarts += 1 + r.state.restarts;
+      const std::string message =
+          absl::StrCat(r.Label(), " failed: ", r.state.DescribeEnd(), "; restarting it");
+      pass.events_after_write.push_back({EventType::kWarning, "RestartingReplica", message});
+      status.SetCondition(ConditionType::kRestarting, true, "ReplicaRestarting", message, pass.now);
+    }
+    CountPods(pass);
+    if (!WriteStatus(pass)) return;
+    pass.result.restarts += static_cast<int>(decision.restarts.size());
   }
+  std::vector<ObjectPtr> delete_pods = pass.extra_pods;
+  for (const std::vector<EndedPod>* replaced : {&decision.restarts, &decision.replacing}) {
+    for (const EndedPod& r : *replaced) delete_pods.push_back(pass.pods.at(r.slot));
+  }
+  if (!delete_pods.empty()) DeletePods(pass, delete_pods, "replaced or beyond the replica count");
   absl::Status service_delete_error;  // reported after the creates, which judge their own errors
   for (const ObjectPtr& service : pass.extra_services) {
     absl::Status s = client_.Delete(kube::Services(), pass.ns, kube::Name(*service),
@@ -587,7 +608,8 @@ std::set<std::string> Reconciler::DeletePods(Pass& pass, const std::vector<Objec
         auto it = pass.pods.find(*slot);
         if (it != pass.pods.end() && it->second == pod) {
           const int restarts = ReadPodState(*pod).restarts;
-          if (restarts > 0) {
+          const ReplicaStatus& rs = pass.status.replica_statuses[slot->first];
+          if (restarts > 0 && !BeingReplaced(rs, slot->second, *pod)) {
             pass.status.replica_statuses[slot->first].indexes[slot->second].replaced_restarts +=
                 restarts;
           }

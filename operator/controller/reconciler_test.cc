@@ -788,6 +788,63 @@ TEST_F(ReconcilerTest, ARestartSurvivesAStatusWriteConflict) {
   EXPECT_EQ(Job("conflict")["metadata"]["labels"]["edited"], "yes");  // the edit stays
 }
 
+// A restart is stored before its pod is deleted: a pass whose status write is refused twice (the
+// retry conflicts too) deletes nothing, and the next pass counts the same failure once.
+TEST_F(ReconcilerTest, ARestartIsStoredBeforeItsPodIsDeleted) {
+  CreateRunning(MakeJob("first", 1, 2, "OnFailure"));
+  SetPhase("first-worker-1", "Failed", 3);
+  RefuseStatusWrites(2);
+  ReconcileResult r = Pass("first");
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kAborted) << r.status;
+  EXPECT_EQ(r.restarts, 0);
+  EXPECT_EQ(r.pods_deleted, 0);
+  const std::vector<std::string> pods = Names(kube::Pods());
+  EXPECT_NE(std::find(pods.begin(), pods.end(), "first-worker-1"), pods.end());
+  EXPECT_EQ(Status("first").restart_count, 0);
+  EXPECT_TRUE(Events("RestartingReplica").empty());
+
+  client_.SetFault(nullptr);
+  r = Pass("first");
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.restarts, 1);
+  EXPECT_EQ(r.pods_deleted, 1);
+  ASSERT_TRUE(Pass("first").status.ok());  // the replacement
+  RunAll("first");
+  ASSERT_TRUE(Pass("first").status.ok());
+  const JobStatus status = Status("first");
+  EXPECT_EQ(status.restart_count, 1);
+  const ReplicaStatus& workers = status.replica_statuses.at(api::ReplicaType::kWorker);
+  EXPECT_EQ(workers.failed, 1);
+  EXPECT_EQ(workers.indexes.at(1).replaced_restarts, 1);
+  EXPECT_EQ(Events("RestartingReplica").size(), 1u);
+}
+
+// A restart stored whose pod could not be deleted: a later pass deletes that pod again and
+// counts nothing twice (the failed pod's uid is in the status).
+TEST_F(ReconcilerTest, AFailedPodWhoseDeleteFailedIsDeletedAgainNotCountedAgain) {
+  CreateRunning(MakeJob("again", 1, 2, "OnFailure"));
+  SetPhase("again-worker-1", "Failed", 3);
+  Refuse("delete", "pods", absl::UnavailableError("etcd is unhappy"));
+  ReconcileResult r = Pass("again");
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kUnavailable) << r.status;
+  EXPECT_EQ(r.restarts, 1);
+  EXPECT_EQ(Status("again").restart_count, 1);
+  EXPECT_FALSE(Status("again")
+                   .replica_statuses.at(api::ReplicaType::kWorker)
+                   .indexes.at(1)
+                   .replaced_pod_uid.empty());
+
+  client_.SetFault(nullptr);
+  r = Pass("again");
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.restarts, 0);
+  EXPECT_EQ(r.pods_deleted, 1);
+  const JobStatus status = Status("again");
+  EXPECT_EQ(status.restart_count, 1);
+  EXPECT_EQ(status.replica_statuses.at(api::ReplicaType::kWorker).failed, 1);
+  EXPECT_EQ(Events("RestartingReplica").size(), 1u);
+}
+
 TEST_F(ReconcilerTest, TtlDeletesTheFinishedJobAndItsObjects) {
   Json job = MakeJob("ttl", 1, 1, "Never");
   job["spec"]["runPolicy"]["ttlSecondsAfterFinished"] = 30;
