@@ -14,7 +14,9 @@
 // partitions bring only its rows_to_pull (the rows the step being served reads: an embedding's
 // rows for the batch's ids, as TensorFlow 1.x gathered them on the ps), in calls of at most a
 // chunk each and at least one per partition (in sync mode every pull learns every partition's
-// step); the dense partitions go in chunks as always. Otherwise every row.
+// step); the dense partitions go in chunks as always. Otherwise every row. (A chief that
+// re-creates a task lost without a checkpoint, below, sends its own copy: with sparse pulls an
+// embedding row it has not read lately is as old as its last pull of that row.)
 //
 // Early sending (GradientsReady): a dense gradient chunk goes as soon as every parameter it
 // covers is ready; a sparse parameter's touched rows go at Push (the touched rows of every sparse
