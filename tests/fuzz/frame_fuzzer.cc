@@ -2,7 +2,8 @@
 // sync), split into arbitrary slices as gRPC may deliver them. A ps must answer every input with
 // a reply or an error status: never crash, hang, read out of bounds or allocate without bound.
 // The input's first byte picks the state and the call, the rest is the frame; its seeds
-// (corpus/frame) are a dense and a sparse push and a pull of the state below. A float32 pull is
+// (corpus/frame) are a dense and a sparse push and a dense and a sparse pull (rows) of the state
+// below. A float32 pull is
 // answered both ways (copied and pinned), which must carry the same bytes.
 #include <cstddef>
 #include <cstdint>
