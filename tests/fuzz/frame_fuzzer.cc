@@ -3,8 +3,8 @@
 // a reply or an error status: never crash, hang, read out of bounds or allocate without bound.
 // The input's first byte picks the state and the call, the rest is the frame; its seeds
 // (corpus/frame) are a dense and a sparse push and a dense and a sparse pull (rows) of the state
-// below. A float32 pull is
-// answered both ways (copied and pinned), which must carry the same bytes.
+// below. A float32 pull is answered both ways (copied and pinned), which must carry the same
+// bytes.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
