@@ -13,7 +13,8 @@
 // Sparse pulls: the exchange a Push starts pulls the values of the step after next
 // (pull_ahead() 2), so params' rows to pull must be that step's when Push is called; a Pull that
 // pulls itself (the first, or the first after a Flush) brings every row, as its values serve this
-// step and the next.
+// step and the next. A step that pushes nothing (its gradients were not finite) is followed by a
+// Flush (Trainer), so the next step finds the rows it reads.
 //
 // GradientsReady does nothing: while the trainer computes, the wrapped sync belongs to the
 // background thread, and this step's gradients go out whole with the next exchange (the exchange

@@ -60,8 +60,10 @@ class ScriptedIds final : public data::BatchSource {
 // Handles: 0 the counter [1], 1 the embedding [kVocab, 1] (sparse).
 class RowCheckingTrainable final : public nn::Trainable {
  public:
-  // `workers` push every step (sync: averaged, each row's touch weighs 1 / workers).
-  RowCheckingTrainable(int workers, bool sync) : workers_(workers), weight_(sync ? 0.5f : 1.0f) {
+  // `workers` push every step (sync: averaged, each row's touch weighs 1 / workers); with
+  // skip_every > 0 (one worker), every skip_every-th step's gradients are not finite (not pushed).
+  RowCheckingTrainable(int workers, bool sync, int skip_every = 0)
+      : workers_(workers), weight_(sync ? 0.5f : 1.0f), skip_every_(skip_every) {
     params_.Declare("counter", {1}, nn::Initializer::Zeros());
     params_.Declare("embedding", {kVocab, 1}, nn::Initializer::Zeros());
     params_.MarkSparse(1);
@@ -80,7 +82,12 @@ class RowCheckingTrainable final : public nn::Trainable {
     const auto steps = static_cast<int64_t>(params_.value(0)[0]);
     for (int64_t r : rows) {
       float expected = 0;
-      for (int w = 0; w < workers_; ++w) {
+      if (skip_every_ > 0) {  // one worker: the batches it pushed
+        for (int64_t s = 0; s < steps && s < static_cast<int64_t>(pushed_.size()); ++s) {
+          if (std::binary_search(pushed_[s].begin(), pushed_[s].end(), r)) expected += weight_;
+        }
+      }
+      for (int w = 0; skip_every_ == 0 && w < workers_; ++w) {
         for (int64_t s = 0; s < steps; ++s) {
           const std::vector<int64_t> ids = Ids(w, s);
           if (std::find(ids.begin(), ids.end(), r) != ids.end()) expected += weight_;
@@ -97,10 +104,12 @@ class RowCheckingTrainable final : public nn::Trainable {
     for (int64_t r : rows) params_.grad(1)[static_cast<size_t>(r)] = -1;
     params_.SetTouchedRows(1, rows);
     ++computed_;
+    finite_ = skip_every_ == 0 || computed_ % skip_every_ != 0;
+    if (finite_) pushed_.push_back(rows);
     return 0.0;
   }
   void SetLossScale(float) override {}
-  bool last_step_finite() const override { return true; }
+  bool last_step_finite() const override { return finite_; }
   void ResetState() override {}
 
   int64_t checked() const { return checked_; }
@@ -116,6 +125,9 @@ class RowCheckingTrainable final : public nn::Trainable {
 
   const int workers_;
   const float weight_;
+  const int skip_every_;
+  bool finite_ = true;
+  std::vector<std::vector<int64_t>> pushed_;  // the rows of each pushed step (skip_every_ > 0)
   nn::ParameterSet params_;
   int64_t computed_ = 0;
   int64_t checked_ = 0;
@@ -162,8 +174,8 @@ struct Outcome {
 };
 
 Outcome TrainWorker(Transport transport, const std::vector<std::string>& ps, int worker,
-                    int workers, bool sync, Mode mode, int64_t steps) {
-  RowCheckingTrainable model(workers, sync);
+                    int workers, bool sync, Mode mode, int64_t steps, int skip_every = 0) {
+  RowCheckingTrainable model(workers, sync, skip_every);
   PsClient::Options o;
   o.transport = transport;
   o.ps_addresses = ps;
@@ -199,7 +211,7 @@ Outcome TrainWorker(Transport transport, const std::vector<std::string>& ps, int
   out.pulled_bytes = counting.pulled_bytes;
   out.pulls = counting.pulls;
   if (result.ok()) {
-    out.global_step = result->global_step;
+    out.global_step = result->global_step + result->skipped_steps;
     out.recorded_pulled_bytes = result->pulled_bytes;
   }
   return out;
@@ -236,6 +248,22 @@ TEST_P(SparsePullTraining, AsyncStepsReadTheirRowsFreshSerialAndOverlapped) {
     // Most pulls brought a batch's rows, not the table: well under a whole pull each.
     EXPECT_LT(out.pulled_bytes, out.pulls * kWholeBytes / 2) << out.pulls << " pulls";
     ExpectRecorded(out);
+  }
+}
+
+// Steps whose gradients are not finite push nothing: the next step still reads its rows fresh
+// (overlapped, the exchange in flight is flushed for it).
+TEST_P(SparsePullTraining, AStepAfterASkippedOneReadsItsRowsFresh) {
+  for (const Mode mode : {Mode::kSerial, Mode::kOverlapSwap, Mode::kOverlapCopy}) {
+    SCOPED_TRACE(mode == Mode::kSerial ? "serial" : mode == Mode::kOverlapSwap ? "swap" : "copy");
+    LoopbackPs ps0, ps1;
+    ASSERT_TRUE(ps0.started() && ps1.started());
+    const int64_t steps = 3 * kBatchesPerEpoch + 2;
+    const Outcome out = TrainWorker(GetParam(), {ps0.address(), ps1.address()}, 0, 1, false, mode,
+                                    steps, /*skip_every=*/4);
+    EXPECT_EQ(out.checked, steps * kBatch);
+    EXPECT_TRUE(out.mismatches.empty()) << out.mismatches.front();
+    EXPECT_EQ(out.global_step, steps);  // the pushed steps and the skipped ones
   }
 }
 

@@ -119,6 +119,11 @@ absl::Status Trainer::Step(StepRecorder& recorder) {
     recorder.Pushed(pushed);
     t.pull += pushed.waited_seconds;  // overlapped: waiting for the exchange is pulling
     t.push = Seconds(Clock::now() - computed) - pushed.waited_seconds - peeked;
+  } else if (ahead > 0) {
+    // Sparse pulls ahead: the exchange in flight brings the next step's rows, and no Push takes
+    // them now; a Flush does (the next Pull then brings every row).
+    ASSIGN_OR_RETURN(const std::optional<SyncResult> flushed, sync_.Flush(params));
+    if (flushed.has_value()) recorder.Pushed(*flushed);
   }
   recorder.Step(t, batch.size, step.loss, step.finite, loss_scale);
   return absl::OkStatus();
