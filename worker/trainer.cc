@@ -47,9 +47,9 @@ absl::StatusOr<TrainResult> Trainer::Run() {
                         options_.log_every_steps);
 
   if (options_.sparse_pulls && sync_.pull_ahead() > input_.depth()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "sparse pulls ", sync_.pull_ahead(), " steps ahead need an input prefetched as far (",
-        input_.depth(), ")"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("sparse pulls ", sync_.pull_ahead(),
+                     " steps ahead need an input prefetched as far (", input_.depth(), ")"));
   }
   const double input_wait_before = input_.wait_seconds();
   const Clock::time_point start = Clock::now();
