@@ -357,8 +357,8 @@ void BulkServer::AcceptLoop() {
     refusing_ = false;
     auto c =
         std::make_shared<Connection>(state_, metrics_, *std::move(socket), stall_timeout_, tls_);
+    accepted_.fetch_add(1);  // before Begin: counted by the time the peer gets its hello
     c->Begin();
-    accepted_.fetch_add(1);
     connections_.push_back(std::move(c));
   }
 }

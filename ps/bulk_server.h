@@ -62,7 +62,7 @@ class BulkServer {
   BulkServer& operator=(const BulkServer&) = delete;
 
   int port() const { return port_; }
-  // Connections accepted so far.
+  // Connections accepted so far (counted before the connection answers its hello).
   int accepted() const { return accepted_.load(); }
   // Stops accepting and ends every connection (replies not yet written are dropped). Parked
   // pulls are answered by the PsState's coordinator Stop, not here.
