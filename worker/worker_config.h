@@ -95,7 +95,7 @@ struct WorkerConfig {
   WireType wire_type = WireType::kFloat32;
   PlacementStrategy placement = PlacementStrategy::kBalanced;  // of the variables on the ps tasks
   Transport transport = Transport::kBulk;  // of the tensor bytes to and from the ps tasks
-  bool overlap = false;                                        // asynchronous through ps tasks only
+  bool overlap = false;                    // asynchronous through ps tasks only
   bool stream_gradients = true;
   bool sparse_pulls = true;      // pulls bring only the embedding rows a step reads
   bool update_on_device = true;  // no ps, one GPU: the optimizer on the GPU

@@ -1,7 +1,6 @@
 #include "worker/nn/model.h"
 
 #include <algorithm>
-
 #include <cassert>
 #include <cmath>
 #include <cstring>

@@ -108,10 +108,11 @@ TEST(SteadyState, BackgroundExchangeAllocatesNothing) {
 }
 
 // The trainer's whole loop — the rows to pull, pull, input, compute, push, the step's
-// accounting — allocates nothing per step on its thread (a model with an embedding: sparse pulls), serial (LocalUpdate) and overlapped (OverlappedSync; its
-// background thread is BackgroundExchangeAllocatesNothing's). Counted between the 4th and the
-// 12th step's compute by a Trainable that notes this thread's count as each step computes (its
-// steps stream their layers to the sync: Trainer's GradientForwarder).
+// accounting — allocates nothing per step on its thread (a model with an embedding: sparse pulls),
+// serial (LocalUpdate) and overlapped (OverlappedSync; its background thread is
+// BackgroundExchangeAllocatesNothing's). Counted between the 4th and the 12th step's compute by a
+// Trainable that notes this thread's count as each step computes (its steps stream their layers to
+// the sync: Trainer's GradientForwarder).
 class CountingTrainable final : public Trainable {
  public:
   explicit CountingTrainable(Model& model) : model_(model) { marks.reserve(64); }
@@ -151,10 +152,8 @@ TEST(SteadyState, TrainerStepsAllocateNothing) {
     auto model = Model::Create(spec, *backend, 8);
     ASSERT_TRUE(model.ok()) << model.status();
     CountingTrainable counting(**model);
-    data::SyntheticShape shape{.example_elements = 4,
-                               .num_classes = 4,
-                               .vocab_size = 4,
-                               .batches_per_epoch = 100};
+    data::SyntheticShape shape{
+        .example_elements = 4, .num_classes = 4, .vocab_size = 4, .batches_per_epoch = 100};
     data::Prefetcher input(std::make_unique<data::SyntheticSource>(shape, 8, 1));
     TrainingConfig config;
     config.optimizer.set_name("momentum");

@@ -55,8 +55,9 @@ class Trainable {
   virtual bool last_step_finite() const = 0;
   // Sparse pulls: lists in `into` (a set of params()' layout) the rows of each sparse parameter
   // that a training step on `batch` reads, and turns into.pulls_rows() on when there is such a
-  // parameter (ParameterSet's contract), so a pull for that step brings only those rows. The errors the step would give
-  // for that batch (an id outside the vocabulary). Default: nothing (pulls bring every row).
+  // parameter (ParameterSet's contract), so a pull for that step brings only those rows. The errors
+  // the step would give for that batch (an id outside the vocabulary). Default: nothing (pulls
+  // bring every row).
   virtual absl::Status ListRowsRead(const Batch& /*batch*/, ParameterSet& /*into*/) {
     return absl::OkStatus();
   }
