@@ -204,12 +204,8 @@ void PartitionStore::ApplySegment(const Partition& p, const proto::Segment& s, B
           type);
     });
   };
-  if (s.rows_size() == 0) {
-    apply_run(s.offset(), s.count());
-    return;
-  }
-  // Sparse: each row is its own run of the partition (lazy update of only the rows sent).
-  for (int64_t r : s.rows()) apply_run(r * p.row_elements, p.row_elements);
+  // Sparse: only the rows sent are updated (a lazy update), a repeated row once per time sent.
+  ForEachRange(p, s, apply_run);
 }
 
 void PartitionStore::ApplyGradients(const proto::TransferHeader& header, ByteSource& payload,
