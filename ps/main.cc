@@ -79,15 +79,12 @@ absl::StatusOr<std::unique_ptr<BulkServer>> StartBulkServer(PsState& state, PsMe
   options.bind_address = bind;
   options.port = wanted;
   options.max_connections = absl::GetFlag(FLAGS_max_bulk_connections);
-  if (options.max_connections < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--max_bulk_connections must be at least 1, got ", options.max_connections));
-  }
   if (security.tls()) {
     ASSIGN_OR_RETURN(options.tls, BulkTlsContext::Make(security, BulkTlsContext::Role::kServer));
   }
   absl::StatusOr<std::unique_ptr<BulkServer>> bulk = BulkServer::Start(state, metrics, options);
-  if (!bulk.ok() && flag == -1 && wanted != 0) {
+  // Only a port that cannot be had is worth another try (bad options fail the same way again).
+  if (!bulk.ok() && !absl::IsInvalidArgument(bulk.status()) && flag == -1 && wanted != 0) {
     PSFLOW_LOG(INFO) << "bulk channel: port " << wanted << " is taken (" << bulk.status().message()
                      << "); using one the OS picks";
     options.port = 0;
