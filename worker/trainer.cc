@@ -39,6 +39,11 @@ absl::StatusOr<TrainResult> Trainer::Run() {
   const int64_t total_steps =
       options_.train_steps > 0 ? options_.train_steps : options_.train_epochs * per_epoch;
   PSFLOW_LOG(INFO) << total_steps << " steps, " << per_epoch << " per epoch";
+  if (options_.sparse_pulls && sync_.pull_ahead() > input_.depth()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("sparse pulls ", sync_.pull_ahead(),
+                     " steps ahead need an input prefetched as far (", input_.depth(), ")"));
+  }
   nn::ParameterSet& params = model_.params();
   if (options_.is_chief) params.Initialize(options_.seed);
   RETURN_IF_ERROR(sync_.Prepare(params, options_.is_chief));
@@ -46,11 +51,6 @@ absl::StatusOr<TrainResult> Trainer::Run() {
   StepRecorder recorder(metrics_, total_steps, model_.labels_per_example(),
                         options_.log_every_steps);
 
-  if (options_.sparse_pulls && sync_.pull_ahead() > input_.depth()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("sparse pulls ", sync_.pull_ahead(),
-                     " steps ahead need an input prefetched as far (", input_.depth(), ")"));
-  }
   const double input_wait_before = input_.wait_seconds();
   const Clock::time_point start = Clock::now();
   for (int64_t step = 0; step < total_steps; ++step) {
