@@ -47,6 +47,16 @@ TEST(Convergence, FashionMnistCnnReachesEightyEightPercent) {
   EXPECT_GE(Field(done, "test_accuracy"), 0.88) << done;
 }
 
+// Runs the manifest at `path` with `psflow run --verbose` (its run folder beside it, removed
+// after); returns what it printed.
+CommandResult RunJob(const std::string& path) {
+  CommandResult r =
+      RunCommand({Binary("psflow"), "run", "--verbose", "--run_dir=" + path + ".runs", path},
+                 Environment({}), kTimeout);
+  std::filesystem::remove_all(path + ".runs");
+  return r;
+}
+
 // One worker: 2 epochs of all 60k examples (1200 steps). Two asynchronous workers: 2 epochs of
 // their 30k halves each (600 steps each): the same 120k examples, the same 1200 updates. The test
 // accuracy of the model the ps ends with, and the one worker's.
@@ -64,10 +74,7 @@ void TrainTwoWorkersAndOne(bool overlap, TwoWorkersVersusOne* out) {
            {"--model=mnist_mlp", "--learning_rate=0.2", "--train_epochs=2", "--batch_size=100",
             "--compute_threads=1", "--log_every_steps=0",
             absl::StrCat("--overlap=", overlap ? "true" : "false")});
-  const CommandResult r =
-      RunCommand({Binary("psflow"), "run", "--verbose", "--run_dir=" + path + ".runs", path},
-                 Environment({}), kTimeout);
-  std::filesystem::remove_all(path + ".runs");
+  const CommandResult r = RunJob(path);
   ASSERT_TRUE(r.status.ok()) << r.status.Describe() << "\n" << r.output;
   // Each worker evaluates what the ps holds when it finishes; the one that finishes last sees
   // the final model, after all 1200 updates.
@@ -152,10 +159,7 @@ TEST(Convergence, PtbThroughThePsTrainsIdenticallyWithSparseOrWholePulls) {
                 "--train_steps=200", "--eval_steps=30", "--compute_threads=1",
                 "--log_every_steps=0", absl::StrCat("--overlap=", overlap ? "true" : "false"),
                 absl::StrCat("--sparse_pulls=", sparse ? "true" : "false")});
-      const CommandResult r =
-          RunCommand({Binary("psflow"), "run", "--verbose", "--run_dir=" + path + ".runs", path},
-                     Environment({}), kTimeout);
-      std::filesystem::remove_all(path + ".runs");
+      const CommandResult r = RunJob(path);
       ASSERT_TRUE(r.status.ok()) << r.status.Describe() << "\n" << r.output;
       const auto lines = LinesWith(r.output, "worker 0 done:");
       ASSERT_EQ(lines.size(), 1u) << r.output;

@@ -268,6 +268,34 @@ std::unique_ptr<nn::ParameterSet> MakeEmbeddingParams() {
   return p;
 }
 
+// Three ps tasks on loopback and two workers' clients of MakeEmbeddingParams, prepared: the chief
+// created the variables from its values seeded 3, the other waited for them (Start: run it under
+// ASSERT_NO_FATAL_FAILURE).
+struct EmbeddingJob {
+  LoopbackPs ps[3];
+  std::vector<std::unique_ptr<nn::ParameterSet>> params;
+  std::vector<std::unique_ptr<PsClient>> clients;
+
+  void Start(Transport transport, bool sync, WireType wire = WireType::kFloat32) {
+    std::vector<std::string> addresses;
+    for (const LoopbackPs& task : ps) {
+      ASSERT_TRUE(task.started());
+      addresses.push_back(task.address());
+    }
+    for (int w = 0; w < 2; ++w) {
+      params.push_back(MakeEmbeddingParams());
+      PsClient::Options options = Options(transport, addresses, w, 2, sync);
+      options.wire_type = wire;
+      auto c = PsClient::Create(options, *params.back());
+      ASSERT_TRUE(c.ok()) << c.status();
+      clients.push_back(std::move(*c));
+    }
+    params[0]->Initialize(3);
+    ASSERT_TRUE(clients[0]->Prepare(*params[0], true).ok());
+    ASSERT_TRUE(clients[1]->Prepare(*params[1], false).ok());
+  }
+};
+
 std::vector<float> RowOf(const nn::ParameterSet& p, int64_t row) {
   const auto v = p.value(1).subspan(static_cast<size_t>(row * 16), 16);
   return {v.begin(), v.end()};
@@ -281,27 +309,15 @@ std::vector<float> RowOf(const nn::ParameterSet& p, int64_t row) {
 TEST_P(PsClientTest, SparsePullsBringFreshTheRowsAStepReadsAndNoOthers) {
   for (const WireType wire : {WireType::kFloat32, WireType::kBfloat16}) {
     SCOPED_TRACE(wire == WireType::kFloat32 ? "float32" : "bfloat16");
-    LoopbackPs ps0, ps1, ps2;
-    ASSERT_TRUE(ps0.started() && ps1.started() && ps2.started());
-    const std::vector<std::string> addresses = {ps0.address(), ps1.address(), ps2.address()};
-    std::vector<std::unique_ptr<nn::ParameterSet>> params;
-    std::vector<std::unique_ptr<PsClient>> clients;
-    for (int w = 0; w < 2; ++w) {
-      params.push_back(MakeEmbeddingParams());
-      PsClient::Options options = Options(GetParam(), addresses, w, 2, false);
-      options.wire_type = wire;
-      auto c = PsClient::Create(options, *params.back());
-      ASSERT_TRUE(c.ok()) << c.status();
-      clients.push_back(std::move(*c));
-    }
+    EmbeddingJob job;
+    ASSERT_NO_FATAL_FAILURE(job.Start(GetParam(), /*sync=*/false, wire));
+    auto& params = job.params;
+    auto& clients = job.clients;
     int embedding_partitions = 0;
     for (const PartitionPlacement& part : clients[0]->placement().partitions) {
       embedding_partitions += part.variable == 1 ? 1 : 0;
     }
     ASSERT_GE(embedding_partitions, 2) << clients[0]->placement().Describe();
-    params[0]->Initialize(3);
-    ASSERT_TRUE(clients[0]->Prepare(*params[0], true).ok());
-    ASSERT_TRUE(clients[1]->Prepare(*params[1], false).ok());
     for (int w = 0; w < 2; ++w) ASSERT_TRUE(clients[w]->Pull(*params[w]).ok());
     const std::vector<float> before(params[0]->values().begin(), params[0]->values().end());
 
@@ -349,20 +365,10 @@ TEST_P(PsClientTest, SparsePullsBringFreshTheRowsAStepReadsAndNoOthers) {
 // Sync mode: a pull of no rows at all still waits for the step its worker pushed, on every task
 // (each sparse partition takes a call of no rows), and then brings the aggregated dense values.
 TEST_P(PsClientTest, SyncSparsePullOfNoRowsWaitsForTheStepOnEveryTask) {
-  LoopbackPs ps0, ps1, ps2;
-  ASSERT_TRUE(ps0.started() && ps1.started() && ps2.started());
-  const std::vector<std::string> addresses = {ps0.address(), ps1.address(), ps2.address()};
-  std::vector<std::unique_ptr<nn::ParameterSet>> params;
-  std::vector<std::unique_ptr<PsClient>> clients;
-  for (int w = 0; w < 2; ++w) {
-    params.push_back(MakeEmbeddingParams());
-    auto c = PsClient::Create(Options(GetParam(), addresses, w, 2, true), *params.back());
-    ASSERT_TRUE(c.ok()) << c.status();
-    clients.push_back(std::move(*c));
-  }
-  params[0]->Initialize(3);
-  ASSERT_TRUE(clients[0]->Prepare(*params[0], true).ok());
-  ASSERT_TRUE(clients[1]->Prepare(*params[1], false).ok());
+  EmbeddingJob job;
+  ASSERT_NO_FATAL_FAILURE(job.Start(GetParam(), /*sync=*/true));
+  auto& params = job.params;
+  auto& clients = job.clients;
   for (int w = 0; w < 2; ++w) {
     ASSERT_TRUE(clients[w]->Pull(*params[w]).ok());
     for (float& g : params[w]->grads()) g = 0.5f;
@@ -384,16 +390,14 @@ TEST_P(PsClientTest, SyncSparsePullOfNoRowsWaitsForTheStepOnEveryTask) {
     const auto a = params[0]->value(dense), b = params[1]->value(dense);
     EXPECT_TRUE(std::equal(a.begin(), a.end(), b.begin())) << "dense variable " << dense;
   }
-  EXPECT_EQ(ps0.state().global_step(), 1);
-  EXPECT_EQ(ps1.state().global_step(), 1);
-  EXPECT_EQ(ps2.state().global_step(), 1);
+  for (const LoopbackPs& task : job.ps) EXPECT_EQ(task.state().global_step(), 1);
   // The next step goes through on every task: each learnt the step its push is for.
   for (int w = 0; w < 2; ++w) {
     auto pushed = clients[w]->Push(*params[w], 2);
     ASSERT_TRUE(pushed.ok()) << pushed.status();
     EXPECT_FALSE(pushed->dropped) << "worker " << w;
   }
-  EXPECT_EQ(ps0.state().global_step(), 2);
+  EXPECT_EQ(job.ps[0].state().global_step(), 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, PsClientEarlySend,

@@ -241,14 +241,25 @@ void ExpectRecorded(const Outcome& out) {
   EXPECT_GE(out.recorded_pulled_bytes, out.pulled_bytes - kWholeBytes - 2 * (1 + kBatch) * 4);
 }
 
+constexpr Mode kModes[] = {Mode::kSerial, Mode::kOverlapSwap, Mode::kOverlapCopy};
+const char* ModeName(Mode mode) {
+  return mode == Mode::kSerial ? "serial" : mode == Mode::kOverlapSwap ? "swap" : "copy";
+}
+
+// One asynchronous worker through two ps tasks of its own, across epoch boundaries.
+constexpr int64_t kAsyncSteps = 3 * kBatchesPerEpoch + 2;
+Outcome TrainAsync(Transport transport, Mode mode, int skip_every = 0) {
+  LoopbackPs ps0, ps1;
+  EXPECT_TRUE(ps0.started() && ps1.started());
+  return TrainWorker(transport, {ps0.address(), ps1.address()}, 0, 1, false, mode, kAsyncSteps,
+                     skip_every);
+}
+
 TEST_P(SparsePullTraining, AsyncStepsReadTheirRowsFreshSerialAndOverlapped) {
-  for (const Mode mode : {Mode::kSerial, Mode::kOverlapSwap, Mode::kOverlapCopy}) {
-    SCOPED_TRACE(mode == Mode::kSerial ? "serial" : mode == Mode::kOverlapSwap ? "swap" : "copy");
-    LoopbackPs ps0, ps1;
-    ASSERT_TRUE(ps0.started() && ps1.started());
-    const int64_t steps = 3 * kBatchesPerEpoch + 2;
-    const Outcome out =
-        TrainWorker(GetParam(), {ps0.address(), ps1.address()}, 0, 1, false, mode, steps);
+  for (const Mode mode : kModes) {
+    SCOPED_TRACE(ModeName(mode));
+    const int64_t steps = kAsyncSteps;
+    const Outcome out = TrainAsync(GetParam(), mode);
     EXPECT_EQ(out.checked, steps * kBatch) << "every step's rows were checked";
     EXPECT_TRUE(out.mismatches.empty()) << out.mismatches.front();
     EXPECT_EQ(out.global_step, steps);
@@ -261,13 +272,10 @@ TEST_P(SparsePullTraining, AsyncStepsReadTheirRowsFreshSerialAndOverlapped) {
 // Steps whose gradients are not finite push nothing: the next step still reads its rows fresh
 // (overlapped, the exchange in flight is flushed for it).
 TEST_P(SparsePullTraining, AStepAfterASkippedOneReadsItsRowsFresh) {
-  for (const Mode mode : {Mode::kSerial, Mode::kOverlapSwap, Mode::kOverlapCopy}) {
-    SCOPED_TRACE(mode == Mode::kSerial ? "serial" : mode == Mode::kOverlapSwap ? "swap" : "copy");
-    LoopbackPs ps0, ps1;
-    ASSERT_TRUE(ps0.started() && ps1.started());
-    const int64_t steps = 3 * kBatchesPerEpoch + 2;
-    const Outcome out = TrainWorker(GetParam(), {ps0.address(), ps1.address()}, 0, 1, false, mode,
-                                    steps, /*skip_every=*/4);
+  for (const Mode mode : kModes) {
+    SCOPED_TRACE(ModeName(mode));
+    const int64_t steps = kAsyncSteps;
+    const Outcome out = TrainAsync(GetParam(), mode, /*skip_every=*/4);
     EXPECT_EQ(out.checked, steps * kBatch);
     EXPECT_TRUE(out.mismatches.empty()) << out.mismatches.front();
     EXPECT_EQ(out.global_step, steps);  // the pushed steps and the skipped ones
