@@ -102,7 +102,9 @@ cert() {
       -out "$pki/$name.crt" -days 2
   fi
 }
-printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc\nextendedKeyUsage=serverAuth\n' \
+# 10.96.0.1: the ClusterIP of the `kubernetes` Service (the first of --service-cluster-ip-range),
+# the address a pod's in-cluster config dials (tests/node/node.sh routes it here).
+printf 'subjectAltName=IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes.default.svc\nextendedKeyUsage=serverAuth\n' \
   > "$pki/server.ext"
 cert server "/CN=kube-apiserver" "$pki/server.ext"
 cert admin "/O=system:masters/CN=psflow-test-admin"
@@ -204,8 +206,10 @@ fi
 # machine, where a real cluster runs them on other machines), nor node lifecycle (it would evict
 # the pods of the test node, which has no kubelet to heartbeat). The PersistentVolume binder binds
 # the data examples' claim to the PersistentVolume a test makes as docs/operator.md tells a user to.
+# The Deployment and ReplicaSet controllers run the chart's operator Deployment on the real node
+# (tests/node/chart_on_node_test.cc).
 controllers="garbagecollector,namespace,serviceaccount,serviceaccount-token,root-ca-cert-publisher"
-controllers+=",persistentvolume-binder"
+controllers+=",persistentvolume-binder,deployment,replicaset"
 kcm_port="$(free_port)"
 setsid "$controller_manager" --kubeconfig="$dir/controller-manager.kubeconfig" \
   --authentication-kubeconfig="$dir/controller-manager.kubeconfig" \

@@ -4,101 +4,44 @@
 // psflow/ps:0.1.0 and psflow/worker:0.1.0 that scripts/images.sh --prebuilt built from build/bin
 // (the psflow_images fixture), with the example's mutual TLS. Nothing plays the kubelet here.
 //
-// The one change to the example: its pods name the node's scheduler (spec.schedulerName
-// psflow-node), which schedules only to this node, so the other tests of the run, binding their
-// pods to the control plane's psflow-test-node themselves, never race it.
+// The one change to the example: its pods name the node's scheduler (NodeTest::JobOnNode).
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "operator/kube/object_meta.h"
 #include "operator/kube/resource.h"
-#include "tests/control_plane/control_plane.h"
+#include "tests/node/node_test.h"
 #include "tests/operator_process.h"
 #include "tests/test_util.h"
 
-namespace psflow {
+namespace psflow::node {
 namespace {
 
 using kube::Json;
 using testing::Eventually;
 using testing::OperatorProcess;
 
-constexpr char kSchedulerName[] = "psflow-node";  // tests/node/node.sh's scheduler profile
 constexpr auto kJobTimeout = std::chrono::minutes(5);
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-class MnistOnNodeTest : public kubereal::RealApiserverTest {
+class MnistOnNodeTest : public NodeTest {
  protected:
-  MnistOnNodeTest() : RealApiserverTest("node") {}
-
-  void SetUp() override {
-    const char* node_dir = std::getenv("PSFLOW_NODE_DIR");
-    if (node_dir == nullptr) GTEST_SKIP() << "no node: run through ctest (the kube_node fixture)";
-    if (std::filesystem::exists(std::string(node_dir) + "/skip")) {
-      GTEST_SKIP() << ReadFile(std::string(node_dir) + "/skip");
-    }
-    RealApiserverTest::SetUp();
-  }
-
-  // `file` (under the source tree) as kubectl parses it.
-  Json Manifest(const std::string& file) {
-    std::string out;
-    const int code = plane_->Kubectl(
-        {"apply", "--dry-run=client", "-o", "json", "-f", testing::SourceDir() + "/" + file}, &out);
-    EXPECT_EQ(code, 0) << out;
-    const size_t start = out.find('{');  // after any warning kubectl prints
-    return Json::parse(start == std::string::npos ? "{}" : out.substr(start), nullptr,
-                       /*allow_exceptions=*/false);
-  }
-
-  std::string State(const std::string& job) {
-    const Json got = client_->Get(kube::TrainingJobs(), ns(), job).value_or(Json());
-    return got.is_object() ? kube::StringAt(got, "status", "state") : "<gone>";
-  }
-
-  // What a test failure should show: the job, its pods (kubectl's view) and the operator's log.
-  std::string Diagnosis(OperatorProcess& op) {
-    std::string job, pods;
-    plane_->Kubectl({"get", "trainingjob", "-n", ns(), "-o", "yaml"}, &job);
-    plane_->Kubectl({"get", "pods,events", "-n", ns(), "-o", "wide"}, &pods);
-    return absl::StrCat("job:\n", job, "\npods and events:\n", pods, "\noperator:\n", op.output());
-  }
+  MnistOnNodeTest() : NodeTest("node") {}
 };
 
 TEST_F(MnistOnNodeTest, MnistMlpExampleSucceedsInContainers) {
-  Json job = Manifest("deploy/examples/mnist-mlp.yaml");
+  Json job = JobOnNode("deploy/examples/mnist-mlp.yaml");
   ASSERT_TRUE(job.is_object()) << job;
-  for (auto& [type, replica] : job["spec"]["replicaSpecs"].items()) {
-    replica["template"]["spec"]["schedulerName"] = kSchedulerName;
-  }
-  job["metadata"]["namespace"] = ns();
   ASSERT_TRUE(client_->Create(kube::TrainingJobs(), ns(), job).ok());
   OperatorProcess op(plane_->kubeconfig(), "op-node", ns(), {"--namespace=" + ns()});
 
-  const bool ended = Eventually(
-      [&] {
-        const std::string state = State("mnist-mlp");
-        return state == "Succeeded" || state == "Failed";
-      },
-      kJobTimeout);
-  ASSERT_TRUE(ended) << "not done after 5 minutes\n" << Diagnosis(op);
-  ASSERT_EQ(State("mnist-mlp"), "Succeeded") << Diagnosis(op);
+  ASSERT_EQ(WaitForEnd("mnist-mlp", kJobTimeout), "Succeeded") << Diagnosis(op.output());
 
   // The chief (worker 0) evaluates the model it trained through the ps: its last line, read
   // through the API server's pod log endpoint (the kubelet's).
@@ -114,15 +57,11 @@ TEST_F(MnistOnNodeTest, MnistMlpExampleSucceedsInContainers) {
 // nothing. Now the real scheduler's message reaches the job's Unschedulable condition and a
 // Warning event, and runPolicy.schedulingTimeoutSeconds fails the job with it.
 TEST_F(MnistOnNodeTest, AnUnschedulableWorkerIsSaidAndFailsTheJobAfterTheSchedulingTimeout) {
-  Json job = Manifest("deploy/examples/mnist-mlp.yaml");
+  Json job = JobOnNode("deploy/examples/mnist-mlp.yaml");
   ASSERT_TRUE(job.is_object()) << job;
-  for (auto& [type, replica] : job["spec"]["replicaSpecs"].items()) {
-    replica["template"]["spec"]["schedulerName"] = kSchedulerName;
-  }
   job["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["resources"] = {
       {"requests", {{"cpu", "64"}}}};
   job["spec"]["runPolicy"]["schedulingTimeoutSeconds"] = 20;
-  job["metadata"]["namespace"] = ns();
   ASSERT_TRUE(client_->Create(kube::TrainingJobs(), ns(), job).ok());
   OperatorProcess op(plane_->kubeconfig(), "op-node-big", ns(), {"--namespace=" + ns()});
 
@@ -141,7 +80,7 @@ TEST_F(MnistOnNodeTest, AnUnschedulableWorkerIsSaidAndFailsTheJobAfterTheSchedul
         return false;
       },
       std::chrono::seconds(30));
-  ASSERT_TRUE(condition) << Diagnosis(op);
+  ASSERT_TRUE(condition) << Diagnosis(op.output());
   EXPECT_NE(said.find("(pod mnist-mlp-worker-"), std::string::npos) << said;
   EXPECT_NE(said.find("Insufficient cpu"), std::string::npos) << said;
   const auto events = client_->List(kube::Events(), ns(), {}).value_or(kube::ObjectList());
@@ -152,11 +91,11 @@ TEST_F(MnistOnNodeTest, AnUnschedulableWorkerIsSaidAndFailsTheJobAfterTheSchedul
       ++warnings;
     }
   }
-  EXPECT_GE(warnings, 1) << Diagnosis(op);
+  EXPECT_GE(warnings, 1) << Diagnosis(op.output());
 
   // Then the timeout ends the wait.
   ASSERT_TRUE(Eventually([&] { return State("mnist-mlp") == "Failed"; }, std::chrono::seconds(60)))
-      << Diagnosis(op);
+      << Diagnosis(op.output());
   const Json got = client_->Get(kube::TrainingJobs(), ns(), "mnist-mlp").value_or(Json());
   bool failed_unschedulable = false;
   for (const Json& c : got["status"].value("conditions", Json::array())) {
@@ -207,28 +146,17 @@ TEST_F(MnistOnNodeTest, Cifar10ExampleTrainsFromTheDataVolumeTheDocsDescribe) {
       std::chrono::seconds(30)))
       << "the claim was not bound to the volume";
 
-  Json job = Manifest("deploy/examples/cifar10.yaml");
+  Json job = JobOnNode("deploy/examples/cifar10.yaml");
   ASSERT_TRUE(job.is_object()) << job;
-  for (auto& [type, replica] : job["spec"]["replicaSpecs"].items()) {
-    replica["replicas"] = 1;
-    replica["template"]["spec"]["schedulerName"] = kSchedulerName;
-  }
+  for (auto& [type, replica] : job["spec"]["replicaSpecs"].items()) replica["replicas"] = 1;
   Json& worker = job["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"][0];
   worker["resources"] = {{"requests", {{"cpu", "500m"}, {"memory", "1Gi"}}}};
   for (Json& arg : worker["args"]) {
     if (arg == "--train_epochs=10") arg = "--train_steps=30";
   }
-  job["metadata"]["namespace"] = ns();
   ASSERT_TRUE(client_->Create(kube::TrainingJobs(), ns(), job).ok());
   OperatorProcess op(plane_->kubeconfig(), "op-node-cifar", ns(), {"--namespace=" + ns()});
-  const bool ended = Eventually(
-      [&] {
-        const std::string state = State("cifar10");
-        return state == "Succeeded" || state == "Failed";
-      },
-      kJobTimeout);
-  ASSERT_TRUE(ended) << "not done after 5 minutes\n" << Diagnosis(op);
-  ASSERT_EQ(State("cifar10"), "Succeeded") << Diagnosis(op);
+  ASSERT_EQ(WaitForEnd("cifar10", kJobTimeout), "Succeeded") << Diagnosis(op.output());
   std::string log;
   ASSERT_EQ(plane_->Kubectl({"logs", "-n", ns(), "cifar10-worker-0"}, &log), 0) << log;
   EXPECT_NE(log.find("shard"), std::string::npos) << log;  // it read the volume's files
@@ -242,4 +170,4 @@ TEST_F(MnistOnNodeTest, Cifar10ExampleTrainsFromTheDataVolumeTheDocsDescribe) {
 }
 
 }  // namespace
-}  // namespace psflow
+}  // namespace psflow::node

@@ -25,7 +25,10 @@
 #   DNS         CoreDNS stands in as dnsmasq on 10.85.0.1:53, serving the hosts files that
 #               cluster_dns.py writes from the Services and this node's Pods
 #               (<svc>.<ns>.svc.cluster.local, <hostname>.<subdomain>.<ns>.svc.cluster.local).
-#               No kube-proxy: ClusterIP Services do not route (psflow's are headless).
+#               No kube-proxy: ClusterIP Services do not route (psflow's are headless), but
+#               for one: the `kubernetes` Service's ClusterIP:443, which a pod's in-cluster
+#               config dials (the chart's operator), is DNATed to the API server on 127.0.0.1
+#               (chain PSFLOW-NODE in the nat table; route_localnet on the bridge)
 #   kubelet     client certificate CN=system:node:localhost, O=system:nodes from the control
 #               plane's CA; listens on 127.0.0.1 (anonymous, AlwaysAllow: the API server calls it
 #               without a client certificate)
@@ -105,6 +108,11 @@ stop_all() {
     kill -KILL "$(cat "$file")" 2>/dev/null || true
   done
   umount_under "$dir"
+  if iptables -t nat -S PSFLOW-NODE >/dev/null 2>&1; then
+    iptables -t nat -D PREROUTING -j PSFLOW-NODE 2>/dev/null || true
+    iptables -t nat -F PSFLOW-NODE
+    iptables -t nat -X PSFLOW-NODE
+  fi
 }
 
 case "$cmd" in
@@ -119,7 +127,7 @@ case "$cmd" in
       exit 0
     fi
     [ -S "$(sock)" ] || { echo "node.sh: no node running in $dir" >&2; exit 1; }
-    exec "$root/scripts/images.sh" --prebuilt --only ps,worker --load "$(sock)"
+    exec "$root/scripts/images.sh" --prebuilt --load "$(sock)"
     ;;
   start) [ $# -eq 3 ] || usage ;;
   *) usage ;;
@@ -204,6 +212,15 @@ if ! ip link show "$bridge" >/dev/null 2>&1; then
 fi
 ip addr replace "$gateway/16" dev "$bridge" || fail "could not address bridge $bridge"
 ip link set "$bridge" up
+# What kube-proxy would do for the `kubernetes` Service alone: its ClusterIP:443 from the pod
+# network to the API server, which listens on loopback only.
+api_host_port="${server#https://}"
+cluster_ip="$(kctl get service kubernetes -n default -o jsonpath='{.spec.clusterIP}')" ||
+  fail "could not read the kubernetes Service"
+sysctl -qw "net.ipv4.conf.$bridge.route_localnet=1" || fail "could not set route_localnet on $bridge"
+iptables -t nat -N PSFLOW-NODE && iptables -t nat -A PREROUTING -j PSFLOW-NODE &&
+  iptables -t nat -A PSFLOW-NODE -i "$bridge" -d "$cluster_ip/32" -p tcp --dport 443 \
+    -j DNAT --to-destination "$api_host_port" || fail "could not route $cluster_ip:443 to $api_host_port"
 mkdir -p "$dir/cni" "$dir/cni-ipam"
 cat > "$dir/cni/10-psflow.conflist" <<EOF
 {

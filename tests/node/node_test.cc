@@ -1,0 +1,105 @@
+#include "tests/node/node_test.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "operator/kube/object_meta.h"
+#include "operator/kube/resource.h"
+#include "tests/operator_process.h"
+#include "tests/test_util.h"
+
+namespace psflow::node {
+
+using kube::Json;
+
+namespace {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+void NodeTest::SetUp() {
+  const char* node_dir = std::getenv("PSFLOW_NODE_DIR");
+  if (node_dir == nullptr) GTEST_SKIP() << "no node: run through ctest (the kube_node fixture)";
+  node_dir_ = node_dir;
+  if (std::filesystem::exists(node_dir_ + "/skip")) GTEST_SKIP() << ReadFile(node_dir_ + "/skip");
+  RealApiserverTest::SetUp();
+}
+
+Json NodeTest::Manifest(const std::string& file) {
+  std::string out;
+  const int code = plane_->Kubectl(
+      {"apply", "--dry-run=client", "-o", "json", "-f", testing::SourceDir() + "/" + file}, &out);
+  EXPECT_EQ(code, 0) << out;
+  const size_t start = out.find('{');  // after any warning kubectl prints
+  return Json::parse(start == std::string::npos ? "{}" : out.substr(start), nullptr,
+                     /*allow_exceptions=*/false);
+}
+
+Json NodeTest::JobOnNode(const std::string& file) {
+  Json job = Manifest(file);
+  if (!job.is_object() || !job.contains("spec")) return job;
+  for (auto& [type, replica] : job["spec"]["replicaSpecs"].items()) {
+    replica["template"]["spec"]["schedulerName"] = kSchedulerName;
+  }
+  job["metadata"]["namespace"] = ns();
+  return job;
+}
+
+std::string NodeTest::State(const std::string& job) {
+  const Json got = client_->Get(kube::TrainingJobs(), ns(), job).value_or(Json());
+  return got.is_object() ? kube::StringAt(got, "status", "state") : "<gone>";
+}
+
+std::string NodeTest::WaitForEnd(const std::string& job, std::chrono::seconds timeout) {
+  std::string state;
+  testing::Eventually(
+      [&] {
+        state = State(job);
+        return state == "Succeeded" || state == "Failed";
+      },
+      timeout);
+  return state;
+}
+
+std::string NodeTest::Diagnosis(const std::string& extra) {
+  std::string job, pods;
+  plane_->Kubectl({"get", "trainingjob", "-n", ns(), "-o", "yaml"}, &job);
+  plane_->Kubectl({"get", "pods,events", "-n", ns(), "-o", "wide"}, &pods);
+  return absl::StrCat("job:\n", job, "\npods and events:\n", pods, "\n", extra);
+}
+
+std::string NodeTest::Logs(const std::string& pod, bool previous) {
+  std::string log;
+  std::vector<std::string> args = {"logs", "-n", ns(), pod};
+  if (previous) args.push_back("--previous");
+  return plane_->Kubectl(args, &log) == 0 ? log : "";
+}
+
+double NodeTest::ChiefAccuracy(const std::string& job) {
+  const std::vector<std::string> done =
+      testing::LinesWith(Logs(job + "-worker-0"), "test_accuracy=");
+  return done.empty() ? -1 : testing::Field(done.back(), "test_accuracy");
+}
+
+int NodeTest::Crictl(const std::vector<std::string>& args, std::string* output) {
+  std::vector<std::string> argv = {node_dir_ + "/../kube-bin/crictl", "--runtime-endpoint",
+                                   "unix://" + node_dir_ + "/containerd.sock", "--timeout", "20s"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const testing::CommandResult result =
+      testing::RunCommand(argv, testing::Environment({}), std::chrono::seconds(60));
+  if (output != nullptr) *output = result.output;
+  return result.timed_out ? -1 : result.status.code;
+}
+
+}  // namespace psflow::node

@@ -1,0 +1,57 @@
+// What the tests on the real node (tests/node/node.sh: kubelet, containerd, kube-scheduler,
+// cluster DNS, joined to tests/control_plane) share: a fixture that skips, saying why, where the
+// node could not start; the example manifests as kubectl parses them, made to run on this node;
+// a job's state and end; what a failure should show; crictl on the node's containerd.
+//
+// ctest passes the node's folder in PSFLOW_NODE_DIR (tests/node/CMakeLists.txt,
+// psflow_node_test) beside the control plane's.
+#ifndef PSFLOW_TESTS_NODE_NODE_TEST_H_
+#define PSFLOW_TESTS_NODE_NODE_TEST_H_
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+#include "tests/control_plane/control_plane.h"
+
+namespace psflow::node {
+
+// The node's scheduler profile (node.sh): it schedules only pods that name it, and only to this
+// node, so the other tests of the run, binding their pods to the control plane's
+// psflow-test-node themselves, never race it.
+inline constexpr char kSchedulerName[] = "psflow-node";
+
+class NodeTest : public kubereal::RealApiserverTest {
+ protected:
+  explicit NodeTest(std::string prefix) : RealApiserverTest(std::move(prefix)) {}
+  void SetUp() override;
+
+  // `file` (relative to the source tree) as `kubectl apply --dry-run=client -o json` parses it.
+  nlohmann::json Manifest(const std::string& file);
+  // `file`'s TrainingJob in this test's namespace, every replica's pods naming the node's
+  // scheduler: the one change the tests make to an example before their own.
+  nlohmann::json JobOnNode(const std::string& file);
+  // The job's status.state; "<gone>" once it cannot be read.
+  std::string State(const std::string& job);
+  // Waits until the job is Succeeded or Failed, at most `timeout`; its state then.
+  std::string WaitForEnd(const std::string& job, std::chrono::seconds timeout);
+  // What a failure should show: the job, its pods and events (kubectl's view), and `extra`
+  // (the operator's log).
+  std::string Diagnosis(const std::string& extra);
+  // `kubectl logs` of a pod's container (the previous one's with previous); "" when it fails.
+  std::string Logs(const std::string& pod, bool previous = false);
+  // The chief's (worker 0's) test_accuracy from its last line; -1 when it logged none.
+  double ChiefAccuracy(const std::string& job);
+  // crictl on the node's containerd: its exit code, its output in *output.
+  int Crictl(const std::vector<std::string>& args, std::string* output);
+
+  const std::string& node_dir() const { return node_dir_; }
+
+ private:
+  std::string node_dir_;
+};
+
+}  // namespace psflow::node
+
+#endif  // PSFLOW_TESTS_NODE_NODE_TEST_H_
