@@ -259,9 +259,10 @@ TEST_F(BadInput, UnreachablePsFailsAfterTheDeadlineNamingTheAddress) {
   const int port = FreeLocalPorts(1).value()[0];
   const std::string ps = absl::StrCat("127.0.0.1:", port);
   const auto start = std::chrono::steady_clock::now();
-  const auto r = RunCommand({Binary("psflow-worker"), "--job_name=worker", "--task_index=0",
-                             "--ps_hosts=" + ps, "--worker_hosts=127.0.0.1:1", "--ps_timeout_s=2"},
-                            Environment({}, {"TF_CONFIG"}), kTimeout);
+  const auto r = RunCommand(
+      {Binary("psflow-worker"), "--job_name=worker", "--task_index=0", "--ps_hosts=" + ps,
+       "--worker_hosts=127.0.0.1:1", "--ps_timeout_s=2", "--startup_timeout_s=2"},
+      Environment({}, {"TF_CONFIG"}), kTimeout);
   ASSERT_FALSE(r.timed_out);
   EXPECT_EQ(r.status.code, 1) << r.output;
   EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));

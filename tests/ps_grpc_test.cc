@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/chunk_plan.h"
+#include "core/free_ports.h"
 #include "core/wire_type.h"
 #include "ps/loopback_ps.h"
 #include "worker/ps_client.h"
@@ -35,6 +36,7 @@ PsClient::Options Options(std::vector<std::string> addresses, int timeout_ms = 5
   o.ps_addresses = std::move(addresses);
   o.connect_timeout = milliseconds(timeout_ms);
   o.rpc_timeout = milliseconds(timeout_ms);
+  o.startup_timeout = milliseconds(timeout_ms);
   o.training.optimizer.set_name("sgd");
   o.training.optimizer.set_learning_rate(lr);
   o.training.sync.set_total_workers(workers);
@@ -342,8 +344,47 @@ TEST(PsGrpc, NonChiefGivesUpWhenNoChiefComes) {
   auto client = PsClient::Create(Options({ps.address()}, 500), *params);
   const absl::Status s = (*client)->Prepare(*params, false);
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_TRUE(absl::StrContains(s.message(), "is the chief (worker 0) running?")) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "is the chief running?")) << s;
   EXPECT_TRUE(absl::StrContains(s.message(), ps.address())) << s;
+}
+
+// Issue 29: a worker started before its chief (a chief pod the scheduler has not placed yet)
+// waits for it, attempt after attempt, instead of exiting after one connect_timeout.
+TEST(PsGrpc, NonChiefWaitsPastItsAttemptsForALateChief) {
+  LoopbackPs ps;
+  auto chief_params = MakeParams();
+  auto other_params = MakeParams();
+  PsClient::Options waiting = Options({ps.address()}, 200, /*worker=*/1, /*workers=*/2);
+  waiting.startup_timeout = milliseconds(20000);  // far beyond one attempt; bounded, so a
+                                                  // failure below cannot hang the test
+  auto other = PsClient::Create(waiting, *other_params);
+  ASSERT_TRUE(other.ok()) << other.status();
+  absl::Status prepared = absl::UnknownError("not returned");
+  std::thread wait([&] { prepared = (*other)->Prepare(*other_params, false); });
+  std::this_thread::sleep_for(milliseconds(1000));  // five attempts of 200 ms
+  auto chief = PsClient::Create(Options({ps.address()}, 5000, 0, 2), *chief_params);
+  const absl::Status initialised =
+      chief.ok() ? (*chief)->Prepare(*chief_params, true) : chief.status();
+  wait.join();
+  ASSERT_TRUE(initialised.ok()) << initialised;
+  EXPECT_TRUE(prepared.ok()) << prepared;
+}
+
+// A chief started before its ps task (a ps pod still being scheduled) waits for it to listen.
+TEST(PsGrpc, ChiefWaitsForAPsThatStartsLate) {
+  const int port = FreeLocalPorts(1).value()[0];
+  auto params = MakeParams();
+  PsClient::Options options = Options({absl::StrCat("127.0.0.1:", port)}, 200);
+  options.startup_timeout = milliseconds(20000);
+  auto chief = PsClient::Create(options, *params);
+  ASSERT_TRUE(chief.ok()) << chief.status();
+  absl::Status prepared = absl::UnknownError("not returned");
+  std::thread wait([&] { prepared = (*chief)->Prepare(*params, true); });
+  std::this_thread::sleep_for(milliseconds(1000));
+  LoopbackPs ps(TransportSecurity(), port);
+  wait.join();
+  ASSERT_TRUE(ps.started());
+  EXPECT_TRUE(prepared.ok()) << prepared;
 }
 
 TEST(PsGrpc, MismatchedModelIsRefused) {

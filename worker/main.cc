@@ -125,9 +125,15 @@ ABSL_FLAG(std::string, compute, "real",
           "measured times themselves. CPU backend only; nothing is learned and the result is not "
           "evaluated; figures are labelled compute=replay:...");
 ABSL_FLAG(int, ps_timeout_s, 60,
-          "Seconds to keep retrying an unreachable ps, or waiting for the chief to initialise; "
-          "also the deadline of every call to a ps (a sync pull waits up to twice it for its "
-          "step): keep it above the ps's --push_timeout_s and a sync step's length");
+          "Seconds to keep retrying a ps that became unreachable during training (or waiting for "
+          "the chief to re-create it); also the deadline of every call to a ps (a sync pull waits "
+          "up to twice it for its step): keep it above the ps's --push_timeout_s and a sync "
+          "step's length");
+ABSL_FLAG(int, startup_timeout_s, 0,
+          "Seconds to wait at the start for the ps tasks to be reachable and, on a worker other "
+          "than the chief, for the chief to initialise them, logging every --ps_timeout_s; 0: as "
+          "long as it takes (a TrainingJob's schedulingTimeoutSeconds and activeDeadlineSeconds "
+          "end a job that never starts)");
 
 namespace psflow {
 namespace {
@@ -168,6 +174,7 @@ WorkerFlags FlagsGiven() {
                      .loss_scale = absl::GetFlag(FLAGS_loss_scale),
                      .cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs),
                      .ps_timeout_s = absl::GetFlag(FLAGS_ps_timeout_s),
+                     .startup_timeout_s = absl::GetFlag(FLAGS_startup_timeout_s),
                      .compute = absl::GetFlag(FLAGS_compute)};
 }
 

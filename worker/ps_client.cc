@@ -407,16 +407,39 @@ bool WaitPolling(Backoff& backoff, grpc::Channel& channel) {
 
 absl::Status PsClient::Prepare(const nn::ParameterSet& params, bool is_chief) {
   is_chief_ = is_chief;
+  const Clock::time_point end = options_.startup_timeout.count() > 0
+                                    ? Clock::now() + options_.startup_timeout
+                                    : Clock::time_point::max();
   for (auto& task : tasks_) {
     if (task->partitions.empty()) continue;
-    RETURN_IF_ERROR(is_chief ? InitializeTask(*task, params) : WaitReadyTask(*task));
+    for (;;) {
+      const auto attempt_end = std::min(end, Clock::now() + options_.connect_timeout);
+      const absl::Status s =
+          is_chief ? InitializeTask(*task, params, attempt_end) : WaitReadyTask(*task, attempt_end);
+      // Not there yet (unreachable, or not initialised by the chief): wait on, unless the
+      // startup's own limit has passed.
+      const bool not_yet = absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s);
+      if (s.ok() || !not_yet || Clock::now() >= end) {
+        RETURN_IF_ERROR(s);
+        break;
+      }
+      PSFLOW_LOG(WARNING) << s.message() << "; still waiting ("
+                          << (options_.startup_timeout.count() > 0
+                                  ? absl::StrCat("up to ", options_.startup_timeout.count() / 1000,
+                                                 "s in all: --startup_timeout_s")
+                                  : std::string("no limit: --startup_timeout_s=0"))
+                          << ")";
+    }
   }
   return absl::OkStatus();
 }
 
-absl::Status PsClient::InitializeTask(Task& task, const nn::ParameterSet& params) {
-  Backoff backoff(std::chrono::milliseconds(100), std::chrono::seconds(2),
-                  Clock::now() + options_.connect_timeout);
+absl::Status PsClient::InitializeTask(Task& task, const nn::ParameterSet& params,
+                                      Clock::time_point deadline) {
+  const auto waited = [start = Clock::now()] {
+    return std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start).count();
+  };
+  Backoff backoff(std::chrono::milliseconds(100), std::chrono::seconds(2), deadline);
   auto call = [&](bool commit, proto::InitializeResponse* response) {
     task.init.set_commit(commit);
     grpc::ClientContext ctx;
@@ -461,16 +484,15 @@ absl::Status PsClient::InitializeTask(Task& task, const nn::ParameterSet& params
       return absl::Status(
           Retryable(s) ? absl::StatusCode::kUnavailable : PsCallStatus(s).code(),
           absl::StrCat("ps task ", task.index, " at ", task.address,
-                       Retryable(s) ? absl::StrCat(" unreachable for ",
-                                                   options_.connect_timeout.count() / 1000, "s")
+                       Retryable(s) ? absl::StrCat(" unreachable for ", waited(), "s")
                                     : " refused to initialise",
                        ": ", s.error_message()));
     }
   }
 }
 
-absl::Status PsClient::WaitReadyTask(Task& task) {
-  const auto deadline = Clock::now() + options_.connect_timeout;
+absl::Status PsClient::WaitReadyTask(Task& task, Clock::time_point deadline) {
+  const Clock::time_point start = Clock::now();
   Backoff backoff(std::chrono::milliseconds(100), std::chrono::seconds(2), deadline);
   grpc::Status last;
   bool reached = false;
@@ -512,7 +534,8 @@ absl::Status PsClient::WaitReadyTask(Task& task) {
     }
     if (!WaitPolling(backoff, *task.channel)) break;
   }
-  const int64_t secs = options_.connect_timeout.count() / 1000;
+  const int64_t secs =
+      std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start).count();
   if (!reached) {
     return absl::UnavailableError(absl::StrCat("ps task ", task.index, " at ", task.address,
                                                " unreachable for ", secs,
@@ -520,7 +543,7 @@ absl::Status PsClient::WaitReadyTask(Task& task) {
   }
   return absl::DeadlineExceededError(absl::StrCat("variables not initialised on ps task ",
                                                   task.index, " at ", task.address, " after ", secs,
-                                                  "s: is the chief (worker 0) running?"));
+                                                  "s: is the chief running?"));
 }
 
 void PsClient::RouteTask(Task& task, int bulk_port) {
@@ -567,7 +590,9 @@ absl::Status PsClient::Recover(nn::ParameterSet& params) {
     if (task->partitions.empty()) continue;
     // The chief re-creates a task that came back empty (no checkpoint) from its own latest
     // parameters; a task restored from its checkpoint is found ready and left as it is.
-    RETURN_IF_ERROR(is_chief_ ? InitializeTask(*task, params) : WaitReadyTask(*task));
+    const Clock::time_point deadline = Clock::now() + options_.connect_timeout;
+    RETURN_IF_ERROR(is_chief_ ? InitializeTask(*task, params, deadline)
+                              : WaitReadyTask(*task, deadline));
     task->pulled_step = task->next_min_step = 0;
   }
   need_recovery_ = false;

@@ -65,8 +65,15 @@ class PsClient final : public ParameterSync {
   struct Options {
     std::vector<std::string> ps_addresses;  // "host:port", in task order
     TrainingConfig training;
-    // How long Prepare (and recovery) keeps retrying an unreachable ps or waiting for the chief.
+    // How long recovery keeps retrying an unreachable ps or waiting for the chief; also how long
+    // one attempt of Prepare lasts before it logs and tries again (see startup_timeout).
     std::chrono::milliseconds connect_timeout{std::chrono::seconds(60)};
+    // How long Prepare, at the job's start, keeps waiting for each ps task to be reachable and
+    // (on a non-chief) initialised by the chief; 0: as long as it takes. A worker of a job whose
+    // ps or chief is not running yet (a pod the scheduler has not placed, an image being pulled)
+    // waits for it, logging every connect_timeout, rather than exiting: the job's own limits
+    // (schedulingTimeoutSeconds, activeDeadlineSeconds) end a wait that lasts too long.
+    std::chrono::milliseconds startup_timeout{std::chrono::seconds(60)};
     // Deadline of each call; also how long a sync pull may wait for its step.
     std::chrono::milliseconds rpc_timeout{std::chrono::seconds(60)};
     // Element type of parameters and gradients on the wire (--wire_dtype); the ps keeps float32.
@@ -122,11 +129,15 @@ class PsClient final : public ParameterSync {
   // or (params.pulls_rows()) the dense chunks and the rows to pull of each sparse partition.
   void PlanPull(Task& task, nn::ParameterSet& params);
 
-  absl::Status InitializeTask(Task& task, const nn::ParameterSet& params);
+  // Initialises `task` (chief) or waits for it to be ready (others), retrying an unreachable or
+  // uninitialised task until `deadline`. UNAVAILABLE when it could not be reached,
+  // DEADLINE_EXCEEDED (WaitReadyTask) when it was reached but never initialised.
+  absl::Status InitializeTask(Task& task, const nn::ParameterSet& params,
+                              std::chrono::steady_clock::time_point deadline);
   // Routes the task's bulk calls: over links to the bulk port the task advertised (reusing
   // working ones to the same port), or over gRPC (see Options::transport).
   void RouteTask(Task& task, int bulk_port);
-  absl::Status WaitReadyTask(Task& task);
+  absl::Status WaitReadyTask(Task& task, std::chrono::steady_clock::time_point deadline);
   absl::Status Recover(nn::ParameterSet& params);
   // Sends the chief's initial values (params' values) to `task` and waits.
   absl::Status Assign(Task& task, const nn::ParameterSet& params);

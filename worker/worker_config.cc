@@ -197,6 +197,9 @@ absl::Status ResolveDevice(const WorkerFlags& f, WorkerConfig& c) {
     return absl::InvalidArgumentError("--cuda_graphs needs --device=gpu");
   }
   if (f.ps_timeout_s < 1) return absl::InvalidArgumentError("--ps_timeout_s must be >= 1");
+  if (f.startup_timeout_s < 0) {
+    return absl::InvalidArgumentError("--startup_timeout_s must be >= 0 (0: no limit)");
+  }
   ASSIGN_OR_RETURN(c.compute, ParseComputeMode(f.compute));
   // The profile a replay spends is the CPU backend's, and its gradients are the CPU backend's:
   // a GPU would be named and never used.
@@ -210,6 +213,7 @@ absl::Status ResolveDevice(const WorkerFlags& f, WorkerConfig& c) {
   c.num_gpus = f.num_gpus;
   c.cuda_graphs = f.cuda_graphs;
   c.ps_timeout = std::chrono::seconds(f.ps_timeout_s);
+  c.startup_timeout = std::chrono::seconds(f.startup_timeout_s);
   return absl::OkStatus();
 }
 
@@ -236,6 +240,7 @@ PsClient::Options MakePsClientOptions(const WorkerConfig& c, const TransportSecu
   options.transport = c.transport;
   options.connect_timeout = c.ps_timeout;
   options.rpc_timeout = c.ps_timeout;
+  options.startup_timeout = c.startup_timeout;
   options.security = security;
   return options;
 }

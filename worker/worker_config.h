@@ -60,6 +60,7 @@ struct WorkerFlags {
   std::string loss_scale = "auto";
   bool cuda_graphs = false;
   int ps_timeout_s = 60;
+  int startup_timeout_s = 0;
   std::string compute = "real";
 };
 
@@ -116,9 +117,12 @@ struct WorkerConfig {
   int num_gpus = 1;
   nn::Precision precision = nn::Precision::kFp32;
   bool cuda_graphs = false;
-  // --ps_timeout_s: how long an unreachable ps is retried and the chief waited for, and the
-  // deadline of every call to a ps (a parked sync pull: twice it).
+  // --ps_timeout_s: how long an unreachable ps is retried and the chief waited for once training
+  // has begun, and the deadline of every call to a ps (a parked sync pull: twice it).
   std::chrono::seconds ps_timeout{60};
+  // --startup_timeout_s: how long the worker waits at the start for its ps tasks to be reachable
+  // and initialised by the chief; 0: as long as it takes.
+  std::chrono::seconds startup_timeout{0};
   ComputeMode compute;
 };
 
@@ -130,8 +134,8 @@ absl::StatusOr<WorkerConfig> MakeWorkerConfig(const WorkerFlags& flags, const Cl
                                               bool standalone);
 
 // The ps client's options for a worker configured as `c` (ps_hosts not empty): its ps tasks,
-// training config, wire type and placement, `security`, and c.ps_timeout as both the connect
-// timeout and the call deadline.
+// training config, wire type and placement, `security`, c.ps_timeout as both the connect
+// timeout and the call deadline, and c.startup_timeout.
 PsClient::Options MakePsClientOptions(const WorkerConfig& c, const TransportSecurity& security);
 
 }  // namespace psflow

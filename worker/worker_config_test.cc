@@ -146,6 +146,8 @@ std::vector<Refused> RefusedConfigs() {
        "--cuda_graphs needs --device=gpu"},
       {"ps timeout", [](F f) { f.ps_timeout_s = 0; }, Alone(), true, kInvalid,
        "--ps_timeout_s must be >= 1"},
+      {"startup timeout", [](F f) { f.startup_timeout_s = -1; }, Alone(), true, kInvalid,
+       "--startup_timeout_s must be >= 0 (0: no limit)"},
       {"dtype", [](F f) { f.dtype = "fp8"; }, Alone(), true, kInvalid, "--dtype "},
       {"fp16 against bf16", [](F f) { f.device = "gpu", f.dtype = "bf16", f.use_fp16 = true; },
        Alone(), true, kInvalid, "--use_fp16 contradicts --dtype=bf16"},
@@ -211,8 +213,17 @@ TEST(WorkerConfig, PsTimeoutIsTheCallDeadlineToo) {
   const PsClient::Options o = MakePsClientOptions(*c, TransportSecurity{});
   EXPECT_EQ(o.connect_timeout, std::chrono::seconds(150));
   EXPECT_EQ(o.rpc_timeout, std::chrono::seconds(150));
+  EXPECT_EQ(o.startup_timeout, std::chrono::seconds(0));  // the default: no limit
   EXPECT_EQ(o.ps_addresses, (std::vector<std::string>{"p:1", "p:2"}));
   EXPECT_EQ(o.training.worker_index, c->training.worker_index);
+}
+
+// --startup_timeout_s reaches the client as it is; 0 (the default) is no limit.
+TEST(WorkerConfig, StartupTimeoutIsTheClientsStartupWait) {
+  const absl::StatusOr<WorkerConfig> c =
+      MakeWorkerConfig(WorkerFlags{.startup_timeout_s = 45}, Cluster("worker", 1), false);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(MakePsClientOptions(*c, TransportSecurity{}).startup_timeout, std::chrono::seconds(45));
 }
 
 }  // namespace

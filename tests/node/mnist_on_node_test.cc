@@ -108,6 +108,43 @@ TEST_F(MnistOnNodeTest, AnUnschedulableWorkerIsSaidAndFailsTheJobAfterTheSchedul
   EXPECT_TRUE(failed_unschedulable) << got["status"];
 }
 
+// Issue 29: while the chief could not be scheduled, the other workers exited after
+// --ps_timeout_s ("variables not initialised ... is the chief running?") into CrashLoopBackOff.
+// Now a worker waits at the start for as long as it takes (--startup_timeout_s, default 0),
+// logging at every --ps_timeout_s, and the job's own limits end the wait.
+TEST_F(MnistOnNodeTest, AWorkerWaitsForAChiefTheSchedulerCannotPlaceInsteadOfCrashLooping) {
+  Json job = JobOnNode("deploy/examples/mnist-mlp.yaml");
+  ASSERT_TRUE(job.is_object()) << job;
+  Json& worker = job["spec"]["replicaSpecs"]["Worker"];
+  worker["replicas"] = 1;
+  worker["template"]["spec"]["containers"][0]["args"].push_back("--ps_timeout_s=3");
+  Json chief = worker;
+  chief["template"]["spec"]["containers"][0]["resources"] = {{"requests", {{"cpu", "64"}}}};
+  job["spec"]["replicaSpecs"]["Chief"] = chief;
+  ASSERT_TRUE(client_->Create(kube::TrainingJobs(), ns(), job).ok());
+  OperatorProcess op(plane_->kubeconfig(), "op-node-chief", ns(), {"--namespace=" + ns()});
+
+  // Three of its attempts gone by, and still the same container.
+  const std::string pod = "mnist-mlp-worker-0";
+  std::string log;
+  const bool waited = Eventually(
+      [&] {
+        log = Logs(pod);
+        return testing::LinesWith(log, "still waiting (no limit: --startup_timeout_s=0)").size() >=
+               3;
+      },
+      std::chrono::seconds(90));
+  ASSERT_TRUE(waited) << log << Diagnosis(op.output());
+  EXPECT_EQ(testing::LinesWith(log, "is the chief running?").size(),
+            testing::LinesWith(log, "still waiting").size())
+      << log;
+  const Json got = client_->Get(kube::Pods(), ns(), pod).value_or(Json());
+  ASSERT_TRUE(got.is_object());
+  EXPECT_EQ(got["status"]["containerStatuses"][0].value("restartCount", -1), 0) << got["status"];
+  EXPECT_TRUE(got["status"]["containerStatuses"][0]["state"].contains("running")) << got["status"];
+  EXPECT_EQ(State("mnist-mlp"), "Created") << Diagnosis(op.output());
+}
+
 // Issue 29: the CIFAR-10 and PTB examples could not run: nothing said how to provide their
 // psflow-data claim. Here the volume is made as docs/operator.md tells a user to (the static
 // hostPath PersistentVolume and claim of deploy/examples/data/psflow-data-hostpath.yaml, over a
