@@ -48,6 +48,7 @@ PsClient::Options Options(const std::string& address, TransportSecurity security
   o.ps_addresses = {address};
   o.connect_timeout = milliseconds(timeout_ms);
   o.rpc_timeout = milliseconds(timeout_ms);
+  o.startup_timeout = milliseconds(timeout_ms);  // a refused handshake fails at once
   o.training.optimizer.set_name("sgd");
   o.training.optimizer.set_learning_rate(0.5f);
   o.training.sync.set_total_workers(1);

@@ -11,7 +11,7 @@
 # The node is named "localhost": the API server reaches a kubelet (pod logs, exec) at the node's
 # hostname, so the name must resolve to the address the kubelet listens on, 127.0.0.1. The
 # scheduler schedules only pods with spec.schedulerName "psflow-node" (kSchedulerName in
-# mnist_on_node_test.cc), and only to this node: the other tests of the run bind their pods to the control
+# node_test.h), and only to this node: the other tests of the run bind their pods to the control
 # plane's node-less psflow-test-node themselves (test_kubelet.h), and must not race it.
 #
 #   containerd  its own config, root, state and socket in DIR; CRI with a local pause image,

@@ -92,6 +92,62 @@ double NodeTest::ChiefAccuracy(const std::string& job) {
   return done.empty() ? -1 : testing::Field(done.back(), "test_accuracy");
 }
 
+void NodeTest::MakeDataVolume(const std::string& folder) {
+  std::filesystem::permissions(folder, std::filesystem::perms(0755));  // the pods run as 65532
+  Json data = Manifest("deploy/examples/data/psflow-data-hostpath.yaml");
+  ASSERT_TRUE(data.contains("items")) << data;
+  data_volume_ = absl::StrCat("psflow-data-", ns());  // cluster-wide: named after the namespace
+  for (Json& item : data["items"]) {
+    if (item["kind"] == "PersistentVolume") {
+      item["metadata"]["name"] = data_volume_;
+      item["spec"]["hostPath"]["path"] = folder;
+    } else {
+      item["metadata"]["namespace"] = ns();
+      item["spec"]["volumeName"] = data_volume_;
+    }
+  }
+  const std::string file = folder + ".json";
+  std::ofstream(file) << data.dump();
+  std::string out;
+  ASSERT_EQ(plane_->Kubectl({"apply", "-f", file}, &out), 0) << out;
+  std::filesystem::remove(file);
+  ASSERT_TRUE(testing::Eventually(
+      [&] {
+        std::string phase;
+        plane_->Kubectl({"get", "pvc", "psflow-data", "-n", ns(), "-o", "jsonpath={.status.phase}"},
+                        &phase);
+        return phase == "Bound";
+      },
+      std::chrono::seconds(30)))
+      << "the claim was not bound to the volume";
+}
+
+void NodeTest::FitToNode(Json& job, int steps, const std::vector<std::string>& extra_args) {
+  for (auto& [type, replica] : job["spec"]["replicaSpecs"].items()) {
+    replica["replicas"] = 1;
+    if (type != "Worker") continue;
+    Json& container = replica["template"]["spec"]["containers"][0];
+    Json requests = container["resources"].value("requests", Json::object());
+    requests["cpu"] = "500m";
+    container["resources"]["requests"] = requests;
+    Json args = Json::array();
+    for (const Json& arg : container.value("args", Json::array())) {
+      if (!arg.get<std::string>().starts_with("--train_epochs=")) args.push_back(arg);
+    }
+    args.push_back(absl::StrCat("--train_steps=", steps));
+    for (const std::string& arg : extra_args) args.push_back(arg);
+    container["args"] = args;
+  }
+}
+
+void NodeTest::TearDown() {
+  if (!data_volume_.empty()) {
+    std::string out;
+    plane_->Kubectl({"delete", "pv", data_volume_, "--wait=false"}, &out);
+  }
+  RealApiserverTest::TearDown();
+}
+
 int NodeTest::Crictl(const std::vector<std::string>& args, std::string* output) {
   std::vector<std::string> argv = {node_dir_ + "/../kube-bin/crictl", "--runtime-endpoint",
                                    "unix://" + node_dir_ + "/containerd.sock", "--timeout", "20s"};

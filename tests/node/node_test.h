@@ -45,11 +45,24 @@ class NodeTest : public kubereal::RealApiserverTest {
   double ChiefAccuracy(const std::string& job);
   // crictl on the node's containerd: its exit code, its output in *output.
   int Crictl(const std::vector<std::string>& args, std::string* output);
+  // The data examples' volume, made as docs/operator.md tells a user to: the static hostPath
+  // PersistentVolume and the psflow-data claim of deploy/examples/data/psflow-data-hostpath.yaml,
+  // over `folder` (made readable by the pods' user), the volume named after this test's
+  // namespace; returns once the claim is Bound. TearDown deletes the volume (the claim goes with
+  // the namespace). Fails the test (fatally) when it cannot.
+  void MakeDataVolume(const std::string& folder);
+  // `job` (a TrainingJob of the examples) made to fit this 2-core node as docs/operator.md tells
+  // a user of a small cluster to: one replica of each type, each worker asking for half a CPU,
+  // training `steps` steps in place of its epochs, with `extra_args` for every worker.
+  static void FitToNode(nlohmann::json& job, int steps,
+                        const std::vector<std::string>& extra_args = {});
+  void TearDown() override;
 
   const std::string& node_dir() const { return node_dir_; }
 
  private:
   std::string node_dir_;
+  std::string data_volume_;  // the PersistentVolume MakeDataVolume made, if any
 };
 
 }  // namespace psflow::node

@@ -3,7 +3,7 @@
 // the operator, restarts it (restartPolicy OnFailure, the same pod and address); the new container
 // restores the newest checkpoint from the checkpoint volume (an emptyDir, which outlives container
 // restarts), the workers recover, and the job Succeeds. psflow-operator runs outside the cluster,
-// as in mnist_on_node_test.cc.
+// as in examples_on_node_test.cc.
 #include <gtest/gtest.h>
 #include <signal.h>
 

@@ -1,12 +1,17 @@
-// deploy/examples/mnist-mlp.yaml on a real node (tests/node/node.sh: kubelet, containerd,
+// The examples of deploy/examples on a real node (tests/node/node.sh: kubelet, containerd,
 // kube-scheduler, cluster DNS, joined to tests/control_plane): psflow-operator, the binary, runs
 // outside the cluster as in operator_e2e_test.cc; the ps and workers run for real in the images
 // psflow/ps:0.1.0 and psflow/worker:0.1.0 that scripts/images.sh --prebuilt built from build/bin
-// (the psflow_images fixture), with the example's mutual TLS. Nothing plays the kubelet here.
+// (the psflow_images fixture). Nothing plays the kubelet here.
 //
-// The one change to the example: its pods name the node's scheduler (NodeTest::JobOnNode).
+// mnist-mlp.yaml runs as it is, with its mutual TLS; the one change to every example: its pods
+// name the node's scheduler (NodeTest::JobOnNode). The larger ones are made to fit this 2-core
+// node as docs/operator.md tells a user of a small cluster to (NodeTest::FitToNode: one replica of
+// each type, half a CPU per worker, a few steps), the data examples reading the volume the docs
+// describe.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -21,6 +26,10 @@
 #include "tests/operator_process.h"
 #include "tests/test_util.h"
 
+#ifndef PSFLOW_PTB_CORPUS_DIR
+#error "PSFLOW_PTB_CORPUS_DIR: the ptb_corpus fixture's folder (tests/CMakeLists.txt)"
+#endif
+
 namespace psflow::node {
 namespace {
 
@@ -30,12 +39,17 @@ using testing::OperatorProcess;
 
 constexpr auto kJobTimeout = std::chrono::minutes(5);
 
-class MnistOnNodeTest : public NodeTest {
+class ExamplesOnNodeTest : public NodeTest {
  protected:
-  MnistOnNodeTest() : NodeTest("node") {}
+  ExamplesOnNodeTest() : NodeTest("node") {}
 };
 
-TEST_F(MnistOnNodeTest, MnistMlpExampleSucceedsInContainers) {
+// The examples' own data: none for MNIST (the worker image carries Fashion-MNIST); the PTB
+// corpus scripts/make_ptb_corpus.py builds (the ptb_corpus fixture) on the data volume.
+class PtbExampleOnNodeTest : public ExamplesOnNodeTest,
+                             public ::testing::WithParamInterface<std::string> {};
+
+TEST_F(ExamplesOnNodeTest, MnistMlpExampleSucceedsInContainers) {
   Json job = JobOnNode("deploy/examples/mnist-mlp.yaml");
   ASSERT_TRUE(job.is_object()) << job;
   ASSERT_TRUE(client_->Create(kube::TrainingJobs(), ns(), job).ok());
@@ -56,7 +70,7 @@ TEST_F(MnistOnNodeTest, MnistMlpExampleSucceedsInContainers) {
 // Issue 29: a worker asking for more CPU than the node has stayed Pending and the job said
 // nothing. Now the real scheduler's message reaches the job's Unschedulable condition and a
 // Warning event, and runPolicy.schedulingTimeoutSeconds fails the job with it.
-TEST_F(MnistOnNodeTest, AnUnschedulableWorkerIsSaidAndFailsTheJobAfterTheSchedulingTimeout) {
+TEST_F(ExamplesOnNodeTest, AnUnschedulableWorkerIsSaidAndFailsTheJobAfterTheSchedulingTimeout) {
   Json job = JobOnNode("deploy/examples/mnist-mlp.yaml");
   ASSERT_TRUE(job.is_object()) << job;
   job["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["resources"] = {
@@ -112,7 +126,7 @@ TEST_F(MnistOnNodeTest, AnUnschedulableWorkerIsSaidAndFailsTheJobAfterTheSchedul
 // --ps_timeout_s ("variables not initialised ... is the chief running?") into CrashLoopBackOff.
 // Now a worker waits at the start for as long as it takes (--startup_timeout_s, default 0),
 // logging at every --ps_timeout_s, and the job's own limits end the wait.
-TEST_F(MnistOnNodeTest, AWorkerWaitsForAChiefTheSchedulerCannotPlaceInsteadOfCrashLooping) {
+TEST_F(ExamplesOnNodeTest, AWorkerWaitsForAChiefTheSchedulerCannotPlaceInsteadOfCrashLooping) {
   Json job = JobOnNode("deploy/examples/mnist-mlp.yaml");
   ASSERT_TRUE(job.is_object()) << job;
   Json& worker = job["spec"]["replicaSpecs"]["Worker"];
@@ -150,61 +164,75 @@ TEST_F(MnistOnNodeTest, AWorkerWaitsForAChiefTheSchedulerCannotPlaceInsteadOfCra
 // hostPath PersistentVolume and claim of deploy/examples/data/psflow-data-hostpath.yaml, over a
 // folder of CIFAR-10-format files), and deploy/examples/cifar10.yaml, made to fit this 2-core
 // node (1 ps, 1 worker of half a CPU, 30 steps), trains from it to Succeeded.
-TEST_F(MnistOnNodeTest, Cifar10ExampleTrainsFromTheDataVolumeTheDocsDescribe) {
+TEST_F(ExamplesOnNodeTest, Cifar10ExampleTrainsFromTheDataVolumeTheDocsDescribe) {
   const std::string folder = absl::StrCat("/tmp/psflow-node-data-", ns());
   std::filesystem::remove_all(folder);
   ASSERT_TRUE(testing::WriteCifarLikeData(folder + "/cifar10", 100, 200, /*seed=*/3));
-  std::filesystem::permissions(folder, std::filesystem::perms(0755));  // the pods run as 65532
-
-  // The PersistentVolume is cluster-wide: named after this test's namespace, over its folder.
-  Json data = Manifest("deploy/examples/data/psflow-data-hostpath.yaml");
-  ASSERT_TRUE(data.contains("items")) << data;
-  const std::string volume = absl::StrCat("psflow-data-", ns());
-  for (Json& item : data["items"]) {
-    if (item["kind"] == "PersistentVolume") {
-      item["metadata"]["name"] = volume;
-      item["spec"]["hostPath"]["path"] = folder;
-    } else {
-      item["metadata"]["namespace"] = ns();
-      item["spec"]["volumeName"] = volume;
-    }
-  }
-  const std::string file = folder + ".json";
-  std::ofstream(file) << data.dump();
-  std::string out;
-  ASSERT_EQ(plane_->Kubectl({"apply", "-f", file}, &out), 0) << out;
-  ASSERT_TRUE(Eventually(
-      [&] {
-        std::string phase;
-        plane_->Kubectl({"get", "pvc", "psflow-data", "-n", ns(), "-o", "jsonpath={.status.phase}"},
-                        &phase);
-        return phase == "Bound";
-      },
-      std::chrono::seconds(30)))
-      << "the claim was not bound to the volume";
+  ASSERT_NO_FATAL_FAILURE(MakeDataVolume(folder));
 
   Json job = JobOnNode("deploy/examples/cifar10.yaml");
   ASSERT_TRUE(job.is_object()) << job;
-  for (auto& [type, replica] : job["spec"]["replicaSpecs"].items()) replica["replicas"] = 1;
-  Json& worker = job["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"][0];
-  worker["resources"] = {{"requests", {{"cpu", "500m"}, {"memory", "1Gi"}}}};
-  for (Json& arg : worker["args"]) {
-    if (arg == "--train_epochs=10") arg = "--train_steps=30";
-  }
+  FitToNode(job, /*steps=*/30);
   ASSERT_TRUE(client_->Create(kube::TrainingJobs(), ns(), job).ok());
   OperatorProcess op(plane_->kubeconfig(), "op-node-cifar", ns(), {"--namespace=" + ns()});
   ASSERT_EQ(WaitForEnd("cifar10", kJobTimeout), "Succeeded") << Diagnosis(op.output());
-  std::string log;
-  ASSERT_EQ(plane_->Kubectl({"logs", "-n", ns(), "cifar10-worker-0"}, &log), 0) << log;
+  const std::string log = Logs("cifar10-worker-0");
   EXPECT_NE(log.find("shard"), std::string::npos) << log;  // it read the volume's files
   EXPECT_EQ(testing::LinesWith(log, "test_accuracy=").size(), 1u) << log;
 
+  std::string out;
   plane_->Kubectl({"delete", "trainingjob", "cifar10", "-n", ns(), "--wait=true"}, &out);
-  plane_->Kubectl({"delete", "pvc", "psflow-data", "-n", ns(), "--wait=false"}, &out);
-  plane_->Kubectl({"delete", "pv", volume, "--wait=false"}, &out);
   std::filesystem::remove_all(folder);
-  std::filesystem::remove(file);
 }
+
+TEST_F(ExamplesOnNodeTest, MnistCnnExampleFitToTheNodeSucceeds) {
+  Json job = JobOnNode("deploy/examples/mnist-cnn.yaml");
+  ASSERT_TRUE(job.is_object()) << job;
+  FitToNode(job, /*steps=*/20);
+  ASSERT_TRUE(client_->Create(kube::TrainingJobs(), ns(), job).ok());
+  OperatorProcess op(plane_->kubeconfig(), "op-node-cnn", ns(), {"--namespace=" + ns()});
+  ASSERT_EQ(WaitForEnd("mnist-cnn", kJobTimeout), "Succeeded") << Diagnosis(op.output());
+  EXPECT_GE(ChiefAccuracy("mnist-cnn"), 0) << Logs("mnist-cnn-worker-0");
+}
+
+// ptb-small, ptb-medium and ptb-large (66 M parameters, 8 GiB asked per worker) from the volume:
+// a few steps, a short evaluation (--eval_steps), the chief's perplexities logged.
+TEST_P(PtbExampleOnNodeTest, TrainsFromTheDataVolumeFitToTheNode) {
+  const std::string name = GetParam();
+  const std::string folder = absl::StrCat("/tmp/psflow-node-data-", ns());
+  std::filesystem::remove_all(folder);
+  std::filesystem::create_directories(folder + "/ptb");
+  for (const char* part : {"train", "valid", "test"}) {
+    const std::string file = absl::StrCat("ptb.", part, ".txt");
+    ASSERT_TRUE(std::filesystem::exists(std::string(PSFLOW_PTB_CORPUS_DIR) + "/" + file))
+        << "no corpus: the ptb_corpus fixture (PtbCorpus.BuildsFromWordnet) did not run";
+    std::filesystem::copy_file(std::string(PSFLOW_PTB_CORPUS_DIR) + "/" + file,
+                               folder + "/ptb/" + file);
+  }
+  std::filesystem::permissions(folder + "/ptb", std::filesystem::perms(0755));
+  ASSERT_NO_FATAL_FAILURE(MakeDataVolume(folder));
+
+  Json job = JobOnNode(absl::StrCat("deploy/examples/", name, ".yaml"));
+  ASSERT_TRUE(job.is_object()) << job;
+  FitToNode(job, /*steps=*/5, {"--eval_steps=3"});
+  ASSERT_TRUE(client_->Create(kube::TrainingJobs(), ns(), job).ok());
+  OperatorProcess op(plane_->kubeconfig(), "op-node-" + name, ns(), {"--namespace=" + ns()});
+  ASSERT_EQ(WaitForEnd(name, kJobTimeout), "Succeeded") << Diagnosis(op.output());
+  const std::string log = Logs(name + "-worker-0");
+  const std::vector<std::string> done = testing::LinesWith(log, "test_perplexity=");
+  ASSERT_EQ(done.size(), 1u) << log;
+  EXPECT_GT(testing::Field(done[0], "test_perplexity"), 1) << done[0];
+  std::cout << name << " chief: " << done[0] << "\n";
+  std::filesystem::remove_all(folder);
+}
+
+INSTANTIATE_TEST_SUITE_P(Examples, PtbExampleOnNodeTest,
+                         ::testing::Values("ptb-small", "ptb-medium", "ptb-large"),
+                         [](const ::testing::TestParamInfo<std::string>& param) {
+                           std::string name = param.param;
+                           name.erase(std::remove(name.begin(), name.end(), '-'), name.end());
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace psflow::node
