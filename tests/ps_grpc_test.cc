@@ -288,6 +288,68 @@ TEST(PsGrpc, ChiefChangesTheLearningRateAtRunTime) {
   EXPECT_EQ((*chief)->SetLearningRate(-1.0f).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// A rate the chief sets while a ps task is gone (restarting) is not lost: the next Pull waits for
+// the task (the chief re-creates it: no checkpoint here) and the rate reaches it.
+TEST(PsGrpc, ALearningRateSetWhileTheTaskIsGoneReachesItOnceItIsBack) {
+  const int port = FreeLocalPorts(1).value()[0];
+  const std::string address = absl::StrCat("127.0.0.1:", port);
+  auto params = MakeParams();
+  params->Initialize(1);
+  auto chief = PsClient::Create(Options({address}), *params);  // learning rate 0.5
+  ASSERT_TRUE(chief.ok()) << chief.status();
+  {
+    LoopbackPs ps(TransportSecurity(), port);
+    ASSERT_TRUE(ps.started());
+    ASSERT_TRUE((*chief)->Prepare(*params, true).ok());
+    ASSERT_TRUE((*chief)->Pull(*params).ok());
+  }
+  const absl::Status set = (*chief)->SetLearningRate(0.25f);
+  EXPECT_TRUE(set.ok()) << set;
+  LoopbackPs back(TransportSecurity(), port);
+  ASSERT_TRUE(back.started());
+  ASSERT_TRUE((*chief)->Pull(*params).ok());
+  const std::vector<float> before = Values(*params);
+  SetGrads(*params, [](size_t) { return 4.0f; });
+  ASSERT_TRUE((*chief)->Push(*params, 1).ok());
+  ASSERT_TRUE((*chief)->Pull(*params).ok());
+  const std::vector<float> after = Values(*params);
+  for (size_t i = 0; i < before.size(); ++i) ASSERT_EQ(after[i], before[i] - 1.0f) << i;
+}
+
+// A worker that leaves while a ps task is gone leaves again once it is back: a sync step of
+// the task that came back completes without it.
+TEST(PsGrpc, ALeaveWhileTheTaskIsGoneIsMadeAgainOnceItIsBack) {
+  const int port = FreeLocalPorts(1).value()[0];
+  const std::string address = absl::StrCat("127.0.0.1:", port);
+  std::vector<std::unique_ptr<nn::ParameterSet>> params;
+  std::vector<std::unique_ptr<PsClient>> clients;
+  for (int w = 0; w < 2; ++w) {
+    params.push_back(MakeParams());
+    if (w == 0) params[0]->Initialize(7);
+    auto c = PsClient::Create(Options({address}, 5000, w, 2, /*sync=*/true), *params.back());
+    ASSERT_TRUE(c.ok()) << c.status();
+    clients.push_back(std::move(*c));
+  }
+  {
+    LoopbackPs ps(TransportSecurity(), port);
+    ASSERT_TRUE(ps.started());
+    ASSERT_TRUE(clients[0]->Prepare(*params[0], true).ok());
+    ASSERT_TRUE(clients[1]->Prepare(*params[1], false).ok());
+  }
+  const absl::Status left = clients[0]->Leave();
+  EXPECT_TRUE(left.ok()) << left;
+  LoopbackPs back(TransportSecurity(), port);
+  ASSERT_TRUE(back.started());
+  ASSERT_TRUE(clients[0]->Pull(*params[0]).ok());  // re-creates the task, leaves again
+  ASSERT_TRUE(clients[1]->Pull(*params[1]).ok());
+  SetGrads(*params[1], [](size_t) { return 1.0f; });
+  auto pushed = clients[1]->Push(*params[1], 1);
+  ASSERT_TRUE(pushed.ok() && !pushed->dropped);
+  const absl::StatusOr<SyncResult> pulled = clients[1]->Pull(*params[1]);
+  ASSERT_TRUE(pulled.ok()) << pulled.status();
+  EXPECT_EQ(back.state().global_step(), 1);
+}
+
 // Calls WaitReady with a 20 s timeout on another thread; `done` flips when it answers.
 struct ParkedWait {
   explicit ParkedWait(const std::string& address) {

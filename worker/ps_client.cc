@@ -597,6 +597,11 @@ absl::Status PsClient::Recover(nn::ParameterSet& params) {
   }
   need_recovery_ = false;
   PSFLOW_LOG(INFO) << "every ps task is ready again; continuing";
+  // What a task that was gone missed (each sets need_recovery_ again if a task is gone again).
+  if (const std::optional<float> rate = std::exchange(resend_learning_rate_, std::nullopt)) {
+    RETURN_IF_ERROR(SetLearningRate(*rate));
+  }
+  if (std::exchange(leave_again_, false)) RETURN_IF_ERROR(Leave());
   return absl::OkStatus();
 }
 
@@ -920,17 +925,23 @@ absl::StatusOr<SyncResult> PsClient::Push(nn::ParameterSet& params, int64_t exam
 absl::Status PsClient::SetLearningRate(float learning_rate) {
   for (auto& task : tasks_) {
     if (task->partitions.empty()) continue;
+    // What the chief re-creates a task with after it came back without a checkpoint.
+    task->init.mutable_optimizer()->set_learning_rate(learning_rate);
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + options_.rpc_timeout);
     proto::SetLearningRateRequest request;
     request.set_learning_rate(learning_rate);
     proto::SetLearningRateResponse response;
     const grpc::Status s = task->stub->SetLearningRate(&ctx, request, &response);
-    if (!s.ok()) {
-      return absl::Status(PsCallStatus(s).code(),
-                          absl::StrCat("set learning rate on ps task ", task->index, " at ",
-                                       task->address, ": ", s.error_message()));
-    }
+    if (s.ok()) continue;
+    const std::string what = absl::StrCat("set learning rate on ps task ", task->index, " at ",
+                                          task->address, ": ", s.error_message());
+    if (!Retryable(s)) return absl::Status(PsCallStatus(s).code(), what);
+    // The task is gone (restarting): the next exchange waits for it (Recover), then sends the
+    // rate again, which a task restored from an older checkpoint would not have.
+    PSFLOW_LOG(WARNING) << what << "; sent again once the task is back";
+    need_recovery_ = true;
+    resend_learning_rate_ = learning_rate;
   }
   return absl::OkStatus();
 }
@@ -944,11 +955,15 @@ absl::Status PsClient::Leave() {
     request.set_worker(options_.training.worker_index);
     proto::LeaveResponse response;
     const grpc::Status s = task->stub->Leave(&ctx, request, &response);
-    if (!s.ok()) {
-      return absl::Status(PsCallStatus(s).code(),
-                          absl::StrCat("leave on ps task ", task->index, " at ", task->address,
-                                       ": ", s.error_message()));
-    }
+    if (s.ok()) continue;
+    const std::string what = absl::StrCat("leave on ps task ", task->index, " at ", task->address,
+                                          ": ", s.error_message());
+    if (!Retryable(s)) return absl::Status(PsCallStatus(s).code(), what);
+    // As for the learning rate: a task restored from its checkpoint would count on this worker
+    // in sync mode again. The Pull that follows a Leave waits for the task and leaves again.
+    PSFLOW_LOG(WARNING) << what << "; left again once the task is back";
+    need_recovery_ = true;
+    leave_again_ = true;
   }
   return absl::OkStatus();
 }

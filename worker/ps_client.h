@@ -31,7 +31,10 @@
 // until the task is ready again — restored from its checkpoint, or (without one) re-created by
 // the chief from the chief's latest parameters at the highest global step the chief saw from it
 // (so the step never goes back; the chief logs the lost progress as a WARNING, as does a worker
-// that finds the task behind the step it saw) — and starts from its state.
+// that finds the task behind the step it saw) — and starts from its state. A SetLearningRate or
+// Leave that finds a task gone is made again once the task is back (the next Pull waits for it):
+// a task restored from an older checkpoint would otherwise keep the old rate, or count on a
+// worker that has left.
 //
 // Not thread-safe: one trainer thread uses it.
 #ifndef PSFLOW_WORKER_PS_CLIENT_H_
@@ -39,6 +42,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -158,6 +162,10 @@ class PsClient final : public ParameterSync {
   Placement placement_;
   std::vector<std::unique_ptr<Task>> tasks_;
   bool need_recovery_ = false;
+  // Calls a task missed while it was gone, made again by Recover: the chief's last learning
+  // rate, and this worker's Leave.
+  std::optional<float> resend_learning_rate_;
+  bool leave_again_ = false;
   bool is_chief_ = false;
 
   std::unique_ptr<CallWindow> window_;

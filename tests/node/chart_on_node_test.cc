@@ -197,7 +197,9 @@ class ChartOnNodeTest : public NodeTest {
   std::unique_ptr<PrometheusServer> prometheus_;
 };
 
-TEST_F(ChartOnNodeTest, TheChartsOperatorRunsTheExampleAndPrometheusAndTheDashboardsSeeIt) {
+TEST_F(
+    ChartOnNodeTest,
+    TheChartsOperatorRunsTheExampleAndPrometheusSeesItThroughPodDiscoveryPlayedFromTheApiServer) {
   // The chart, as docs/user-guide.md installs it, but for the namespace and the scheduler.
   const testing::CommandResult install =
       Run({Helm(), "install", kRelease, testing::SourceDir() + "/helm/psflow", "--namespace", ns(),
