@@ -208,8 +208,12 @@ absl::Status Main(const TransportSecurity& security) {
     server->Shutdown(std::chrono::system_clock::now() +
                      std::chrono::seconds(absl::GetFlag(FLAGS_shutdown_grace_s)));
   });
-  server->Wait();
+  server->Wait();  // every gRPC call has ended
   stopper.join();
+  // Every bulk connection's threads joined: a push one of them was still applying when the
+  // signal came is applied before the final checkpoint, not after it (the checkpoint held step
+  // N-1 while the task stopped at N: a SIGTERM'd task lost a step on restart).
+  bulk.reset();
   if (checkpoints.has_value()) {
     // The last checkpoint: without it a restart of this task loses the steps since the one before.
     if (absl::Status last = checkpoints->Stop(); !last.ok()) {
