@@ -28,7 +28,6 @@
 #include <iostream>
 #include <map>
 #include <set>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -37,8 +36,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
-#include "absl/strings/strip.h"
 #include "core/free_ports.h"
+#include "core/read_file.h"
 #include "operator/kube/resource.h"
 #include "tests/node/node_test.h"
 #include "tests/node/pod_targets.h"
@@ -59,11 +58,9 @@ namespace fs = std::filesystem;
 constexpr char kRelease[] = "psflow";
 constexpr char kOperatorScrapeJob[] = "psflow-operator";  // scrape-kubernetes.yml's job_name
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+// Now, in Unix seconds: the time of an instant query.
+double Now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 std::string Helm() {
@@ -101,6 +98,7 @@ class ChartOnNodeTest : public NodeTest {
     prometheus_.reset();
     if (installed_) Run({Helm(), "uninstall", kRelease, "--namespace", ns(), "--wait"});
     if (!dir_.empty()) fs::remove_all(dir_);
+    NodeTest::TearDown();
   }
 
   testing::CommandResult Run(const std::vector<std::string>& argv) {
@@ -126,7 +124,9 @@ class ChartOnNodeTest : public NodeTest {
   // changed shape.
   std::string PrometheusConfig() {
     const std::string source = testing::SourceDir() + "/deploy/prometheus/";
-    std::string config = ReadFile(source + "scrape-kubernetes.yml");
+    absl::StatusOr<std::string> read = ReadFile(source + "scrape-kubernetes.yml");
+    EXPECT_TRUE(read.ok()) << read.status();
+    std::string config = read.value_or("");
     const int discoveries = absl::StrReplaceAll(
         {{"    kubernetes_sd_configs:\n      - role: pod\n",
           absl::StrCat("    file_sd_configs:\n      - files: [", (dir_ / "pods.json").string(),
@@ -172,8 +172,7 @@ class ChartOnNodeTest : public NodeTest {
     const std::map<std::string, std::string> variables = {
         {"namespace", ns()},  {"job", job},      {"__rate_interval", "15s"},
         {"__interval", "1s"}, {"__range", "5m"}, {"datasource", "prometheus"}};
-    const double now =
-        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    const double now = Now();
     std::vector<std::string> missing;
     *checked = 0;
     for (const PanelQuery& q : QueriesOf(file)) {
@@ -238,10 +237,7 @@ TEST_F(
   std::string up;
   const bool found = Eventually(
       [&] {
-        auto data = prometheus_->Query(
-            "up == 1",
-            std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-                .count());
+        auto data = prometheus_->Query("up == 1", Now());
         if (!data.ok()) return false;
         std::set<std::string> targets;
         for (const Json& s : (*data)["result"]) {

@@ -5,9 +5,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "core/read_file.h"
 #include "operator/kube/object_meta.h"
 #include "operator/kube/resource.h"
 #include "tests/operator_process.h"
@@ -17,22 +17,13 @@ namespace psflow::node {
 
 using kube::Json;
 
-namespace {
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-}  // namespace
-
 void NodeTest::SetUp() {
   const char* node_dir = std::getenv("PSFLOW_NODE_DIR");
   if (node_dir == nullptr) GTEST_SKIP() << "no node: run through ctest (the kube_node fixture)";
   node_dir_ = node_dir;
-  if (std::filesystem::exists(node_dir_ + "/skip")) GTEST_SKIP() << ReadFile(node_dir_ + "/skip");
+  if (std::filesystem::exists(node_dir_ + "/skip")) {
+    GTEST_SKIP() << ReadFile(node_dir_ + "/skip").value_or("no node (its skip file unreadable)");
+  }
   RealApiserverTest::SetUp();
 }
 
