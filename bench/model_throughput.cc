@@ -146,15 +146,15 @@ double Field(const std::string& text, const std::string& key) {
 struct Subject {
   std::string name, config;
   std::string item;  // as --models names it: "ptb_lstm:small"
-  models::ZooModel zoo;
-  bool language_model() const { return zoo.data == models::DataKind::kPtb; }
+  models::ModelDefinition zoo;
+  bool language_model() const { return zoo.language_model(); }
 };
 
 // A --models item: "mnist_cnn", "ptb_lstm:small".
 absl::StatusOr<Subject> ParseSubject(absl::string_view item) {
   const std::vector<std::string> parts = absl::StrSplit(item, ':');
   Subject s{parts[0], parts.size() > 1 ? parts[1] : "", std::string(item), {}};
-  absl::StatusOr<models::ZooModel> zoo = models::FindModel(s.name, s.config);
+  absl::StatusOr<models::ModelDefinition> zoo = models::FindModel(s.name, s.config);
   if (!zoo.ok()) return zoo.status();
   s.zoo = *std::move(zoo);
   return s;
@@ -590,7 +590,7 @@ absl::Status CompareOnCpu(const std::vector<Subject>& subjects) {
   std::string about;
   for (const Subject& s : subjects) {
     const double units_per_step =
-        static_cast<double>(s.zoo.recipe.batch_size) * (s.language_model() ? s.zoo.num_steps : 1);
+        static_cast<double>(s.zoo.recipe.batch_size) * (s.language_model() ? s.zoo.num_steps() : 1);
     auto calibration = RunLocal(s, 5, thread_counts.front());
     if (!calibration.ok()) return calibration.status();
     const auto steps = std::max<int64_t>(
@@ -691,7 +691,7 @@ int Main() {
     Subject s = *std::move(parsed);
     // Size the runs to --seconds from a short calibration.
     const double units_per_step =
-        static_cast<double>(s.zoo.recipe.batch_size) * (s.language_model() ? s.zoo.num_steps : 1);
+        static_cast<double>(s.zoo.recipe.batch_size) * (s.language_model() ? s.zoo.num_steps() : 1);
     auto calibration = RunLocal(s, 5);
     if (!calibration.ok()) return Fail(calibration.status());
     if (gpu) {

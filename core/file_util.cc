@@ -5,7 +5,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <utility>
@@ -102,6 +105,53 @@ TempFileGuard::~TempFileGuard() {
   if (!path_.empty() && ::unlink(path_.c_str()) != 0 && errno != ENOENT) {
     PSFLOW_LOG(WARNING) << "cannot remove temporary file " << path_ << ": " << std::strerror(errno);
   }
+}
+
+absl::Status WriteFull(int fd, const void* data, size_t size, absl::string_view path) {
+  // One write(2) moves at most this much (Linux caps a call just below 2 GiB anyway).
+  constexpr size_t kMaxWriteBytes = size_t{1} << 30;
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = ::write(fd, p, std::min(size, kMaxWriteBytes));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoError(errno, "write", path);
+    }
+    if (n == 0) return ErrnoError(ENOSPC, "write", path);
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteFileAtomically(
+    const std::string& path,
+    absl::FunctionRef<absl::Status(int fd, const std::string& temp_path)> fill) {
+  const size_t slash = path.rfind('/');
+  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  if (name.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("write ", path, ": not a file name"));
+  }
+  const std::string dir = ParentDir(path);
+  // pid and a per-process count: two writers (processes or threads) never share a temporary file.
+  static std::atomic<uint64_t> count{0};
+  const std::string temp_path =
+      absl::StrCat(slash == std::string::npos ? "" : path.substr(0, slash + 1), ".", name, ".tmp.",
+                   ::getpid(), ".", count.fetch_add(1));
+  {
+    Fd fd(::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+    if (!fd.valid()) return ErrnoError(errno, "create", temp_path);
+    TempFileGuard guard(temp_path);
+    RETURN_IF_ERROR(fill(fd.get(), temp_path));
+    RETURN_IF_ERROR(FsyncFd(fd.get(), temp_path));
+    RETURN_IF_ERROR(fd.Close(temp_path));
+    if (::rename(temp_path.c_str(), path.c_str()) != 0) {
+      return absl::ErrnoToStatus(errno, absl::StrCat("rename ", temp_path, " to ", path));
+    }
+    guard.Release();
+  }
+  // The new file is complete under its name; make the rename durable.
+  return FsyncDir(dir);
 }
 
 }  // namespace psflow

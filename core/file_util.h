@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -66,6 +67,24 @@ class TempFileGuard {
  private:
   std::string path_;
 };
+
+// write(2) of all `size` bytes to `fd`, retried on EINTR and short writes; `path` names the file
+// in the error (a write that makes no progress is ENOSPC).
+absl::Status WriteFull(int fd, const void* data, size_t size, absl::string_view path);
+
+// Creates or replaces the file at `path` so that a crash at any moment leaves either the old file
+// (or none) or the complete new one under that name, never a partial file: `fill` writes the
+// contents to a new temporary file in the same folder (".<name>.tmp.<pid>.<n>", passed as `fd`,
+// open for writing, and `temp_path`), which is then fsync'ed, closed, renamed to `path`, and the
+// folder fsync'ed. On an error before the rename, `fill`'s or the file system's (a missing or
+// read-only folder, a full disk), the temporary file is removed and the file at `path` is left as
+// it was; only a failed fsync of the folder after the rename leaves the new file in place (not yet
+// durable). Errors carry the errno's code and name the path; INVALID_ARGUMENT for a `path` ending
+// in '/'. Only a crash leaves a temporary file behind. Thread-safe; of concurrent writers of one
+// path, the last rename wins.
+absl::Status WriteFileAtomically(
+    const std::string& path,
+    absl::FunctionRef<absl::Status(int fd, const std::string& temp_path)> fill);
 
 }  // namespace psflow
 

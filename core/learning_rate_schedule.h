@@ -14,6 +14,7 @@ struct LearningRateSchedule {
   int decay_every_epochs = 1;  // values < 1 count as 1
 
   float At(float learning_rate, int epoch) const;
+  bool operator==(const LearningRateSchedule&) const = default;
 };
 
 }  // namespace psflow

@@ -24,7 +24,7 @@ ARG DEBIAN_FRONTEND=noninteractive
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
       libabsl20220623 libc-ares2 libgrpc++1.51 libgrpc29 libopenblas0-pthread \
-      libprometheus-cpp-core1.0 libprotobuf32 libre2-9 libssl3 zlib1g \
+      libprometheus-cpp-core1.0 libprotobuf32 libre2-9 libssl3 libyaml-cpp0.7 zlib1g \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /usr/share/datasets/fashion-mnist /usr/share/datasets/fashion-mnist
 COPY --from=build /src/build/bin/psflow-worker /usr/local/bin/psflow-worker

@@ -44,6 +44,9 @@ packages=(
   # scripts/build.sh and scripts/sanitize.sh compile through it (scripts/compiler_cache.sh).
   ccache
   python3 wordnet-base
+  # Tests read psflow's exports (model.safetensors) and write .npz/.npy files with NumPy, as a
+  # user's Python would (tests/own_model_test.cc, core/safetensors_test.cc, worker/data).
+  python3-numpy
   # tests/local_run_terminal_test drives `psflow run` in a real terminal.
   tmux
   # `psflow run --emulate_network` (ip netns, veth, tc) and tests/emulated_network_test.

@@ -126,15 +126,57 @@ TEST_F(BadInput, WorkerWithTruncatedDataset) {
       << r.output;
 }
 
+// A model of one's own: a missing or invalid model file, a model named twice, data that is not
+// what the model file says, weights of another model: one line each, naming the file.
+TEST_F(BadInput, ModelFilesDataAndWeights) {
+  const auto env = Environment({}, {"TF_CONFIG"});
+  const std::string worker = Binary("psflow-worker");
+  ExpectOneLineError(
+      RunCommand({worker, "--model_file=" + (dir_ / "none.yaml").string()}, env, kTimeout), 1,
+      {"psflow-worker: cannot read ", "none.yaml"});
+  const std::string bad = Write("bad.yaml",
+                                "name: m\ninput: {shape: [4]}\nclasses: 3\nlayers:\n"
+                                "  - {type: dense, units: 3, unit: 2}\ndata: {format: csv}\n");
+  ExpectOneLineError(RunCommand({worker, "--model_file=" + bad}, env, kTimeout), 1,
+                     {"bad.yaml:5: layer 0 (dense): unknown option \"unit\""});
+  const std::string model = Write("m.yaml",
+                                  "name: m\ninput: {shape: [4]}\nclasses: 3\nlayers:\n"
+                                  "  - {type: dense, units: 3}\n"
+                                  "data: {format: csv, train: t.csv, test: t.csv}\n");
+  ExpectOneLineError(
+      RunCommand({worker, "--model_file=" + model, "--model=mnist_mlp"}, env, kTimeout), 1,
+      {"--model_file=", "and --model name two models: give one"});
+  ExpectOneLineError(RunCommand({worker, "--model_file=" + model, "--eval_only"}, env, kTimeout), 1,
+                     {"--eval_only needs --weights=FILE"});
+  Write("t.csv", "a,b,c,d,label\n1,2,3,4,0\n1,2,x,4,1\n");
+  ExpectOneLineError(
+      RunCommand({worker, "--model_file=" + model, "--data_path=" + dir_.string()}, env, kTimeout),
+      1, {"t.csv:3: column 3 (\"c\"): \"x\" is not a number"});
+  Write("t.csv", "a,b,c,d,label\n1,2,3,4,0\n1,2,3,4,7\n");
+  ExpectOneLineError(
+      RunCommand({worker, "--model_file=" + model, "--data_path=" + dir_.string()}, env, kTimeout),
+      1, {"t.csv:3: column 5 (\"label\"): label 7 is outside 0..2"});
+  const std::string weights = Write("w.safetensors", "not a safetensors file");
+  Write("t.csv", "a,b,c,d,label\n1,2,3,4,0\n1,2,3,4,2\n");
+  // Found once the model is built (after two INFO lines): the error is the last line.
+  const CommandResult r =
+      RunCommand({worker, "--model_file=" + model, "--data_path=" + dir_.string(),
+                  "--weights=" + weights, "--eval_only"},
+                 env, kTimeout);
+  EXPECT_EQ(r.status.code, 1) << r.output;
+  EXPECT_TRUE(absl::StrContains(LastLine(r), "w.safetensors: the header length ")) << r.output;
+}
+
 TEST_F(BadInput, UnknownModelOrConfig) {
   const auto env = Environment({}, {"TF_CONFIG"});
   ExpectOneLineError(
       RunCommand({Binary("psflow-worker"), "--model=resnet50"}, env, kTimeout), 1,
-      {"psflow-worker: unknown model \"resnet50\"", "mnist_mlp, mnist_cnn, cifar10_cnn, ptb_lstm"});
+      {"psflow-worker: unknown model \"resnet50\"", "cifar10_cnn, mnist_cnn, mnist_mlp, ptb_lstm",
+       "--model_file=FILE for your own"});
   ExpectOneLineError(
       RunCommand({Binary("psflow-worker"), "--model=ptb_lstm", "--model_config=huge"}, env,
                  kTimeout),
-      1, {"unknown ptb_lstm config \"huge\"", "small, medium, large, test"});
+      1, {"unknown ptb_lstm config \"huge\"", "large, medium, small, test"});
   ExpectOneLineError(
       RunCommand({Binary("psflow-worker"), "--model=mnist_cnn", "--model_config=small"}, env,
                  kTimeout),

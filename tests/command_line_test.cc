@@ -94,7 +94,7 @@ TEST(Help, PsflowWorkerListsTheClusterFlagsThenItsOwn) {
                      {{"job_name", "\"\""},
                       {"task_index", "-1"},
                       {"metrics_port", "-1"},
-                      {"model", "\"mnist_mlp\""},
+                      {"model", "\"\""},
                       {"compute_threads", "0"},
                       {"compute", "\"real\""},
                       {"placement", "\"balanced\""},

@@ -165,7 +165,7 @@ TEST_F(CrdApiserverTest, EveryExampleManifestIsAcceptedWithStrictValidation) {
   }
   absl::StatusOr<kube::ObjectList> jobs = client_->List(kube::TrainingJobs(), ns(), {});
   ASSERT_TRUE(jobs.ok()) << jobs.status();
-  EXPECT_EQ(jobs->items.size(), 12u);  // six models, CPU and GPU
+  EXPECT_EQ(jobs->items.size(), 14u);  // seven examples, CPU and GPU
 }
 
 TEST_F(CrdApiserverTest, TheChartsCrdIsTheInstalledOneAndAccepted) {

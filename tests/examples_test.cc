@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <set>
 
+#include "core/read_file.h"
 #include "operator/api/training_job.h"
 #include "tests/test_util.h"
 
@@ -27,7 +29,7 @@ TEST(ExampleManifests, OnePerModelAndEachWorkerCommandLineRuns) {
   std::set<std::string> names;
   for (const auto& p : paths) names.insert(std::filesystem::path(p).stem());
   for (const char* expected :
-       {"mnist-mlp", "mnist-cnn", "cifar10", "ptb-small", "ptb-medium", "ptb-large"}) {
+       {"mnist-mlp", "mnist-cnn", "cifar10", "ptb-small", "ptb-medium", "ptb-large", "tabular"}) {
     EXPECT_TRUE(names.count(expected)) << expected;
   }
   for (const auto& path : paths) {
@@ -37,7 +39,18 @@ TEST(ExampleManifests, OnePerModelAndEachWorkerCommandLineRuns) {
     const api::Container& worker = job->replica_specs.at(api::ReplicaType::kWorker).MainContainer();
     ASSERT_EQ(worker.command, std::vector<std::string>{"psflow-worker"}) << path;
     std::vector<std::string> argv = {Binary("psflow-worker")};
-    argv.insert(argv.end(), worker.args.begin(), worker.args.end());
+    const std::string scratch =
+        ::testing::TempDir() + "/examples_test_" + std::filesystem::path(path).stem().string();
+    std::filesystem::create_directories(scratch);
+    for (const std::string& arg : worker.args) {
+      // The export goes to a scratch folder here, not to the pod's volume.
+      argv.push_back(arg.rfind("--export_dir=", 0) == 0 ? "--export_dir=" + scratch + "/export"
+                                                        : arg);
+    }
+    if (!job->model_file.empty()) {  // as the operator mounts it
+      std::ofstream(scratch + "/model.yaml") << job->model_file;
+      argv.push_back("--model_file=" + scratch + "/model.yaml");
+    }
     for (const char* extra :
          {"--data_source=synthetic", "--train_steps=1", "--log_every_steps=0"}) {
       argv.push_back(extra);
@@ -46,7 +59,16 @@ TEST(ExampleManifests, OnePerModelAndEachWorkerCommandLineRuns) {
         RunCommand(argv, Environment({}, {"TF_CONFIG"}), std::chrono::seconds(300));
     EXPECT_TRUE(r.status.ok()) << path << ": " << r.status.Describe() << "\n" << r.output;
     EXPECT_EQ(LinesWith(r.output, "worker 0 done: steps=1 ").size(), 1u) << path << r.output;
+    std::filesystem::remove_all(scratch);
   }
+}
+
+// The tabular example's inline model is deploy/models/tabular/model.yaml, which the docs and
+// tests/own_model_test run as a file: one model, not two that drift apart.
+TEST(ExampleManifests, TheTabularExamplesInlineModelIsItsModelFile) {
+  auto job = api::LoadTrainingJob(SourceDir() + "/deploy/examples/tabular.yaml");
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->model_file, ReadFile(SourceDir() + "/deploy/models/tabular/model.yaml").value());
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "worker/evaluation.h"
 #include "worker/evaluator.h"
 #include "worker/gpu_monitor.h"
+#include "worker/model_weights.h"
 #include "worker/models/model_zoo.h"
 #include "worker/overlapped_sync.h"
 #include "worker/ps_client.h"
@@ -26,12 +27,23 @@
 #include "worker/worker_config.h"
 #include "worker/worker_input.h"
 
-ABSL_FLAG(std::string, model, "mnist_mlp",
-          "Model to train: mnist_mlp, mnist_cnn, cifar10_cnn or ptb_lstm. Flags left unset take "
-          "the model's seed hyper-parameters (batch size, learning rate and its schedule, "
-          "optimizer, epochs, gradient clipping)");
+ABSL_FLAG(std::string, model, "",
+          "A built-in model to train: mnist_mlp (the default), mnist_cnn, cifar10_cnn or ptb_lstm "
+          "(deploy/models). Flags left unset take the model's hyper-parameters (batch size, "
+          "learning rate and its schedule, optimizer, epochs, gradient clipping)");
+ABSL_FLAG(std::string, model_file, "",
+          "Your own model instead of --model: a model file, YAML or JSON (docs/model-files.md; "
+          "`psflow validate FILE` checks one)");
 ABSL_FLAG(std::string, model_config, "",
           "ptb_lstm: the seed's configuration, small (default), medium, large or test");
+ABSL_FLAG(std::string, export_dir, "",
+          "The chief writes the trained model here when training ends: model.safetensors (the "
+          "parameters, as PyTorch and Hugging Face load them) and model.yaml (its model file)");
+ABSL_FLAG(std::string, weights, "",
+          "With --eval_only: a model.safetensors (from --export_dir) to evaluate");
+ABSL_FLAG(bool, eval_only, false,
+          "Evaluate --weights on the model's test data (its valid and test sets for a language "
+          "model) instead of training; alone, without a cluster");
 ABSL_FLAG(int64_t, batch_size, 0, "Examples per step (0: the model's)");
 ABSL_FLAG(float, learning_rate, 0, "The optimizer's initial learning rate (0: the model's)");
 ABSL_FLAG(std::string, optimizer, "",
@@ -140,6 +152,7 @@ namespace {
 
 WorkerFlags FlagsGiven() {
   return WorkerFlags{.model = absl::GetFlag(FLAGS_model),
+                     .model_file = absl::GetFlag(FLAGS_model_file),
                      .model_config = absl::GetFlag(FLAGS_model_config),
                      .batch_size = absl::GetFlag(FLAGS_batch_size),
                      .learning_rate = absl::GetFlag(FLAGS_learning_rate),
@@ -175,7 +188,41 @@ WorkerFlags FlagsGiven() {
                      .cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs),
                      .ps_timeout_s = absl::GetFlag(FLAGS_ps_timeout_s),
                      .startup_timeout_s = absl::GetFlag(FLAGS_startup_timeout_s),
-                     .compute = absl::GetFlag(FLAGS_compute)};
+                     .compute = absl::GetFlag(FLAGS_compute),
+                     .export_dir = absl::GetFlag(FLAGS_export_dir),
+                     .weights = absl::GetFlag(FLAGS_weights),
+                     .eval_only = absl::GetFlag(FLAGS_eval_only)};
+}
+
+// --eval_only: the exported model of config.weights on the test data (a language model: valid
+// and test perplexity, as its training ends).
+absl::Status EvaluateWeights(const WorkerConfig& config, nn::Model& model, nn::Backend& backend,
+                             const WorkerInput& input) {
+  RETURN_IF_ERROR(LoadWeights(config.weights, model.params()));
+  if (config.model.language_model()) {
+    ASSIGN_OR_RETURN(const double valid, EvaluatePerplexity(model, input.corpus->valid,
+                                                            model.max_batch(), config.eval_steps));
+    ASSIGN_OR_RETURN(std::unique_ptr<nn::Model> test_model,
+                     nn::Model::Create(config.model.eval_spec(), backend, 1));
+    test_model->params().CopyValuesFrom(model.params());
+    ASSIGN_OR_RETURN(const double test,
+                     EvaluatePerplexity(*test_model, input.corpus->test, 1, config.eval_steps));
+    PSFLOW_LOG(INFO) << absl::StrFormat(
+        "eval_only weights=%s valid_perplexity=%.3f "
+        "test_perplexity=%.3f",
+        config.weights, valid, test);
+    return absl::OkStatus();
+  }
+  if (!input.test.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat("--eval_only: model ", config.model.spec.name,
+                                                   "'s data names no test split to evaluate on"));
+  }
+  ASSIGN_OR_RETURN(const ClassifierEvaluation e, EvaluateClassifier(model, *input.test));
+  PSFLOW_LOG(INFO) << absl::StrFormat(
+      "eval_only weights=%s examples=%d test_loss=%.4f "
+      "test_accuracy=%.4f",
+      config.weights, input.test->size(), e.loss, e.accuracy);
+  return absl::OkStatus();
 }
 
 // Test accuracy (classifiers) or valid/test perplexity (language models) of the final model.
@@ -193,7 +240,7 @@ absl::Status EvaluateAndReport(const WorkerConfig& config, nn::Model& model, nn:
       1e3 * r.input_wait_seconds / r.steps, r.dropped_pushes, 1e3 * r.exchange_seconds / r.steps,
       r.skipped_steps, r.loss_scale, 1e-6 * static_cast<double>(r.pulled_bytes) / r.steps,
       1e-6 * static_cast<double>(r.pushed_bytes) / r.steps, config.compute.label);
-  const bool lm = config.zoo.data == models::DataKind::kPtb;
+  const bool lm = config.model.language_model();
   if (config.compute.replay()) {
     PSFLOW_LOG(INFO) << head
                      << (lm ? absl::StrFormat(" words_per_sec=%.1f", r.words_per_second()) : "")
@@ -223,7 +270,7 @@ absl::Status EvaluateAndReport(const WorkerConfig& config, nn::Model& model, nn:
     ASSIGN_OR_RETURN(const double valid, EvaluatePerplexity(model, input.corpus->valid,
                                                             model.max_batch(), config.eval_steps));
     ASSIGN_OR_RETURN(std::unique_ptr<nn::Model> test_model,
-                     nn::Model::Create(config.zoo.eval_spec, backend, 1));
+                     nn::Model::Create(config.model.eval_spec(), backend, 1));
     test_model->params().CopyValuesFrom(model.params());  // the same variables
     ASSIGN_OR_RETURN(const double test,
                      EvaluatePerplexity(*test_model, input.corpus->test, 1, config.eval_steps));
@@ -240,8 +287,8 @@ absl::Status EvaluateAndReport(const WorkerConfig& config, nn::Model& model, nn:
 std::string Describe(const WorkerConfig& c, const Backends& backends) {
   const nn::LossScaleOptions& scale = c.loss_scale;
   return absl::StrCat(
-      cuda::BuildInfo(), c.is_evaluator ? "; evaluating " : "; training ", c.zoo.spec.name, " on ",
-      backends.description, ": batch ", c.batch_size, ", ", c.training.optimizer.name(),
+      cuda::BuildInfo(), c.is_evaluator ? "; evaluating " : "; training ", c.model.spec.name,
+      " on ", backends.description, ": batch ", c.batch_size, ", ", c.training.optimizer.name(),
       " learning rate ", c.learning_rate,
       c.max_grad_norm > 0 ? absl::StrCat(", clip norm ", c.max_grad_norm) : "",
       scale.mode == nn::LossScaleOptions::Mode::kNone
@@ -275,7 +322,7 @@ std::unique_ptr<GpuMetricsExporter> ExportGpuMetrics(const WorkerConfig& c,
 absl::StatusOr<std::unique_ptr<ReplayTrainable>> MakeReplay(const WorkerConfig& c, nn::Model& model,
                                                             WorkerMetrics* metrics) {
   data::BatchBuffer batch;
-  MakeSyntheticInput(c.zoo, c.batch_size, c.seed)->Fill(batch);
+  MakeSyntheticInput(c.model, c.batch_size, c.seed)->Fill(batch);
   ASSIGN_OR_RETURN(std::unique_ptr<ReplayTrainable> replay,
                    ReplayTrainable::Create(model, batch.view(), c.compute.step_ms / 1e3));
   PSFLOW_LOG(INFO) << "compute: replayed (" << c.compute.label << "), "
@@ -328,10 +375,13 @@ absl::Status Main(const TransportSecurity& security) {
                                    .batch_size = config.batch_size,
                                    .shard_index = config.shard_index,
                                    .num_shards = config.num_trainers,
-                                   .seed = config.seed};
-  ASSIGN_OR_RETURN(std::unique_ptr<WorkerInput> input, LoadWorkerInput(config.zoo, input_options));
+                                   .seed = config.seed,
+                                   .eval_only = config.eval_only};
+  ASSIGN_OR_RETURN(std::unique_ptr<WorkerInput> input,
+                   LoadWorkerInput(config.model, input_options));
   PSFLOW_LOG(INFO) << Describe(config, backends);
   ASSIGN_OR_RETURN(TrainableModel trainable, MakeTrainable(config, backends));
+  if (config.eval_only) return EvaluateWeights(config, *trainable.model, *backends.all[0], *input);
 
   std::unique_ptr<MetricsEndpoint> endpoint;
   std::unique_ptr<WorkerMetrics> metrics;
@@ -376,7 +426,7 @@ absl::Status Main(const TransportSecurity& security) {
   options.log_every_steps = config.log_every_steps;
   options.max_grad_norm = config.max_grad_norm;
   options.learning_rate = config.learning_rate;
-  options.schedule = config.zoo.recipe.schedule;
+  options.schedule = config.model.recipe.schedule;
   options.loss_scale = config.loss_scale;
   options.stream_gradients = config.stream_gradients;
   options.sparse_pulls = config.sparse_pulls;
@@ -391,7 +441,16 @@ absl::Status Main(const TransportSecurity& security) {
   ASSIGN_OR_RETURN(const TrainResult r, trainer.Run());
   // Tower 0 evaluates here, on this thread (bound to its GPU): its Model uploads the final
   // parameters as the evaluation starts.
-  return EvaluateAndReport(config, *trainable.model, *backends.all[0], *input, r, metrics.get());
+  RETURN_IF_ERROR(
+      EvaluateAndReport(config, *trainable.model, *backends.all[0], *input, r, metrics.get()));
+  if (config.is_chief && !config.export_dir.empty()) {
+    nn::Model& model = *trainable.model;
+    RETURN_IF_ERROR(model.backend().DownloadParameters(model.params()));
+    RETURN_IF_ERROR(ExportModel(config.model, model.params(), r.global_step, config.export_dir));
+    PSFLOW_LOG(INFO) << "exported the trained model (global step " << r.global_step << ") to "
+                     << config.export_dir << "/" << kWeightsFile << " and " << kModelFile;
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace

@@ -41,14 +41,14 @@ absl::StatusOr<TrainableModel> MakeTrainable(const WorkerConfig& config, const B
   if (backends.all.size() > 1) {
     std::vector<nn::Backend*> raw;
     for (const auto& b : backends.all) raw.push_back(b.get());
-    ASSIGN_OR_RETURN(t.towers, nn::Towers::Create(config.zoo.spec, raw, config.batch_size, seed));
+    ASSIGN_OR_RETURN(t.towers, nn::Towers::Create(config.model.spec, raw, config.batch_size, seed));
     if (config.cuda_graphs) t.towers->EnableGraphs();
     t.trainable = t.towers.get();
     t.model = &t.towers->tower(0);
     return t;
   }
   ASSIGN_OR_RETURN(t.single,
-                   nn::Model::Create(config.zoo.spec, *backends.all[0], config.batch_size, seed));
+                   nn::Model::Create(config.model.spec, *backends.all[0], config.batch_size, seed));
   if (config.cuda_graphs) t.single->EnableGraphs();
   t.trainable = t.single.get();
   t.model = t.single.get();

@@ -32,7 +32,7 @@ struct TrainableModel {
   nn::Trainable* trainable = nullptr;  // what trains: towers or single
   nn::Model* model = nullptr;          // what evaluates: tower 0 or single
 };
-// The model of config.zoo on `backends`, seeded by the worker's seed and shard, with CUDA graphs
+// The model of config.model on `backends`, seeded by the worker's seed and shard, with CUDA graphs
 // when config.cuda_graphs. `backends` must outlive it.
 absl::StatusOr<TrainableModel> MakeTrainable(const WorkerConfig& config, const Backends& backends);
 

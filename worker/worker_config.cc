@@ -9,6 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/status_macros.h"
+#include "worker/models/model_file.h"
+#include "worker/models/model_zoo.h"
 #include "worker/nn/backend.h"
 
 namespace psflow {
@@ -116,8 +118,18 @@ absl::Status PlaceInCluster(const ClusterSpec& spec, bool standalone, double eva
 
 // The model, its hyper-parameters (flags over the recipe) and the optimizer and sync settings.
 absl::Status ResolveTraining(const WorkerFlags& f, WorkerConfig& c) {
-  ASSIGN_OR_RETURN(c.zoo, models::FindModel(f.model, f.model_config));
-  const models::Recipe& recipe = c.zoo.recipe;
+  if (!f.model_file.empty()) {
+    if (!f.model.empty() || !f.model_config.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("--model_file=", f.model_file, " and --model",
+                                                     f.model.empty() ? "_config" : "",
+                                                     " name two models: give one"));
+    }
+    ASSIGN_OR_RETURN(c.model, models::ReadModelFile(f.model_file));
+  } else {
+    ASSIGN_OR_RETURN(c.model,
+                     models::FindModel(f.model.empty() ? "mnist_mlp" : f.model, f.model_config));
+  }
+  const models::Recipe& recipe = c.model.recipe;
   c.batch_size = Or<int64_t>(f.batch_size, 0, recipe.batch_size);
   c.learning_rate = Or(f.learning_rate, 0.0f, recipe.learning_rate);
   c.max_grad_norm = f.max_grad_norm < 0 ? recipe.max_grad_norm : f.max_grad_norm;
@@ -142,7 +154,7 @@ absl::Status ResolveTraining(const WorkerFlags& f, WorkerConfig& c) {
   TrainingConfig& t = c.training;
   t.optimizer.set_name(Or(f.optimizer, std::string(), recipe.optimizer));
   t.optimizer.set_learning_rate(c.learning_rate);
-  t.optimizer.set_momentum(f.momentum);
+  t.optimizer.set_momentum(Or(f.momentum, 0.0f, recipe.momentum));
   t.optimizer.set_use_nesterov(f.use_nesterov);
   t.sync.set_sync_replicas(f.sync_replicas);
   t.sync.set_replicas_to_aggregate(f.replicas_to_aggregate);
@@ -175,6 +187,31 @@ absl::Status ResolveData(const WorkerFlags& f, WorkerConfig& c) {
   c.eval_steps = f.eval_steps;
   c.seed = f.seed;
   c.log_every_steps = f.log_every_steps;
+  return absl::OkStatus();
+}
+
+// --export_dir, --weights, --eval_only.
+absl::Status ResolveWeights(const WorkerFlags& f, WorkerConfig& c) {
+  c.export_dir = f.export_dir;
+  c.weights = f.weights;
+  c.eval_only = f.eval_only;
+  if (c.eval_only && c.weights.empty()) {
+    return absl::InvalidArgumentError("--eval_only needs --weights=FILE, the model to evaluate");
+  }
+  if (!c.weights.empty() && !c.eval_only) {
+    return absl::InvalidArgumentError(
+        "--weights is for --eval_only: training does not start from saved weights");
+  }
+  if (c.eval_only && (!c.ps_hosts.empty() || c.is_evaluator)) {
+    return absl::InvalidArgumentError("--eval_only runs alone, without a cluster");
+  }
+  if (c.eval_only && c.synthetic) {
+    return absl::InvalidArgumentError(
+        "--eval_only evaluates on real data: --data_source=synthetic has none");
+  }
+  if (c.eval_only && !c.export_dir.empty()) {
+    return absl::InvalidArgumentError("--eval_only trains nothing to --export_dir");
+  }
   return absl::OkStatus();
 }
 
@@ -226,6 +263,7 @@ absl::StatusOr<WorkerConfig> MakeWorkerConfig(const WorkerFlags& flags, const Cl
   RETURN_IF_ERROR(ResolveTraining(flags, c));
   RETURN_IF_ERROR(ResolveData(flags, c));
   RETURN_IF_ERROR(ResolveDevice(flags, c));
+  RETURN_IF_ERROR(ResolveWeights(flags, c));
   ASSIGN_OR_RETURN(c.precision, ResolvePrecision(flags));
   ASSIGN_OR_RETURN(c.loss_scale, ResolveLossScale(flags.loss_scale, c.precision));
   return c;

@@ -14,7 +14,7 @@
 #include "core/cluster_spec.h"
 #include "core/placement.h"
 #include "core/wire_type.h"
-#include "worker/models/model_zoo.h"
+#include "worker/models/model_definition.h"
 #include "worker/nn/loss_scale.h"
 #include "worker/nn/precision.h"
 #include "worker/parameter_sync.h"
@@ -25,7 +25,8 @@ namespace psflow {
 // The worker's flags as given (worker/main.cc defines them; the defaults here are theirs). 0, -1
 // or empty where the model's recipe supplies the value.
 struct WorkerFlags {
-  std::string model = "mnist_mlp";
+  std::string model{};       // empty: mnist_mlp, unless model_file names one
+  std::string model_file{};  // a model file (worker/models/model_file.h) instead of `model`
   std::string model_config{};
   int64_t batch_size = 0;
   float learning_rate = 0;
@@ -62,6 +63,9 @@ struct WorkerFlags {
   int ps_timeout_s = 60;
   int startup_timeout_s = 0;
   std::string compute = "real";
+  std::string export_dir{};
+  std::string weights{};
+  bool eval_only = false;
 };
 
 // --compute: whether steps compute, or replay a step's time without computing
@@ -86,7 +90,7 @@ struct WorkerConfig {
   std::vector<std::string> ps_hosts;  // empty: training alone, in process
 
   // The model and how it trains.
-  models::ZooModel zoo;
+  models::ModelDefinition model;
   int64_t batch_size = 0;
   float learning_rate = 0;
   float max_grad_norm = 0;  // 0: no clipping
@@ -124,6 +128,11 @@ struct WorkerConfig {
   // and initialised by the chief; 0: as long as it takes.
   std::chrono::seconds startup_timeout{0};
   ComputeMode compute;
+
+  // The model taken away and brought back (worker/model_weights.h).
+  std::string export_dir{};  // the chief writes the trained model here; empty: nowhere
+  std::string weights{};     // --eval_only: the safetensors evaluated
+  bool eval_only = false;    // evaluate `weights` on the test data instead of training
 };
 
 // `spec` is the resolved cluster (core/task_flags.h); `standalone` when nothing named one (the

@@ -4,6 +4,7 @@
 #include "absl/strings/str_format.h"
 #include "core/log.h"
 #include "core/status_macros.h"
+#include "worker/data/array_dataset.h"
 #include "worker/data/mnist.h"
 #include "worker/data/synthetic.h"
 
@@ -13,26 +14,60 @@ namespace {
 constexpr char kFashionMnistDir[] = "/usr/share/datasets/fashion-mnist";
 
 absl::Status CheckShard(const data::Range& shard, const InputOptions& o) {
-  if (shard.size() >= o.batch_size) return absl::OkStatus();
+  if (o.eval_only || shard.size() >= o.batch_size) return absl::OkStatus();
   return absl::InvalidArgumentError(
       absl::StrFormat("--batch_size=%d is larger than this worker's shard (%d examples)",
                       o.batch_size, shard.size()));
 }
 
+// A file the model's data names: relative to --data_path, unless absolute.
+std::string DataFile(const InputOptions& o, const std::string& name) {
+  if (name.empty() || name[0] == '/' || o.data_path.empty()) return name;
+  return absl::StrCat(o.data_path, "/", name);
+}
+
+// A language model's sources over in.corpus: this worker's shard of train, checked now that
+// valid (`valid_name`) has one batch and test (`test_name`) a word pair to evaluate on.
+absl::Status UseCorpus(const models::ModelDefinition& m, const InputOptions& o,
+                       const std::string& valid_name, const std::string& test_name,
+                       WorkerInput& in) {
+  const data::PtbCorpus& corpus = *in.corpus;
+  const std::span<const int32_t> shard = data::ShardIds(corpus.train, o.shard_index, o.num_shards);
+  if (!o.eval_only) {
+    ASSIGN_OR_RETURN(in.train, data::PtbSource::Create(shard, o.batch_size, m.num_steps()));
+  }
+  // Found out now, not after training.
+  if (auto valid = data::PtbSource::Create(corpus.valid, o.batch_size, m.num_steps());
+      !valid.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(valid_name, ": ", valid.status().message()));
+  }
+  if (corpus.test.size() < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(test_name, ": fewer than two words to evaluate on"));
+  }
+  PSFLOW_LOG(INFO) << "loaded " << corpus.train.size() << " training words (" << shard.size()
+                   << " in this shard), " << corpus.valid.size() << " valid, " << corpus.test.size()
+                   << " test"
+                   << (corpus.words.empty() ? std::string()
+                                            : absl::StrCat("; vocabulary ", corpus.words.size()))
+                   << (o.data_path.empty() ? "" : " from ") << o.data_path;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
-std::unique_ptr<data::BatchSource> MakeSyntheticInput(const models::ZooModel& m, int64_t batch_size,
-                                                      uint64_t seed) {
-  const bool lm = m.data == models::DataKind::kPtb;
+std::unique_ptr<data::BatchSource> MakeSyntheticInput(const models::ModelDefinition& m,
+                                                      int64_t batch_size, uint64_t seed) {
+  const bool lm = m.language_model();
   data::SyntheticShape shape;
   shape.example_elements = nn::NumElements(m.spec.input_shape);
-  shape.labels_per_example = lm ? m.num_steps : 1;
+  shape.labels_per_example = lm ? m.num_steps() : 1;
   shape.num_classes = m.spec.num_classes;
   shape.vocab_size = lm ? m.spec.num_classes : 0;
   return std::make_unique<data::SyntheticSource>(shape, batch_size, seed);
 }
 
-absl::StatusOr<std::unique_ptr<WorkerInput>> LoadWorkerInput(const models::ZooModel& m,
+absl::StatusOr<std::unique_ptr<WorkerInput>> LoadWorkerInput(const models::ModelDefinition& m,
                                                              const InputOptions& o) {
   auto in = std::make_unique<WorkerInput>();
   // Each worker's own order and randomness, repeatable for a seed.
@@ -42,21 +77,23 @@ absl::StatusOr<std::unique_ptr<WorkerInput>> LoadWorkerInput(const models::ZooMo
     PSFLOW_LOG(INFO) << "synthetic data: random batches of the model's shape, no evaluation";
     return in;
   }
-  switch (m.data) {
-    case models::DataKind::kMnist: {
+  switch (m.data.format) {
+    case models::DataSpec::Format::kMnist: {
       const std::string dir = o.data_path.empty() ? kFashionMnistDir : o.data_path;
-      ASSIGN_OR_RETURN(in->mnist_train_, data::LoadMnist(dir, data::Split::kTrain));
+      ASSIGN_OR_RETURN(in->train_set_, data::LoadMnist(dir, data::Split::kTrain));
       ASSIGN_OR_RETURN(in->test, data::LoadMnist(dir, data::Split::kTest));
       const data::Range shard =
-          data::ShardRange(in->mnist_train_.size(), o.shard_index, o.num_shards);
+          data::ShardRange(in->train_set_.size(), o.shard_index, o.num_shards);
       RETURN_IF_ERROR(CheckShard(shard, o));
-      in->train = std::make_unique<data::BatchSampler>(in->mnist_train_, shard, o.batch_size, seed);
-      PSFLOW_LOG(INFO) << "loaded " << in->mnist_train_.size() << " training and "
-                       << in->test->size() << " test examples from " << dir << "; shard ["
-                       << shard.begin << ", " << shard.end << ")";
+      if (!o.eval_only) {
+        in->train = std::make_unique<data::BatchSampler>(in->train_set_, shard, o.batch_size, seed);
+      }
+      PSFLOW_LOG(INFO) << "loaded " << in->train_set_.size() << " training and " << in->test->size()
+                       << " test examples from " << dir << "; shard [" << shard.begin << ", "
+                       << shard.end << ")";
       break;
     }
-    case models::DataKind::kCifar10: {
+    case models::DataSpec::Format::kCifar10: {
       if (o.data_path.empty()) {
         return absl::InvalidArgumentError(
             "cifar10_cnn needs --data_path=DIR holding CIFAR-10's binary version "
@@ -69,14 +106,16 @@ absl::StatusOr<std::unique_ptr<WorkerInput>> LoadWorkerInput(const models::ZooMo
       const data::Range shard =
           data::ShardRange(in->cifar_train_.size(), o.shard_index, o.num_shards);
       RETURN_IF_ERROR(CheckShard(shard, o));
-      in->train =
-          std::make_unique<data::Cifar10TrainSource>(in->cifar_train_, shard, o.batch_size, seed);
+      if (!o.eval_only) {
+        in->train =
+            std::make_unique<data::Cifar10TrainSource>(in->cifar_train_, shard, o.batch_size, seed);
+      }
       PSFLOW_LOG(INFO) << "loaded " << in->cifar_train_.size() << " training and "
                        << in->test->size() << " test images from " << o.data_path << "; shard ["
                        << shard.begin << ", " << shard.end << ")";
       break;
     }
-    case models::DataKind::kPtb: {
+    case models::DataSpec::Format::kPtb: {
       if (o.data_path.empty()) {
         return absl::InvalidArgumentError(
             "ptb_lstm needs --data_path=DIR holding ptb.train.txt, ptb.valid.txt and "
@@ -89,24 +128,59 @@ absl::StatusOr<std::unique_ptr<WorkerInput>> LoadWorkerInput(const models::ZooMo
             "%s: the corpus has %d distinct words, more than the model's vocab_size %d",
             o.data_path, vocabulary, m.spec.num_classes));
       }
-      const std::span<const int32_t> shard =
-          data::ShardIds(in->corpus->train, o.shard_index, o.num_shards);
-      ASSIGN_OR_RETURN(in->train, data::PtbSource::Create(shard, o.batch_size, m.num_steps));
-      // Evaluation needs one batch of valid (training shapes) and one word pair of test: found
-      // out now, not after training.
-      if (auto valid = data::PtbSource::Create(in->corpus->valid, o.batch_size, m.num_steps);
-          !valid.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(o.data_path, "/ptb.valid.txt: ", valid.status().message()));
+      RETURN_IF_ERROR(UseCorpus(m, o, absl::StrCat(o.data_path, "/ptb.valid.txt"),
+                                absl::StrCat(o.data_path, "/ptb.test.txt"), *in));
+      break;
+    }
+    case models::DataSpec::Format::kTokens: {
+      const models::DataSpec& d = m.data;
+      data::PtbCorpus corpus;
+      ASSIGN_OR_RETURN(corpus.train,
+                       data::LoadTokenIds(DataFile(o, d.train[0]), m.spec.num_classes));
+      for (auto [split, ids] :
+           {std::pair{&d.valid, &corpus.valid}, std::pair{&d.test, &corpus.test}}) {
+        if (split->empty()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("model ", m.spec.name,
+                           ": data format tokens needs valid and test files to evaluate on"));
+        }
+        ASSIGN_OR_RETURN(*ids, data::LoadTokenIds(DataFile(o, split->front()), m.spec.num_classes));
       }
-      if (in->corpus->test.size() < 2) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(o.data_path, "/ptb.test.txt: fewer than two words to evaluate on"));
+      in->corpus = std::move(corpus);
+      RETURN_IF_ERROR(UseCorpus(m, o, DataFile(o, d.valid[0]), DataFile(o, d.test[0]), *in));
+      break;
+    }
+    case models::DataSpec::Format::kNpz:
+    case models::DataSpec::Format::kNpy:
+    case models::DataSpec::Format::kCsv: {
+      const models::DataSpec& d = m.data;
+      const data::ArrayDataOptions options{m.spec.input_shape, m.spec.num_classes, d.scale};
+      auto load = [&](const std::vector<std::string>& split) -> absl::StatusOr<data::Dataset> {
+        switch (d.format) {
+          case models::DataSpec::Format::kNpz:
+            return data::LoadNpzSplit(DataFile(o, d.file), split[0], split[1], options);
+          case models::DataSpec::Format::kNpy:
+            return data::LoadNpySplit(DataFile(o, split[0]), DataFile(o, split[1]), options);
+          default:
+            return data::LoadCsv(DataFile(o, split[0]),
+                                 data::CsvOptions{d.header, ',', d.label_column}, options);
+        }
+      };
+      ASSIGN_OR_RETURN(in->train_set_, load(d.train));
+      if (!d.test.empty()) {
+        ASSIGN_OR_RETURN(in->test, load(d.test));
       }
-      PSFLOW_LOG(INFO) << "loaded " << in->corpus->train.size() << " training words ("
-                       << shard.size() << " in this shard), " << in->corpus->valid.size()
-                       << " valid, " << in->corpus->test.size() << " test; vocabulary "
-                       << vocabulary << " from " << o.data_path;
+      const data::Range shard =
+          data::ShardRange(in->train_set_.size(), o.shard_index, o.num_shards);
+      RETURN_IF_ERROR(CheckShard(shard, o));
+      if (!o.eval_only) {
+        in->train = std::make_unique<data::BatchSampler>(in->train_set_, shard, o.batch_size, seed);
+      }
+      PSFLOW_LOG(INFO) << "loaded " << in->train_set_.size() << " training and "
+                       << (in->test ? in->test->size() : 0) << " test examples ("
+                       << models::DataFormatName(d.format) << ") under "
+                       << (o.data_path.empty() ? "." : o.data_path) << "; shard [" << shard.begin
+                       << ", " << shard.end << ")";
       break;
     }
   }

@@ -5,9 +5,11 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/status_macros.h"
+#include "worker/models/model_file.h"
 
 namespace psflow::api {
 namespace {
@@ -260,6 +262,27 @@ absl::StatusOr<RunPolicy> ParseRunPolicy(const YAML::Node& node) {
   return p;
 }
 
+// spec.modelFile: a valid model file, and the only model the training replicas are given.
+absl::Status CheckModelFile(const TrainingJob& job) {
+  absl::StatusOr<models::ModelDefinition> m =
+      models::ParseModelFile(job.model_file, "spec.modelFile");
+  if (!m.ok()) return m.status();
+  for (const auto& [type, spec] : job.replica_specs) {
+    if (type == ReplicaType::kPS) continue;
+    for (const std::string& arg : spec.MainContainer().args) {
+      for (const char* flag : {"--model=", "--model_file=", "--model_config="}) {
+        if (absl::StartsWith(arg, flag)) {
+          return Bad(absl::StrCat("spec.replicaSpecs.", ReplicaTypeName(type)),
+                     absl::StrCat("passes ", arg,
+                                  ", but spec.modelFile gives the model: "
+                                  "remove one"));
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<TrainingJob> Parse(const YAML::Node& doc) {
   if (!doc.IsMap()) return Bad("manifest", "must be a YAML object (a TrainingJob)");
   ASSIGN_OR_RETURN(std::string api_version,
@@ -310,6 +333,11 @@ absl::StatusOr<TrainingJob> Parse(const YAML::Node& doc) {
                                                {"ChiefOrWorker0", SuccessPolicy::kChiefOrWorker0},
                                                {"AllWorkers", SuccessPolicy::kAllWorkers}},
                                               SuccessPolicy::kChiefOrWorker0));
+  }
+  if (const YAML::Node model = spec["modelFile"]) {
+    ASSIGN_OR_RETURN(job.model_file,
+                     Scalar<std::string>(model, "spec.modelFile", "a string: a model file's text"));
+    RETURN_IF_ERROR(CheckModelFile(job));
   }
   if (const YAML::Node tls = spec["tls"]) {
     if (!tls.IsMap()) return Bad("spec.tls", "must be an object");

@@ -111,6 +111,11 @@ struct TrainingJob {
   RunPolicy run_policy;
   SuccessPolicy success_policy = SuccessPolicy::kChiefOrWorker0;
   NetworkPolicySpec network_policy;
+  // spec.modelFile: a model file's text (worker/models/model_file.h) for the training replicas
+  // (Chief, Worker, Evaluator), which the operator stores in the ConfigMap <job>-model and mounts
+  // (controller/job_model.h) and `psflow run` writes to its run folder; each gets
+  // --model_file=<that file>. Empty: the replicas' args name their model.
+  std::string model_file;
   // spec.tls.enabled (default true): mutual TLS between every replica and the ps tasks, with
   // certificates of a CA made for the job; false opts out (plaintext, with a Warning).
   bool tls = true;
@@ -123,7 +128,9 @@ struct TrainingJob {
 // replicas, more than MaxReplicas of a type, no Worker or Chief replica, a replica spec with no
 // container, bad enum values, a checkpoint on a replica other than PS or a persistentVolumeClaim
 // one without claimName, a networkPolicy.metricsFrom that is not a list of objects, a spec.tls
-// that is not {enabled: <boolean>}.
+// that is not {enabled: <boolean>}; a spec.modelFile that is not a valid model file (its error,
+// "spec.modelFile:<line>: ...") or beside a --model, --model_file or --model_config in the args of
+// a Chief, Worker or Evaluator.
 absl::StatusOr<TrainingJob> ParseTrainingJob(absl::string_view yaml, absl::string_view source);
 
 // Reads then parses a file; NOT_FOUND when it cannot be read.

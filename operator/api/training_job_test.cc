@@ -74,6 +74,36 @@ TEST(TrainingJob, SpecTlsEnabledFalseOptsOutOfMutualTls) {
   EXPECT_TRUE(on->tls);
 }
 
+// spec.modelFile: a model file's text, checked as the worker checks it, and the only model the
+// training replicas are given.
+TEST(TrainingJob, SpecModelFileIsAValidModelAndTheOnlyOne) {
+  const std::string model =
+      "  modelFile: |\n    name: m\n    input: {shape: [4]}\n    classes: 3\n    layers:\n"
+      "      - {type: dense, units: 3}\n    data: {format: csv}\n";
+  auto job = ParseTrainingJob(std::string(kValid) + model, "job.yaml");
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->model_file,
+            "name: m\ninput: {shape: [4]}\nclasses: 3\nlayers:\n  - {type: dense, units: 3}\n"
+            "data: {format: csv}\n");
+  EXPECT_TRUE(ParseTrainingJob(kValid, "job.yaml")->model_file.empty());
+
+  std::string bad = model;
+  bad.replace(bad.find("units: 3"), 8, "units: 5");
+  auto wrong = ParseTrainingJob(std::string(kValid) + bad, "job.yaml");
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(std::string(wrong.status().message()),
+            "job.yaml: spec.modelFile: the last layer, layer 0 (dense \"dense0\"), produces 5 "
+            "values per prediction (output 5), but the model has classes: 3 (its logits)");
+
+  std::string two = std::string(kValid) + model;
+  two.replace(two.find("--train_steps=5"), 15, "--model=mnist_cnn");
+  auto both = ParseTrainingJob(two, "job.yaml");
+  ASSERT_FALSE(both.ok());
+  EXPECT_EQ(std::string(both.status().message()),
+            "job.yaml: spec.replicaSpecs.Worker: passes --model=mnist_cnn, but spec.modelFile "
+            "gives the model: remove one");
+}
+
 TEST(TrainingJob, TheDemoManifestIsValid) {
   auto job = LoadTrainingJob(PSFLOW_SOURCE_DIR "/deploy/examples/mnist-mlp.yaml");
   ASSERT_TRUE(job.ok()) << job.status();

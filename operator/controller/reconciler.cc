@@ -18,6 +18,7 @@
 #include "operator/api/training_job.h"
 #include "operator/controller/job_certificates.h"
 #include "operator/controller/job_decision.h"
+#include "operator/controller/job_model.h"
 #include "operator/controller/job_status.h"
 #include "operator/controller/network_policy.h"
 #include "operator/controller/pod_state.h"
@@ -674,6 +675,14 @@ void Reconciler::CreateAll(Pass& pass, const std::vector<ReplicaSlot>& pods,
     events_.Record(*pass.object, EventType::kWarning, "TLSDisabled",
                    "spec.tls.enabled is false: the replicas talk to the ps tasks in plaintext, "
                    "unauthenticated");
+  }
+  // spec.modelFile: its ConfigMap before the pods that mount it.
+  if (pod_count > 0 && !pass.job.model_file.empty()) {
+    if (absl::Status s = EnsureModelConfigMap(client_, *pass.object, pass.job); !s.ok()) {
+      PSFLOW_LOG(WARNING) << "TrainingJob " << pass.key << ": model ConfigMap: " << s.message();
+      if (pass.result.status.ok()) pass.result.status = s;
+      return;
+    }
   }
   expectations_.Expect(pass.key, static_cast<int>(pod_count), 0);
   std::mutex mu;

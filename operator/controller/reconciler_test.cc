@@ -3,8 +3,10 @@
 // SetPodPhase/RestartContainer; time is a test clock.
 #include "operator/controller/reconciler.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -307,6 +309,63 @@ TEST_F(ReconcilerTest, TlsOptOutMakesNoSecretMountsNothingAndWarns) {
     if (e["type"] == "Warning") warnings.push_back(e["reason"].get<std::string>());
   }
   EXPECT_EQ(warnings, std::vector<std::string>{"TLSDisabled"});
+}
+
+// spec.modelFile: the ConfigMap <job>-model, owned by the job, mounted by the training replicas
+// (not the ps) with --model_file; an edit of the spec's model updates it.
+TEST_F(ReconcilerTest, AnInlineModelFileBecomesAConfigMapTheTrainingPodsMount) {
+  const std::string model =
+      "name: m\ninput: {shape: [4]}\nclasses: 3\nlayers:\n  - {type: dense, units: 3}\n"
+      "data: {format: csv}\n";
+  Json job = MakeJob("own", 1, 2, "OnFailure", /*chief=*/true);
+  job["spec"]["modelFile"] = model;
+  Create(job);
+  ASSERT_TRUE(Pass("own").status.ok());
+  const Json map = client_.Get(kube::ConfigMaps(), "default", "own-model").value();
+  EXPECT_EQ(map["data"]["model.yaml"], model);
+  EXPECT_EQ(kube::ControllerUid(map), kube::Uid(Job("own")));
+  for (const char* name : {"own-chief-0", "own-worker-0", "own-worker-1", "own-ps-0"}) {
+    SCOPED_TRACE(name);
+    const Json pod = client_.Get(kube::Pods(), "default", name).value();
+    const Json& c = pod["spec"]["containers"][0];
+    const bool ps = std::string(name) == "own-ps-0";
+    const Json volume = {{"name", "psflow-model"}, {"configMap", {{"name", "own-model"}}}};
+    const Json mount = {
+        {"name", "psflow-model"}, {"mountPath", "/etc/psflow/model"}, {"readOnly", true}};
+    auto has = [](const Json& list, const Json& item) {
+      return list.is_array() && std::find(list.begin(), list.end(), item) != list.end();
+    };
+    EXPECT_EQ(has(pod["spec"]["volumes"], volume), !ps) << pod["spec"];
+    EXPECT_EQ(has(c["volumeMounts"], mount), !ps) << c;
+    EXPECT_EQ(has(c["args"], "--model_file=/etc/psflow/model/model.yaml"), !ps) << c;
+  }
+  // The spec's model edited: the ConfigMap follows (pods created from now on get it).
+  Json edited = Job("own");
+  const std::string other = absl::StrCat(model, "training: {epochs: 3}\n");
+  edited["spec"]["modelFile"] = other;
+  ASSERT_TRUE(client_.Update(kube::TrainingJobs(), "default", edited).ok());
+  ASSERT_TRUE(client_.Delete(kube::Pods(), "default", "own-worker-1", {}).ok());
+  ASSERT_TRUE(Pass("own").status.ok());
+  EXPECT_EQ(client_.Get(kube::ConfigMaps(), "default", "own-model").value()["data"]["model.yaml"],
+            other);
+}
+
+// A model the worker would refuse fails the job before any pod runs.
+TEST_F(ReconcilerTest, AnInvalidInlineModelFailsTheJobWithInvalidSpec) {
+  Json job = MakeJob("bad", 1, 1, "OnFailure");
+  job["spec"]["modelFile"] =
+      "name: m\ninput: {shape: [4]}\nclasses: 3\nlayers:\n  - {type: dense, units: 7}\n"
+      "data: {format: csv}\n";
+  Create(job);
+  Pass("bad");
+  const JobStatus status = Status("bad");
+  ASSERT_NE(status.Find(ConditionType::kFailed), nullptr);
+  EXPECT_EQ(status.Find(ConditionType::kFailed)->reason, "InvalidSpec");
+  EXPECT_THAT(status.Find(ConditionType::kFailed)->message,
+              ::testing::HasSubstr("spec.modelFile: the last layer, layer 0 (dense \"dense0\"), "
+                                   "produces 7 values per prediction"));
+  EXPECT_EQ(Names(kube::Pods()), std::vector<std::string>{});
+  EXPECT_EQ(Names(kube::ConfigMaps()), std::vector<std::string>{});
 }
 
 TEST_F(ReconcilerTest, PortFromTheNamedContainerPort) {

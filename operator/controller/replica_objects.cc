@@ -6,6 +6,7 @@
 #include "operator/api/job_policy.h"
 #include "operator/controller/checkpoint_volume.h"
 #include "operator/controller/job_certificates.h"
+#include "operator/controller/job_model.h"
 #include "operator/controller/pod_security.h"
 #include "operator/kube/object_meta.h"
 #include "operator/kube/resource.h"
@@ -147,6 +148,9 @@ json BuildPod(const json& job_object, const api::TrainingJob& job, api::ReplicaT
   SetEnv(container, "PSFLOW_REPLICA_INDEX", absl::StrCat(index));
   SetEnv(container, "PSFLOW_METRICS_PORT", absl::StrCat(metrics_port));
   if (job.tls) MountReplicaCertificates(job, type, index, spec, container);
+  if (!job.model_file.empty() && type != api::ReplicaType::kPS) {
+    MountModelFile(job, spec, container);
+  }
   // Last of the args: its --checkpoint_dir wins over one the template passes.
   if (replica.checkpoint) AddCheckpointVolume(*replica.checkpoint, spec, main);
   ApplyRestrictedSecurity(spec, main);

@@ -38,6 +38,10 @@ const Resource& Secrets() {
   static const Resource* r = new Resource{"", "v1", "secrets", "Secret", true};
   return *r;
 }
+const Resource& ConfigMaps() {
+  static const Resource* r = new Resource{"", "v1", "configmaps", "ConfigMap", true};
+  return *r;
+}
 const Resource& Events() {
   static const Resource* r = new Resource{"", "v1", "events", "Event", true};
   return *r;

@@ -32,6 +32,7 @@ struct Resource {
 const Resource& Pods();
 const Resource& Services();
 const Resource& Secrets();
+const Resource& ConfigMaps();
 const Resource& Events();
 const Resource& Leases();           // coordination.k8s.io/v1
 const Resource& TrainingJobs();     // psflow.io/v1alpha1

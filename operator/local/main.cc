@@ -12,7 +12,9 @@
 #include "absl/strings/str_cat.h"
 #include "core/command_line.h"
 #include "operator/api/training_job.h"
+#include "operator/local/export_model.h"
 #include "operator/local/runner.h"
+#include "operator/local/validate.h"
 
 ABSL_FLAG(std::string, progress, "auto",
           "Progress display: auto (a bar redrawn in place on a terminal, a plain line every "
@@ -35,13 +37,22 @@ ABSL_FLAG(std::string, emulate_network, "",
           "in a network namespace of its own, its link shaped so both ways (root and iproute2 "
           "needed; docs/user-guide.md); empty: all on this machine's loopback");
 
+ABSL_FLAG(std::string, model_file, "",
+          "export: the model file the checkpoints were trained from (its parameters are checked "
+          "against them, and it is written beside the weights)");
+
 namespace {
 
 constexpr char kUsage[] =
     "psflow run [--progress=auto|always|never] [--run_dir=DIR] [--verbose]\n"
     "           [--prometheus_targets=FILE.json | --emulate_network=RATE[,DELAY[,LOSS]]]\n"
     "           JOB.yaml                                   run a TrainingJob locally\n"
-    "psflow validate JOB.yaml                              check a TrainingJob manifest";
+    "psflow validate JOB.yaml | MODEL.yaml                check a TrainingJob manifest (and the\n"
+    "                                                      model files it names) or a model file\n"
+    "psflow export --model_file=MODEL.yaml CHECKPOINT_DIR OUT_DIR\n"
+    "                                                      the trained model in a job's ps\n"
+    "                                                      checkpoints as "
+    "OUT_DIR/model.safetensors";
 
 int Fail(int code, const std::string& message) {
   std::fprintf(stderr, "psflow: %s\n", message.c_str());
@@ -64,16 +75,29 @@ void PrependOwnDirToPath() {
 
 int main(int argc, char** argv) {
   std::vector<char*> args = psflow::ParseFlags(argc, argv, kUsage);
-  if (args.size() != 3 || (std::string(args[1]) != "run" && std::string(args[1]) != "validate")) {
-    return Fail(2, absl::StrCat("usage:\n", kUsage));
-  }
-  const std::string command = args[1], path = args[2];
-  auto job = psflow::api::LoadTrainingJob(path);
-  if (!job.ok()) return Fail(2, std::string(job.status().message()));
-  if (command == "validate") {
-    std::printf("%s: valid TrainingJob \"%s\"\n", path.c_str(), job->name.c_str());
+  const std::string command = args.size() > 1 ? args[1] : "";
+  if (command == "export" && args.size() == 4) {
+    if (absl::GetFlag(FLAGS_model_file).empty()) {
+      return Fail(2, "export needs --model_file=FILE, the model the checkpoints are of");
+    }
+    absl::StatusOr<std::string> done =
+        psflow::local::ExportFromCheckpoints(absl::GetFlag(FLAGS_model_file), args[2], args[3]);
+    if (!done.ok()) return Fail(2, std::string(done.status().message()));
+    std::printf("%s\n", done->c_str());
     return 0;
   }
+  if (args.size() != 3 || (command != "run" && command != "validate")) {
+    return Fail(2, absl::StrCat("usage:\n", kUsage));
+  }
+  const std::string path = args[2];
+  if (command == "validate") {
+    absl::StatusOr<std::string> report = psflow::local::Validate(path);
+    if (!report.ok()) return Fail(2, std::string(report.status().message()));
+    std::fputs(report->c_str(), stdout);
+    return 0;
+  }
+  auto job = psflow::api::LoadTrainingJob(path);
+  if (!job.ok()) return Fail(2, std::string(job.status().message()));
 
   psflow::local::RunOptions options;
   const std::string progress = absl::GetFlag(FLAGS_progress);

@@ -356,6 +356,14 @@ absl::Status JobRun::OpenLogs() {
   for (Replica& r : replicas_) {
     ASSIGN_OR_RETURN(r.log, ReplicaLog::Open(absl::StrCat(run_dir_, "/", r.name, ".log")));
   }
+  // spec.modelFile: the run folder's model.yaml, as the operator's ConfigMap.
+  if (!job_.model_file.empty()) {
+    const std::string model = absl::StrCat(run_dir_, "/model.yaml");
+    RETURN_IF_ERROR(WriteFileAtomically(model, job_.model_file));
+    for (Replica& r : replicas_) {
+      if (r.type != ReplicaType::kPS) r.argv.push_back(absl::StrCat("--model_file=", model));
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -40,6 +40,10 @@ EXPECTED = {
         # job_certificates.cc: the job's CA Secret and one per replica, created; the CA Secret
         # read back to sign replicas created later.
         ("", "secrets", "create", ""), ("", "secrets", "get", ""),
+        # job_model.cc: the ConfigMap of spec.modelFile, created, read back when it exists and
+        # updated when the spec's model was edited.
+        ("", "configmaps", "create", ""), ("", "configmaps", "get", ""),
+        ("", "configmaps", "update", ""),
         # event_recorder.cc: Events on the TrainingJob (created, never updated).
         ("", "events", "create", ""),
         # reconciler.cc: the NetworkPolicy of a job with spec.networkPolicy.enabled, created
@@ -56,7 +60,8 @@ EXPECTED = {
 }
 
 RESOURCES = {"TrainingJobs": ("psflow.io", "trainingjobs"), "Pods": ("", "pods"),
-             "Services": ("", "services"), "Secrets": ("", "secrets"), "Events": ("", "events"),
+             "Services": ("", "services"), "Secrets": ("", "secrets"),
+             "ConfigMaps": ("", "configmaps"), "Events": ("", "events"),
              "Leases": ("coordination.k8s.io", "leases"),
              "NetworkPolicies": ("networking.k8s.io", "networkpolicies")}
 VERBS = {"Get": "get", "List": "list", "Watch": "watch", "Create": "create", "Update": "update",

@@ -62,6 +62,7 @@ void ObjectStore::RegisterBuiltins() {
   RegisterResource(kube::Pods(), true);
   RegisterResource(kube::Services(), true);
   RegisterResource(kube::Secrets(), false);
+  RegisterResource(kube::ConfigMaps(), false);
   RegisterResource(kube::Events(), false);
   RegisterResource(kube::Leases(), false);
 }

@@ -160,7 +160,7 @@ TEST_F(ObjectStoreTest, UnregisteredResourceIsNotFoundForEveryVerb) {
   ASSERT_TRUE(bare.FindResource("", "v1", "pods").has_value());
   EXPECT_TRUE(bare.FindResource("", "v1", "pods")->has_status_subresource);
   EXPECT_FALSE(bare.FindResource("", "v1", "events")->has_status_subresource);
-  EXPECT_EQ(bare.Resources().size(), 5u);  // pods, services, secrets, events, leases
+  EXPECT_EQ(bare.Resources().size(), 6u);  // pods, services, secrets, configmaps, events, leases
 }
 
 TEST_F(ObjectStoreTest, UnregisterDeletesObjectsAndEndsWatches) {

@@ -300,8 +300,8 @@ TEST_F(TestApiServerTest, Discovery) {
   const Json core_list = Call("GET", "/api/v1/").Json();  // a trailing slash is fine
   std::vector<std::string> core_resources;
   for (const Json& r : core_list["resources"]) core_resources.push_back(r["name"]);
-  EXPECT_THAT(core_resources, ElementsAre("events", "pods", "pods/status", "secrets", "services",
-                                          "services/status"));
+  EXPECT_THAT(core_resources, ElementsAre("configmaps", "events", "pods", "pods/status", "secrets",
+                                          "services", "services/status"));
   EXPECT_EQ(Call("GET", "/version").Json()["gitVersion"], "v1.28.0-psflow-test");
   EXPECT_EQ(Call("GET", "/healthz").body, "ok");
   EXPECT_EQ(Call("POST", "/version", "{}").code, 405);

@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/read_file.h"
+#include "core/safetensors.h"
 #include "operator/kube/object_meta.h"
 #include "operator/kube/resource.h"
 #include "tests/node/node_test.h"
@@ -181,6 +183,48 @@ TEST_F(ExamplesOnNodeTest, Cifar10ExampleTrainsFromTheDataVolumeTheDocsDescribe)
 
   std::string out;
   plane_->Kubectl({"delete", "trainingjob", "cifar10", "-n", ns(), "--wait=true"}, &out);
+  std::filesystem::remove_all(folder);
+}
+
+// Issue 32: a model of the user's own on a real node. deploy/examples/tabular.yaml's inline
+// model (spec.modelFile) reaches the worker through the ConfigMap the operator makes and mounts;
+// the worker reads the CSV table scripts/make_tabular_csv.py writes into the data volume, and the
+// chief exports the trained model into it: model.safetensors and the model file, on the host.
+TEST_F(ExamplesOnNodeTest, TabularExampleTrainsAnInlineModelFromCsvAndExportsIt) {
+  const std::string folder = absl::StrCat("/tmp/psflow-node-data-", ns());
+  std::filesystem::remove_all(folder);
+  const testing::CommandResult made = testing::RunCommand(
+      {"python3", testing::SourceDir() + "/scripts/make_tabular_csv.py", folder + "/tabular"},
+      testing::Environment({}), std::chrono::seconds(60));
+  ASSERT_TRUE(made.status.ok()) << made.output;
+  // The pods run as a user of their own (pod_security.h): the export folder is theirs to write.
+  std::filesystem::create_directories(folder + "/export");
+  std::filesystem::permissions(folder + "/export", std::filesystem::perms::all);
+  std::filesystem::permissions(folder + "/tabular", std::filesystem::perms(0755));
+  ASSERT_NO_FATAL_FAILURE(MakeDataVolume(folder));
+
+  Json job = JobOnNode("deploy/examples/tabular.yaml");
+  ASSERT_TRUE(job.is_object()) << job;
+  FitToNode(job, /*steps=*/200);
+  ASSERT_TRUE(client_->Create(kube::TrainingJobs(), ns(), job).ok());
+  OperatorProcess op(plane_->kubeconfig(), "op-node-tabular", ns(), {"--namespace=" + ns()});
+  ASSERT_EQ(WaitForEnd("tabular", kJobTimeout), "Succeeded") << Diagnosis(op.output());
+  const Json map = client_->Get(kube::ConfigMaps(), ns(), "tabular-model").value();
+  EXPECT_EQ(map["data"]["model.yaml"], job["spec"]["modelFile"]);
+  const std::string log = Logs("tabular-worker-0");
+  EXPECT_EQ(testing::LinesWith(log, "loaded 6000 training and 1000 test examples (csv)").size(), 1u)
+      << log;
+  EXPECT_GE(ChiefAccuracy("tabular"), 0.8) << log;
+  EXPECT_EQ(testing::LinesWith(log, "exported the trained model (global step ").size(), 1u) << log;
+  const absl::StatusOr<SafetensorsFile> weights =
+      ReadSafetensors(folder + "/export/tabular/model.safetensors");
+  ASSERT_TRUE(weights.ok()) << weights.status();
+  EXPECT_EQ(weights->tensors.size(), 6u);
+  EXPECT_EQ(ReadFile(folder + "/export/tabular/model.yaml").value(),
+            job["spec"]["modelFile"].get<std::string>());
+
+  std::string out;
+  plane_->Kubectl({"delete", "trainingjob", "tabular", "-n", ns(), "--wait=true"}, &out);
   std::filesystem::remove_all(folder);
 }
 

@@ -6,6 +6,7 @@
 
 #include "core/status_macros.h"
 #include "worker/models/model_zoo.h"
+#include "worker/models/reference_models.h"
 
 namespace psflow::nn {
 

@@ -10,21 +10,6 @@
 
 namespace psflow::nn {
 
-absl::StatusOr<WindowedDim> WindowDim(int64_t in, int window, int stride, Padding padding) {
-  if (window < 1) return absl::InvalidArgumentError("window size must be >= 1");
-  if (stride < 1) return absl::InvalidArgumentError("stride must be >= 1");
-  if (padding == Padding::kValid) {
-    if (window > in) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("a VALID window of ", window, " does not fit in an input of ", in));
-    }
-    return WindowedDim{(in - window) / stride + 1, 0};
-  }
-  const int64_t out = (in + stride - 1) / stride;
-  const int64_t pad_total = std::max<int64_t>((out - 1) * stride + window - in, 0);
-  return WindowedDim{out, pad_total / 2};
-}
-
 absl::StatusOr<Window2D> SlideWindow(absl::string_view layer, const Shape& input, int window,
                                      int stride, Padding padding) {
   if (input.size() != 3 || *std::min_element(input.begin(), input.end()) < 1) {

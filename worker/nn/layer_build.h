@@ -11,18 +11,9 @@
 #include "worker/nn/layer.h"
 #include "worker/nn/layer_spec.h"
 #include "worker/nn/parameter_set.h"
+#include "worker/nn/window_dim.h"
 
 namespace psflow::nn {
-
-// One spatial dimension of a sliding window under TensorFlow's padding rules: kSame gives
-// out = ceil(in / stride) and pads max((out - 1) * stride + window - in, 0) positions, the smaller
-// half before; kValid gives out = ceil((in - window + 1) / stride) and pads nothing.
-struct WindowedDim {
-  int64_t out = 0;
-  int64_t pad_before = 0;
-};
-// INVALID_ARGUMENT when window or stride < 1, or a kValid window is larger than the input.
-absl::StatusOr<WindowedDim> WindowDim(int64_t in, int window, int stride, Padding padding);
 
 // A window sliding over both spatial dimensions of an [height, width, channels] input, each as
 // WindowDim.

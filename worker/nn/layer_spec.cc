@@ -9,4 +9,16 @@ const char* LayerKindName(const LayerSpec& spec) {
   return kNames[spec.index()];
 }
 
+const char* ActivationKindName(ActivationKind kind) {
+  switch (kind) {
+    case ActivationKind::kSigmoid:
+      return "sigmoid";
+    case ActivationKind::kRelu:
+      return "relu";
+    case ActivationKind::kTanh:
+      return "tanh";
+  }
+  return "?";
+}
+
 }  // namespace psflow::nn

@@ -20,6 +20,7 @@ struct DenseSpec {
   Initializer kernel_init = Initializer::GlorotUniform();
   Initializer bias_init = Initializer::Zeros();
   float weight_decay = 0;
+  bool operator==(const DenseSpec&) const = default;
 };
 
 enum class ActivationKind { kSigmoid, kRelu, kTanh };
@@ -27,6 +28,7 @@ enum class ActivationKind { kSigmoid, kRelu, kTanh };
 // Elementwise y = f(x); no parameters; any shape.
 struct ActivationSpec {
   ActivationKind kind = ActivationKind::kRelu;
+  bool operator==(const ActivationSpec&) const = default;
 };
 
 // TensorFlow's padding modes: kSame pads so that out = ceil(in / stride), kValid takes only
@@ -42,6 +44,7 @@ struct Conv2DSpec {
   Padding padding = Padding::kSame;
   Initializer kernel_init = Initializer::GlorotUniform();
   Initializer bias_init = Initializer::Zeros();
+  bool operator==(const Conv2DSpec&) const = default;
 };
 
 // Max over window x window patches of each channel (tf.nn.max_pool); padded positions never win.
@@ -49,6 +52,7 @@ struct MaxPoolSpec {
   int window = 2;
   int stride = 2;
   Padding padding = Padding::kSame;
+  bool operator==(const MaxPoolSpec&) const = default;
 };
 
 // Local response normalisation across channels (tf.nn.lrn):
@@ -58,15 +62,19 @@ struct LrnSpec {
   float bias = 1.0f;
   float alpha = 1.0f;
   float beta = 0.5f;
+  bool operator==(const LrnSpec&) const = default;
 };
 
 // [d0, d1, ...] -> [d0 * d1 * ...]: the reshape before a dense layer.
-struct FlattenSpec {};
+struct FlattenSpec {
+  bool operator==(const FlattenSpec&) const = default;
+};
 
 // Training: each element kept with probability keep_prob and scaled by 1 / keep_prob
 // (tf.nn.dropout); inference: identity. Masks are drawn from the model's seed and step.
 struct DropoutSpec {
   float keep_prob = 1.0f;
+  bool operator==(const DropoutSpec&) const = default;
 };
 
 // Token ids [time] (as floats) -> their rows of an embedding [vocab_size, dim]: [time, dim]. The
@@ -75,6 +83,7 @@ struct EmbeddingSpec {
   int vocab_size = 0;
   int dim = 0;
   Initializer init = Initializer::Uniform(0.05f);
+  bool operator==(const EmbeddingSpec&) const = default;
 };
 
 // One LSTM layer over a sequence [time, in] -> [time, units], TensorFlow's BasicLSTMCell:
@@ -86,6 +95,7 @@ struct LstmSpec {
   int units = 0;
   float forget_bias = 0.0f;
   Initializer init = Initializer::Uniform(0.05f);
+  bool operator==(const LstmSpec&) const = default;
 };
 
 using LayerSpec = std::variant<DenseSpec, ActivationSpec, Conv2DSpec, MaxPoolSpec, LrnSpec,
@@ -93,6 +103,8 @@ using LayerSpec = std::variant<DenseSpec, ActivationSpec, Conv2DSpec, MaxPoolSpe
 
 // "dense", "conv2d", ...: the prefix of the layer's parameter names.
 const char* LayerKindName(const LayerSpec& spec);
+// "sigmoid", "relu", "tanh".
+const char* ActivationKindName(ActivationKind kind);
 
 }  // namespace psflow::nn
 

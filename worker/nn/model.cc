@@ -30,7 +30,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(const ModelSpec& spec, Back
   m->widths_.push_back(NumElements(shape));
   m->param_begin_.push_back(0);
   for (size_t i = 0; i < spec.layers.size(); ++i) {
-    auto layer = backend.MakeLayer(spec.layers[i], absl::StrCat(LayerKindName(spec.layers[i]), i));
+    auto layer = backend.MakeLayer(spec.layers[i], spec.LayerName(i));
     if (!layer.ok()) return layer.status();
     const BuildContext ctx{&m->params_, max_batch, seed * 1000003u + i};
     auto out = (*layer)->Build(shape, ctx);

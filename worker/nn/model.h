@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "worker/nn/backend.h"
 #include "worker/nn/layer_spec.h"
+#include "worker/nn/model_spec.h"
 #include "worker/nn/trainable.h"
 
 namespace psflow::nn {
@@ -30,13 +31,6 @@ struct LayerTime {
   std::string layer;  // Layer::name(), e.g. "dense0"
   double forward_seconds = 0;
   double backward_seconds = 0;
-};
-
-struct ModelSpec {
-  std::string name;
-  Shape input_shape;  // per example, e.g. {784}, {24, 24, 3} or {35} (token ids)
-  int num_classes = 0;
-  std::vector<LayerSpec> layers;  // the last produces [..., num_classes] logits
 };
 
 class Model final : public Trainable {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "worker/models/model_zoo.h"
+#include "worker/models/reference_models.h"
 #include "worker/nn/gradient_check.h"
 #include "worker/nn/model.h"
 
@@ -96,12 +97,12 @@ TEST(ModelGradient, SeedModelsComputeTheSameOnThreeThreads) {
   for (auto [name, config] : {std::pair{"mnist_mlp", ""}, std::pair{"mnist_cnn", ""},
                               std::pair{"cifar10_cnn", ""}, std::pair{"ptb_lstm", "small"}}) {
     SCOPED_TRACE(name);
-    absl::StatusOr<models::ZooModel> zoo = models::FindModel(name, config);
+    absl::StatusOr<models::ModelDefinition> zoo = models::FindModel(name, config);
     ASSERT_TRUE(zoo.ok()) << zoo.status();
-    const bool ptb = zoo->data == models::DataKind::kPtb;
+    const bool ptb = zoo->language_model();
     const int64_t batch = ptb ? 20 : 16;
     const GradientCheckInput in =
-        RandomInput(zoo->spec, batch, ptb ? zoo->num_steps : 1, 3, ptb ? 10000 : 0);
+        RandomInput(zoo->spec, batch, ptb ? zoo->num_steps() : 1, 3, ptb ? 10000 : 0);
     std::vector<double> losses;
     std::vector<std::vector<float>> grads;
     for (int threads : {1, 3}) {

@@ -32,6 +32,7 @@ struct Initializer {
   static Initializer Uniform(float s) { return {Kind::kUniform, s}; }
   // tf.truncated_normal_initializer: N(0, stddev^2) redrawn beyond two standard deviations.
   static Initializer TruncatedNormal(float stddev) { return {Kind::kTruncatedNormal, stddev}; }
+  bool operator==(const Initializer&) const = default;
 };
 
 struct ParameterDesc {

@@ -11,6 +11,7 @@
 #include "worker/data/prefetcher.h"
 #include "worker/data/synthetic.h"
 #include "worker/models/model_zoo.h"
+#include "worker/models/reference_models.h"
 #include "worker/nn/clip.h"
 #include "worker/nn/gradient_check.h"
 #include "worker/nn/towers.h"

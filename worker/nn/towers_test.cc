@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "worker/models/model_zoo.h"
+#include "worker/models/reference_models.h"
 #include "worker/nn/gradient_check.h"
 
 namespace psflow::nn {

@@ -7,28 +7,12 @@
 #include "worker/backend/cuda/kernels.h"
 
 namespace psflow::cuda {
-namespace {
-
-const char* KindName(nn::ActivationKind kind) {
-  switch (kind) {
-    case nn::ActivationKind::kSigmoid:
-      return "sigmoid";
-    case nn::ActivationKind::kRelu:
-      return "relu";
-    case nn::ActivationKind::kTanh:
-      return "tanh";
-  }
-  return "?";
-}
-
-}  // namespace
-
 Activation::Activation(Context& ctx, const nn::ActivationSpec& spec, std::string name)
     : Layer(std::move(name)), ctx_(ctx), kind_(spec.kind) {}
 
 absl::StatusOr<nn::Shape> Activation::Build(const nn::Shape& input, const nn::BuildContext& ctx) {
-  where_ = absl::StrCat(name(), " (", KindName(kind_), ") [batch<=", ctx.max_batch, ", ",
-                        absl::StrJoin(input, ", "), "]");
+  where_ = absl::StrCat(name(), " (", nn::ActivationKindName(kind_), ") [batch<=", ctx.max_batch,
+                        ", ", absl::StrJoin(input, ", "), "]");
   return input;
 }
 

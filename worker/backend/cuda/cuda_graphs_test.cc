@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "worker/backend/cuda/forced_lstm_path.h"
 #include "worker/models/model_zoo.h"
+#include "worker/models/reference_models.h"
 #include "worker/nn/backend.h"
 #include "worker/nn/gradient_check.h"
 #include "worker/nn/model.h"

@@ -1,0 +1,82 @@
+#include "operator/local/validate.h"
+
+#include <unistd.h>
+
+#include <set>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "core/read_file.h"
+#include "core/status_macros.h"
+#include "operator/api/training_job.h"
+#include "worker/models/model_file.h"
+#include "worker/models/model_summary.h"
+#include "yaml-cpp/yaml.h"
+
+namespace psflow::local {
+namespace {
+
+// Whether `text` is a model file: a map with `layers` and no `kind`.
+bool LooksLikeModelFile(const std::string& text) {
+  try {
+    const YAML::Node doc = YAML::Load(text);
+    return doc.IsMap() && doc["layers"].IsDefined() && !doc["kind"].IsDefined();
+  } catch (const YAML::Exception&) {
+    return false;
+  }
+}
+
+absl::StatusOr<std::string> ValidateModelFile(const std::string& path, const std::string& text) {
+  ASSIGN_OR_RETURN(const models::ModelDefinition m, models::ParseModelFile(text, path));
+  return models::ModelSummary(m, path);
+}
+
+// The values of --model_file in `args`, in order.
+std::vector<std::string> ModelFileArgs(const std::vector<std::string>& args) {
+  std::vector<std::string> files;
+  for (size_t i = 0; i < args.size(); ++i) {
+    for (const char* flag : {"--model_file=", "-model_file="}) {
+      if (absl::StartsWith(args[i], flag)) files.push_back(args[i].substr(std::strlen(flag)));
+    }
+    if ((args[i] == "--model_file" || args[i] == "-model_file") && i + 1 < args.size()) {
+      files.push_back(args[++i]);
+    }
+  }
+  return files;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> Validate(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  if (LooksLikeModelFile(*text)) return ValidateModelFile(path, *text);
+  ASSIGN_OR_RETURN(const api::TrainingJob job, api::ParseTrainingJob(*text, path));
+  std::string out = absl::StrCat(path, ": valid TrainingJob \"", job.name, "\"\n");
+  if (!job.model_file.empty()) {  // valid: ParseTrainingJob checked it
+    ASSIGN_OR_RETURN(const std::string report, ValidateModelFile("spec.modelFile", job.model_file));
+    out += report;
+  }
+  std::set<std::string> seen;
+  for (const auto& [type, spec] : job.replica_specs) {
+    for (const std::string& file : ModelFileArgs(spec.MainContainer().args)) {
+      if (!seen.insert(file).second) continue;
+      if (access(file.c_str(), R_OK) != 0) {
+        absl::StrAppend(&out, path, ": --model_file=", file,
+                        " not checked: it is not on this machine (a ConfigMap mounted in the "
+                        "pod?); `psflow validate` it where it is\n");
+        continue;
+      }
+      ASSIGN_OR_RETURN(const std::string model_text, ReadFile(file));
+      absl::StatusOr<std::string> report = ValidateModelFile(file, model_text);
+      if (!report.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ": --model_file: ", report.status().message()));
+      }
+      out += *report;
+    }
+  }
+  return out;
+}
+
+}  // namespace psflow::local

@@ -1,0 +1,76 @@
+#include "worker/model_weights.h"
+
+#include <cstring>
+#include <map>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/file_util.h"
+#include "core/safetensors.h"
+#include "core/status_macros.h"
+
+namespace psflow {
+
+absl::Status ExportModel(const models::ModelDefinition& m, const nn::ParameterSet& params,
+                         int64_t global_step, const std::string& dir) {
+  std::vector<SafetensorsTensor> tensors;
+  for (const nn::ParameterDesc& d : params.descs()) {
+    const float* v = params.values().data() + d.offset;
+    tensors.push_back(SafetensorsTensor{d.name, d.shape, std::vector<float>(v, v + d.size)});
+  }
+  const std::map<std::string, std::string> metadata = {
+      {"format", "pt"},
+      {"psflow.model", m.spec.name},
+      {"psflow.global_step", absl::StrCat(global_step)},
+      {"psflow.layout",
+       "TensorFlow's: dense kernel [in, out]; conv2d kernel [height, width, in, out]; lstm kernel "
+       "[in + units, 4 * units], gates i, j, f, o"},
+  };
+  RETURN_IF_ERROR(MakeDirs(dir));
+  RETURN_IF_ERROR(WriteSafetensors(absl::StrCat(dir, "/", kWeightsFile), tensors, metadata));
+  const std::string model_path = absl::StrCat(dir, "/", kModelFile);
+  return WriteFileAtomically(model_path, [&](int fd, const std::string& temp) {
+    return WriteFull(fd, m.source.data(), m.source.size(), temp);
+  });
+}
+
+absl::Status CopyWeights(const std::vector<SafetensorsTensor>& tensors, absl::string_view what,
+                         nn::ParameterSet& params) {
+  std::map<std::string, const SafetensorsTensor*> by_name;
+  for (const SafetensorsTensor& t : tensors) by_name[t.name] = &t;
+  for (const nn::ParameterDesc& d : params.descs()) {
+    auto it = by_name.find(d.name);
+    if (it == by_name.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": has no tensor \"", d.name, "\" [", absl::StrJoin(d.shape, ", "),
+                       "] the model needs (weights of another model?)"));
+    }
+    if (it->second->shape != d.shape) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": tensor \"", d.name, "\" is [", absl::StrJoin(it->second->shape, ", "),
+          "], the model's is [", absl::StrJoin(d.shape, ", "), "]"));
+    }
+  }
+  for (const SafetensorsTensor& t : tensors) {
+    bool known = false;
+    for (const nn::ParameterDesc& d : params.descs()) known = known || d.name == t.name;
+    if (!known) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": tensor \"", t.name, "\" is not a parameter of the model"));
+    }
+  }
+  for (const nn::ParameterDesc& d : params.descs()) {
+    const std::vector<float>& v = by_name[d.name]->values;
+    std::memcpy(params.values().data() + d.offset, v.data(), v.size() * sizeof(float));
+  }
+  params.ValuesChanged();
+  return absl::OkStatus();
+}
+
+absl::Status LoadWeights(const std::string& path, nn::ParameterSet& params) {
+  ASSIGN_OR_RETURN(const SafetensorsFile file, ReadSafetensors(path));
+  return CopyWeights(file.tensors, path, params);
+}
+
+}  // namespace psflow
