@@ -28,9 +28,9 @@ TEST(Validate, AModelFileGetsItsLayersShapesAndParameters) {
   EXPECT_EQ(*report,
             absl::StrCat(path,
                          ": model \"mnist_mlp\", input 784 float32, 10 classes, data mnist\n"
-                         "  layer 0 (dense \"dense0\")            784 -> 100, 78500 parameters\n"
-                         "  layer 1 (activation \"activation1\")  100 -> 100, sigmoid\n"
-                         "  layer 2 (dense \"dense2\")            100 -> 10, 1010 parameters\n",
+                         "  layer 0 (dense \"dense0\")         784 -> 100, 78500 parameters\n"
+                         "  layer 1 (sigmoid \"activation1\")  100 -> 100\n"
+                         "  layer 2 (dense \"dense2\")         100 -> 10, 1010 parameters\n",
                          path,
                          ": valid: 3 layers, 79510 parameters (310.6 KiB as float32); sgd at "
                          "learning rate 0.001, batches of 100, 20 epochs\n"));

@@ -67,9 +67,8 @@ struct Walk {
     out.back() = s.units;
     return out;
   }
-  absl::StatusOr<nn::Shape> operator()(const nn::ActivationSpec& s, const nn::Shape& in) {
-    detail = nn::ActivationKindName(s.kind);
-    return in;
+  absl::StatusOr<nn::Shape> operator()(const nn::ActivationSpec&, const nn::Shape& in) {
+    return in;  // the label names the function
   }
   absl::StatusOr<nn::Shape> operator()(const nn::Conv2DSpec& s, const nn::Shape& in) {
     if (s.filters < 1) {
@@ -145,9 +144,17 @@ std::string ShapeText(const nn::Shape& shape) {
   return shape.empty() ? "scalar" : absl::StrJoin(shape, "x");
 }
 
+std::string LayerType(const nn::LayerSpec& layer) {
+  if (const auto* a = std::get_if<nn::ActivationSpec>(&layer)) {
+    return nn::ActivationKindName(a->kind);
+  }
+  if (std::holds_alternative<nn::MaxPoolSpec>(layer)) return "max_pool";
+  return nn::LayerKindName(layer);
+}
+
 std::string LayerLabel(const nn::ModelSpec& spec, size_t i) {
-  return absl::StrCat("layer ", i, " (", nn::LayerKindName(spec.layers[i]), " \"",
-                      spec.LayerName(i), "\")");
+  return absl::StrCat("layer ", i, " (", LayerType(spec.layers[i]), " \"", spec.LayerName(i),
+                      "\")");
 }
 
 absl::StatusOr<std::vector<LayerReport>> CheckModel(const nn::ModelSpec& spec, bool token_inputs) {

@@ -21,7 +21,10 @@ struct LayerReport {
   int64_t parameters = 0;
 };
 
-// `layer 3 (conv2d "c2")`: how every message names layer i of `spec`.
+// The layer's type as model files spell it: "dense", "max_pool", "relu", ...
+std::string LayerType(const nn::LayerSpec& layer);
+
+// `layer 3 (conv2d "c2")`: how every message names layer i of `spec` (its type, its name).
 std::string LayerLabel(const nn::ModelSpec& spec, size_t i);
 
 // "28x28x1"; "scalar" for no dimensions.

@@ -167,7 +167,7 @@ TEST(ModelFile, ErrorsNameTheLayerTheOptionAndTheShapes) {
            "  - {type: flatten}\n  - {type: dense, units: 10}\n" +
            data,
        "m.yaml: layer 2 (conv2d \"c2\"): input 12x12x8, kernel 15x15, stride 1, padding valid "
-       "leaves nothing (padding valid needs at least 15x15) (the output of layer 1 (maxpool "
+       "leaves nothing (padding valid needs at least 15x15) (the output of layer 1 (max_pool "
        "\"maxpool1\"))"},
       {head +
            "layers:\n  - {type: conv2d, filters: 8, kernel_size: 5}\n"
