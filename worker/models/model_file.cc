@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -201,6 +202,17 @@ struct DeclaredInput {
   int64_t in_channels = 0;  // conv2d: the channels of its input
 };
 
+// A name as layers and models may have: it names parameters in checkpoints and exports.
+bool IsName(absl::string_view name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (char c : name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.') {
+      return false;
+    }
+  }
+  return true;
+}
+
 // One entry of `layers`: its spec (options), name and declared input.
 absl::Status ParseLayer(absl::string_view source, const YAML::Node& node, size_t index,
                         nn::ModelSpec& spec, DeclaredInput& declared) {
@@ -213,8 +225,10 @@ absl::Status ParseLayer(absl::string_view source, const YAML::Node& node, size_t
                            name.empty() ? "" : "\"", ")"));
   r.Node("type");
   r.Node("name");
-  if (name.find('/') != std::string::npos) {
-    return r.Error(node["name"], "name must not contain '/' (it prefixes the parameters' names)");
+  if (node["name"].IsDefined() && !IsName(name)) {
+    return r.Error(node["name"], absl::StrCat("name \"", name,
+                                              "\" must be 1 to 64 letters, digits, '_', '-' or '.' "
+                                              "(it names the layer's parameters)"));
   }
   std::vector<std::string> known = {"type", "name"};
   auto options = [&](std::initializer_list<const char*> keys) {
@@ -454,6 +468,11 @@ absl::StatusOr<ModelDefinition> Parse(absl::string_view source, const YAML::Node
   MapReader top(source, doc, "model file");
   RETURN_IF_ERROR(top.CheckMap());
   ASSIGN_OR_RETURN(m.spec.name, top.RequiredString("name"));
+  if (!IsName(m.spec.name)) {
+    return top.Error(doc["name"], absl::StrCat("name \"", m.spec.name,
+                                               "\" must be 1 to 64 letters, digits, '_', '-' or "
+                                               "'.'"));
+  }
   if (!top.Has("input")) return top.Error(doc, "input is required");
   bool token_ids = false;
   RETURN_IF_ERROR(ParseInput(source, top.Node("input"), m.spec.input_shape, token_ids));
@@ -522,9 +541,21 @@ absl::StatusOr<ModelDefinition> Parse(absl::string_view source, const YAML::Node
   return m;
 }
 
-}  // namespace
+// The error as one line: control characters the file's own text brought in (a key with a line
+// break) escaped.
+absl::Status OneLine(const absl::Status& status) {
+  std::string line;
+  for (char c : status.message()) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      absl::StrAppend(&line, "\\x", absl::Hex(static_cast<unsigned char>(c), absl::kZeroPad2));
+    } else {
+      line += c;
+    }
+  }
+  return absl::Status(status.code(), line);
+}
 
-absl::StatusOr<ModelDefinition> ParseModelFile(absl::string_view text, absl::string_view source) {
+absl::StatusOr<ModelDefinition> ParseText(absl::string_view text, absl::string_view source) {
   YAML::Node doc;
   try {
     doc = YAML::Load(std::string(text));
@@ -539,6 +570,14 @@ absl::StatusOr<ModelDefinition> ParseModelFile(absl::string_view text, absl::str
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(source, ": malformed model file: ", e.msg));
   }
+}
+
+}  // namespace
+
+absl::StatusOr<ModelDefinition> ParseModelFile(absl::string_view text, absl::string_view source) {
+  absl::StatusOr<ModelDefinition> m = ParseText(text, source);
+  if (!m.ok()) return OneLine(m.status());
+  return m;
 }
 
 absl::StatusOr<ModelDefinition> ReadModelFile(const std::string& path) {

@@ -187,6 +187,12 @@ TEST(ModelFile, ErrorsNameTheLayerTheOptionAndTheShapes) {
       {head + "layers:\n  - {type: flatten}\n  - {type: dense, units: 7}\n" + data,
        "m.yaml: the last layer, layer 1 (dense \"dense1\"), produces 7 values per prediction "
        "(output 7), but the model has classes: 10 (its logits)"},
+      {head + "layers:\n  - {type: flatten, name: \"a b\"}\n  - {type: dense, units: 10}\n" + data,
+       "m.yaml:5: layer 0 (flatten \"a b\"): name \"a b\" must be 1 to 64 letters, digits, '_', "
+       "'-' or '.' (it names the layer's parameters)"},
+      {"name: m\ninput: {shape: [4]}\nclasses: 3\nlayers:\n  - {type: dense, units: 3}\n"
+       "data: {format: csv}\n\"a\\nkey\": 1\n",
+       "m.yaml:7: model file: unknown option \"a\\x0akey\""},  // one line, the break escaped
       {head + "layers:\n  - {type: flatten, name: a}\n  - {type: dense, name: a, units: 10}\n" +
            data,
        "m.yaml: layer 1 (dense \"a\"): another layer before it has the name \"a\""},
