@@ -9,6 +9,7 @@
 #include <fstream>
 #include <limits>
 
+#include "worker/data/file_test_fixture.h"
 #include "worker/data/npy_test_files.h"
 
 namespace psflow::data {
@@ -120,23 +121,11 @@ TEST(DatasetFromArrays, ArraysWhoseDataDoesNotMatchTheirShapeAreDataLoss) {
   }
 }
 
-class ArrayFilesTest : public ::testing::Test {
+class ArrayFilesTest : public testing::FileTest {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::path(::testing::TempDir()) /
-           ("psflow_array_dataset_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
   std::string Write(const std::string& name, const std::string& bytes) {
-    const std::string path = (dir_ / name).string();
-    std::ofstream(path, std::ios::binary) << bytes;
-    return path;
+    return WriteFile(name, bytes);
   }
-
-  std::filesystem::path dir_;
 };
 
 const std::string kX = NpyBytes("|u1", "(3, 2)", Bytes<uint8_t>({0, 255, 51, 102, 1, 2}));

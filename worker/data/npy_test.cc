@@ -9,6 +9,7 @@
 #include <fstream>
 #include <limits>
 
+#include "worker/data/file_test_fixture.h"
 #include "worker/data/npy_test_files.h"
 
 namespace psflow::data {
@@ -300,23 +301,11 @@ TEST(ParseOwnedNpy, MovesTheDataIn) {
   EXPECT_FALSE(ParseOwnedNpy("junk", "x.npy").ok());
 }
 
-class ReadNpyTest : public ::testing::Test {
+class ReadNpyTest : public testing::FileTest {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::path(::testing::TempDir()) /
-           ("psflow_npy_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
   std::string Write(const std::string& name, const std::string& bytes) {
-    const std::string path = (dir_ / name).string();
-    std::ofstream(path, std::ios::binary) << bytes;
-    return path;
+    return WriteFile(name, bytes);
   }
-
-  std::filesystem::path dir_;
 };
 
 TEST_F(ReadNpyTest, ReadsAFileAsParseNpyReadsItsBytes) {

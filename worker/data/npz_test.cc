@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "worker/data/file_test_fixture.h"
 #include "worker/data/npy_test_files.h"
 
 namespace psflow::data {
@@ -31,20 +32,10 @@ const std::string& YNpy() {
   return *y;
 }
 
-class NpzTest : public ::testing::Test {
+class NpzTest : public testing::FileTest {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::path(::testing::TempDir()) /
-           ("psflow_npz_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
   std::string Write(const std::string& bytes, const std::string& name = "data.npz") {
-    const std::string path = (dir_ / name).string();
-    std::ofstream(path, std::ios::binary) << bytes;
-    return path;
+    return WriteFile(name, bytes);
   }
 
   // Reads x and y from `archive`, expecting XNpy's and YNpy's arrays.
@@ -62,8 +53,6 @@ class NpzTest : public ::testing::Test {
     EXPECT_EQ(y->type, NpyType::kInt64);
     EXPECT_THAT(*y->ToIntegers("y"), ElementsAre(1, 0)) << label;
   }
-
-  std::filesystem::path dir_;
 };
 
 TEST_F(NpzTest, ReadsStoredAndDeflatedMembersInEveryZipLayout) {
