@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -52,10 +53,10 @@ absl::Status CopyWeights(const std::vector<SafetensorsTensor>& tensors, absl::st
           "], the model's is [", absl::StrJoin(d.shape, ", "), "]"));
     }
   }
+  std::set<std::string> names;
+  for (const nn::ParameterDesc& d : params.descs()) names.insert(d.name);
   for (const SafetensorsTensor& t : tensors) {
-    bool known = false;
-    for (const nn::ParameterDesc& d : params.descs()) known = known || d.name == t.name;
-    if (!known) {
+    if (names.count(t.name) == 0) {
       return absl::InvalidArgumentError(
           absl::StrCat(what, ": tensor \"", t.name, "\" is not a parameter of the model"));
     }
