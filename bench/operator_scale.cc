@@ -1,7 +1,8 @@
 // bench_operator_scale: how psflow-operator copes with many TrainingJobs at once.
 //
 // Runs the real psflow-operator binary against an API server, creates --jobs TrainingJobs of
-// 1 ps + --workers_per_job workers at once, and measures
+// 1 ps + --workers_per_job workers at once (TLS on, the default; --network_policy opts them in
+// to a NetworkPolicy), and measures
 //   - time from the burst until each job has all its pods (p50, p99, max) and until every job is
 //     Running;
 //   - the operator's API requests per job (all verbs but watch), by verb, from its own
@@ -56,6 +57,8 @@
 ABSL_FLAG(std::string, apiserver, "real", "real (kube-apiserver + etcd) or test (tests/kube)");
 ABSL_FLAG(int, jobs, 500, "TrainingJobs created at once");
 ABSL_FLAG(int, workers_per_job, 4, "Worker replicas per job (plus 1 ps)");
+ABSL_FLAG(bool, network_policy, true,
+          "Jobs opt in to spec.networkPolicy (TLS is on: the default), as a careful user's are");
 ABSL_FLAG(double, qps, -1, "The operator's --qps (-1: its default)");
 ABSL_FLAG(int, burst, -1, "The operator's --burst (-1: its default)");
 ABSL_FLAG(int, operator_workers, 4, "The operator's --workers");
@@ -300,7 +303,7 @@ class BenchKubelet {
   std::jthread watcher_;
 };
 
-Json MakeJob(int j, int workers) {
+Json MakeJob(int j, int workers, bool network_policy) {
   auto replica = [](int n, const char* image) {
     return Json{
         {"replicas", n},
@@ -308,13 +311,15 @@ Json MakeJob(int j, int workers) {
         {"template",
          {{"spec", {{"containers", Json::array({{{"name", "psflow"}, {"image", image}}})}}}}}};
   };
-  return {{"apiVersion", "psflow.io/v1alpha1"},
-          {"kind", "TrainingJob"},
-          {"metadata", {{"name", absl::StrCat("job-", j)}}},
-          {"spec",
-           {{"replicaSpecs",
-             {{"PS", replica(1, "psflow/ps:0.1.0")},
-              {"Worker", replica(workers, "psflow/worker:0.1.0")}}}}}};
+  Json job = {{"apiVersion", "psflow.io/v1alpha1"},
+              {"kind", "TrainingJob"},
+              {"metadata", {{"name", absl::StrCat("job-", j)}}},
+              {"spec",
+               {{"replicaSpecs",
+                 {{"PS", replica(1, "psflow/ps:0.1.0")},
+                  {"Worker", replica(workers, "psflow/worker:0.1.0")}}}}}};
+  if (network_policy) job["spec"]["networkPolicy"] = {{"enabled", true}};
+  return job;
 }
 
 // The operator's own count of its API requests by verb, from its /metrics.
@@ -415,7 +420,11 @@ int main(int argc, char** argv) {
   const auto start = Clock::now();
   std::atomic<int> create_errors{0};
   ParallelFor(jobs, 8, [&](int j) {
-    if (!client.Create(kube::TrainingJobs(), ns, MakeJob(j, workers)).ok()) ++create_errors;
+    if (!client
+             .Create(kube::TrainingJobs(), ns,
+                     MakeJob(j, workers, absl::GetFlag(FLAGS_network_policy)))
+             .ok())
+      ++create_errors;
   });
   if (create_errors > 0) {
     std::fprintf(stderr, "bench_operator_scale: %d jobs could not be created\n",
@@ -511,10 +520,10 @@ int main(int argc, char** argv) {
   const double rss_end = ProcStatusMiB((*op)->pid(), "VmRSS");
 
   std::printf(
-      "bench_operator_scale: %d TrainingJobs x (1 ps + %d workers) created at once "
+      "bench_operator_scale: %d TrainingJobs x (1 ps + %d workers, TLS%s) created at once "
       "(in %.2f s) against %s; operator --workers=%d%s%s\n",
-      jobs, workers, burst_seconds, cluster->Describe().c_str(),
-      absl::GetFlag(FLAGS_operator_workers),
+      jobs, workers, absl::GetFlag(FLAGS_network_policy) ? ", a NetworkPolicy" : "", burst_seconds,
+      cluster->Describe().c_str(), absl::GetFlag(FLAGS_operator_workers),
       absl::GetFlag(FLAGS_qps) >= 0 ? absl::StrCat(" --qps=", absl::GetFlag(FLAGS_qps)).c_str()
                                     : " (default --qps)",
       absl::GetFlag(FLAGS_burst) >= 0

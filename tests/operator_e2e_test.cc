@@ -244,12 +244,14 @@ class OperatorApiserverTest : public kubereal::RealApiserverTest {
     return lease.ok() ? kube::StringAt(*lease, "spec", "holderIdentity") : "";
   }
   // Events about the job's objects with `reason` and `type`, summed by count.
-  int Events(const std::string& reason, const std::string& type) {
+  // How many events of `reason` and `type` (and with `said` in their message) the namespace has.
+  int Events(const std::string& reason, const std::string& type, const std::string& said = "") {
     absl::StatusOr<kube::ObjectList> list = client_->List(kube::Events(), ns_, {});
     int n = 0;
     if (!list.ok()) return -1;
     for (const Json& event : list->items) {
-      if (event.value("reason", "") == reason && event.value("type", "") == type) {
+      if (event.value("reason", "") == reason && event.value("type", "") == type &&
+          absl::StrContains(event.value("message", ""), said)) {
         n += event.value("count", 1);
       }
     }
@@ -268,12 +270,13 @@ class OperatorApiserverTest : public kubereal::RealApiserverTest {
   std::string cluster_role_;                // cluster-scoped: deleted by TearDown
 };
 
-TEST_F(OperatorApiserverTest, JobGetsItsServicesPodsAndStatus) {
+TEST_F(OperatorApiserverTest, JobGetsItsServicePodsAndStatus) {
   auto op = StartOperator("op-a");
   CreateJob(Job("mnist", 1, 2, "OnFailure"));
   ASSERT_TRUE(Eventually([&] { return Pods("mnist").size() == 3 && State("mnist") == "Created"; }))
       << op->output();
-  EXPECT_EQ(Services("mnist").size(), 3u);
+  ASSERT_EQ(Services("mnist").size(), 1u);
+  EXPECT_EQ(kube::Name(Services("mnist")[0]), "mnist");
   RunAll("mnist");
   ASSERT_TRUE(Eventually([&] { return State("mnist") == "Running"; })) << op->output();
   EXPECT_EQ(GetJob("mnist")["status"]["workers"], "2/2");
@@ -368,7 +371,7 @@ TEST_F(OperatorApiserverTest, RestartedOperatorCreatesNoDuplicates) {
   auto op = StartOperator("op-a");
   CreateJob(Job("steady", 1, 3, "OnFailure"));
   ASSERT_TRUE(Eventually([&] {
-    return Pods("steady").size() == 4 && Services("steady").size() == 4;
+    return Pods("steady").size() == 4 && Services("steady").size() == 1;
   })) << op->output();
   auto uids = [&] {
     std::vector<std::string> out;
@@ -613,10 +616,10 @@ TEST_F(OperatorApiserverTest, APsRestartedWithoutCheckpointShowsItLostTheProgres
       << GetJob("amnesia")["status"];
 }
 
-// Mutual TLS, on by default: the job's CA in a Secret no pod mounts, one Secret per replica with
-// its certificate for its Service names, each pod mounting only its own (read-only, 0440) and
-// given the flags; all owned by the job, so deleting it deletes them. spec.tls.enabled: false
-// skips all of it and warns.
+// Mutual TLS, on by default: one Secret holds the job's CA and each replica's certificate for
+// its DNS names; each pod mounts only the CA certificate and its own certificate and key
+// (read-only, 0440) and is given the flags; all owned by the job, so deleting it deletes them.
+// spec.tls.enabled: false skips all of it and warns.
 TEST_F(OperatorApiserverTest, TlsSecretsAreOwnedMountedAndPassedAndTheOptOutWarns) {
   auto op = StartOperator("op-a");
   CreateJob(Job("secure", 1, 1, "OnFailure"));
@@ -626,9 +629,9 @@ TEST_F(OperatorApiserverTest, TlsSecretsAreOwnedMountedAndPassedAndTheOptOutWarn
   ASSERT_TRUE(Eventually([&] { return Pods("secure").size() == 2 && Pods("plain").size() == 2; }))
       << op->output();
   const std::string uid = kube::Uid(GetJob("secure"));
-  auto data = [](const Json& secret, const char* key) {
+  auto data = [](const Json& secret, const std::string& key) {
     std::string decoded;
-    EXPECT_TRUE(absl::Base64Unescape(kube::StringAt(secret, "data", key), &decoded)) << key;
+    EXPECT_TRUE(absl::Base64Unescape(kube::StringAt(secret, "data", key.c_str()), &decoded)) << key;
     return decoded;
   };
   auto keys = [](const Json& secret) {
@@ -636,27 +639,25 @@ TEST_F(OperatorApiserverTest, TlsSecretsAreOwnedMountedAndPassedAndTheOptOutWarn
     for (const auto& [key, value] : secret["data"].items()) out.push_back(key);
     return out;
   };
-  const Json ca = client_->Get(kube::Secrets(), ns_, "secure-tls-ca").value();
-  EXPECT_EQ(ca["type"], "Opaque");
-  EXPECT_EQ(keys(ca), (std::vector<std::string>{"ca.crt", "ca.key"}));
-  EXPECT_EQ(kube::ControllerUid(ca), uid);
-  const std::string ca_pem = data(ca, "ca.crt");
-  EXPECT_TRUE(CertificateAuthority::FromPem({ca_pem, data(ca, "ca.key")}).ok());
+  const Json secret = client_->Get(kube::Secrets(), ns_, "secure-tls").value();
+  EXPECT_EQ(secret["type"], "Opaque");
+  EXPECT_EQ(keys(secret), (std::vector<std::string>{"ca.crt", "ca.key", "ps-0.crt", "ps-0.key",
+                                                    "worker-0.crt", "worker-0.key"}));
+  EXPECT_EQ(kube::ControllerUid(secret), uid);
+  EXPECT_EQ(kube::Label(secret, "psflow.io/job-name"), "secure");
+  const std::string ca_pem = data(secret, "ca.crt");
+  EXPECT_TRUE(CertificateAuthority::FromPem({ca_pem, data(secret, "ca.key")}).ok());
 
-  for (const char* replica : {"secure-ps-0", "secure-worker-0"}) {
+  for (const std::string type : {"ps", "worker"}) {
+    const std::string replica = "secure-" + type + "-0", stem = type + "-0";
     SCOPED_TRACE(replica);
-    const Json secret = client_->Get(kube::Secrets(), ns_, absl::StrCat(replica, "-tls")).value();
-    EXPECT_EQ(secret["type"], "kubernetes.io/tls");
-    EXPECT_EQ(keys(secret), (std::vector<std::string>{"ca.crt", "tls.crt", "tls.key"}));
-    EXPECT_EQ(kube::ControllerUid(secret), uid);
-    EXPECT_EQ(kube::Label(secret, "psflow.io/job-name"), "secure");
-    EXPECT_EQ(data(secret, "ca.crt"), ca_pem);
-    EXPECT_TRUE(VerifyCertificate(ca_pem, data(secret, "tls.crt")).ok());
-    EXPECT_TRUE(CheckKeyMatchesCertificate(data(secret, "tls.crt"), data(secret, "tls.key")).ok());
-    const std::string r = replica, svc = r + "." + ns_;
-    EXPECT_EQ(SubjectAltNames(data(secret, "tls.crt")).value(),
-              (std::vector<std::string>{"DNS:" + r, "DNS:" + svc, "DNS:" + svc + ".svc",
-                                        "DNS:" + svc + ".svc.cluster.local"}));
+    const std::string cert = data(secret, stem + ".crt");
+    EXPECT_TRUE(VerifyCertificate(ca_pem, cert).ok());
+    EXPECT_TRUE(CheckKeyMatchesCertificate(cert, data(secret, stem + ".key")).ok());
+    const std::string host = replica + ".secure", in_ns = host + "." + ns_;
+    EXPECT_EQ(SubjectAltNames(cert).value(),
+              (std::vector<std::string>{"DNS:" + host, "DNS:" + in_ns, "DNS:" + in_ns + ".svc",
+                                        "DNS:" + in_ns + ".svc.cluster.local"}));
 
     const Json pod = client_->Get(kube::Pods(), ns_, replica).value();
     const Json& volumes = pod["spec"]["volumes"];
@@ -664,11 +665,14 @@ TEST_F(OperatorApiserverTest, TlsSecretsAreOwnedMountedAndPassedAndTheOptOutWarn
     for (const Json& v : volumes) {
       if (v["name"] != "psflow-tls") continue;
       ++tls_volumes;
-      EXPECT_EQ(v["secret"]["secretName"], absl::StrCat(replica, "-tls"));
+      EXPECT_EQ(v["secret"]["secretName"], "secure-tls");
       EXPECT_EQ(v["secret"]["defaultMode"], 0440);
+      // Only its own: never the CA key, never another replica's key.
+      EXPECT_EQ(v["secret"]["items"], Json::array({{{"key", "ca.crt"}, {"path", "ca.crt"}},
+                                                   {{"key", stem + ".crt"}, {"path", "tls.crt"}},
+                                                   {{"key", stem + ".key"}, {"path", "tls.key"}}}));
     }
     EXPECT_EQ(tls_volumes, 1) << volumes;
-    EXPECT_FALSE(absl::StrContains(volumes.dump(), "secure-tls-ca")) << volumes;
     const Json& container = pod["spec"]["containers"][0];
     EXPECT_TRUE(
         absl::StrContains(container["volumeMounts"].dump(),
@@ -686,7 +690,7 @@ TEST_F(OperatorApiserverTest, TlsSecretsAreOwnedMountedAndPassedAndTheOptOutWarn
     EXPECT_FALSE(absl::StrContains(pod["spec"].dump(), "--tls_")) << pod["spec"];
   }
   ASSERT_TRUE(Eventually([&] { return Events("TLSDisabled", "Warning") == 1; })) << op->output();
-  EXPECT_EQ(Selected(kube::Secrets(), "secure").size(), 3u);
+  EXPECT_EQ(Selected(kube::Secrets(), "secure").size(), 1u);
 
   // Deleting the job deletes its Secrets (kube-controller-manager's garbage collector).
   ASSERT_TRUE(client_->Delete(kube::TrainingJobs(), ns_, "secure", {}).ok());
@@ -764,7 +768,8 @@ TEST_F(OperatorApiserverTest, NetworkPolicyOnlyWhenOptedInAndDeletedWithTheJob) 
                                                  {{"protocol", "TCP"}, {"port", "psflow-bulk"}}})}},
                          {{"from", monitoring},
                           {"ports", Json::array({{{"protocol", "TCP"}, {"port", "metrics"}}})}}}));
-  EXPECT_TRUE(Eventually([&] { return Events("SuccessfulCreateNetworkPolicy", "Normal") == 1; }));
+  EXPECT_TRUE(Eventually(
+      [&] { return Events("SuccessfulCreate", "Normal", "NetworkPolicy fenced-network") == 1; }));
   RunAll("fenced");
   ASSERT_TRUE(kubelet_->SetPhase("fenced-worker-0", "Succeeded").ok());
   ASSERT_TRUE(Eventually([&] { return State("fenced") == "<gone>"; })) << op->output();

@@ -72,11 +72,11 @@ Decision Decide(const api::TrainingJob& job, const std::string& job_key, const J
     d.requeue_after = end - observed.now;
   }
 
+  d.create_service = !observed.has_service;
   d.all_running = true;
   int live_restarts = 0;  // the kubelet's, of pods still there, as the backoff limit counts them
   std::optional<std::string> last_in_place;
   for (const SlotObservation& s : observed.slots) {
-    if (!s.has_service) d.create_services.push_back({s.type, s.index});
     if (Completed(status, s.type, s.index)) continue;
     if (!s.pod) {
       d.create_pods.push_back({s.type, s.index});

@@ -29,7 +29,6 @@ std::string ReplicaPodLabel(api::ReplicaType type, int index, const std::string&
 struct SlotObservation {
   api::ReplicaType type = api::ReplicaType::kWorker;
   int index = 0;
-  bool has_service = false;
   std::optional<PodState> pod;  // nullopt: no pod of this job's incarnation
   std::string pod_name;
   std::string pod_uid;
@@ -37,6 +36,7 @@ struct SlotObservation {
 
 struct JobObservation {
   std::vector<SlotObservation> slots;  // every slot of the spec, in type then index order
+  bool has_service = false;            // the job's headless Service (replica_objects.h)
   absl::Time now;
   absl::Time start;  // status.startTime
 };
@@ -65,8 +65,8 @@ struct Decision {
   // Evaluators that failed for good, first seen in this pass (also in ended_badly).
   std::vector<EndedPod> left_ended;
   std::vector<ReplicaSlot> create_pods;
-  std::vector<ReplicaSlot> create_services;
-  bool all_running = false;  // every pod of every slot Running (completed indexes aside)
+  bool create_service = false;  // the job's Service is missing
+  bool all_running = false;     // every pod of every slot Running (completed indexes aside)
   // Pods the scheduler cannot place now, with its message (PodState::unschedulable).
   std::vector<std::pair<ReplicaSlot, std::string>> unschedulable;
   // The restarts the backoff limit counts, these included.

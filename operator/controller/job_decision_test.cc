@@ -37,18 +37,18 @@ PodState Pod(PodPhase phase, std::optional<int> exit_code = std::nullopt,
   return s;
 }
 
-// Every slot of `job` with its Service and a Running pod; `edit` changes some.
+// The job's Service and every slot of `job` with a Running pod; `edit` changes some.
 JobObservation AllRunning(const api::TrainingJob& job,
                           absl::Duration since_start = absl::Seconds(1)) {
   JobObservation o;
   o.start = kStart;
   o.now = kStart + since_start;
+  o.has_service = true;
   for (const auto& [type, spec] : job.replica_specs) {
     for (int i = 0; i < spec.replicas; ++i) {
       SlotObservation& s = o.slots.emplace_back();
       s.type = type;
       s.index = i;
-      s.has_service = true;
       s.pod = Pod(PodPhase::kRunning);
       s.pod_name = "j-" + std::string(api::TaskTypeName(type)) + "-" + std::to_string(i);
     }
@@ -68,12 +68,11 @@ TEST(JobDecision, AMissingPodOrServiceIsCreatedAndTheJobIsNotRunningYet) {
   const api::TrainingJob job = MakeJob(api::RestartPolicy::kNever);
   JobObservation o = AllRunning(job);
   At(o, ReplicaType::kWorker, 1).pod.reset();
-  At(o, ReplicaType::kPS, 0).has_service = false;
+  o.has_service = false;
   const Decision d = Decide(job, "default/j", {}, o);
   ASSERT_EQ(d.create_pods.size(), 1u);
   EXPECT_EQ(d.create_pods[0], (ReplicaSlot{ReplicaType::kWorker, 1}));
-  ASSERT_EQ(d.create_services.size(), 1u);
-  EXPECT_EQ(d.create_services[0], (ReplicaSlot{ReplicaType::kPS, 0}));
+  EXPECT_TRUE(d.create_service);
   EXPECT_FALSE(d.all_running);
   EXPECT_FALSE(d.failure);
   EXPECT_FALSE(d.success);

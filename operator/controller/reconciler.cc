@@ -127,10 +127,12 @@ struct Reconciler::Pass {
   api::TrainingJob job;
   JobStatus status;
   absl::Time now;
-  // Owned pods and services by replica; pods of replicas the spec no longer has go to `extra`.
+  // Owned pods by replica; pods of replicas the spec no longer has go to `extra_pods`.
   std::map<std::pair<ReplicaType, int>, ObjectPtr> pods;
-  std::map<std::pair<ReplicaType, int>, ObjectPtr> services;
   std::vector<ObjectPtr> extra_pods;
+  std::vector<ObjectPtr> services;  // every Service the job owns
+  bool has_job_service = false;     // among them the job's own (replica_objects.h)
+  // Per-replica Services an older operator made, of replicas beyond the count: deleted.
   std::vector<ObjectPtr> extra_services;
   // Recorded by WriteStatus once it succeeds: a pass whose write fails (409) leaves the status
   // as it was, and the next pass finds the same news again.
@@ -258,10 +260,10 @@ ReconcileResult Reconciler::ReconcileOnce(const std::string& ns, const std::stri
   }
   for (const ObjectPtr& service : view_.Services(ns, name)) {
     if (kube::ControllerUid(*service) != uid) continue;
-    auto slot = Slot(*service);
-    if (slot && slot->second < pass.job.Replicas(slot->first)) {
-      pass.services[*slot] = service;
-    } else {
+    pass.services.push_back(service);
+    if (kube::Name(*service) == JobServiceName(pass.job)) {
+      pass.has_job_service = true;
+    } else if (auto slot = Slot(*service); slot && slot->second >= pass.job.Replicas(slot->first)) {
       pass.extra_services.push_back(service);
     }
   }
@@ -333,12 +335,12 @@ JobObservation Reconciler::Observe(const Pass& pass) const {
   JobObservation observed;
   observed.now = pass.now;
   observed.start = ParseTimestamp(pass.status.start_time);
+  observed.has_service = pass.has_job_service;
   for (const auto& [type, spec] : pass.job.replica_specs) {
     for (int i = 0; i < spec.replicas; ++i) {
       SlotObservation& slot = observed.slots.emplace_back();
       slot.type = type;
       slot.index = i;
-      slot.has_service = pass.services.count({type, i}) > 0;
       if (auto it = pass.pods.find({type, i}); it != pass.pods.end()) {
         slot.pod = ReadPodState(*it->second);
         slot.pod_name = kube::Name(*it->second);
@@ -431,8 +433,8 @@ void Reconciler::ReconcileActive(Pass& pass) {
       if (service_delete_error.ok()) service_delete_error = s;
     }
   }
-  if (!decision.create_pods.empty() || !decision.create_services.empty()) {
-    CreateAll(pass, decision.create_pods, decision.create_services);
+  if (!decision.create_pods.empty() || decision.create_service) {
+    CreateAll(pass, decision.create_pods, decision.create_service);
     if (pass.result.status.code() == absl::StatusCode::kInvalidArgument) {
       // The API server refused what the job's template makes: retrying cannot help.
       Fail(pass, "InvalidPodTemplate",
@@ -551,11 +553,8 @@ void Reconciler::Finish(Pass& pass) {
   }
   if (!doomed.empty()) DeletePods(pass, doomed, "TrainingJob finished");
   if (policy != api::CleanPodPolicy::kNone) {
-    std::vector<ObjectPtr> services = pass.extra_services;
-    for (const auto& [slot, service] : pass.services) {
-      if (!kube::BeingDeleted(*service)) services.push_back(service);
-    }
-    for (const ObjectPtr& service : services) {
+    for (const ObjectPtr& service : pass.services) {
+      if (kube::BeingDeleted(*service)) continue;
       absl::Status s = client_.Delete(kube::Services(), pass.ns, kube::Name(*service),
                                       {kube::Propagation::kBackground, kube::Uid(*service), -1});
       if (s.ok() || s.code() == absl::StatusCode::kNotFound) {
@@ -632,96 +631,114 @@ std::set<std::string> Reconciler::DeletePods(Pass& pass, const std::vector<Objec
   return std::set<std::string>(names.begin(), names.end());
 }
 
-void Reconciler::CreateAll(Pass& pass, const std::vector<ReplicaSlot>& pods,
-                           const std::vector<ReplicaSlot>& services) {
-  // At most max_creates_per_pass objects, services first; the rest on the next pass.
+void Reconciler::CreateAll(Pass& pass, const std::vector<ReplicaSlot>& pods, bool service) {
+  // At most max_creates_per_pass pods; the rest on the next pass.
   const size_t cap = static_cast<size_t>(std::max(1, options_.max_creates_per_pass));
-  const size_t service_count = std::min(services.size(), cap);
-  const size_t pod_count = std::min(pods.size(), cap - service_count);
-  if (service_count + pod_count < services.size() + pods.size()) {
-    pass.result.requeue_after = absl::ZeroDuration();
+  const size_t pod_count = std::min(pods.size(), cap);
+  if (pod_count < pods.size()) pass.result.requeue_after = absl::ZeroDuration();
+  if (options_.stopping && options_.stopping()) return;
+  // What the one SuccessfulCreate event of the pass names, besides the pods.
+  std::vector<std::string> made, updated;
+  const auto fail = [&](const std::string& what, const absl::Status& s) {
+    const std::string message =
+        what.empty() ? std::string(s.message()) : absl::StrCat(what, ": ", s.message());
+    PSFLOW_LOG(WARNING) << "TrainingJob " << pass.key << ": " << message;
+    if (pass.result.status.ok()) pass.result.status = absl::Status(s.code(), message);
+  };
+  const auto report = [&](std::vector<std::string> created_pods) {
+    std::sort(created_pods.begin(), created_pods.end());
+    if (!created_pods.empty()) made.push_back("pods " + Abbreviated(created_pods));
+    if (made.empty() && updated.empty()) return;
+    std::string message = made.empty() ? "" : absl::StrCat("Created ", absl::StrJoin(made, ", "));
+    if (!updated.empty()) {
+      absl::StrAppend(&message, made.empty() ? "Updated " : "; updated ",
+                      absl::StrJoin(updated, ", "));
+    }
+    events_.Record(*pass.object, EventType::kNormal, "SuccessfulCreate", message);
+  };
+  // The job's Service first: its pods' DNS names. A Service of that name the cache does not show
+  // as the job's is either behind (ours: fine) or someone else's (no DNS for the pods: wait).
+  if (service) {
+    const Json object = BuildService(*pass.object, pass.job);
+    absl::StatusOr<Json> out = client_.Create(kube::Services(), pass.ns, object);
+    if (out.ok()) {
+      ++pass.result.services_created;
+      made.push_back("Service " + kube::Name(object));
+    } else if (out.status().code() == absl::StatusCode::kAlreadyExists) {
+      absl::StatusOr<Json> stored = client_.Get(kube::Services(), pass.ns, kube::Name(object));
+      if (stored.ok() && kube::ControllerUid(*stored) != kube::Uid(*pass.object)) {
+        const std::string message =
+            absl::StrCat("Service ", pass.ns, "/", kube::Name(object),
+                         " exists but is not this TrainingJob's: its pods need that name for "
+                         "their DNS names; waiting for it to go");
+        events_.Record(*pass.object, EventType::kWarning, "ServiceNameTaken", message);
+        return fail("Service", absl::UnavailableError(message));
+      }
+      if (!stored.ok() && stored.status().code() != absl::StatusCode::kNotFound) {
+        return fail("Service", stored.status());
+      }
+    } else {
+      return fail("Service", out.status());
+    }
   }
+  if (pod_count == 0) return report({});
   // An opted-in job's NetworkPolicy comes before its pods, so that none runs unprotected. It is
   // not watched: asking again whenever pods are made finds it (409) or puts it back.
-  if (pass.job.network_policy.enabled && pod_count > 0) {
+  if (pass.job.network_policy.enabled) {
     const Json policy = BuildNetworkPolicy(*pass.object, pass.job);
-    absl::StatusOr<Json> made = client_.Create(kube::NetworkPolicies(), pass.ns, policy);
-    if (made.ok()) {
-      events_.Record(*pass.object, EventType::kNormal, "SuccessfulCreateNetworkPolicy",
-                     absl::StrCat("Created NetworkPolicy: ", kube::Name(policy)));
-    } else if (made.status().code() != absl::StatusCode::kAlreadyExists) {
-      PSFLOW_LOG(WARNING) << "TrainingJob " << pass.key << ": NetworkPolicy " << kube::Name(policy)
-                          << ": " << made.status().message();
-      if (pass.result.status.ok()) {
-        pass.result.status = absl::Status(
-            made.status().code(),
-            absl::StrCat("NetworkPolicy ", kube::Name(policy), ": ", made.status().message()));
-      }
-      return;
+    absl::StatusOr<Json> out = client_.Create(kube::NetworkPolicies(), pass.ns, policy);
+    if (out.ok()) {
+      made.push_back("NetworkPolicy " + kube::Name(policy));
+    } else if (out.status().code() != absl::StatusCode::kAlreadyExists) {
+      report({});
+      return fail("NetworkPolicy " + kube::Name(policy), out.status());
     }
   }
-  // Pods mount their replica's certificates: the job's CA first (TLS is on unless opted out).
-  std::optional<JobCertificates> certificates;
-  if (pod_count > 0 && pass.job.tls) {
-    absl::StatusOr<JobCertificates> loaded =
-        JobCertificates::Load(client_, *pass.object, pass.job, pass.now);
-    if (!loaded.ok()) {
-      PSFLOW_LOG(WARNING) << "TrainingJob " << pass.key << ": " << loaded.status().message();
-      if (pass.result.status.ok()) pass.result.status = loaded.status();
-      return;
+  // The pods mount their certificates (TLS is on unless opted out): the job's Secrets hold the
+  // CA and every replica's, so a restart or a later pass finds its own there already.
+  if (pass.job.tls) {
+    std::vector<ReplicaSlot> replicas;
+    for (const auto& [type, spec] : pass.job.replica_specs) {
+      for (int i = 0; i < spec.replicas; ++i) replicas.push_back({type, i});
     }
-    certificates.emplace(*std::move(loaded));
-  } else if (pod_count > 0) {
+    const bool fresh = pass.pods.empty() && pass.extra_pods.empty();
+    absl::StatusOr<SecretsWritten> written =
+        EnsureJobCertificates(client_, *pass.object, pass.job, replicas, fresh, pass.now);
+    if (!written.ok()) {
+      report({});
+      return fail("TLS Secrets", written.status());
+    }
+    for (const std::string& name : written->created) made.push_back("Secret " + name);
+    for (const std::string& name : written->updated) {
+      updated.push_back("Secret " + name + " (the new replicas' certificates)");
+    }
+  } else {
     events_.Record(*pass.object, EventType::kWarning, "TLSDisabled",
                    "spec.tls.enabled is false: the replicas talk to the ps tasks in plaintext, "
                    "unauthenticated");
   }
   // spec.modelFile: its ConfigMap before the pods that mount it.
-  if (pod_count > 0 && !pass.job.model_file.empty()) {
+  if (!pass.job.model_file.empty()) {
     if (absl::Status s = EnsureModelConfigMap(client_, *pass.object, pass.job); !s.ok()) {
-      PSFLOW_LOG(WARNING) << "TrainingJob " << pass.key << ": model ConfigMap: " << s.message();
-      if (pass.result.status.ok()) pass.result.status = s;
-      return;
+      report({});
+      return fail("model ConfigMap", s);
     }
   }
   expectations_.Expect(pass.key, static_cast<int>(pod_count), 0);
   std::mutex mu;
   std::vector<std::string> created_pods;
-  std::vector<std::string> created_services;
-  // Each object is built when its turn comes: a large job never holds every pod at once.
+  // Each pod is built when its turn comes: a large job never holds every pod at once.
   std::vector<std::function<absl::Status()>> tasks;
-  for (size_t n = 0; n < service_count; ++n) {
-    tasks.push_back([&, slot = services[n]]() -> absl::Status {
-      const Json service = BuildService(*pass.object, pass.job, slot.first, slot.second);
-      absl::StatusOr<Json> out = client_.Create(kube::Services(), pass.ns, service);
-      if (out.ok()) {
-        std::lock_guard<std::mutex> lock(mu);
-        created_services.push_back(kube::Name(service));
-        return absl::OkStatus();
-      }
-      // Exists already: the cache was behind, nothing to do.
-      return out.status().code() == absl::StatusCode::kAlreadyExists ? absl::OkStatus()
-                                                                     : out.status();
-    });
-  }
   for (size_t n = 0; n < pod_count; ++n) {
     tasks.push_back([&, slot = pods[n]]() -> absl::Status {
-      if (certificates) {
-        absl::Status s =
-            certificates->EnsureReplicaSecret(client_, slot.first, slot.second, pass.now);
-        if (!s.ok()) {
-          expectations_.CreationObserved(pass.key);  // its pod is not created
-          return s;
-        }
-      }
       const Json pod = BuildPod(*pass.object, pass.job, slot.first, slot.second);
       absl::StatusOr<Json> out = client_.Create(kube::Pods(), pass.ns, pod);
       if (out.ok()) {
         std::lock_guard<std::mutex> lock(mu);
         created_pods.push_back(kube::Name(pod));
         // Counted as they are now (Pending), so the status written below is already right.
-        if (auto made = Slot(*out)) {
-          pass.pods[*made] = std::make_shared<const Json>(*std::move(out));
+        if (auto made_slot = Slot(*out)) {
+          pass.pods[*made_slot] = std::make_shared<const Json>(*std::move(out));
         }
         return absl::OkStatus();
       }
@@ -730,40 +747,23 @@ void Reconciler::CreateAll(Pass& pass, const std::vector<ReplicaSlot>& pods,
                                                                      : out.status();
     });
   }
-  // Slow start, as Kubernetes' Job controller creates: batches of 1, 2, 4, ... objects (services,
-  // then pods from 1 again), each on up to max_parallel_creates threads; a batch with an error
-  // ends the pass (a template the API refuses costs one request, not hundreds), as does the
-  // controller stopping.
+  // Slow start, as Kubernetes' Job controller creates: batches of 1, 2, 4, ... pods, each on up
+  // to max_parallel_creates threads; a batch with an error ends the pass (a template the API
+  // refuses costs one request, not hundreds), as does the controller stopping.
   absl::Status s = absl::OkStatus();
   size_t next = 0;
-  for (const size_t end_of_kind : {service_count, tasks.size()}) {
-    for (size_t batch = 1; s.ok() && next < end_of_kind; batch *= 2) {
-      if (options_.stopping && options_.stopping()) break;
-      const size_t end = std::min(end_of_kind, next + batch);
-      s = RunParallel({tasks.begin() + next, tasks.begin() + end}, options_.max_parallel_creates);
-      next = end;
-    }
-    if (!s.ok() || next < end_of_kind) break;
+  for (size_t batch = 1; s.ok() && next < tasks.size(); batch *= 2) {
+    if (options_.stopping && options_.stopping()) break;
+    const size_t end = std::min(tasks.size(), next + batch);
+    s = RunParallel({tasks.begin() + next, tasks.begin() + end}, options_.max_parallel_creates);
+    next = end;
   }
-  for (size_t n = std::max(next, service_count); n < tasks.size(); ++n) {
+  for (size_t n = next; n < tasks.size(); ++n) {
     expectations_.CreationObserved(pass.key);  // a pod never attempted will not be observed
   }
-  if (!s.ok()) {
-    PSFLOW_LOG(WARNING) << "TrainingJob " << pass.key << ": " << s.message();
-    if (pass.result.status.ok()) pass.result.status = s;
-  }
   pass.result.pods_created = static_cast<int>(created_pods.size());
-  pass.result.services_created = static_cast<int>(created_services.size());
-  std::sort(created_pods.begin(), created_pods.end());
-  std::sort(created_services.begin(), created_services.end());
-  if (!created_pods.empty()) {
-    events_.Record(*pass.object, EventType::kNormal, "SuccessfulCreatePod",
-                   absl::StrCat("Created pods: ", Abbreviated(created_pods)));
-  }
-  if (!created_services.empty()) {
-    events_.Record(*pass.object, EventType::kNormal, "SuccessfulCreateService",
-                   absl::StrCat("Created services: ", Abbreviated(created_services)));
-  }
+  report(std::move(created_pods));
+  if (!s.ok()) fail("", s);
 }
 
 void Reconciler::TrackPs(Pass& pass) {

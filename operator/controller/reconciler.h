@@ -17,13 +17,16 @@
 //     condition ProgressLost; else by a Normal event RestoringCheckpoint. The events are
 //     recorded once the status that holds the restart (PS observedPods) is written: each
 //     restart is told once.
-//  5. For each replica `<job>-<type>-<index>`: a missing Service is created; a missing pod is
-//     created unless the replica already completed (completedIndexes in status: a deleted
-//     completed pod is never run again); a Failed pod is replaced when its restartPolicy allows
-//     (pod_state.h) and backoffLimit is not reached — every restart kind counts: the operator's
-//     replacements and the kubelet's in-place restarts — else the job fails with the replica,
-//     its exit code and reason in the Failed condition's message. Pods beyond the replica count
-//     (scaled down) are deleted.
+//  5. The job's headless Service `<job>` is created when missing (replica_objects.h); for each
+//     replica `<job>-<type>-<index>`, a missing pod is created unless the replica already
+//     completed (completedIndexes in status: a deleted completed pod is never run again); a
+//     Failed pod is replaced when its restartPolicy allows (pod_state.h) and backoffLimit is not
+//     reached — every restart kind counts: the operator's replacements and the kubelet's in-place
+//     restarts — else the job fails with the replica, its exit code and reason in the Failed
+//     condition's message. Pods beyond the replica count (scaled down) are deleted. Before pods
+//     are made: the NetworkPolicy (opted in), the TLS Secrets holding every replica's
+//     certificate (job_certificates.h), the model ConfigMap (spec.modelFile). One
+//     SuccessfulCreate event per pass names what it made.
 //  6. Success per successPolicy: the chief (or worker 0) completed, or every worker did.
 //  7. status.throughput takes the throughput probe's latest rates for the job when it has some
 //     (ReconcilerOptions::throughput); otherwise the status keeps what it had, so a finished job
@@ -124,8 +127,10 @@ class Reconciler {
   // them from the pass. Returns the names deleted.
   std::set<std::string> DeletePods(Pass& pass, const std::vector<ObjectPtr>& pods,
                                    const std::string& why);
-  void CreateAll(Pass& pass, const std::vector<ReplicaSlot>& pods,
-                 const std::vector<ReplicaSlot>& services);
+  // Creates what the job lacks: its Service when `service`, then (when there are pods to make)
+  // its NetworkPolicy, certificates and model ConfigMap, then `pods` in slow-start batches; one
+  // SuccessfulCreate event names what it made.
+  void CreateAll(Pass& pass, const std::vector<ReplicaSlot>& pods, bool service);
   bool WriteStatus(Pass& pass);
   // True while the cached job is still the version this reconciler last wrote a status over:
   // the status it wrote (an outcome, completed indexes) is not in the cache yet.

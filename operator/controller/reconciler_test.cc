@@ -12,10 +12,13 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/certificates.h"
 #include "core/cluster_spec.h"
 #include "operator/controller/cluster_view.h"
+#include "operator/controller/job_certificates.h"
 #include "operator/controller/job_status.h"
 #include "operator/controller/replica_objects.h"
 #include "operator/kube/object_meta.h"
@@ -177,15 +180,15 @@ class ReconcilerTest : public ::testing::Test {
   Reconciler reconciler_;
 };
 
-TEST_F(ReconcilerTest, CreatesOnePodAndHeadlessServicePerReplicaWithTfConfig) {
+TEST_F(ReconcilerTest, CreatesOnePodPerReplicaAndOneHeadlessServiceNamingThemInTfConfig) {
   Create(MakeJob("mnist", 1, 2, "OnFailure"));
   ReconcileResult r = Pass("mnist");
   ASSERT_TRUE(r.status.ok()) << r.status;
   EXPECT_EQ(r.pods_created, 3);
-  EXPECT_EQ(r.services_created, 3);
+  EXPECT_EQ(r.services_created, 1);
   const std::vector<std::string> expected = {"mnist-ps-0", "mnist-worker-0", "mnist-worker-1"};
   EXPECT_EQ(Names(kube::Pods()), expected);
-  EXPECT_EQ(Names(kube::Services()), expected);
+  EXPECT_EQ(Names(kube::Services()), std::vector<std::string>{"mnist"});
 
   const Json job = Job("mnist");
   const Json pod = client_.Get(kube::Pods(), "default", "mnist-worker-1").value();
@@ -208,10 +211,14 @@ TEST_F(ReconcilerTest, CreatesOnePodAndHeadlessServicePerReplicaWithTfConfig) {
   EXPECT_EQ(Env(pod, "PSFLOW_METRICS_PORT"), "9100");
   absl::StatusOr<ClusterSpec> tf = ParseTfConfig(Env(pod, "TF_CONFIG"));
   ASSERT_TRUE(tf.ok()) << tf.status();
-  EXPECT_EQ(tf->Tasks("ps"), std::vector<std::string>{"mnist-ps-0.default.svc:2222"});
-  EXPECT_EQ(tf->Tasks("worker"), (std::vector<std::string>{"mnist-worker-0.default.svc:2222",
-                                                           "mnist-worker-1.default.svc:2222"}));
+  EXPECT_EQ(tf->Tasks("ps"), std::vector<std::string>{"mnist-ps-0.mnist.default.svc:2222"});
+  EXPECT_EQ(tf->Tasks("worker"),
+            (std::vector<std::string>{"mnist-worker-0.mnist.default.svc:2222",
+                                      "mnist-worker-1.mnist.default.svc:2222"}));
   EXPECT_EQ(tf->task, (TaskId{"worker", 1}));
+  // Those names are the pod's hostname in the job Service's subdomain.
+  EXPECT_EQ(pod["spec"]["hostname"], "mnist-worker-1");
+  EXPECT_EQ(pod["spec"]["subdomain"], "mnist");
 
   // A worker has no bulk port; a ps has it next to its psflow-port, and is told which it is.
   EXPECT_EQ(Env(pod, "PSFLOW_BULK_PORT"), "<unset>");
@@ -220,11 +227,11 @@ TEST_F(ReconcilerTest, CreatesOnePodAndHeadlessServicePerReplicaWithTfConfig) {
   EXPECT_EQ(ps["spec"]["containers"][0]["ports"][1],
             Json({{"name", "psflow-bulk"}, {"containerPort", 2223}, {"protocol", "TCP"}}));
 
-  const Json service = client_.Get(kube::Services(), "default", "mnist-ps-0").value();
+  const Json service = client_.Get(kube::Services(), "default", "mnist").value();
   EXPECT_EQ(service["spec"]["clusterIP"], "None");
   EXPECT_EQ(service["spec"]["publishNotReadyAddresses"], true);
-  EXPECT_EQ(service["spec"]["selector"][kReplicaTypeLabel], "ps");
-  EXPECT_EQ(service["spec"]["ports"][0]["port"], 2222);
+  EXPECT_EQ(service["spec"]["selector"], Json({{kJobNameLabel, "mnist"}}));
+  EXPECT_FALSE(service["spec"].contains("ports")) << service["spec"];
   EXPECT_EQ(kube::ControllerUid(service), kube::Uid(job));
 
   const JobStatus status = Status("mnist");
@@ -233,26 +240,46 @@ TEST_F(ReconcilerTest, CreatesOnePodAndHeadlessServicePerReplicaWithTfConfig) {
   EXPECT_EQ(status.worker_selector, "psflow.io/job-name=mnist,psflow.io/replica-type=worker");
   EXPECT_EQ(status.observed_generation, 1);
   EXPECT_EQ(status.start_time, "2027-01-15T08:00:00Z");
-  EXPECT_EQ(events_.recorded(), 2);  // one for the pods, one for the services
+  // One event names what the pass made.
+  EXPECT_EQ(events_.recorded(), 1);
+  EXPECT_EQ(Events("SuccessfulCreate"),
+            std::vector<std::string>{"Normal: Created Service mnist, Secret mnist-tls, pods "
+                                     "mnist-ps-0, mnist-worker-0, mnist-worker-1"});
 }
 
-// Mutual TLS (the default): the job's CA Secret and one per replica, each pod mounting its own;
-// a replaced pod reuses its replica's Secret and the CA stays the job's.
-TEST_F(ReconcilerTest, TlsSecretsPerReplicaSignedByOneJobCaAndMountedByTheirPodOnly) {
+// Mutual TLS (the default): one Secret holds the job's CA and every replica's certificate; each
+// pod mounts the CA certificate and its own certificate and key, never the CA key or another's.
+// A replaced pod finds its certificate there: no write. Scaling up adds the new replicas' to it.
+TEST_F(ReconcilerTest, OneTlsSecretHoldsEveryReplicasCertificateAndEachPodMountsOnlyItsOwn) {
   Create(MakeJob("mnist", 1, 1, "OnFailure"));
   ASSERT_TRUE(Pass("mnist").status.ok());
-  EXPECT_EQ(Names(kube::Secrets()),
-            (std::vector<std::string>{"mnist-ps-0-tls", "mnist-tls-ca", "mnist-worker-0-tls"}));
-  const Json ca = client_.Get(kube::Secrets(), "default", "mnist-tls-ca").value();
-  EXPECT_EQ(kube::ControllerUid(ca), kube::Uid(Job("mnist")));
-  const Json worker = client_.Get(kube::Secrets(), "default", "mnist-worker-0-tls").value();
-  EXPECT_EQ(worker["type"], "kubernetes.io/tls");
-  EXPECT_EQ(worker["data"]["ca.crt"], ca["data"]["ca.crt"]);
+  EXPECT_EQ(Names(kube::Secrets()), std::vector<std::string>{"mnist-tls"});
+  const Json secret = client_.Get(kube::Secrets(), "default", "mnist-tls").value();
+  EXPECT_EQ(kube::ControllerUid(secret), kube::Uid(Job("mnist")));
+  EXPECT_EQ(secret["type"], "Opaque");
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : secret["data"].items()) keys.push_back(key);
+  EXPECT_EQ(keys, (std::vector<std::string>{"ca.crt", "ca.key", "ps-0.crt", "ps-0.key",
+                                            "worker-0.crt", "worker-0.key"}));
+  // The worker's certificate is signed by the job's CA, for its DNS names.
+  std::string ca, leaf;
+  ASSERT_TRUE(absl::Base64Unescape(secret["data"]["ca.crt"].get<std::string>(), &ca));
+  ASSERT_TRUE(absl::Base64Unescape(secret["data"]["worker-0.crt"].get<std::string>(), &leaf));
+  EXPECT_TRUE(VerifyCertificate(ca, leaf, now_).ok());
+  EXPECT_EQ(
+      SubjectAltNames(leaf).value(),
+      (std::vector<std::string>{"DNS:mnist-worker-0.mnist", "DNS:mnist-worker-0.mnist.default",
+                                "DNS:mnist-worker-0.mnist.default.svc",
+                                "DNS:mnist-worker-0.mnist.default.svc.cluster.local"}));
+
   const Json pod = client_.Get(kube::Pods(), "default", "mnist-worker-0").value();
   // Beside the restricted profile's writable /tmp (pod_security.h).
   EXPECT_EQ(pod["spec"]["volumes"],
             Json::parse(R"([{"name":"psflow-tls","secret":{"defaultMode":288,
-                             "secretName":"mnist-worker-0-tls"}},
+                             "items":[{"key":"ca.crt","path":"ca.crt"},
+                                      {"key":"worker-0.crt","path":"tls.crt"},
+                                      {"key":"worker-0.key","path":"tls.key"}],
+                             "secretName":"mnist-tls"}},
                             {"emptyDir":{},"name":"psflow-tmp"}])"));
   const Json& container = pod["spec"]["containers"][0];
   EXPECT_EQ(container["volumeMounts"],
@@ -262,36 +289,90 @@ TEST_F(ReconcilerTest, TlsSecretsPerReplicaSignedByOneJobCaAndMountedByTheirPodO
             Json({"--tls_ca=/etc/psflow/tls/ca.crt", "--tls_cert=/etc/psflow/tls/tls.crt",
                   "--tls_key=/etc/psflow/tls/tls.key"}));
 
-  // The worker fails and is replaced: same Secret, same CA, no new object.
+  // The worker fails and is replaced: same Secret, untouched.
   SetPhase("mnist-worker-0", "Failed", 1);
   ASSERT_TRUE(Pass("mnist").status.ok());  // deletes the failed pod
   ASSERT_TRUE(Pass("mnist").status.ok());  // creates its replacement
   EXPECT_EQ(Names(kube::Pods()), (std::vector<std::string>{"mnist-ps-0", "mnist-worker-0"}));
-  EXPECT_EQ(Names(kube::Secrets()).size(), 3u);
-  EXPECT_EQ(client_.Get(kube::Secrets(), "default", "mnist-worker-0-tls").value()["data"],
-            worker["data"]);
-  EXPECT_EQ(client_.Get(kube::Secrets(), "default", "mnist-tls-ca").value()["data"], ca["data"]);
+  EXPECT_EQ(client_.Get(kube::Secrets(), "default", "mnist-tls").value(), secret);
+
+  // Two more workers: their certificates join the Secret, the CA and the others stay.
+  Json job = Job("mnist");
+  job["spec"]["replicaSpecs"]["Worker"]["replicas"] = 3;
+  ASSERT_TRUE(client_.Update(kube::TrainingJobs(), "default", job).ok());
+  ASSERT_TRUE(Pass("mnist").status.ok());
+  EXPECT_EQ(Names(kube::Pods()).size(), 4u);
+  const Json grown = client_.Get(kube::Secrets(), "default", "mnist-tls").value();
+  EXPECT_EQ(grown["data"].size(), 10u);
+  for (const char* kept : {"ca.crt", "ca.key", "ps-0.key", "worker-0.crt"}) {
+    EXPECT_EQ(grown["data"][kept], secret["data"][kept]) << kept;
+  }
+  EXPECT_THAT(Events("SuccessfulCreate"),
+              ::testing::Contains("Normal: Created pods mnist-worker-1, mnist-worker-2; updated "
+                                  "Secret mnist-tls (the new replicas' certificates)"));
+}
+
+// Replicas of index 200 and above are in a second Secret (a Secret holds 1 MiB at most), which
+// holds the CA's certificate but not its key.
+TEST_F(ReconcilerTest, ReplicasBeyondTwoHundredPerTypeGetASecondSecretWithoutTheCaKey) {
+  Create(MakeJob("wide", 1, kReplicasPerSecret + 1, "OnFailure"));
+  for (int i = 0; i < 12 && Names(kube::Pods()).size() < kReplicasPerSecret + 2u; ++i) {
+    ReconcileResult r = Pass("wide");
+    ASSERT_TRUE(r.status.ok()) << r.status;
+  }
+  EXPECT_EQ(Names(kube::Secrets()), (std::vector<std::string>{"wide-tls", "wide-tls-1"}));
+  const Json second = client_.Get(kube::Secrets(), "default", "wide-tls-1").value();
+  EXPECT_EQ(second["data"].size(), 3u) << second["data"];
+  EXPECT_TRUE(second["data"].contains("worker-200.key"));
+  EXPECT_FALSE(second["data"].contains("ca.key"));
+  EXPECT_EQ(second["data"]["ca.crt"],
+            client_.Get(kube::Secrets(), "default", "wide-tls").value()["data"]["ca.crt"]);
+  const Json pod = client_.Get(kube::Pods(), "default", "wide-worker-200").value();
+  EXPECT_EQ(pod["spec"]["volumes"][0]["secret"]["secretName"], "wide-tls-1");
 }
 
 // A Secret of the job's name left by another owner is never used: no pod until it goes.
 TEST_F(ReconcilerTest, ASecretOfAnotherOwnerHoldsThePodsBack) {
   Json stale = {{"apiVersion", "v1"},
                 {"kind", "Secret"},
-                {"metadata", {{"name", "again-tls-ca"}, {"namespace", "default"}}},
+                {"metadata", {{"name", "again-tls"}, {"namespace", "default"}}},
                 {"data", {{"ca.crt", ""}, {"ca.key", ""}}}};
   ASSERT_TRUE(client_.Create(kube::Secrets(), "default", stale).ok());
   Create(MakeJob("again", 1, 1, "OnFailure"));
   ReconcileResult r = Pass("again");
   EXPECT_EQ(r.status.code(), absl::StatusCode::kUnavailable) << r.status;
   EXPECT_TRUE(absl::StrContains(r.status.message(),
-                                "Secret default/again-tls-ca exists but is not owned by "
+                                "Secret default/again-tls exists but is not owned by "
                                 "TrainingJob default/again"))
       << r.status;
   EXPECT_EQ(Names(kube::Pods()), std::vector<std::string>{});
-  ASSERT_TRUE(client_.Delete(kube::Secrets(), "default", "again-tls-ca", {}).ok());
+  ASSERT_TRUE(client_.Delete(kube::Secrets(), "default", "again-tls", {}).ok());
   r = Pass("again");
   ASSERT_TRUE(r.status.ok()) << r.status;
   EXPECT_EQ(r.pods_created, 2);
+}
+
+// A Service of the job's name that is not the job's would leave its pods without DNS names:
+// nothing more is made, a Warning says why, until it goes.
+TEST_F(ReconcilerTest, AServiceOfTheJobsNameOwnedByAnotherHoldsThePodsBack) {
+  Json other = {{"apiVersion", "v1"},
+                {"kind", "Service"},
+                {"metadata", {{"name", "taken"}, {"namespace", "default"}}},
+                {"spec", {{"clusterIP", "None"}}}};
+  ASSERT_TRUE(client_.Create(kube::Services(), "default", other).ok());
+  Create(MakeJob("taken", 1, 1, "OnFailure"));
+  ReconcileResult r = Pass("taken");
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kUnavailable) << r.status;
+  EXPECT_EQ(Names(kube::Pods()), std::vector<std::string>{});
+  EXPECT_EQ(Events("ServiceNameTaken"),
+            std::vector<std::string>{
+                "Warning: Service default/taken exists but is not this TrainingJob's: its pods "
+                "need that name for their DNS names; waiting for it to go"});
+  ASSERT_TRUE(client_.Delete(kube::Services(), "default", "taken", {}).ok());
+  r = Pass("taken");
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.pods_created, 2);
+  EXPECT_EQ(r.services_created, 1);
 }
 
 TEST_F(ReconcilerTest, TlsOptOutMakesNoSecretMountsNothingAndWarns) {
@@ -376,9 +457,7 @@ TEST_F(ReconcilerTest, PortFromTheNamedContainerPort) {
   ASSERT_TRUE(Pass("p").status.ok());
   const Json worker = client_.Get(kube::Pods(), "default", "p-worker-0").value();
   EXPECT_EQ(ParseTfConfig(Env(worker, "TF_CONFIG"))->Tasks("ps"),
-            std::vector<std::string>{"p-ps-0.default.svc:3333"});
-  EXPECT_EQ(client_.Get(kube::Services(), "default", "p-ps-0").value()["spec"]["ports"][0]["port"],
-            3333);
+            std::vector<std::string>{"p-ps-0.p.default.svc:3333"});
   EXPECT_EQ(Env(client_.Get(kube::Pods(), "default", "p-ps-0").value(), "PSFLOW_BULK_PORT"),
             "3334");
 }
@@ -450,7 +529,7 @@ TEST_F(ReconcilerTest, ChiefSuccessSucceedsStopsPsAndHonoursCleanPodPolicyNone) 
   ASSERT_TRUE(Pass("done").status.ok());
   // The ps is stopped even under None; the other worker and the services are kept.
   EXPECT_EQ(Names(kube::Pods()), (std::vector<std::string>{"done-worker-0", "done-worker-1"}));
-  EXPECT_EQ(Names(kube::Services()).size(), 3u);
+  EXPECT_EQ(Names(kube::Services()), std::vector<std::string>{"done"});
 }
 
 // Issue 29: a worker finishing its last steps when the chief succeeded used to be deleted at once
@@ -465,7 +544,7 @@ TEST_F(ReconcilerTest, CleanPodPolicyRunningWaitsForTheOtherWorkersThenDeletesAc
   ASSERT_TRUE(Pass("clean").status.ok());
   EXPECT_EQ(Status("clean").State(), "Succeeded");
   EXPECT_EQ(Names(kube::Pods()).size(), 3u);
-  EXPECT_EQ(Names(kube::Services()).size(), 3u);
+  EXPECT_EQ(Names(kube::Services()), std::vector<std::string>{"clean"});
   now_ += absl::Seconds(5);
   SetPhase("clean-worker-1", "Succeeded");  // within the grace: nothing of it is lost
   ASSERT_TRUE(Pass("clean").status.ok());
@@ -948,17 +1027,36 @@ TEST_F(ReconcilerTest, ScalingWorkersDownDeletesTheExtraPods) {
   EditSpec("scale", [](Json& spec) { spec["replicaSpecs"]["Worker"]["replicas"] = 2; });
   ReconcileResult r = Pass("scale");
   EXPECT_EQ(r.pods_deleted, 1);
-  EXPECT_EQ(r.services_deleted, 1);
+  EXPECT_EQ(r.services_deleted, 0);  // the job's one Service names whichever pods there are
   EXPECT_EQ(Names(kube::Pods()),
             (std::vector<std::string>{"scale-ps-0", "scale-worker-0", "scale-worker-1"}));
   EXPECT_EQ(Status("scale").workers, "0/2");
 }
 
-// A Service of a replica the spec no longer has that cannot be deleted is reported, so the job is
-// queued again and the delete retried; it was only logged.
-TEST_F(ReconcilerTest, AnExtraServiceThatCannotBeDeletedIsReportedAndRetried) {
+// A per-replica Service an older operator made (one per replica, before the job's one) of a
+// replica the spec no longer has is deleted; one within the count is kept, as a running pod of
+// that older operator may still be dialled by it. A delete that fails is reported, so the job is
+// queued again and the delete retried.
+TEST_F(ReconcilerTest, AnOlderOperatorsServiceBeyondTheCountIsDeletedAndAFailedDeleteRetried) {
   Create(MakeJob("svc", 1, 3, "OnFailure"));
   ASSERT_TRUE(Pass("svc").status.ok());
+  for (const char* index : {"1", "2"}) {
+    const Json legacy = {
+        {"apiVersion", "v1"},
+        {"kind", "Service"},
+        {"metadata",
+         {{"name", absl::StrCat("svc-worker-", index)},
+          {"namespace", "default"},
+          {"labels",
+           {{kJobNameLabel, "svc"}, {kReplicaTypeLabel, "worker"}, {kReplicaIndexLabel, index}}},
+          {"ownerReferences", Json::array({{{"apiVersion", "psflow.io/v1alpha1"},
+                                            {"kind", "TrainingJob"},
+                                            {"name", "svc"},
+                                            {"uid", kube::Uid(Job("svc"))},
+                                            {"controller", true}}})}}},
+        {"spec", {{"clusterIP", "None"}}}};
+    ASSERT_TRUE(client_.Create(kube::Services(), "default", legacy).ok());
+  }
   EditSpec("svc", [](Json& spec) { spec["replicaSpecs"]["Worker"]["replicas"] = 2; });
   Refuse("delete", "services", absl::UnavailableError("the API server is busy"));
   ReconcileResult r = Pass("svc");
@@ -968,6 +1066,7 @@ TEST_F(ReconcilerTest, AnExtraServiceThatCannotBeDeletedIsReportedAndRetried) {
   r = Pass("svc");
   EXPECT_TRUE(r.status.ok()) << r.status;
   EXPECT_EQ(r.services_deleted, 1);
+  EXPECT_EQ(Names(kube::Services()), (std::vector<std::string>{"svc", "svc-worker-1"}));
 }
 
 // A view whose pod and service lists never change: the informer cache lagging behind.
@@ -995,14 +1094,14 @@ TEST_F(ReconcilerTest, ALaggingCacheNeverCausesDuplicates) {
   ReconcileResult held = lagging.Reconcile("default", "lag");
   EXPECT_EQ(held.pods_created, 0);
   EXPECT_EQ(*held.requeue_after, absl::Seconds(5));
-  // The job, pods, services, 2 events, and (TLS) the job's CA Secret and one per replica.
-  EXPECT_EQ(client_.CallCount("create"), 1 + 3 + 3 + 2 + 1 + 3);
+  // The job, its pods, its Service, one event and (TLS) its Secret.
+  EXPECT_EQ(client_.CallCount("create"), 1 + 3 + 1 + 1 + 1);
   // Even with expectations gone the names are fixed: the API answers AlreadyExists.
   expectations_.Forget("default/lag");
   ReconcileResult again = lagging.Reconcile("default", "lag");
   EXPECT_TRUE(again.status.ok()) << again.status;
   EXPECT_EQ(Names(kube::Pods()).size(), 3u);
-  EXPECT_EQ(Names(kube::Services()).size(), 3u);
+  EXPECT_EQ(Names(kube::Services()).size(), 1u);
 }
 
 TEST_F(ReconcilerTest, FailedCreationsAreRetriedAndExpectationsReleased) {
@@ -1094,19 +1193,20 @@ TEST_F(ReconcilerTest, CreationIsBoundedPerPassAndStopsWithTheOperator) {
   Create(MakeJob("big", 1, 20, "OnFailure"));
   ReconcileResult r = bounded.Reconcile("default", "big");
   ASSERT_TRUE(r.status.ok()) << r.status;
-  EXPECT_EQ(r.services_created + r.pods_created, 10);
+  EXPECT_EQ(r.services_created, 1);
+  EXPECT_EQ(r.pods_created, 10);
   EXPECT_EQ(r.requeue_after, absl::ZeroDuration());  // back at once for the rest
   int passes = 1;
   int created = 10;
-  while (created < 42 && passes < 10) {
+  while (created < 21 && passes < 10) {
     expectations_.Forget("default/big");  // as the informer would, having seen them
     r = bounded.Reconcile("default", "big");
     ASSERT_TRUE(r.status.ok()) << r.status;
-    created += r.services_created + r.pods_created;
+    created += r.pods_created;
     ++passes;
   }
-  EXPECT_EQ(created, 42);
-  EXPECT_EQ(passes, 5);
+  EXPECT_EQ(created, 21);
+  EXPECT_EQ(passes, 3);
   EXPECT_EQ(Names(kube::Pods()).size(), 21u);
   // A stopping operator creates nothing more.
   Create(MakeJob("late", 1, 1, "OnFailure"));

@@ -131,9 +131,11 @@ json BuildPod(const json& job_object, const api::TrainingJob& job, api::ReplicaT
   json& container = containers[main];
   if (!container.is_object()) container = json::object();
 
+  // The job's Service gives the pod its DNS name (replaces any the template set).
+  spec["hostname"] = api::ReplicaName(job, type, index);
+  spec["subdomain"] = JobServiceName(job);
   const ClusterSpec cluster = api::BuildClusterSpec(job, [&job](api::ReplicaType t, int i) {
-    return absl::StrCat(api::ReplicaName(job, t, i), ".", job.namespace_,
-                        ".svc:", job.replica_specs.at(t).Port());
+    return absl::StrCat(ReplicaHost(job, t, i), ":", job.replica_specs.at(t).Port());
   });
   EnsurePort(container, api::kPortName, replica.Port());
   if (type == api::ReplicaType::kPS) {
@@ -158,22 +160,24 @@ json BuildPod(const json& job_object, const api::TrainingJob& job, api::ReplicaT
   return pod;
 }
 
-json BuildService(const json& job_object, const api::TrainingJob& job, api::ReplicaType type,
-                  int index) {
-  const int port = job.replica_specs.at(type).Port();
+json BuildService(const json& job_object, const api::TrainingJob& job) {
   json service = {{"apiVersion", "v1"}, {"kind", "Service"}};
-  service["metadata"] = Metadata(job_object, job, type, index, json::object());
-  json selector = Labels(job, type, index);
-  selector.erase(kJobRoleLabel);
+  service["metadata"] = {{"name", JobServiceName(job)},
+                         {"namespace", job.namespace_},
+                         {"labels", {{kJobNameLabel, job.name}}},
+                         {"ownerReferences", json::array({JobOwnerReference(job_object, job)})}};
   service["spec"] = {{"clusterIP", "None"},
                      // Peers must resolve each other while they start, before any is ready.
                      {"publishNotReadyAddresses", true},
-                     {"selector", std::move(selector)},
-                     {"ports", json::array({{{"name", api::kPortName},
-                                             {"port", port},
-                                             {"targetPort", port},
-                                             {"protocol", "TCP"}}})}};
+                     {"selector", {{kJobNameLabel, job.name}}}};
   return service;
+}
+
+std::string JobServiceName(const api::TrainingJob& job) { return job.name; }
+
+std::string ReplicaHost(const api::TrainingJob& job, api::ReplicaType type, int index) {
+  return absl::StrCat(api::ReplicaName(job, type, index), ".", JobServiceName(job), ".",
+                      job.namespace_, ".svc");
 }
 
 }  // namespace psflow::controller

@@ -1,4 +1,5 @@
-// The Pod and headless Service the operator creates for each replica `<job>-<type>-<index>`.
+// The Pod the operator creates for each replica `<job>-<type>-<index>`, and the one headless
+// Service of the job that gives every replica its DNS name.
 //
 // A pod is the replica spec's template (passed through untouched) plus: name, namespace, the
 // labels below, an ownerReference to the job (controller=true, so deleting the job deletes it),
@@ -9,7 +10,13 @@
 // pod also the port "psflow-bulk" (default psflow-port + 1) and PSFLOW_BULK_PORT naming it; a ps
 // pod's checkpoint volume (checkpoint_volume.h); with spec.tls.enabled, the replica's
 // certificates mounted and its TLS flags (job_certificates.h); the restricted security defaults
-// (pod_security.h).
+// (pod_security.h). Its spec.hostname is the replica's name and spec.subdomain the job's Service,
+// so the cluster's DNS answers `<replica>.<job>.<namespace>.svc` with the pod's address (as for
+// a StatefulSet or JobSet); TF_CONFIG names every replica so.
+//
+// The Service `<job>` is headless (clusterIP None), selects the job's pods by the job-name label,
+// publishes addresses that are not ready yet (peers resolve each other while they start) and
+// declares no ports (a headless Service needs none; each replica's port is in TF_CONFIG).
 #ifndef PSFLOW_OPERATOR_CONTROLLER_REPLICA_OBJECTS_H_
 #define PSFLOW_OPERATOR_CONTROLLER_REPLICA_OBJECTS_H_
 
@@ -40,8 +47,12 @@ nlohmann::json JobOwnerReference(const nlohmann::json& job_object, const api::Tr
 
 nlohmann::json BuildPod(const nlohmann::json& job_object, const api::TrainingJob& job,
                         api::ReplicaType type, int index);
-nlohmann::json BuildService(const nlohmann::json& job_object, const api::TrainingJob& job,
-                            api::ReplicaType type, int index);
+nlohmann::json BuildService(const nlohmann::json& job_object, const api::TrainingJob& job);
+
+// The job's Service: "<job>".
+std::string JobServiceName(const api::TrainingJob& job);
+// "<replica>.<job>.<namespace>.svc": the name TF_CONFIG gives a replica.
+std::string ReplicaHost(const api::TrainingJob& job, api::ReplicaType type, int index);
 
 }  // namespace psflow::controller
 

@@ -34,12 +34,14 @@ EXPECTED = {
         # controller.cc: pod and Service informers; main.cc Preflight lists them.
         ("", "pods", "list", ""), ("", "pods", "watch", ""),
         ("", "services", "list", ""), ("", "services", "watch", ""),
-        # reconciler.cc: one pod and one Service per replica, created and deleted.
+        # reconciler.cc: one pod per replica, created and deleted; the job's one Service, created,
+        # read when its name is taken, and deleted.
         ("", "pods", "create", ""), ("", "pods", "delete", ""),
-        ("", "services", "create", ""), ("", "services", "delete", ""),
-        # job_certificates.cc: the job's CA Secret and one per replica, created; the CA Secret
-        # read back to sign replicas created later.
-        ("", "secrets", "create", ""), ("", "secrets", "get", ""),
+        ("", "services", "create", ""), ("", "services", "get", ""),
+        ("", "services", "delete", ""),
+        # job_certificates.cc: the job's Secrets (its CA and every replica's certificate),
+        # created, read back to sign replicas created later, and updated on a scale-up.
+        ("", "secrets", "create", ""), ("", "secrets", "get", ""), ("", "secrets", "update", ""),
         # job_model.cc: the ConfigMap of spec.modelFile, created, read back when it exists and
         # updated when the spec's model was edited.
         ("", "configmaps", "create", ""), ("", "configmaps", "get", ""),

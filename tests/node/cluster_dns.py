@@ -10,7 +10,10 @@ would give:
   <svc>.<ns>.svc.cluster.local                   a ClusterIP Service: its ClusterIP; a headless
                                                  one: the IPs of the pods its selector matches
                                                  (ready ones, or all with publishNotReadyAddresses)
-  <hostname>.<subdomain>.<ns>.svc.cluster.local  a pod with spec.hostname and spec.subdomain
+  <hostname>.<subdomain>.<ns>.svc.cluster.local  a pod with spec.hostname and spec.subdomain,
+                                                 when a headless Service named <subdomain>
+                                                 selects it (and would publish its address), as
+                                                 the endpoints controller gives the hostname
 The test control plane runs no endpoints controller (tests/control_plane/control_plane.sh says
 why), so a headless Service's addresses come from its selector and the pods, not from Endpoints;
 only pods on this node have addresses another pod can reach, so only they are watched. Not
@@ -94,7 +97,15 @@ class Cluster:
                     lines.append(f"{pod['status']['podIP']} {fqdn}")
         for pod in pods:
             spec = pod.get("spec", {})
-            if spec.get("hostname") and spec.get("subdomain") and serving(pod, True):
+            svc = self.objects["services"].get((ns, spec.get("subdomain")))
+            if not spec.get("hostname") or svc is None:
+                continue
+            svc_spec = svc.get("spec", {})
+            selector = svc_spec.get("selector") or {}
+            labels = pod["metadata"].get("labels") or {}
+            if (svc_spec.get("clusterIP") == "None" and selector
+                    and all(labels.get(k) == v for k, v in selector.items())
+                    and serving(pod, svc_spec.get("publishNotReadyAddresses", False))):
                 lines.append(f"{pod['status']['podIP']} "
                              f"{spec['hostname']}.{spec['subdomain']}.{ns}.{DOMAIN}")
         return "".join(line + "\n" for line in sorted(set(lines)))

@@ -98,15 +98,18 @@ TEST_F(ExamplesOnNodeTest, AnUnschedulableWorkerIsSaidAndFailsTheJobAfterTheSche
   ASSERT_TRUE(condition) << Diagnosis(op.output());
   EXPECT_NE(said.find("(pod mnist-mlp-worker-"), std::string::npos) << said;
   EXPECT_NE(said.find("Insufficient cpu"), std::string::npos) << said;
-  const auto events = client_->List(kube::Events(), ns(), {}).value_or(kube::ObjectList());
-  int warnings = 0;
-  for (const Json& e : events.items) {
-    if (e.value("reason", "") == "Unschedulable" && e.value("type", "") == "Warning" &&
-        e["involvedObject"].value("kind", "") == "TrainingJob") {
-      ++warnings;
+  // The event follows the status write that holds the condition: it may come a moment later.
+  const bool warned = Eventually([&] {
+    const auto events = client_->List(kube::Events(), ns(), {}).value_or(kube::ObjectList());
+    for (const Json& e : events.items) {
+      if (e.value("reason", "") == "Unschedulable" && e.value("type", "") == "Warning" &&
+          e["involvedObject"].value("kind", "") == "TrainingJob") {
+        return true;
+      }
     }
-  }
-  EXPECT_GE(warnings, 1) << Diagnosis(op.output());
+    return false;
+  });
+  EXPECT_TRUE(warned) << Diagnosis(op.output());
 
   // Then the timeout ends the wait.
   ASSERT_TRUE(Eventually([&] { return State("mnist-mlp") == "Failed"; }, std::chrono::seconds(60)))
