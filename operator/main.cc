@@ -1,5 +1,5 @@
 // psflow-operator: runs TrainingJobs on Kubernetes. Watches TrainingJob resources and, for each,
-// creates one pod and one headless Service per replica with TF_CONFIG injected, keeps the job's
+// creates one pod per replica with TF_CONFIG injected and one headless Service, keeps the job's
 // status, restarts replicas per their restartPolicy, enforces deadlines and cleans up.
 //
 // With --leader_elect (the default) several replicas may run: the one holding the Lease

@@ -103,10 +103,15 @@ absl::Status EnsureSecret(kube::KubeClient& client, const json& job_object,
             data[key] = DataAt(*stored, key);
           }
         }
+        // A later Secret whose CA is not the job's (its "<job>-tls" was deleted and made again):
+        // its certificates would not be trusted by the others; all of them are issued again.
+        const bool other_ca = !holds_ca && data["ca.crt"] != ca->pem().certificate;
+        if (other_ca) data = {{"ca.crt", ca->pem().certificate}};
         ASSIGN_OR_RETURN(const int added, AddCertificates(job, *ca, replicas, now, data));
-        if (added == 0) return absl::OkStatus();
-        json updated = SecretObject(job_object, job, name, data);
-        updated["metadata"]["resourceVersion"] = kube::ResourceVersion(*stored);
+        if (added == 0 && !other_ca) return absl::OkStatus();
+        // Only the data changes: labels and annotations others put on it stay.
+        json updated = *stored;
+        updated["data"] = SecretObject(job_object, job, name, data)["data"];
         RETURN_IF_ERROR(client.Update(kube::Secrets(), job.namespace_, updated).status());
         written.updated.push_back(name);
         return absl::OkStatus();

@@ -101,6 +101,9 @@ bool BeingReplaced(const ReplicaStatus& rs, int index, const Json& pod) {
          is->second.replaced_pod_uid == kube::Uid(pod);
 }
 
+// How soon a job whose Service name another object holds is looked at again.
+constexpr absl::Duration kServiceNameRecheck = absl::Seconds(10);
+
 // "a, b, c" for up to 10 names, then "a, b, ... (1000 in all)": an Event stays small.
 std::string Abbreviated(const std::vector<std::string>& names) {
   constexpr size_t kShown = 10;
@@ -672,7 +675,12 @@ void Reconciler::CreateAll(Pass& pass, const std::vector<ReplicaSlot>& pods, boo
                          " exists but is not this TrainingJob's: its pods need that name for "
                          "their DNS names; waiting for it to go");
         events_.Record(*pass.object, EventType::kWarning, "ServiceNameTaken", message);
-        return fail("Service", absl::UnavailableError(message));
+        // Not watched (it lacks the job's label): looked at again soon, not after a backoff.
+        PSFLOW_LOG(WARNING) << "TrainingJob " << pass.key << ": " << message;
+        if (!pass.result.requeue_after || *pass.result.requeue_after > kServiceNameRecheck) {
+          pass.result.requeue_after = kServiceNameRecheck;
+        }
+        return;
       }
       if (!stored.ok() && stored.status().code() != absl::StatusCode::kNotFound) {
         return fail("Service", stored.status());

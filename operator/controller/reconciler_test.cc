@@ -313,7 +313,7 @@ TEST_F(ReconcilerTest, OneTlsSecretHoldsEveryReplicasCertificateAndEachPodMounts
 }
 
 // Replicas of index 200 and above are in a second Secret (a Secret holds 1 MiB at most), which
-// holds the CA's certificate but not its key.
+// holds the CA's certificate but not its key, and follows the CA when it is made again.
 TEST_F(ReconcilerTest, ReplicasBeyondTwoHundredPerTypeGetASecondSecretWithoutTheCaKey) {
   Create(MakeJob("wide", 1, kReplicasPerSecret + 1, "OnFailure"));
   for (int i = 0; i < 12 && Names(kube::Pods()).size() < kReplicasPerSecret + 2u; ++i) {
@@ -329,6 +329,27 @@ TEST_F(ReconcilerTest, ReplicasBeyondTwoHundredPerTypeGetASecondSecretWithoutThe
             client_.Get(kube::Secrets(), "default", "wide-tls").value()["data"]["ca.crt"]);
   const Json pod = client_.Get(kube::Pods(), "default", "wide-worker-200").value();
   EXPECT_EQ(pod["spec"]["volumes"][0]["secret"]["secretName"], "wide-tls-1");
+
+  // "wide-tls" deleted by hand: the next pass that makes a pod makes a new CA, and the second
+  // Secret's certificates, of the old CA, are issued again by the new one (labels others put on
+  // it stay).
+  Json labelled = second;
+  labelled["metadata"]["labels"]["team"] = "ml";
+  ASSERT_TRUE(client_.Update(kube::Secrets(), "default", labelled).ok());
+  ASSERT_TRUE(client_.Delete(kube::Secrets(), "default", "wide-tls", {}).ok());
+  ASSERT_TRUE(client_.Delete(kube::Pods(), "default", "wide-worker-200", {}).ok());
+  ReconcileResult r = Pass("wide");
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.pods_created, 1);
+  const Json first = client_.Get(kube::Secrets(), "default", "wide-tls").value();
+  const Json again = client_.Get(kube::Secrets(), "default", "wide-tls-1").value();
+  EXPECT_NE(first["data"]["ca.crt"], second["data"]["ca.crt"]);
+  EXPECT_EQ(again["data"]["ca.crt"], first["data"]["ca.crt"]);
+  std::string ca, leaf;
+  ASSERT_TRUE(absl::Base64Unescape(first["data"]["ca.crt"].get<std::string>(), &ca));
+  ASSERT_TRUE(absl::Base64Unescape(again["data"]["worker-200.crt"].get<std::string>(), &leaf));
+  EXPECT_TRUE(VerifyCertificate(ca, leaf, now_).ok());
+  EXPECT_EQ(kube::Label(again, "team"), "ml");
 }
 
 // A Secret of the job's name left by another owner is never used: no pod until it goes.
@@ -362,7 +383,8 @@ TEST_F(ReconcilerTest, AServiceOfTheJobsNameOwnedByAnotherHoldsThePodsBack) {
   ASSERT_TRUE(client_.Create(kube::Services(), "default", other).ok());
   Create(MakeJob("taken", 1, 1, "OnFailure"));
   ReconcileResult r = Pass("taken");
-  EXPECT_EQ(r.status.code(), absl::StatusCode::kUnavailable) << r.status;
+  EXPECT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.requeue_after, absl::Seconds(10));  // it is not watched: looked at again soon
   EXPECT_EQ(Names(kube::Pods()), std::vector<std::string>{});
   EXPECT_EQ(Events("ServiceNameTaken"),
             std::vector<std::string>{
