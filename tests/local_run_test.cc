@@ -193,6 +193,63 @@ spec:
   EXPECT_TRUE(LinesWith(r.output, "restarting").empty()) << r.output;
 }
 
+// podFailurePolicy locally: exit-code rules decide before restartPolicy (Never here): exit 42 is
+// restarted without using the backoff budget (0), exit 3 fails the job naming the rule; the
+// pod-condition rule cannot match a process, and the runner says so.
+TEST(LocalRun, PodFailurePolicyExitCodeRulesDecideAndPodConditionRulesAreSaidNotToApply) {
+  const std::string dir = RunDir("rules");
+  const std::string path = ::testing::TempDir() + "psflow_rules_job.yaml";
+  const std::string marker = ::testing::TempDir() + "psflow_rules_marker";
+  std::remove(marker.c_str());
+  std::ofstream(path) << R"(apiVersion: psflow.io/v1alpha1
+kind: TrainingJob
+metadata: {name: rules}
+spec:
+  runPolicy: {backoffLimit: 0}
+  replicaSpecs:
+    PS: {replicas: 1, template: {spec: {containers: [{command: [psflow-ps]}]}}}
+    Worker:
+      replicas: 1
+      restartPolicy: Never
+      podFailurePolicy:
+        rules:
+          - {action: Ignore, onExitCodes: {operator: In, values: [42]}}
+          - {action: FailJob, onExitCodes: {operator: In, values: [3]}}
+          - {action: Ignore, onPodConditions: [{type: DisruptionTarget}]}
+      template:
+        spec:
+          containers:
+            - command: [sh, -c, "if [ -e )"
+                      << marker << R"( ]; then exit 3; fi; touch )" << marker << R"(; exit 42"]
+)";
+  const CommandResult r =
+      RunCommand({Binary("psflow"), "run", "--progress=never", "--run_dir=" + dir, path},
+                 Environment({}), std::chrono::seconds(60));
+  std::remove(path.c_str());
+  std::remove(marker.c_str());
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.status.code, 1) << r.output;
+  EXPECT_EQ(LinesWith(r.output,
+                      "[psflow] spec.replicaSpecs.Worker.podFailurePolicy: rules onPodConditions "
+                      "never match here (processes have no pod conditions); rules onExitCodes do")
+                .size(),
+            1u)
+      << r.output;
+  EXPECT_EQ(LinesWith(r.output,
+                      "[psflow] restarting worker-0 (podFailurePolicy rule 1 (Ignore on exit codes "
+                      "In [42]): not counted against backoffLimit)")
+                .size(),
+            1u)
+      << r.output;
+  const auto failed = LinesWith(r.output, "job rules Failed");
+  ASSERT_EQ(failed.size(), 1u) << r.output;
+  EXPECT_NE(
+      failed[0].find("worker-0 failed (exit code 3); podFailurePolicy rule 2 (FailJob on exit "
+                     "codes In [3]) fails the job"),
+      std::string::npos)
+      << failed[0];
+}
+
 // An Evaluator follows the training: it pulls the latest parameters, evaluates them on the test
 // split and logs the figures with their global step, as they improve; it pushes nothing (the ps's
 // final step is the workers' steps alone) and is stopped when the job is done.

@@ -338,6 +338,65 @@ TEST_F(OperatorApiserverTest, FailedPodsRestartUntilBackoffLimitThenFailWithTheC
   ASSERT_TRUE(Eventually([&] { return Pods("oom").size() == 1; })) << op->output();
 }
 
+// Issue 31: an eviction (DisruptionTarget True) is no failure of the program: the pod is replaced
+// without using the backoff budget, even with none; the CRD takes a podFailurePolicy, whose
+// FailJob rule then ends the job on the program's own verdict, naming the rule.
+TEST_F(OperatorApiserverTest, AnEvictedPodIsReplacedUncountedAndAFailJobRuleEndsTheJob) {
+  auto op = StartOperator("op-a");
+  Json job = Job("evict", 1, 1, "ExitCode");
+  job["spec"]["runPolicy"]["backoffLimit"] = 0;
+  job["spec"]["replicaSpecs"]["Worker"]["podFailurePolicy"] = {
+      {"rules", Json::array({{{"action", "FailJob"},
+                              {"onExitCodes", {{"operator", "In"}, {"values", {3}}}}}})}};
+  CreateJob(job);
+  ASSERT_TRUE(Eventually([&] { return Pods("evict").size() == 2; })) << op->output();
+  EXPECT_EQ(
+      GetJob("evict")["spec"]["replicaSpecs"]["Worker"]["podFailurePolicy"]["rules"][0]["action"],
+      "FailJob");  // kept by the schema
+  RunAll("evict");
+  ASSERT_TRUE(Eventually([&] { return State("evict") == "Running"; })) << op->output();
+  auto uid_of_worker = [&] {
+    auto pod = client_->Get(kube::Pods(), ns_, "evict-worker-0");
+    return pod.ok() ? kube::Uid(*pod) : std::string();
+  };
+  const std::string uid = uid_of_worker();
+  ASSERT_TRUE(kubelet_->Evict("evict-worker-0").ok());
+  ASSERT_TRUE(Eventually([&] {
+    const std::string now = uid_of_worker();
+    return !now.empty() && now != uid;
+  })) << op->output();
+  const Json restarting = Condition("evict", "Restarting");
+  EXPECT_TRUE(absl::StrContains(restarting.is_object() ? restarting.value("message", "") : "",
+                                "(a disruption (DisruptionTarget): not counted against "
+                                "backoffLimit)"))
+      << restarting;
+  EXPECT_EQ(GetJob("evict")["status"]["replicaStatuses"]["Worker"]["restarts"], 0);
+  EXPECT_NE(State("evict"), "Failed");
+  // The program's own verdict, by the rule.
+  RunAll("evict");
+  ASSERT_TRUE(kubelet_->SetPhase("evict-worker-0", "Failed", 3, "Error").ok());
+  ASSERT_TRUE(Eventually([&] { return State("evict") == "Failed"; })) << op->output();
+  const Json failed = Condition("evict", "Failed");
+  EXPECT_EQ(failed["reason"], "ReplicaFailed");
+  EXPECT_EQ(failed["message"],
+            "Worker 0 (pod evict-worker-0) failed: exit code 3 (Error); podFailurePolicy rule 1 "
+            "(FailJob on exit codes In [3]) fails the job");
+}
+
+// The schema refuses a rule the operator could not follow, in the API server's own words.
+TEST_F(OperatorApiserverTest, TheSchemaRefusesABadPodFailurePolicy) {
+  Json job = Job("badrule", 1, 1, "Never");
+  job["spec"]["replicaSpecs"]["Worker"]["podFailurePolicy"] = {
+      {"rules", Json::array({{{"action", "Retry"},
+                              {"onExitCodes", {{"operator", "In"}, {"values", {300}}}}}})}};
+  absl::StatusOr<Json> created = client_->Create(kube::TrainingJobs(), ns_, job);
+  ASSERT_FALSE(created.ok());
+  EXPECT_TRUE(absl::StrContains(created.status().message(), "Unsupported value: \"Retry\""))
+      << created.status();
+  EXPECT_TRUE(absl::StrContains(created.status().message(), "should be less than or equal to 255"))
+      << created.status();
+}
+
 TEST_F(OperatorApiserverTest, DeadlineAndSuspendResume) {
   auto op = StartOperator("op-a");
   Json late = Job("late", 1, 1, "OnFailure");

@@ -1,5 +1,7 @@
 #include "operator/api/job_policy.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace psflow::api {
 
 bool IsTrainer(ReplicaType type) {
@@ -28,6 +30,24 @@ bool PolicyRestarts(RestartPolicy policy, const ReplicaExit& exit) {
   return false;
 }
 
+FailureFacts Facts(const ReplicaExit& exit) { return {exit.exit_code, exit.conditions}; }
+
+bool Disrupted(const ReplicaExit& exit) {
+  auto it = exit.conditions.find(kDisruptionTarget);
+  return it != exit.conditions.end() && it->second == "True";
+}
+
+// The action of the type's first matching rule, else the disruption default, else nullopt.
+std::optional<FailureAction> RuleAction(const TrainingJob& job, ReplicaType type,
+                                        const ReplicaExit& exit) {
+  auto spec = job.replica_specs.find(type);
+  if (spec != job.replica_specs.end()) {
+    if (auto action = MatchFailureRules(spec->second.failure_rules, Facts(exit))) return action;
+  }
+  if (Disrupted(exit)) return kDefaultDisruptionAction;
+  return std::nullopt;
+}
+
 }  // namespace
 
 ReplicaOutcome OnReplicaEnd(const TrainingJob& job, ReplicaType type, const ReplicaExit& exit) {
@@ -35,6 +55,18 @@ ReplicaOutcome OnReplicaEnd(const TrainingJob& job, ReplicaType type, const Repl
   auto spec = job.replica_specs.find(type);
   const RestartPolicy policy =
       spec == job.replica_specs.end() ? RestartPolicy::kNever : spec->second.restart_policy;
+  if (!exit.ok()) {
+    if (std::optional<FailureAction> action = RuleAction(job, type, exit)) {
+      switch (*action) {
+        case FailureAction::kFailJob:
+          return ReplicaOutcome::kFailJob;
+        case FailureAction::kCount:
+          return ReplicaOutcome::kRestart;
+        case FailureAction::kIgnore:
+          return ReplicaOutcome::kRestartUncounted;
+      }
+    }
+  }
   // A ps exits 0 only when stopped from outside (SIGTERM: a failed liveness probe, an eviction, a
   // drain, a user), after its final checkpoint: before the job is over that is no verdict of its
   // own, so every policy but Never brings it back.
@@ -43,6 +75,19 @@ ReplicaOutcome OnReplicaEnd(const TrainingJob& job, ReplicaType type, const Repl
   }
   if (PolicyRestarts(policy, exit)) return ReplicaOutcome::kRestart;
   return type == ReplicaType::kEvaluator ? ReplicaOutcome::kLeftEnded : ReplicaOutcome::kFailJob;
+}
+
+std::string FailureRuleReason(const TrainingJob& job, ReplicaType type, const ReplicaExit& exit) {
+  if (exit.ok()) return "";
+  auto spec = job.replica_specs.find(type);
+  if (spec != job.replica_specs.end()) {
+    std::string rule = DescribeMatchedRule(spec->second.failure_rules, Facts(exit));
+    if (!rule.empty()) return rule;
+  }
+  if (Disrupted(exit)) {
+    return absl::StrCat("a disruption (", kDisruptionTarget, "): not counted against backoffLimit");
+  }
+  return "";
 }
 
 bool CountsAgainstBackoff(ReplicaType type) { return type != ReplicaType::kEvaluator; }

@@ -9,6 +9,7 @@
 #define PSFLOW_OPERATOR_API_JOB_POLICY_H_
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -22,6 +23,9 @@ namespace psflow::api {
 // lost).
 struct ReplicaExit {
   std::optional<int> exit_code;
+  // The pod's conditions, type -> status (DisruptionTarget: "True" when Kubernetes preempted,
+  // evicted or deleted it for a lost node); none for a local process.
+  std::map<std::string, std::string> conditions;
   bool ok() const { return exit_code.has_value() && *exit_code == 0; }
 };
 
@@ -31,15 +35,20 @@ bool IsTrainer(ReplicaType type);
 bool IsChief(const TrainingJob& job, ReplicaType type, int index);
 
 enum class ReplicaOutcome {
-  kCompleted,  // a trainer (or an evaluator) finished its work: never run again
-  kRestart,    // run it again (a new process or pod), counted against the backoff limit
-  kFailJob,    // the job fails
-  kLeftEnded,  // an evaluator that failed and is not restarted: the job goes on without it
+  kCompleted,         // a trainer (or an evaluator) finished its work: never run again
+  kRestart,           // run it again (a new process or pod), counted against the backoff limit
+  kRestartUncounted,  // run it again, not counted (a disruption, or a rule's Ignore)
+  kFailJob,           // the job fails
+  kLeftEnded,         // an evaluator that failed and is not restarted: the job goes on without it
 };
 
 // What follows when replica `type` of `job` ended with `exit`:
 //  - a trainer or evaluator that exited 0 completed, under every restartPolicy (Always does not
 //    re-run finished work);
+//  - otherwise the replica type's podFailurePolicy rules decide when one matches
+//    (api/failure_policy.h: FailJob fails the job, even for an evaluator; Count restarts,
+//    counted; Ignore restarts, not counted); when none does, a pod with DisruptionTarget True
+//    (preempted, evicted, its node lost: no fault of the program) is restarted, not counted;
 //  - otherwise its restartPolicy decides: Never: no restart; OnFailure and Always: restart;
 //    ExitCode: restart after 128+N (a signal: OOM-killed, preempted) or no exit code (evicted),
 //    while 1-127 are the program's own verdict and final;
@@ -51,6 +60,10 @@ enum class ReplicaOutcome {
 //  - a failure not restarted fails the job, except an evaluator's: an evaluator never decides
 //    the job's outcome.
 ReplicaOutcome OnReplicaEnd(const TrainingJob& job, ReplicaType type, const ReplicaExit& exit);
+// Why OnReplicaEnd decided as it did when a failure rule or the disruption default did
+// ("podFailurePolicy rule 1 (FailJob on exit codes In [3])", "a disruption (DisruptionTarget):
+// not counted against backoffLimit"); "" when the restartPolicy did.
+std::string FailureRuleReason(const TrainingJob& job, ReplicaType type, const ReplicaExit& exit);
 
 // Whether restarts of `type` count against the backoff limit: all but the evaluator's.
 bool CountsAgainstBackoff(ReplicaType type);

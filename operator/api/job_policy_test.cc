@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -40,6 +41,8 @@ std::string Name(ReplicaOutcome o) {
       return "Completed";
     case ReplicaOutcome::kRestart:
       return "Restart";
+    case ReplicaOutcome::kRestartUncounted:
+      return "RestartUncounted";
     case ReplicaOutcome::kFailJob:
       return "FailJob";
     case ReplicaOutcome::kLeftEnded:
@@ -88,11 +91,63 @@ TEST(JobPolicy, WhatFollowsTheEndOfAReplica) {
   };
   for (const EndCase& c : cases) {
     const TrainingJob job = MakeJob(c.policy, c.type == R::kChief ? 1 : 0);
-    const ReplicaOutcome got = OnReplicaEnd(job, c.type, ReplicaExit{c.exit_code});
+    const ReplicaOutcome got =
+        OnReplicaEnd(job, c.type, ReplicaExit{.exit_code = c.exit_code, .conditions = {}});
     EXPECT_EQ(Name(got), Name(c.outcome))
         << RestartPolicyName(c.policy) << " " << ReplicaTypeName(c.type) << " exit "
         << (c.exit_code ? std::to_string(*c.exit_code) : "none");
   }
+}
+
+// podFailurePolicy rules come before the restartPolicy; without a matching rule a disruption
+// (DisruptionTarget True) restarts uncounted under every policy; a success is never a failure.
+TEST(JobPolicy, FailureRulesAndTheDisruptionDefaultComeBeforeTheRestartPolicy) {
+  const std::map<std::string, std::string> disrupted = {{"DisruptionTarget", "True"}};
+  TrainingJob job = MakeJob(P::kOnFailure);
+  FailureRule fail_on_3;
+  fail_on_3.action = FailureAction::kFailJob;
+  fail_on_3.on_exit_codes = ExitCodeRequirement{true, {3}};
+  FailureRule count_disruptions;
+  count_disruptions.action = FailureAction::kCount;
+  count_disruptions.on_pod_conditions = {{"DisruptionTarget", "True"}};
+  FailureRule ignore_42;
+  ignore_42.action = FailureAction::kIgnore;
+  ignore_42.on_exit_codes = ExitCodeRequirement{true, {42}};
+  job.replica_specs[R::kWorker].failure_rules = {fail_on_3, ignore_42};
+  job.replica_specs[R::kPS].failure_rules = {count_disruptions};
+  job.replica_specs[R::kEvaluator].failure_rules = {fail_on_3};
+  job.replica_specs[R::kChief] = job.replica_specs[R::kWorker];
+  job.replica_specs[R::kChief].replicas = 1;
+  job.replica_specs[R::kChief].failure_rules.clear();
+  const auto check = [&](R type, std::optional<int> code,
+                         const std::map<std::string, std::string>& conditions, ReplicaOutcome want,
+                         const std::string& why) {
+    const ReplicaExit exit{.exit_code = code, .conditions = conditions};
+    EXPECT_EQ(Name(OnReplicaEnd(job, type, exit)), Name(want))
+        << ReplicaTypeName(type) << " " << why;
+    EXPECT_EQ(FailureRuleReason(job, type, exit), why) << ReplicaTypeName(type);
+  };
+  check(R::kWorker, 3, {}, O::kFailJob, "podFailurePolicy rule 1 (FailJob on exit codes In [3])");
+  check(R::kWorker, 42, {}, O::kRestartUncounted,
+        "podFailurePolicy rule 2 (Ignore on exit codes In [42])");
+  check(R::kWorker, 1, {}, O::kRestart, "");  // no rule: OnFailure restarts, counted
+  check(R::kWorker, std::nullopt, disrupted, O::kRestartUncounted,
+        "a disruption (DisruptionTarget): not counted against backoffLimit");
+  check(R::kWorker, 0, disrupted, O::kCompleted, "");
+  check(R::kPS, std::nullopt, disrupted, O::kRestart,
+        "podFailurePolicy rule 1 (Count on pod condition DisruptionTarget=True)");
+  // A rule's FailJob holds for an evaluator too: the user asked for it.
+  check(R::kEvaluator, 3, {}, O::kFailJob,
+        "podFailurePolicy rule 1 (FailJob on exit codes In [3])");
+  check(R::kEvaluator, 1, {}, O::kRestart, "");
+  check(R::kChief, std::nullopt, {{"DisruptionTarget", "False"}}, O::kRestart, "");
+  // Under Never, a disruption is not the program's failure either.
+  job = MakeJob(P::kNever);
+  EXPECT_EQ(
+      Name(OnReplicaEnd(job, R::kWorker, {.exit_code = std::nullopt, .conditions = disrupted})),
+      "RestartUncounted");
+  EXPECT_EQ(Name(OnReplicaEnd(job, R::kWorker, {.exit_code = std::nullopt, .conditions = {}})),
+            "FailJob");
 }
 
 TEST(JobPolicy, TheChiefIsChiefZeroElseWorkerZero) {

@@ -2,9 +2,11 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -169,6 +171,90 @@ absl::StatusOr<CheckpointVolume> ParseCheckpoint(const YAML::Node& node, absl::s
   return c;
 }
 
+absl::StatusOr<ExitCodeRequirement> ParseExitCodes(const YAML::Node& node, absl::string_view path) {
+  if (!node.IsMap()) return Bad(path, "must be an object (operator, values)");
+  ExitCodeRequirement r;
+  if (!node["operator"]) return Bad(absl::StrCat(path, ".operator"), "is required (In or NotIn)");
+  ASSIGN_OR_RETURN(r.in, EnumValue<bool>(node["operator"], absl::StrCat(path, ".operator"),
+                                         {{"In", true}, {"NotIn", false}}, true));
+  const YAML::Node values = node["values"];
+  const std::string vpath = absl::StrCat(path, ".values");
+  if (!values || !values.IsSequence() || values.size() == 0) {
+    return Bad(vpath, "must list at least one exit code");
+  }
+  if (values.size() > 255) return Bad(vpath, "lists at most 255 exit codes");
+  for (size_t i = 0; i < values.size(); ++i) {
+    const std::string at = absl::StrCat(vpath, "[", i, "]");
+    ASSIGN_OR_RETURN(const int code, Scalar<int>(values[i], at, "an integer"));
+    if (code < 0 || code > 255) return Bad(at, "must be an exit code in 0..255");
+    if (code == 0 && r.in) {
+      return Bad(at, "0 is success, never a failure: operator In cannot list it");
+    }
+    if (absl::c_linear_search(r.values, code))
+      return Bad(at, absl::StrCat(code, " is listed twice"));
+    r.values.push_back(code);
+  }
+  std::sort(r.values.begin(), r.values.end());
+  return r;
+}
+
+absl::StatusOr<std::vector<FailureRule>> ParseFailurePolicy(const YAML::Node& node,
+                                                            absl::string_view path) {
+  std::vector<FailureRule> rules;
+  if (!node) return rules;
+  if (!node.IsMap()) return Bad(path, "must be an object (rules)");
+  const YAML::Node list = node["rules"];
+  const std::string lpath = absl::StrCat(path, ".rules");
+  if (!list || !list.IsSequence() || list.size() == 0)
+    return Bad(lpath, "must list at least one rule");
+  if (list.size() > static_cast<size_t>(kMaxFailureRules)) {
+    return Bad(lpath, absl::StrCat("lists at most ", kMaxFailureRules, " rules"));
+  }
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string at = absl::StrCat(lpath, "[", i, "]");
+    const YAML::Node r = list[i];
+    if (!r.IsMap()) return Bad(at, "must be an object (action, onExitCodes or onPodConditions)");
+    FailureRule rule;
+    if (!r["action"])
+      return Bad(absl::StrCat(at, ".action"), "is required (FailJob, Count or Ignore)");
+    ASSIGN_OR_RETURN(rule.action, EnumValue<FailureAction>(r["action"], absl::StrCat(at, ".action"),
+                                                           {{"FailJob", FailureAction::kFailJob},
+                                                            {"Count", FailureAction::kCount},
+                                                            {"Ignore", FailureAction::kIgnore}},
+                                                           FailureAction::kCount));
+    if (r["onExitCodes"].IsDefined() == r["onPodConditions"].IsDefined()) {
+      return Bad(at, "must give exactly one of onExitCodes and onPodConditions");
+    }
+    if (r["onExitCodes"]) {
+      ASSIGN_OR_RETURN(rule.on_exit_codes,
+                       ParseExitCodes(r["onExitCodes"], absl::StrCat(at, ".onExitCodes")));
+    } else {
+      const YAML::Node conditions = r["onPodConditions"];
+      const std::string cpath = absl::StrCat(at, ".onPodConditions");
+      if (!conditions.IsSequence() || conditions.size() == 0) {
+        return Bad(cpath, "must list at least one pod condition (type, status)");
+      }
+      if (conditions.size() > 20) return Bad(cpath, "lists at most 20 pod conditions");
+      for (size_t j = 0; j < conditions.size(); ++j) {
+        const std::string cat = absl::StrCat(cpath, "[", j, "]");
+        if (!conditions[j].IsMap()) return Bad(cat, "must be an object (type, status)");
+        PodConditionRequirement c;
+        const YAML::Node type = conditions[j]["type"];
+        if (!type) return Bad(absl::StrCat(cat, ".type"), "is required (e.g. DisruptionTarget)");
+        ASSIGN_OR_RETURN(c.type, Scalar<std::string>(type, absl::StrCat(cat, ".type"), "a string"));
+        if (c.type.empty()) return Bad(absl::StrCat(cat, ".type"), "must not be empty");
+        ASSIGN_OR_RETURN(
+            c.status, EnumValue<std::string>(
+                          conditions[j]["status"], absl::StrCat(cat, ".status"),
+                          {{"True", "True"}, {"False", "False"}, {"Unknown", "Unknown"}}, "True"));
+        rule.on_pod_conditions.push_back(std::move(c));
+      }
+    }
+    rules.push_back(std::move(rule));
+  }
+  return rules;
+}
+
 absl::StatusOr<ReplicaSpec> ParseReplicaSpec(const YAML::Node& node, ReplicaType type,
                                              absl::string_view path) {
   if (!node.IsMap()) return Bad(path, "must be an object");
@@ -189,6 +275,8 @@ absl::StatusOr<ReplicaSpec> ParseReplicaSpec(const YAML::Node& node, ReplicaType
                                 {"Always", RestartPolicy::kAlways},
                                 {"ExitCode", RestartPolicy::kExitCode}},
                                RestartPolicy::kNever));
+  ASSIGN_OR_RETURN(r.failure_rules, ParseFailurePolicy(node["podFailurePolicy"],
+                                                       absl::StrCat(path, ".podFailurePolicy")));
   const YAML::Node containers = Get(Get(Get(node, "template"), "spec"), "containers");
   const std::string cpath = absl::StrCat(path, ".template.spec.containers");
   if (!containers || !containers.IsSequence() || containers.size() == 0) {

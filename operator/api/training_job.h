@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "operator/api/failure_policy.h"
 
 namespace psflow::api {
 
@@ -76,6 +77,7 @@ inline constexpr char kCheckpointMountPath[] = "/var/lib/psflow/checkpoints";
 struct ReplicaSpec {
   int replicas = 1;
   RestartPolicy restart_policy = RestartPolicy::kNever;
+  std::vector<FailureRule> failure_rules;      // podFailurePolicy.rules (api/failure_policy.h)
   std::vector<Container> containers;           // template.spec.containers
   std::optional<CheckpointVolume> checkpoint;  // PS only
 

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "operator/api/job_policy.h"
 
 namespace psflow::api {
@@ -252,6 +253,89 @@ TEST(TrainingJob, BadCheckpointsAndNetworkPoliciesGiveOneLineNamingTheField) {
     EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_EQ(job.status().message(), message);
   }
+}
+
+TEST(TrainingJob, ParsesPodFailurePolicyRules) {
+  const std::string head = kHead;
+  const std::string replicas = kReplicas;
+  auto job = ParseTrainingJob(head + replicas +
+                                  "      podFailurePolicy:\n"
+                                  "        rules:\n"
+                                  "          - {action: FailJob, onExitCodes: {operator: In, "
+                                  "values: [3, 2]}}\n"
+                                  "          - {action: Ignore, onPodConditions: [{type: "
+                                  "DisruptionTarget}, {type: X, status: \"False\"}]}\n"
+                                  "          - {action: Count, onExitCodes: {operator: NotIn, "
+                                  "values: [0, 1]}}\n",
+                              "job.yaml");
+  ASSERT_TRUE(job.ok()) << job.status();
+  const std::vector<FailureRule>& rules = job->replica_specs.at(ReplicaType::kPS).failure_rules;
+  ASSERT_EQ(rules.size(), 3u);
+  EXPECT_EQ(rules[0].action, FailureAction::kFailJob);
+  ASSERT_TRUE(rules[0].on_exit_codes.has_value());
+  EXPECT_TRUE(rules[0].on_exit_codes->in);
+  EXPECT_EQ(rules[0].on_exit_codes->values, (std::vector<int>{2, 3}));  // sorted
+  EXPECT_EQ(rules[1].action, FailureAction::kIgnore);
+  ASSERT_EQ(rules[1].on_pod_conditions.size(), 2u);
+  EXPECT_EQ(rules[1].on_pod_conditions[0].type, "DisruptionTarget");
+  EXPECT_EQ(rules[1].on_pod_conditions[0].status, "True");  // the default
+  EXPECT_EQ(rules[1].on_pod_conditions[1].status, "False");
+  EXPECT_EQ(rules[2].action, FailureAction::kCount);
+  EXPECT_FALSE(rules[2].on_exit_codes->in);
+  EXPECT_TRUE(job->replica_specs.at(ReplicaType::kWorker).failure_rules.empty());
+}
+
+TEST(TrainingJob, BadPodFailurePoliciesGiveOneLineNamingTheField) {
+  const std::string head = kHead;
+  const std::string replicas = kReplicas;
+  const std::string policy = "      podFailurePolicy: ";
+  const std::string at = "bad.yaml: spec.replicaSpecs.PS.podFailurePolicy";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"[]", at + ": must be an object (rules)"},
+      {"{}", at + ".rules: must list at least one rule"},
+      {"{rules: [{onExitCodes: {operator: In, values: [1]}}]}",
+       at + ".rules[0].action: is required (FailJob, Count or Ignore)"},
+      {"{rules: [{action: Retry, onExitCodes: {operator: In, values: [1]}}]}",
+       at + ".rules[0].action: \"Retry\" is not one of FailJob, Count, Ignore"},
+      {"{rules: [{action: Ignore}]}",
+       at + ".rules[0]: must give exactly one of onExitCodes and onPodConditions"},
+      {"{rules: [{action: Ignore, onExitCodes: {operator: In, values: [1]}, onPodConditions: "
+       "[{type: A}]}]}",
+       at + ".rules[0]: must give exactly one of onExitCodes and onPodConditions"},
+      {"{rules: [{action: Ignore, onExitCodes: {values: [1]}}]}",
+       at + ".rules[0].onExitCodes.operator: is required (In or NotIn)"},
+      {"{rules: [{action: Ignore, onExitCodes: {operator: Is, values: [1]}}]}",
+       at + ".rules[0].onExitCodes.operator: \"Is\" is not one of In, NotIn"},
+      {"{rules: [{action: Ignore, onExitCodes: {operator: In, values: []}}]}",
+       at + ".rules[0].onExitCodes.values: must list at least one exit code"},
+      {"{rules: [{action: Ignore, onExitCodes: {operator: In, values: [0]}}]}",
+       at + ".rules[0].onExitCodes.values[0]: 0 is success, never a failure: operator In cannot "
+            "list it"},
+      {"{rules: [{action: Ignore, onExitCodes: {operator: NotIn, values: [256]}}]}",
+       at + ".rules[0].onExitCodes.values[0]: must be an exit code in 0..255"},
+      {"{rules: [{action: Ignore, onExitCodes: {operator: In, values: [3, 3]}}]}",
+       at + ".rules[0].onExitCodes.values[1]: 3 is listed twice"},
+      {"{rules: [{action: Ignore, onPodConditions: []}]}",
+       at + ".rules[0].onPodConditions: must list at least one pod condition (type, status)"},
+      {"{rules: [{action: Ignore, onPodConditions: [{status: \"True\"}]}]}",
+       at + ".rules[0].onPodConditions[0].type: is required (e.g. DisruptionTarget)"},
+      {"{rules: [{action: Ignore, onPodConditions: [{type: A, status: Yes}]}]}",
+       at + ".rules[0].onPodConditions[0].status: \"Yes\" is not one of True, False, Unknown"},
+  };
+  for (const auto& [rules, message] : cases) {
+    const std::string yaml = head + replicas + policy + rules + "\n";
+    auto job = ParseTrainingJob(yaml, "bad.yaml");
+    ASSERT_FALSE(job.ok()) << yaml;
+    EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(job.status().message(), message) << rules;
+  }
+  std::string many = "{rules: [";
+  for (int i = 0; i < 21; ++i) {
+    absl::StrAppend(&many, i ? ", " : "",
+                    "{action: Ignore, onExitCodes: {operator: In, values: [1]}}");
+  }
+  auto job = ParseTrainingJob(head + replicas + policy + many + "]}\n", "bad.yaml");
+  EXPECT_EQ(job.status().message(), at + ".rules: lists at most 20 rules");
 }
 
 TEST(TrainingJob, MissingFileIsNotFound) {

@@ -56,10 +56,10 @@ void MountReplicaCertificates(const api::TrainingJob& job, api::ReplicaType type
 // creating or updating them: one Create per Secret when `fresh` (the job has no pods yet, so
 // probably no Secret either), else a Get, and an Update (of the data only) where a replica is
 // missing (a scale-up) or a later Secret holds another CA's certificates ("<job>-tls" deleted and
-// made again: they are all issued again). `job_object` is the TrainingJob as stored (its uid owns the Secrets).
-// Returns the names of the Secrets it created and of those it updated.
-// Errors: the API's (ABORTED on a conflicting update: retried with the next pass); UNAVAILABLE
-// for a Secret of another owner; FAILED_PRECONDITION for a "<job>-tls" that holds no usable CA.
+// made again: they are all issued again). `job_object` is the TrainingJob as stored (its uid owns
+// the Secrets). Returns the names of the Secrets it created and of those it updated. Errors: the
+// API's (ABORTED on a conflicting update: retried with the next pass); UNAVAILABLE for a Secret of
+// another owner; FAILED_PRECONDITION for a "<job>-tls" that holds no usable CA.
 struct SecretsWritten {
   std::vector<std::string> created;
   std::vector<std::string> updated;

@@ -25,9 +25,9 @@ std::string Named(const SlotObservation& s) { return ReplicaPodLabel(s.type, s.i
 // How a pod that reached Succeeded or Failed ended, for the policy. A Failed pod whose container
 // says 0 (or nothing) ended for a reason outside the program: no exit code.
 api::ReplicaExit ExitOf(const PodState& state) {
-  if (state.phase == PodPhase::kSucceeded) return {state.exit_code.value_or(0)};
-  if (state.exit_code && *state.exit_code != 0) return {state.exit_code};
-  return {std::nullopt};
+  if (state.phase == PodPhase::kSucceeded) return {state.exit_code.value_or(0), state.conditions};
+  if (state.exit_code && *state.exit_code != 0) return {state.exit_code, state.conditions};
+  return {std::nullopt, state.conditions};
 }
 
 bool Completed(const JobStatus& status, ReplicaType type, int index) {
@@ -111,23 +111,31 @@ Decision Decide(const api::TrainingJob& job, const std::string& job_key, const J
       continue;
     }
     const api::ReplicaExit exit = ExitOf(state);
-    switch (api::OnReplicaEnd(job, s.type, exit)) {
+    const api::ReplicaOutcome outcome = api::OnReplicaEnd(job, s.type, exit);
+    switch (outcome) {
       case api::ReplicaOutcome::kCompleted:
         d.completed.push_back({s.type, s.index});
         break;
       case api::ReplicaOutcome::kRestart:
+      case api::ReplicaOutcome::kRestartUncounted: {
         d.all_running = false;
         d.ended_badly.push_back({{s.type, s.index}, state, s.pod_name});
-        d.restarts.push_back({{s.type, s.index}, state, s.pod_name});
+        EndedPod& restart = d.restarts.emplace_back(EndedPod{{s.type, s.index}, state, s.pod_name});
+        restart.counted = outcome == api::ReplicaOutcome::kRestart;
+        restart.why = api::FailureRuleReason(job, s.type, exit);
         break;
+      }
       case api::ReplicaOutcome::kFailJob:
         d.all_running = false;
         d.ended_badly.push_back({{s.type, s.index}, state, s.pod_name});
         if (!d.failure) {
           const std::string policy(
               api::RestartPolicyName(job.replica_specs.at(s.type).restart_policy));
+          const std::string rule = api::FailureRuleReason(job, s.type, exit);
           d.failure = {"ReplicaFailed",
-                       s.type == ReplicaType::kPS && exit.ok()
+                       !rule.empty() ? absl::StrCat(Named(s), " failed: ", state.DescribeEnd(),
+                                                    "; ", rule, " fails the job")
+                       : s.type == ReplicaType::kPS && exit.ok()
                            ? absl::StrCat(Named(s),
                                           " exited before the job finished (exit code "
                                           "0); restartPolicy ",
@@ -153,14 +161,14 @@ Decision Decide(const api::TrainingJob& job, const std::string& job_key, const J
     if (api::CountsAgainstBackoff(type)) counted += rs.ReplacedRestarts();
   }
   for (const EndedPod& r : d.restarts) {
-    if (api::CountsAgainstBackoff(r.slot.first)) ++counted;
+    if (r.counted && api::CountsAgainstBackoff(r.slot.first)) ++counted;
   }
   d.counted_restarts = counted;
   const int limit = api::BackoffLimit(job);
   if (!d.failure && counted > limit) {
     std::string last;
     for (const EndedPod& r : d.restarts) {
-      if (!api::CountsAgainstBackoff(r.slot.first)) continue;
+      if (!r.counted || !api::CountsAgainstBackoff(r.slot.first)) continue;
       last = absl::StrCat(r.Label(), " failed: ", r.state.DescribeEnd());
       break;
     }

@@ -45,6 +45,10 @@ struct EndedPod {
   ReplicaSlot slot;
   PodState state;  // how its pod ended
   std::string pod_name;
+  // Restarts only: whether it counts against backoffLimit (not for a disruption or a rule's
+  // Ignore), and the rule or default that decided, "" when the restartPolicy did.
+  bool counted = true;
+  std::string why = {};
   std::string Label() const { return ReplicaPodLabel(slot.first, slot.second, pod_name); }
 };
 

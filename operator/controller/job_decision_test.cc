@@ -258,6 +258,55 @@ TEST(JobDecision, APodWhoseReplacementIsCountedIsDeletedAgainAndCountedNowhere) 
   EXPECT_EQ(d.failure->first, "BackoffLimitExceeded");
 }
 
+// Issue 31: a pod Kubernetes disrupted (DisruptionTarget True: preempted, evicted, its node
+// lost) is run again without using the backoff budget, even with none left and under Never; a
+// podFailurePolicy rule decides before restartPolicy, and a FailJob names the rule.
+TEST(JobDecision, DisruptionsRestartUncountedAndFailureRulesDecideBeforeTheRestartPolicy) {
+  api::TrainingJob job = MakeJob(api::RestartPolicy::kNever);
+  job.run_policy.backoff_limit = 0;
+  JobObservation o = AllRunning(job);
+  PodState preempted = Pod(PodPhase::kFailed, std::nullopt, "Preempted");
+  preempted.conditions = {{"DisruptionTarget", "True"}};
+  At(o, ReplicaType::kWorker, 1).pod = preempted;
+  Decision d = Decide(job, "default/j", {}, o);
+  EXPECT_FALSE(d.failure);
+  ASSERT_EQ(d.restarts.size(), 1u);
+  EXPECT_FALSE(d.restarts[0].counted);
+  EXPECT_EQ(d.restarts[0].why, "a disruption (DisruptionTarget): not counted against backoffLimit");
+  EXPECT_EQ(d.counted_restarts, 0);
+
+  // An application failure beside it: Never fails the job, as before.
+  At(o, ReplicaType::kWorker, 0).pod = Pod(PodPhase::kFailed, 1, "Error");
+  d = Decide(job, "default/j", {}, o);
+  ASSERT_TRUE(d.failure);
+  EXPECT_EQ(d.failure->second,
+            "Worker 0 (pod j-worker-0) failed: exit code 1 (Error); restartPolicy Never does not "
+            "restart it");
+
+  // Rules: exit 1 is counted and restarted even under Never; exit 3 fails the job by name.
+  api::FailureRule fail_on_3;
+  fail_on_3.action = api::FailureAction::kFailJob;
+  fail_on_3.on_exit_codes = api::ExitCodeRequirement{true, {3}};
+  api::FailureRule count_1;
+  count_1.action = api::FailureAction::kCount;
+  count_1.on_exit_codes = api::ExitCodeRequirement{true, {1}};
+  job.replica_specs[ReplicaType::kWorker].failure_rules = {fail_on_3, count_1};
+  job.run_policy.backoff_limit = 1;
+  d = Decide(job, "default/j", {}, o);
+  EXPECT_FALSE(d.failure);
+  ASSERT_EQ(d.restarts.size(), 2u);
+  EXPECT_TRUE(d.restarts[0].counted);
+  EXPECT_EQ(d.restarts[0].why, "podFailurePolicy rule 2 (Count on exit codes In [1])");
+  EXPECT_EQ(d.counted_restarts, 1);
+  At(o, ReplicaType::kWorker, 0).pod = Pod(PodPhase::kFailed, 3, "Error");
+  d = Decide(job, "default/j", {}, o);
+  ASSERT_TRUE(d.failure);
+  EXPECT_EQ(d.failure->first, "ReplicaFailed");
+  EXPECT_EQ(d.failure->second,
+            "Worker 0 (pod j-worker-0) failed: exit code 3 (Error); podFailurePolicy rule 1 "
+            "(FailJob on exit codes In [3]) fails the job");
+}
+
 TEST(JobDecision, TheDefaultBackoffLimitIsSix) {
   const api::TrainingJob job = MakeJob(api::RestartPolicy::kOnFailure);
   JobObservation o = AllRunning(job);

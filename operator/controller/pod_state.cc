@@ -69,6 +69,7 @@ PodState ReadPodState(const json& pod) {
   if (const json* conditions = Field(*status, "conditions");
       conditions != nullptr && conditions->is_array()) {
     for (const json& c : *conditions) {
+      if (!String(c, "type").empty()) out.conditions[String(c, "type")] = String(c, "status");
       if (String(c, "type") == "Ready") out.ready = String(c, "status") == "True";
       if (String(c, "type") == "PodScheduled" && String(c, "status") == "False" &&
           String(c, "reason") == "Unschedulable") {

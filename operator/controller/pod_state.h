@@ -3,6 +3,7 @@
 #ifndef PSFLOW_OPERATOR_CONTROLLER_POD_STATE_H_
 #define PSFLOW_OPERATOR_CONTROLLER_POD_STATE_H_
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -32,6 +33,9 @@ struct PodState {
   // While the pod cannot be scheduled (condition PodScheduled False, reason Unschedulable): the
   // scheduler's message ("0/1 nodes are available: 1 Insufficient cpu."); else empty.
   std::string unschedulable;
+  // Every condition of the pod, type -> status ("DisruptionTarget" -> "True": preempted, evicted,
+  // deleted for a lost node), for the failure rules (api/failure_policy.h).
+  std::map<std::string, std::string> conditions;
 
   bool Active() const { return phase == PodPhase::kPending || phase == PodPhase::kRunning; }
   // "exit code 137 (OOMKilled)", "Evicted: <message>", "unknown cause".

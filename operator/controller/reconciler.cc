@@ -409,9 +409,12 @@ void Reconciler::ReconcileActive(Pass& pass) {
     for (const EndedPod& r : decision.restarts) {
       IndexStatus& is = status.replica_statuses[r.slot.first].indexes[r.slot.second];
       is.replaced_pod_uid = kube::Uid(*pass.pods.at(r.slot));
-      is.replaced_restarts += 1 + r.state.restarts;
+      // The kubelet's in-place restarts of the pod stay counted; its replacement only when the
+      // failure counts (not a disruption, not a rule's Ignore).
+      is.replaced_restarts += (r.counted ? 1 : 0) + r.state.restarts;
       const std::string message =
-          absl::StrCat(r.Label(), " failed: ", r.state.DescribeEnd(), "; restarting it");
+          absl::StrCat(r.Label(), " failed: ", r.state.DescribeEnd(), "; restarting it",
+                       r.why.empty() ? "" : absl::StrCat(" (", r.why, ")"));
       pass.events_after_write.push_back({EventType::kWarning, "RestartingReplica", message});
       status.SetCondition(ConditionType::kRestarting, true, "ReplicaRestarting", message, pass.now);
     }

@@ -400,6 +400,16 @@ absl::Status JobRun::Start() {
                                        certificates_->dir(), "/ (removed when the run ends)")
                         : std::string("spec.tls.enabled is false: the replicas talk to the ps "
                                       "tasks in plaintext, unauthenticated")));
+  for (const auto& [type, spec] : job_.replica_specs) {
+    for (const api::FailureRule& rule : spec.failure_rules) {
+      if (rule.on_pod_conditions.empty()) continue;
+      console_.Line(Say(absl::StrCat(
+          "spec.replicaSpecs.", api::ReplicaTypeName(type),
+          ".podFailurePolicy: rules onPodConditions never match here (processes have no pod "
+          "conditions); rules onExitCodes do")));
+      break;
+    }
+  }
   for (Replica* r : order) {
     if (network_ && r->type != ReplicaType::kPS) WaitForPsTasks();
     auto p = ChildProcess::Spawn(r->argv, r->env);
@@ -498,14 +508,19 @@ void JobRun::ReapAndDecide() {
     console_.Line(Say(absl::StrCat(r.name, " exited: ", status->Describe())));
     if (!status->ok()) ReportFailure(r);
     if (outcome_) continue;
-    const api::ReplicaExit exit{status->signal != 0 ? 128 + status->signal : status->code};
+    const api::ReplicaExit exit{
+        .exit_code = status->signal != 0 ? 128 + status->signal : status->code,
+        .conditions = {}};  // a process has no pod conditions
     switch (api::OnReplicaEnd(job_, r.type, exit)) {
       case api::ReplicaOutcome::kCompleted:
         r.completed = true;
         break;
-      case api::ReplicaOutcome::kRestart: {
+      case api::ReplicaOutcome::kRestart:
+      case api::ReplicaOutcome::kRestartUncounted: {
         const int limit = api::BackoffLimit(job_);
-        const bool counted = api::CountsAgainstBackoff(r.type);
+        const std::string rule = api::FailureRuleReason(job_, r.type, exit);
+        const bool counted = api::CountsAgainstBackoff(r.type) &&
+                             api::OnReplicaEnd(job_, r.type, exit) == api::ReplicaOutcome::kRestart;
         if (counted && restarts_ >= limit) {
           outcome_ = JobOutcome::kFailed;
           outcome_reason_ =
@@ -521,19 +536,27 @@ void JobRun::ReapAndDecide() {
         if (counted) ++restarts_;
         console_.Line(Say(absl::StrCat(
             "restarting ", r.name, " (",
-            counted ? absl::StrCat("restart ", restarts_, " of at most ", limit)
-                    : std::string("an evaluator: not counted against backoffLimit"),
-            ", restartPolicy ",
-            api::RestartPolicyName(job_.replica_specs.at(r.type).restart_policy), ")")));
+            counted         ? absl::StrCat("restart ", restarts_, " of at most ", limit)
+            : !rule.empty() ? absl::StrCat(rule, ": not counted against backoffLimit")
+                            : std::string("an evaluator: not counted against backoffLimit"),
+            rule.empty()
+                ? absl::StrCat(", restartPolicy ",
+                               api::RestartPolicyName(job_.replica_specs.at(r.type).restart_policy))
+                : std::string(),
+            ")")));
         break;
       }
-      case api::ReplicaOutcome::kFailJob:
+      case api::ReplicaOutcome::kFailJob: {
         outcome_ = JobOutcome::kFailed;
+        const std::string rule = api::FailureRuleReason(job_, r.type, exit);
         outcome_reason_ =
-            r.type == ReplicaType::kPS
+            !rule.empty() ? absl::StrCat(r.name, " failed (", status->Describe(), "); ", rule,
+                                         " fails the job")
+            : r.type == ReplicaType::kPS
                 ? absl::StrCat(r.name, " exited before the job finished (", status->Describe(), ")")
                 : absl::StrCat(r.name, " failed (", status->Describe(), ")");
         break;
+      }
       case api::ReplicaOutcome::kLeftEnded:
         console_.Line(Say(absl::StrCat(r.name, " failed (", status->Describe(),
                                        "); the job goes on without it (an evaluator does not "

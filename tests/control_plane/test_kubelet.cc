@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "operator/kube/api_status.h"
 #include "operator/kube/object_meta.h"
 #include "tests/control_plane/control_plane.h"
@@ -82,6 +83,27 @@ absl::Status TestKubelet::SetPhase(absl::string_view pod, absl::string_view phas
       (*status)["podIP"] = std::string(pod_ip);
       (*status)["podIPs"] = kube::Json::array({{{"ip", std::string(pod_ip)}}});
     }
+    return status;
+  });
+}
+
+absl::Status TestKubelet::Evict(absl::string_view pod) {
+  return ChangeStatus(pod, [&](const kube::Json& current) -> absl::StatusOr<kube::Json> {
+    absl::StatusOr<kube::Json> status =
+        kubetest::PodStatusForPhase(current, "Failed", 137, "Evicted", absl::Now());
+    if (!status.ok()) return status;
+    (*status)["reason"] = "Evicted";
+    (*status)["message"] = "The node was low on resource: memory.";
+    if (!status->contains("conditions") || !(*status)["conditions"].is_array()) {
+      (*status)["conditions"] = kube::Json::array();
+    }
+    (*status)["conditions"].push_back(
+        {{"type", "DisruptionTarget"},
+         {"status", "True"},
+         {"reason", "TerminationByKubelet"},
+         {"message", "The node was low on resource: memory."},
+         {"lastTransitionTime",
+          absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone())}});
     return status;
   });
 }

@@ -33,6 +33,10 @@ class TestKubelet {
   // "Evicted"), with the status a kubelet writes for it. A Running pod gets podIP `pod_ip`.
   absl::Status SetPhase(absl::string_view pod, absl::string_view phase, int exit_code = 0,
                         absl::string_view reason = "", absl::string_view pod_ip = "127.0.0.1");
+  // The pod evicted under node pressure, as a v1.26 kubelet writes it: phase Failed, reason
+  // Evicted, the main container killed (exit 137), and the condition DisruptionTarget True
+  // (reason TerminationByKubelet) that marks a disruption rather than a failure of the program.
+  absl::Status Evict(absl::string_view pod);
   // The main container exited with `exit_code`/`reason` and was restarted in place
   // (restartCount + 1), as the kubelet does under the pod's restartPolicy OnFailure/Always.
   absl::Status RestartInPlace(absl::string_view pod, int exit_code, absl::string_view reason);
