@@ -31,7 +31,10 @@ LoopbackPs::LoopbackPs(const TransportSecurity& security, int port, bool bulk)
 LoopbackPs::~LoopbackPs() {
   service_.Stop();
   if (bulk_ != nullptr) bulk_->Stop();
-  if (server_ != nullptr) server_->Shutdown();
+  if (server_ != nullptr) {
+    server_->Shutdown();
+    server_->Wait();  // every call has ended before the service and state go
+  }
 }
 
 std::string LoopbackPs::address() const { return absl::StrCat("127.0.0.1:", port_); }

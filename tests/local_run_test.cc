@@ -195,7 +195,8 @@ spec:
 
 // podFailurePolicy locally: exit-code rules decide before restartPolicy (Never here): exit 42 is
 // restarted without using the backoff budget (0), exit 3 fails the job naming the rule; the
-// pod-condition rule cannot match a process, and the runner says so.
+// pod-condition rule cannot match a process, and the runner says so, as it does of the gang
+// scheduling it ignores.
 TEST(LocalRun, PodFailurePolicyExitCodeRulesDecideAndPodConditionRulesAreSaidNotToApply) {
   const std::string dir = RunDir("rules");
   const std::string path = ::testing::TempDir() + "psflow_rules_job.yaml";
@@ -205,7 +206,7 @@ TEST(LocalRun, PodFailurePolicyExitCodeRulesDecideAndPodConditionRulesAreSaidNot
 kind: TrainingJob
 metadata: {name: rules}
 spec:
-  runPolicy: {backoffLimit: 0}
+  runPolicy: {backoffLimit: 0, schedulingPolicy: {gang: volcano}}
   replicaSpecs:
     PS: {replicas: 1, template: {spec: {containers: [{command: [psflow-ps]}]}}}
     Worker:
@@ -232,6 +233,12 @@ spec:
   EXPECT_EQ(LinesWith(r.output,
                       "[psflow] spec.replicaSpecs.Worker.podFailurePolicy: rules onPodConditions "
                       "never match here (processes have no pod conditions); rules onExitCodes do")
+                .size(),
+            1u)
+      << r.output;
+  EXPECT_EQ(LinesWith(r.output,
+                      "[psflow] spec.runPolicy.schedulingPolicy (gang volcano) is for a cluster's "
+                      "gang scheduler: ignored here")
                 .size(),
             1u)
       << r.output;

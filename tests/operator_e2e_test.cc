@@ -397,6 +397,48 @@ TEST_F(OperatorApiserverTest, TheSchemaRefusesABadPodFailurePolicy) {
       << created.status();
 }
 
+// Gang scheduling on the real API server, with the PodGroup resources installed
+// (tests/control_plane/podgroup-crds.yaml; neither scheduler runs here): each job gets its PodGroup
+// before its pods, owned by it, and its pods join it; deleting the job deletes the PodGroup.
+TEST_F(OperatorApiserverTest, GangJobsGetTheirPodGroupAndTheirPodsJoinIt) {
+  auto op = StartOperator("op-a");
+  Json volcano = Job("vgang", 1, 2, "OnFailure");
+  volcano["spec"]["runPolicy"]["schedulingPolicy"] = {{"gang", "volcano"}, {"queue", "research"}};
+  volcano["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["resources"] = {
+      {"requests", {{"cpu", "250m"}, {"memory", "512Mi"}}}};
+  CreateJob(volcano);
+  Json cosched = Job("cgang", 1, 1, "OnFailure");
+  cosched["spec"]["runPolicy"]["schedulingPolicy"] = {{"gang", "coscheduling"}};
+  cosched["spec"]["runPolicy"]["schedulingTimeoutSeconds"] = 300;
+  CreateJob(cosched);
+  ASSERT_TRUE(Eventually([&] { return Pods("vgang").size() == 3 && Pods("cgang").size() == 2; }))
+      << op->output();
+
+  const Json group = client_->Get(kube::VolcanoPodGroups(), ns_, "vgang").value();
+  EXPECT_EQ(kube::ControllerUid(group), kube::Uid(GetJob("vgang")));
+  EXPECT_EQ(group["spec"], Json::parse(R"({"minMember": 3, "minTaskMember": {"ps": 1, "worker": 2},
+      "minResources": {"cpu": "500m", "memory": "1073741824"}, "queue": "research"})"));
+  for (const Json& pod : Pods("vgang")) {
+    EXPECT_EQ(pod["spec"]["schedulerName"], "volcano") << kube::Name(pod);
+    EXPECT_EQ(pod["metadata"]["annotations"]["scheduling.k8s.io/group-name"], "vgang");
+    EXPECT_EQ(pod["metadata"]["annotations"]["scheduling.volcano.sh/queue-name"], "research");
+  }
+  const Json cgroup = client_->Get(kube::CoschedulingPodGroups(), ns_, "cgang").value();
+  EXPECT_EQ(cgroup["spec"], Json::parse(R"({"minMember": 2, "scheduleTimeoutSeconds": 300})"));
+  for (const Json& pod : Pods("cgang")) {
+    EXPECT_EQ(pod["spec"]["schedulerName"], "scheduler-plugins-scheduler") << kube::Name(pod);
+    EXPECT_EQ(kube::Label(pod, "scheduling.x-k8s.io/pod-group"), "cgang");
+  }
+  EXPECT_TRUE(
+      Eventually([&] { return Events("SuccessfulCreate", "Normal", "PodGroup vgang") == 1; }));
+
+  ASSERT_TRUE(client_->Delete(kube::TrainingJobs(), ns_, "vgang", {}).ok());
+  EXPECT_TRUE(Eventually([&] {
+    return client_->Get(kube::VolcanoPodGroups(), ns_, "vgang").status().code() ==
+           absl::StatusCode::kNotFound;
+  })) << "the garbage collector left the PodGroup";
+}
+
 TEST_F(OperatorApiserverTest, DeadlineAndSuspendResume) {
   auto op = StartOperator("op-a");
   Json late = Job("late", 1, 1, "OnFailure");

@@ -318,6 +318,38 @@ absl::StatusOr<NetworkPolicySpec> ParseNetworkPolicy(const YAML::Node& node) {
   return n;
 }
 
+absl::StatusOr<SchedulingPolicy> ParseSchedulingPolicy(const YAML::Node& node) {
+  SchedulingPolicy s;
+  if (!node) return s;
+  const std::string path = "spec.runPolicy.schedulingPolicy";
+  if (!node.IsMap())
+    return Bad(path, "must be an object (gang, queue, priorityClass, schedulerName)");
+  if (!node["gang"]) return Bad(path + ".gang", "is required (volcano or coscheduling)");
+  ASSIGN_OR_RETURN(s.gang,
+                   EnumValue<GangScheduler>(node["gang"], path + ".gang",
+                                            {{"volcano", GangScheduler::kVolcano},
+                                             {"coscheduling", GangScheduler::kCoscheduling}},
+                                            GangScheduler::kNone));
+  for (const auto& [key, field] : {std::pair<const char*, std::string*>{"queue", &s.queue},
+                                   {"priorityClass", &s.priority_class},
+                                   {"schedulerName", &s.scheduler_name}}) {
+    if (!node[key]) continue;
+    ASSIGN_OR_RETURN(*field,
+                     Scalar<std::string>(node[key], absl::StrCat(path, ".", key), "a string"));
+    if (field->empty()) return Bad(absl::StrCat(path, ".", key), "must not be empty");
+  }
+  if (s.gang == GangScheduler::kCoscheduling) {
+    for (const char* key : {"queue", "priorityClass"}) {
+      if (node[key]) {
+        return Bad(absl::StrCat(path, ".", key),
+                   "applies to gang volcano only (coscheduling has no queues; give the pods a "
+                   "priorityClassName in their template)");
+      }
+    }
+  }
+  return s;
+}
+
 absl::StatusOr<RunPolicy> ParseRunPolicy(const YAML::Node& node) {
   RunPolicy p;
   if (!node) return p;
@@ -347,6 +379,7 @@ absl::StatusOr<RunPolicy> ParseRunPolicy(const YAML::Node& node) {
     ASSIGN_OR_RETURN(p.suspend,
                      Scalar<bool>(node["suspend"], "spec.runPolicy.suspend", "a boolean"));
   }
+  ASSIGN_OR_RETURN(p.scheduling, ParseSchedulingPolicy(node["schedulingPolicy"]));
   return p;
 }
 
@@ -443,6 +476,23 @@ absl::StatusOr<TrainingJob> Parse(const YAML::Node& doc) {
 }
 
 }  // namespace
+
+absl::string_view GangSchedulerName(GangScheduler gang) {
+  switch (gang) {
+    case GangScheduler::kNone:
+      return "";
+    case GangScheduler::kVolcano:
+      return "volcano";
+    case GangScheduler::kCoscheduling:
+      return "coscheduling";
+  }
+  return "";
+}
+
+std::string SchedulingPolicy::SchedulerName() const {
+  if (!scheduler_name.empty()) return scheduler_name;
+  return gang == GangScheduler::kVolcano ? "volcano" : "scheduler-plugins-scheduler";
+}
 
 absl::string_view ReplicaTypeName(ReplicaType type) {
   switch (type) {

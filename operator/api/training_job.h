@@ -87,6 +87,21 @@ struct ReplicaSpec {
   int Port() const;
 };
 
+// spec.runPolicy.schedulingPolicy: gang scheduling, every pod of the job placed together or none
+// (controller/pod_group.h). `psflow run` ignores it (processes need no scheduler).
+enum class GangScheduler { kNone, kVolcano, kCoscheduling };
+// "volcano", "coscheduling" ("" for kNone).
+absl::string_view GangSchedulerName(GangScheduler gang);
+struct SchedulingPolicy {
+  GangScheduler gang = GangScheduler::kNone;
+  std::string queue;           // volcano: the Volcano queue (PodGroup spec.queue)
+  std::string priority_class;  // volcano: the PodGroup's priorityClassName
+  std::string scheduler_name;  // the pods' schedulerName ("" : the gang's default, below)
+  // The schedulerName the pods get: scheduler_name, else "volcano" or
+  // "scheduler-plugins-scheduler" (scheduler-plugins' second-scheduler deployment).
+  std::string SchedulerName() const;
+};
+
 struct RunPolicy {
   CleanPodPolicy clean_pod_policy = CleanPodPolicy::kRunning;
   std::optional<int64_t> ttl_seconds_after_finished;
@@ -97,6 +112,7 @@ struct RunPolicy {
   std::optional<int64_t> active_deadline_seconds;
   std::optional<int> backoff_limit;
   bool suspend = false;
+  SchedulingPolicy scheduling;
 };
 
 // spec.networkPolicy: whether the operator makes the job a NetworkPolicy (controller/

@@ -338,6 +338,45 @@ TEST(TrainingJob, BadPodFailurePoliciesGiveOneLineNamingTheField) {
   EXPECT_EQ(job.status().message(), at + ".rules: lists at most 20 rules");
 }
 
+TEST(TrainingJob, ParsesTheSchedulingPolicyAndRefusesWhatAGangCannotUse) {
+  const std::string head = kHead;
+  const std::string replicas = kReplicas;
+  auto job =
+      ParseTrainingJob(head +
+                           "  runPolicy: {schedulingPolicy: {gang: volcano, queue: research, "
+                           "priorityClass: high}}\n" +
+                           replicas,
+                       "job.yaml");
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->run_policy.scheduling.gang, GangScheduler::kVolcano);
+  EXPECT_EQ(job->run_policy.scheduling.queue, "research");
+  EXPECT_EQ(job->run_policy.scheduling.priority_class, "high");
+  EXPECT_EQ(job->run_policy.scheduling.SchedulerName(), "volcano");
+  job = ParseTrainingJob(
+      head + "  runPolicy: {schedulingPolicy: {gang: coscheduling}}\n" + replicas, "job.yaml");
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->run_policy.scheduling.SchedulerName(), "scheduler-plugins-scheduler");
+  job = ParseTrainingJob(head + replicas, "job.yaml");
+  EXPECT_EQ(job->run_policy.scheduling.gang, GangScheduler::kNone);
+
+  const std::string at = "bad.yaml: spec.runPolicy.schedulingPolicy";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"{queue: q}", at + ".gang: is required (volcano or coscheduling)"},
+      {"{gang: kueue}", at + ".gang: \"kueue\" is not one of volcano, coscheduling"},
+      {"{gang: volcano, queue: \"\"}", at + ".queue: must not be empty"},
+      {"{gang: coscheduling, queue: q}",
+       at + ".queue: applies to gang volcano only (coscheduling has no queues; give the pods a "
+            "priorityClassName in their template)"},
+      {"volcano", at + ": must be an object (gang, queue, priorityClass, schedulerName)"},
+  };
+  for (const auto& [policy, message] : cases) {
+    auto bad = ParseTrainingJob(
+        head + "  runPolicy: {schedulingPolicy: " + policy + "}\n" + replicas, "bad.yaml");
+    ASSERT_FALSE(bad.ok()) << policy;
+    EXPECT_EQ(bad.status().message(), message) << policy;
+  }
+}
+
 TEST(TrainingJob, MissingFileIsNotFound) {
   EXPECT_EQ(LoadTrainingJob("/nonexistent/job.yaml").status().code(), absl::StatusCode::kNotFound);
 }

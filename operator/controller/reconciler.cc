@@ -21,6 +21,7 @@
 #include "operator/controller/job_model.h"
 #include "operator/controller/job_status.h"
 #include "operator/controller/network_policy.h"
+#include "operator/controller/pod_group.h"
 #include "operator/controller/pod_state.h"
 #include "operator/controller/ps_restarts.h"
 #include "operator/controller/replica_objects.h"
@@ -703,6 +704,35 @@ void Reconciler::CreateAll(Pass& pass, const std::vector<ReplicaSlot>& pods, boo
     } else if (out.status().code() != absl::StatusCode::kAlreadyExists) {
       report({});
       return fail("NetworkPolicy " + kube::Name(policy), out.status());
+    }
+  }
+  // A gang's PodGroup before its pods: the gang scheduler places none until all can go.
+  if (pass.job.run_policy.scheduling.gang != api::GangScheduler::kNone) {
+    absl::StatusOr<Json> group = BuildPodGroup(*pass.object, pass.job);
+    if (!group.ok()) {
+      report({});
+      return fail("PodGroup", group.status());
+    }
+    const bool volcano = pass.job.run_policy.scheduling.gang == api::GangScheduler::kVolcano;
+    absl::StatusOr<Json> out = volcano
+                                   ? client_.Create(kube::VolcanoPodGroups(), pass.ns, *group)
+                                   : client_.Create(kube::CoschedulingPodGroups(), pass.ns, *group);
+    if (out.ok()) {
+      made.push_back("PodGroup " + kube::Name(*group));
+    } else if (out.status().code() == absl::StatusCode::kNotFound) {
+      const kube::Resource& r = volcano ? kube::VolcanoPodGroups() : kube::CoschedulingPodGroups();
+      const std::string message = absl::StrCat(
+          "spec.runPolicy.schedulingPolicy.gang ",
+          api::GangSchedulerName(pass.job.run_policy.scheduling.gang),
+          " needs the PodGroup resource ", r.QualifiedName(), "/", r.version,
+          ", which this cluster does not serve (is ", volcano ? "Volcano" : "scheduler-plugins",
+          " installed?); no pod is made until it is");
+      events_.Record(*pass.object, EventType::kWarning, "GangSchedulerMissing", message);
+      report({});
+      return fail("PodGroup", absl::UnavailableError(message));
+    } else if (out.status().code() != absl::StatusCode::kAlreadyExists) {
+      report({});
+      return fail("PodGroup " + kube::Name(*group), out.status());
     }
   }
   // The pods mount their certificates (TLS is on unless opted out): the job's Secrets hold the

@@ -1142,6 +1142,43 @@ TEST_F(ReconcilerTest, FailedCreationsAreRetriedAndExpectationsReleased) {
 
 // spec.networkPolicy.enabled: the NetworkPolicy comes first; while it cannot be made no pod is,
 // and once it exists later passes that make pods find it there.
+// A gang's PodGroup comes before its pods, which join it; without the scheduler's resource no
+// pod is made, and a Warning says what is missing.
+TEST_F(ReconcilerTest, AGangsPodGroupComesBeforeItsPodsWhichJoinIt) {
+  Json job = MakeJob("gang", 1, 2, "OnFailure");
+  job["spec"]["runPolicy"]["schedulingPolicy"] = {{"gang", "volcano"}, {"queue", "research"}};
+  Create(job);
+  ReconcileResult r = Pass("gang");
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kUnavailable) << r.status;
+  EXPECT_TRUE(Names(kube::Pods()).empty());
+  EXPECT_EQ(Events("GangSchedulerMissing"),
+            std::vector<std::string>{
+                "Warning: spec.runPolicy.schedulingPolicy.gang volcano needs the PodGroup resource "
+                "podgroups.scheduling.volcano.sh/v1beta1, which this cluster does not serve (is "
+                "Volcano installed?); no pod is made until it is"});
+
+  store_.RegisterResource(kube::VolcanoPodGroups(), false);
+  r = Pass("gang");
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.pods_created, 3);
+  const Json group = client_.Get(kube::VolcanoPodGroups(), "default", "gang").value();
+  EXPECT_EQ(group["spec"]["minMember"], 3);
+  EXPECT_EQ(group["spec"]["minTaskMember"], Json({{"ps", 1}, {"worker", 2}}));
+  EXPECT_EQ(group["spec"]["queue"], "research");
+  EXPECT_EQ(kube::ControllerUid(group), kube::Uid(Job("gang")));
+  const Json pod = client_.Get(kube::Pods(), "default", "gang-worker-1").value();
+  EXPECT_EQ(pod["spec"]["schedulerName"], "volcano");
+  EXPECT_EQ(pod["metadata"]["annotations"]["scheduling.k8s.io/group-name"], "gang");
+  EXPECT_EQ(pod["metadata"]["annotations"]["volcano.sh/task-spec"], "worker");
+  EXPECT_THAT(Events("SuccessfulCreate").back(), ::testing::HasSubstr("PodGroup gang"));
+  // A replaced pod finds the PodGroup there.
+  SetPhase("gang-worker-1", "Failed", 1);
+  ASSERT_TRUE(Pass("gang").status.ok());
+  r = Pass("gang");
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.pods_created, 1);
+}
+
 TEST_F(ReconcilerTest, AnOptedInJobsNetworkPolicyComesBeforeItsPods) {
   store_.RegisterResource(kube::NetworkPolicies(), false);
   Json job = MakeJob("fenced", 1, 1, "ExitCode");

@@ -7,6 +7,7 @@
 #include "operator/controller/checkpoint_volume.h"
 #include "operator/controller/job_certificates.h"
 #include "operator/controller/job_model.h"
+#include "operator/controller/pod_group.h"
 #include "operator/controller/pod_security.h"
 #include "operator/kube/object_meta.h"
 #include "operator/kube/resource.h"
@@ -156,6 +157,7 @@ json BuildPod(const json& job_object, const api::TrainingJob& job, api::ReplicaT
   // Last of the args: its --checkpoint_dir wins over one the template passes.
   if (replica.checkpoint) AddCheckpointVolume(*replica.checkpoint, spec, main);
   ApplyRestrictedSecurity(spec, main);
+  JoinPodGroup(job, type, pod["metadata"], spec);
   pod["spec"] = std::move(spec);
   return pod;
 }

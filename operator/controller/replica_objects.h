@@ -10,7 +10,8 @@
 // pod also the port "psflow-bulk" (default psflow-port + 1) and PSFLOW_BULK_PORT naming it; a ps
 // pod's checkpoint volume (checkpoint_volume.h); with spec.tls.enabled, the replica's
 // certificates mounted and its TLS flags (job_certificates.h); the restricted security defaults
-// (pod_security.h). Its spec.hostname is the replica's name and spec.subdomain the job's Service,
+// (pod_security.h); with a gang scheduler, what makes it a member of the job's PodGroup
+// (pod_group.h). Its spec.hostname is the replica's name and spec.subdomain the job's Service,
 // so the cluster's DNS answers `<replica>.<job>.<namespace>.svc` with the pod's address (as for
 // a StatefulSet or JobSet); TF_CONFIG names every replica so.
 //

@@ -46,6 +46,18 @@ const Resource& Events() {
   static const Resource* r = new Resource{"", "v1", "events", "Event", true};
   return *r;
 }
+const Resource& VolcanoPodGroups() {
+  static const Resource* r =
+      new Resource{"scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup", true};
+  return *r;
+}
+
+const Resource& CoschedulingPodGroups() {
+  static const Resource* r =
+      new Resource{"scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup", true};
+  return *r;
+}
+
 const Resource& NetworkPolicies() {
   static const Resource* r =
       new Resource{"networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", true};

@@ -37,6 +37,9 @@ const Resource& Events();
 const Resource& Leases();           // coordination.k8s.io/v1
 const Resource& TrainingJobs();     // psflow.io/v1alpha1
 const Resource& NetworkPolicies();  // networking.k8s.io/v1
+// Gang schedulers' PodGroups (controller/pod_group.h): served only where they are installed.
+const Resource& VolcanoPodGroups();       // scheduling.volcano.sh/v1beta1
+const Resource& CoschedulingPodGroups();  // scheduling.x-k8s.io/v1alpha1 (scheduler-plugins)
 
 }  // namespace psflow::kube
 

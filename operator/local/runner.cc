@@ -400,6 +400,11 @@ absl::Status JobRun::Start() {
                                        certificates_->dir(), "/ (removed when the run ends)")
                         : std::string("spec.tls.enabled is false: the replicas talk to the ps "
                                       "tasks in plaintext, unauthenticated")));
+  if (job_.run_policy.scheduling.gang != api::GangScheduler::kNone) {
+    console_.Line(Say(absl::StrCat("spec.runPolicy.schedulingPolicy (gang ",
+                                   api::GangSchedulerName(job_.run_policy.scheduling.gang),
+                                   ") is for a cluster's gang scheduler: ignored here")));
+  }
   for (const auto& [type, spec] : job_.replica_specs) {
     for (const api::FailureRule& rule : spec.failure_rules) {
       if (rule.on_pod_conditions.empty()) continue;

@@ -51,6 +51,9 @@ EXPECTED = {
         # reconciler.cc: the NetworkPolicy of a job with spec.networkPolicy.enabled, created
         # before its pods (deleted with the job by the garbage collector: no delete, no watch).
         ("networking.k8s.io", "networkpolicies", "create", ""),
+        # reconciler.cc: a gang's PodGroup, created before its pods.
+        ("scheduling.volcano.sh", "podgroups", "create", ""),
+        ("scheduling.x-k8s.io", "podgroups", "create", ""),
     },
     "lease": {
         # leader_election.cc: creates the Lease when missing (RBAC cannot name what is created),
@@ -65,7 +68,9 @@ RESOURCES = {"TrainingJobs": ("psflow.io", "trainingjobs"), "Pods": ("", "pods")
              "Services": ("", "services"), "Secrets": ("", "secrets"),
              "ConfigMaps": ("", "configmaps"), "Events": ("", "events"),
              "Leases": ("coordination.k8s.io", "leases"),
-             "NetworkPolicies": ("networking.k8s.io", "networkpolicies")}
+             "NetworkPolicies": ("networking.k8s.io", "networkpolicies"),
+             "VolcanoPodGroups": ("scheduling.volcano.sh", "podgroups"),
+             "CoschedulingPodGroups": ("scheduling.x-k8s.io", "podgroups")}
 VERBS = {"Get": "get", "List": "list", "Watch": "watch", "Create": "create", "Update": "update",
          "UpdateStatus": "update", "Delete": "delete"}
 
