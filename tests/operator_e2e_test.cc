@@ -439,6 +439,37 @@ TEST_F(OperatorApiserverTest, GangJobsGetTheirPodGroupAndTheirPodsJoinIt) {
   })) << "the garbage collector left the PodGroup";
 }
 
+// Kueue (plain-pod groups; Kueue itself does not run here): a job labelled with a queue makes its
+// pods one Kueue pod group, and a pod Kueue preempts (it deletes it) comes back without using the
+// backoff budget, even with none.
+TEST_F(OperatorApiserverTest, AKueueQueuedJobsPodsFormOneGroupAndAPreemptedPodComesBackUncounted) {
+  auto op = StartOperator("op-a");
+  Json job = Job("kq", 1, 2, "OnFailure");
+  job["metadata"]["labels"] = {{"kueue.x-k8s.io/queue-name", "team-a"}};
+  job["spec"]["runPolicy"]["backoffLimit"] = 0;
+  CreateJob(job);
+  ASSERT_TRUE(Eventually([&] { return Pods("kq").size() == 3; })) << op->output();
+  for (const Json& pod : Pods("kq")) {
+    EXPECT_EQ(kube::Label(pod, "kueue.x-k8s.io/queue-name"), "team-a") << kube::Name(pod);
+    EXPECT_EQ(kube::Label(pod, "kueue.x-k8s.io/pod-group-name"), "kq");
+    EXPECT_EQ(pod["metadata"]["annotations"]["kueue.x-k8s.io/pod-group-total-count"], "3");
+  }
+  RunAll("kq");
+  ASSERT_TRUE(Eventually([&] { return State("kq") == "Running"; })) << op->output();
+  auto uid_of = [&](const char* name) {
+    auto pod = client_->Get(kube::Pods(), ns_, name);
+    return pod.ok() ? kube::Uid(*pod) : std::string();
+  };
+  const std::string uid = uid_of("kq-worker-1");
+  ASSERT_TRUE(client_->Delete(kube::Pods(), ns_, "kq-worker-1", {}).ok());  // Kueue preempts
+  ASSERT_TRUE(Eventually([&] {
+    const std::string now = uid_of("kq-worker-1");
+    return !now.empty() && now != uid;
+  })) << op->output();
+  EXPECT_NE(State("kq"), "Failed");
+  EXPECT_EQ(GetJob("kq")["status"]["replicaStatuses"]["Worker"]["restarts"], 0);
+}
+
 TEST_F(OperatorApiserverTest, DeadlineAndSuspendResume) {
   auto op = StartOperator("op-a");
   Json late = Job("late", 1, 1, "OnFailure");

@@ -6,8 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 #include "operator/api/quantity.h"
-#include "operator/kube/resource.h"
 #include "operator/controller/replica_objects.h"
+#include "operator/kube/resource.h"
 
 namespace psflow::controller {
 namespace {
@@ -114,6 +114,22 @@ void JoinPodGroup(const api::TrainingJob& job, api::ReplicaType type, json& meta
   annotations[kVolcanoGroupAnnotation] = job.name;
   annotations[kVolcanoTaskAnnotation] = std::string(api::TaskTypeName(type));
   if (!policy.queue.empty()) annotations[kVolcanoQueueAnnotation] = policy.queue;
+}
+
+void JoinKueuePodGroup(const json& job_object, const api::TrainingJob& job, json& metadata) {
+  const json* job_metadata = At(job_object, "metadata");
+  const json* labels = job_metadata == nullptr ? nullptr : At(*job_metadata, "labels");
+  const json* queue = labels == nullptr ? nullptr : At(*labels, kKueueQueueLabel);
+  if (queue == nullptr || !queue->is_string() || queue->get_ref<const std::string&>().empty()) {
+    return;
+  }
+  int total = 0;
+  for (const auto& [type, spec] : job.replica_specs) total += spec.replicas;
+  if (!metadata["labels"].is_object()) metadata["labels"] = json::object();
+  metadata["labels"][kKueueQueueLabel] = *queue;
+  metadata["labels"][kKueueGroupLabel] = job.name;
+  if (!metadata["annotations"].is_object()) metadata["annotations"] = json::object();
+  metadata["annotations"][kKueueGroupCountAnnotation] = absl::StrCat(total);
 }
 
 }  // namespace psflow::controller

@@ -28,6 +28,9 @@ inline constexpr char kVolcanoGroupAnnotation[] = "scheduling.k8s.io/group-name"
 inline constexpr char kVolcanoTaskAnnotation[] = "volcano.sh/task-spec";
 inline constexpr char kVolcanoQueueAnnotation[] = "scheduling.volcano.sh/queue-name";
 inline constexpr char kCoschedulingLabel[] = "scheduling.x-k8s.io/pod-group";
+inline constexpr char kKueueQueueLabel[] = "kueue.x-k8s.io/queue-name";
+inline constexpr char kKueueGroupLabel[] = "kueue.x-k8s.io/pod-group-name";
+inline constexpr char kKueueGroupCountAnnotation[] = "kueue.x-k8s.io/pod-group-total-count";
 
 // The PodGroup of a job whose schedulingPolicy names a gang. `job_object` is the TrainingJob as
 // stored (its uid, and the templates' resources are read). INVALID_ARGUMENT naming the field for
@@ -39,6 +42,15 @@ absl::StatusOr<nlohmann::json> BuildPodGroup(const nlohmann::json& job_object,
 // schedulerName in `pod_spec`, annotations or label in `metadata`.
 void JoinPodGroup(const api::TrainingJob& job, api::ReplicaType type, nlohmann::json& metadata,
                   nlohmann::json& pod_spec);
+
+// Kueue (plain pods, as its documentation for pod groups specifies; a C++ operator cannot use its
+// Go job framework): when the TrainingJob carries the label kueue.x-k8s.io/queue-name, each pod
+// gets that label, the label kueue.x-k8s.io/pod-group-name (the job's name) and the annotation
+// kueue.x-k8s.io/pod-group-total-count (every replica of the job), so that Kueue admits the
+// job's pods as one workload. Kueue's own webhook gates them until then. Nothing without the
+// label. `job_object` is the TrainingJob as stored.
+void JoinKueuePodGroup(const nlohmann::json& job_object, const api::TrainingJob& job,
+                       nlohmann::json& metadata);
 
 }  // namespace psflow::controller
 

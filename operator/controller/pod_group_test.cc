@@ -111,5 +111,21 @@ TEST(PodGroup, PodsJoinByAnnotationsOrLabelAndTheGangsScheduler) {
   EXPECT_EQ(untouched, json({{"schedulerName", "x"}}));
 }
 
+// Kueue's plain-pod groups: a job labelled with a queue gives each pod the queue, the group (the
+// job) and the group's size; a job without the label, nothing.
+TEST(PodGroup, AJobInAKueueQueueMakesItsPodsOneKueuePodGroup) {
+  json object = JobObject();
+  api::TrainingJob job = Parsed(api::GangScheduler::kNone);
+  json metadata = {{"labels", {{"psflow.io/job-name", "lm"}}}};
+  JoinKueuePodGroup(object, job, metadata);
+  EXPECT_EQ(metadata, json({{"labels", {{"psflow.io/job-name", "lm"}}}}));
+  object["metadata"]["labels"] = {{"kueue.x-k8s.io/queue-name", "team-a"}};
+  JoinKueuePodGroup(object, job, metadata);
+  EXPECT_EQ(metadata, json::parse(R"({
+    "labels": {"psflow.io/job-name": "lm", "kueue.x-k8s.io/queue-name": "team-a",
+               "kueue.x-k8s.io/pod-group-name": "lm"},
+    "annotations": {"kueue.x-k8s.io/pod-group-total-count": "5"}})"));
+}
+
 }  // namespace
 }  // namespace psflow::controller

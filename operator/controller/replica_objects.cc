@@ -158,6 +158,7 @@ json BuildPod(const json& job_object, const api::TrainingJob& job, api::ReplicaT
   if (replica.checkpoint) AddCheckpointVolume(*replica.checkpoint, spec, main);
   ApplyRestrictedSecurity(spec, main);
   JoinPodGroup(job, type, pod["metadata"], spec);
+  JoinKueuePodGroup(job_object, job, pod["metadata"]);
   pod["spec"] = std::move(spec);
   return pod;
 }
