@@ -405,24 +405,13 @@ CheckpointDir::CheckpointDir(std::string dir, int task, int keep)
 absl::Status CheckpointDir::Write(const Checkpoint& checkpoint) {
   RETURN_IF_ERROR(Validate(checkpoint));
   RETURN_IF_ERROR(MakeDirs(path_));
-  const std::string name = FileName(checkpoint.global_step);
-  const std::string final_path = absl::StrCat(path_, "/", name);
-  const std::string temp_path = absl::StrCat(path_, "/.", name, ".tmp.", ::getpid());
-  {
-    Fd fd(::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    if (!fd.valid()) return ErrnoError(errno, "create", temp_path);
-    TempFileGuard guard(temp_path);
-    Writer writer(fd.get(), temp_path);
-    RETURN_IF_ERROR(Serialize(checkpoint, writer));
-    RETURN_IF_ERROR(FsyncFd(fd.get(), temp_path));
-    RETURN_IF_ERROR(fd.Close(temp_path));
-    if (::rename(temp_path.c_str(), final_path.c_str()) != 0) {
-      return absl::ErrnoToStatus(errno, absl::StrCat("rename ", temp_path, " to ", final_path));
-    }
-    guard.Release();
-  }
-  // The new checkpoint is complete under its name; make the rename durable.
-  RETURN_IF_ERROR(FsyncDir(path_));
+  const std::string final_path = absl::StrCat(path_, "/", FileName(checkpoint.global_step));
+  // Complete under its name and durable, or not there (a temporary file named "."<name>".tmp.",
+  // which retention below removes if a crash left it).
+  RETURN_IF_ERROR(WriteFileAtomically(final_path, [&](int fd, const std::string& temp_path) {
+    Writer writer(fd, temp_path);
+    return Serialize(checkpoint, writer);
+  }));
 
   // Retention: all but the newest `keep_`, and never the one just written (newer files can only
   // be left from a run that restored an older checkpoint because they were invalid).

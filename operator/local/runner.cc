@@ -516,7 +516,8 @@ void JobRun::ReapAndDecide() {
     const api::ReplicaExit exit{
         .exit_code = status->signal != 0 ? 128 + status->signal : status->code,
         .conditions = {}};  // a process has no pod conditions
-    switch (api::OnReplicaEnd(job_, r.type, exit)) {
+    const api::ReplicaOutcome outcome = api::OnReplicaEnd(job_, r.type, exit);
+    switch (outcome) {
       case api::ReplicaOutcome::kCompleted:
         r.completed = true;
         break;
@@ -524,8 +525,8 @@ void JobRun::ReapAndDecide() {
       case api::ReplicaOutcome::kRestartUncounted: {
         const int limit = api::BackoffLimit(job_);
         const std::string rule = api::FailureRuleReason(job_, r.type, exit);
-        const bool counted = api::CountsAgainstBackoff(r.type) &&
-                             api::OnReplicaEnd(job_, r.type, exit) == api::ReplicaOutcome::kRestart;
+        const bool counted =
+            api::CountsAgainstBackoff(r.type) && outcome == api::ReplicaOutcome::kRestart;
         if (counted && restarts_ >= limit) {
           outcome_ = JobOutcome::kFailed;
           outcome_reason_ =

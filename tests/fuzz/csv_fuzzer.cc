@@ -14,16 +14,6 @@
 #include "worker/data/array_dataset.h"
 #include "worker/data/csv.h"
 
-namespace {
-
-bool Expected(const absl::Status& status) {
-  return status.code() == absl::StatusCode::kNotFound ||
-         status.code() == absl::StatusCode::kDataLoss ||
-         status.code() == absl::StatusCode::kInvalidArgument;
-}
-
-}  // namespace
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace psflow;
   if (size == 0) return 0;
@@ -46,14 +36,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (float v : table->features) PSFLOW_FUZZ_CHECK(std::isfinite(v));
     for (int64_t label : table->labels) PSFLOW_FUZZ_CHECK(label >= 0);
   } else {
-    PSFLOW_FUZZ_CHECK(Expected(table.status()));
+    PSFLOW_FUZZ_CHECK(fuzz::IsDataFileError(table.status()));
   }
 
   const data::ArrayDataOptions model{{2}, 10, 1.f};
   const absl::StatusOr<data::Dataset> set = data::LoadCsv(path, options, model);
   fuzz::RecordOutcome(set.ok());
   if (!set.ok()) {
-    PSFLOW_FUZZ_CHECK(Expected(set.status()));
+    PSFLOW_FUZZ_CHECK(fuzz::IsDataFileError(set.status()));
     return 0;
   }
   PSFLOW_FUZZ_CHECK(table.ok());

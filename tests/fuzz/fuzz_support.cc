@@ -82,4 +82,10 @@ void Check(bool holds, const char* what, const char* file, int line) {
   std::abort();
 }
 
+bool IsDataFileError(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kNotFound ||
+         status.code() == absl::StatusCode::kDataLoss ||
+         status.code() == absl::StatusCode::kInvalidArgument;
+}
+
 }  // namespace psflow::fuzz

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
 namespace psflow::fuzz {
@@ -36,6 +37,10 @@ const std::string& ScratchDir();
 // Writes `bytes` to ScratchDir()/name (replacing it) and returns its path. Aborts when it cannot
 // (the target cannot go on without its file).
 std::string WriteScratchFile(const std::string& name, absl::string_view bytes);
+
+// Whether a data reader's error is one it promises for a bad or missing file: NOT_FOUND,
+// DATA_LOSS or INVALID_ARGUMENT (anything else, e.g. INTERNAL, is a defect).
+bool IsDataFileError(const absl::Status& status);
 
 // Prints "<file>:<line>: invariant violated: <what>" and aborts (libFuzzer then saves the input)
 // when `holds` is false. For properties the product promises, checked on inputs it accepted.

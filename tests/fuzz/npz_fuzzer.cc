@@ -18,16 +18,6 @@
 #include "worker/data/npy_test_files.h"
 #include "worker/data/npz.h"
 
-namespace {
-
-bool Expected(const absl::Status& status) {
-  return status.code() == absl::StatusCode::kNotFound ||
-         status.code() == absl::StatusCode::kDataLoss ||
-         status.code() == absl::StatusCode::kInvalidArgument;
-}
-
-}  // namespace
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace psflow;
   if (size == 0) return 0;
@@ -50,18 +40,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // archive can list thousands of empty names).
     for (size_t i = 0; i < names->size() && i < 4; ++i) {
       const absl::StatusOr<data::NpyArray> member = data::ReadNpzMember(path, (*names)[i]);
-      PSFLOW_FUZZ_CHECK(member.ok() || (Expected(member.status()) &&
+      PSFLOW_FUZZ_CHECK(member.ok() || (fuzz::IsDataFileError(member.status()) &&
                                         member.status().code() != absl::StatusCode::kNotFound));
     }
   } else {
-    PSFLOW_FUZZ_CHECK(Expected(names.status()));
+    PSFLOW_FUZZ_CHECK(fuzz::IsDataFileError(names.status()));
   }
 
   const data::ArrayDataOptions model{{4}, 10, 1.f};
   const absl::StatusOr<data::Dataset> set = data::LoadNpzSplit(path, "x", "y", model);
   fuzz::RecordOutcome(set.ok());
   if (!set.ok()) {
-    PSFLOW_FUZZ_CHECK(Expected(set.status()));
+    PSFLOW_FUZZ_CHECK(fuzz::IsDataFileError(set.status()));
     return 0;
   }
   PSFLOW_FUZZ_CHECK(names.ok());
