@@ -12,13 +12,17 @@ using step_rules::Progress;
 
 AsyncStepRules::AsyncStepRules(int total_workers, int64_t step)
     : step_(std::max<int64_t>(step, 0)),
-      pushes_(static_cast<size_t>(total_workers)),
-      left_(static_cast<size_t>(total_workers), false) {}
+      pushes_(static_cast<size_t>(std::max(total_workers, 0))),
+      membership_(total_workers) {}
 
 absl::StatusOr<Admission> AsyncStepRules::Admit(const proto::TransferHeader& header,
                                                 Clock::time_point now) {
-  RETURN_IF_ERROR(step_rules::CheckPushHeader(header, step_, static_cast<int>(pushes_.size())));
+  RETURN_IF_ERROR(step_rules::CheckPushHeader(header, step_));
   Admission a;
+  membership_.Join(header.worker(), step_);
+  if (static_cast<size_t>(header.worker()) >= pushes_.size()) {
+    pushes_.resize(static_cast<size_t>(header.worker()) + 1);
+  }
   Push& push = pushes_[static_cast<size_t>(header.worker())];
   if (!push.open || push.from_step != header.step() || push.num_chunks != header.num_chunks() ||
       push.seen[header.chunk()]) {
@@ -45,9 +49,8 @@ absl::StatusOr<Admission> AsyncStepRules::Admit(const proto::TransferHeader& hea
 
 Progress AsyncStepRules::Leave(int worker) {
   Progress progress;
-  if (worker < 0 || static_cast<size_t>(worker) >= left_.size() || left_[worker]) return progress;
-  left_[worker] = true;
-  if (pushes_[static_cast<size_t>(worker)].open) {
+  if (!membership_.Leave(worker, step_)) return progress;
+  if (static_cast<size_t>(worker) < pushes_.size() && pushes_[static_cast<size_t>(worker)].open) {
     pushes_[static_cast<size_t>(worker)].open = false;
     progress.given_up.push_back(worker);
   }

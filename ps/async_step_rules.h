@@ -7,7 +7,9 @@
 // computed at). A chunk that cannot belong to the worker's open push (another step or count, or
 // a chunk already seen: the worker restarted) opens a new one; the old one ends as it is. A push
 // ends early when its worker Leaves or when it stays incomplete for the push timeout (Expire):
-// Progress::given_up names it, and its chunks applied so far stay applied.
+// Progress::given_up names it, and its chunks applied so far stay applied. Workers
+// (worker_membership.h): 0 .. total_workers - 1 count from the start; any other (a scale-up, or
+// one back after leaving) joins with its first chunk, at once.
 // Not thread-safe (StepCoordinator holds it under its lock).
 #ifndef PSFLOW_PS_ASYNC_STEP_RULES_H_
 #define PSFLOW_PS_ASYNC_STEP_RULES_H_
@@ -17,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "ps/step_rules.h"
+#include "ps/worker_membership.h"
 
 namespace psflow {
 
@@ -26,12 +29,16 @@ class AsyncStepRules {
   AsyncStepRules(int total_workers, int64_t step);
 
   int64_t step() const { return step_; }
+  int workers() const { return membership_.members(); }
+  // Who joined or left since the last call (for the log and metrics).
+  std::vector<MembershipChange> TakeMembershipChanges() { return membership_.TakeChanges(); }
 
   // The verdict on one chunk (always kApply once the header passes CheckPushHeader, whose errors
   // it returns); a chunk that opens a push advances the step.
   absl::StatusOr<step_rules::Admission> Admit(const proto::TransferHeader& header,
                                               step_rules::Clock::time_point now);
-  // The worker has finished: its open push, if any, is given up. Said once per worker.
+  // The worker has finished or stopped: its open push, if any, is given up. Later calls return
+  // nothing until it pushes again.
   step_rules::Progress Leave(int worker);
   // Gives up every push opened `timeout` or more before `now`.
   step_rules::Progress Expire(step_rules::Clock::time_point now,
@@ -53,8 +60,8 @@ class AsyncStepRules {
   };
 
   int64_t step_;
-  std::vector<Push> pushes_;  // per worker
-  std::vector<bool> left_;    // per worker
+  std::vector<Push> pushes_;  // per worker seen
+  WorkerMembership membership_;
 };
 
 }  // namespace psflow

@@ -41,6 +41,7 @@ PsMetrics::PsMetrics(prometheus::Registry& r, const Labels& labels)
       dropped_stale(DroppedFamily(r).Add(With(labels, "reason", "stale"))),
       dropped_backup(DroppedFamily(r).Add(With(labels, "reason", "backup"))),
       dropped_given_up(DroppedFamily(r).Add(With(labels, "reason", "given_up"))),
+      dropped_joining(DroppedFamily(r).Add(With(labels, "reason", "joining"))),
       wait_seconds(AddCounter(r, "psflow_ps_aggregation_wait_seconds_total",
                               "Seconds pulls waited for a step to be aggregated (sync mode).",
                               labels)),
@@ -52,6 +53,8 @@ PsMetrics::PsMetrics(prometheus::Registry& r, const Labels& labels)
                               "Bytes of variables this ps task holds.", labels)),
       learning_rate(
           AddGauge(r, "psflow_ps_learning_rate", "The optimizer's learning rate.", labels)),
+      workers(AddGauge(r, "psflow_ps_workers",
+                       "Workers this ps task counts on (sync: those a step waits for).", labels)),
       labels_(labels),
       partition_bytes_(prometheus::BuildGauge()
                            .Name("psflow_ps_partition_bytes")

@@ -27,12 +27,15 @@ struct PsMetrics {
   prometheus::Counter& dropped_backup;  // psflow_ps_gradients_dropped_total{reason="backup"}
   // psflow_ps_gradients_dropped_total{reason="given_up"}: late chunks of a push given up
   prometheus::Counter& dropped_given_up;
+  // psflow_ps_gradients_dropped_total{reason="joining"}: sync, a worker's push before it counts
+  prometheus::Counter& dropped_joining;
   prometheus::Counter& wait_seconds;  // psflow_ps_aggregation_wait_seconds_total
   prometheus::Counter& checkpoints;   // psflow_ps_checkpoints_written_total
   prometheus::Histogram& staleness;   // psflow_ps_staleness_steps
   prometheus::Gauge& global_step;     // psflow_ps_global_step
   prometheus::Gauge& variable_bytes;  // psflow_ps_variable_bytes (placement: bytes held)
   prometheus::Gauge& learning_rate;   // psflow_ps_learning_rate
+  prometheus::Gauge& workers;         // psflow_ps_workers (StepCoordinator::workers)
 
  private:
   Labels labels_;

@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "core/status_macros.h"
 #include "core/wire_type.h"
+#include "ps/worker_membership.h"
 
 namespace psflow {
 namespace {
@@ -55,7 +56,9 @@ absl::Status PsState::Activate(const proto::InitializeRequest& request,
                                   static_cast<double>(store_->partition_bytes(i)));
     }
   }
-  return coordinator_.Start(request.sync(), step, store_->partition_elements());
+  RETURN_IF_ERROR(coordinator_.Start(request.sync(), step, store_->partition_elements()));
+  if (metrics_ != nullptr) metrics_->workers.Set(coordinator_.workers());
+  return absl::OkStatus();
 }
 
 absl::StatusOr<bool> PsState::RestoreFromCheckpoint() {
@@ -181,10 +184,9 @@ absl::StatusOr<float> PsState::SetLearningRate(float learning_rate) {
 
 absl::StatusOr<int64_t> PsState::Leave(int worker) {
   if (!coordinator_.ready()) return NotInitialised();
-  const int total = coordinator_.sync().total_workers();
-  if (worker < 0 || worker >= total) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("leave from worker ", worker, "; the job has ", total));
+  if (worker < 0 || worker >= kMaxWorkers) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "leave from worker ", worker, "; worker indexes go from 0 to ", kMaxWorkers - 1));
   }
   StepCoordinator::Wakeups wake;
   {
@@ -194,6 +196,7 @@ absl::StatusOr<int64_t> PsState::Leave(int worker) {
     wake = ApplyReady(coordinator_.Leave(worker), learning_rate_.load());
   }
   StepCoordinator::Wake(std::move(wake));
+  if (metrics_ != nullptr) metrics_->workers.Set(coordinator_.workers());
   return coordinator_.step();
 }
 
@@ -244,7 +247,10 @@ void PsState::ExpirePushes() {
     wake = ApplyReady(progress, learning_rate_.load());
   }
   StepCoordinator::Wake(std::move(wake));
-  if (metrics_ != nullptr) metrics_->global_step.Set(static_cast<double>(coordinator_.step()));
+  if (metrics_ != nullptr) {
+    metrics_->global_step.Set(static_cast<double>(coordinator_.step()));
+    metrics_->workers.Set(coordinator_.workers());
+  }
 }
 
 void PsState::Capture(const proto::TransferHeader& header,
@@ -369,6 +375,10 @@ absl::StatusOr<proto::TransferReply> PsState::Push(ByteSource& frame) {
         reply.set_dropped(true);
         if (metrics_ != nullptr) metrics_->dropped_given_up.Increment();
         break;
+      case StepCoordinator::Verdict::kDropJoining:
+        reply.set_dropped(true);
+        if (metrics_ != nullptr) metrics_->dropped_joining.Increment();
+        break;
     }
     // Async: the calls parked for the step this push opened.
     if (!admission.wake.empty()) wake = std::move(admission.wake);
@@ -376,7 +386,10 @@ absl::StatusOr<proto::TransferReply> PsState::Push(ByteSource& frame) {
   // Parked pulls take update_mu_ themselves: answer them after releasing it.
   StepCoordinator::Wake(std::move(wake));
   const int64_t step = coordinator_.step();
-  if (metrics_ != nullptr) metrics_->global_step.Set(static_cast<double>(step));
+  if (metrics_ != nullptr) {
+    metrics_->global_step.Set(static_cast<double>(step));
+    metrics_->workers.Set(coordinator_.workers());
+  }
   reply.set_global_step(step);
   return reply;
 }

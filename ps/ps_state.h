@@ -97,7 +97,8 @@ class PsState {
   // variables again from its latest parameters) instead of exiting.
   // INVALID_ARGUMENT for a rate that is not > 0 and finite.
   absl::StatusOr<float> SetLearningRate(float learning_rate);
-  // INVALID_ARGUMENT for a worker outside the job.
+  // The worker stops counting (worker_membership.h). INVALID_ARGUMENT for an index outside
+  // [0, kMaxWorkers).
   absl::StatusOr<int64_t> Leave(int worker);
 
   // One bulk push frame (TK_ASSIGN or TK_GRADIENT): validated, then applied, accumulated or

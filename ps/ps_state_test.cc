@@ -697,7 +697,7 @@ TEST(PsStateTest, SyncLeaveCompletesTheStepWithTheWorkersThatPushed) {
   const std::vector<float> g0 = {2, 4, 6, 8, 2, 4, 6, 8, 2, 4, 6};
   ASSERT_TRUE(Accepted(Push(*state, Gradient(All(), 0, 0), g0)));
   EXPECT_EQ(state->global_step(), 0);
-  EXPECT_EQ(state->Leave(2).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(state->Leave(kMaxWorkers).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(state->Leave(-1).status().code(), absl::StatusCode::kInvalidArgument);
   auto step = state->Leave(1);
   ASSERT_TRUE(step.ok()) << step.status();
@@ -846,6 +846,44 @@ TEST(PsStateTest, SyncWorkerLeavingMidPushHasNoneOfItsPiecesApplied) {
   EXPECT_EQ(PullAll(*state), PullAll(*reference));
 }
 
+// Elastic workers (worker_membership.h), as `kubectl scale` makes them: a worker that finishes
+// first still counts in the step it pushed to; a new worker pushing mid-step counts from the next
+// step; the gauge and the dropped counter say so.
+TEST(PsStateTest, SyncWorkersJoinAndLeaveAtStepBoundaries) {
+  Metrics metrics;
+  auto state = ReadyState(Request(Sgd(0.5f), Sync(2, 0)), {}, &metrics.ps);
+  EXPECT_DOUBLE_EQ(metrics.ps.workers.Value(), 2);
+  const std::vector<float> g0 = {2, 4, 6, 8, 2, 4, 6, 8, 2, 4, 6};
+  const std::vector<float> g1 = Fill(2);
+  auto reference = ReadyState(Request(Sgd(0.5f), Sync(2, 0)));
+
+  // Worker 0 pushes its last step and leaves: the step still waits for worker 1.
+  ASSERT_TRUE(Accepted(Push(*state, Gradient(All(), 0, 0), g0)));
+  ASSERT_TRUE(state->Leave(0).ok());
+  EXPECT_EQ(state->global_step(), 0);
+  EXPECT_DOUBLE_EQ(metrics.ps.workers.Value(), 1);
+  // A new worker (a scale-up) pushes mid-step: dropped, it counts from step 1.
+  auto joining = Push(*state, Gradient(All(), 0, 2), g1);
+  ASSERT_TRUE(joining.ok()) << joining.status();
+  EXPECT_TRUE(joining->dropped());
+  EXPECT_DOUBLE_EQ(metrics.ps.dropped_joining.Value(), 1);
+  ASSERT_TRUE(Accepted(Push(*state, Gradient(All(), 0, 1), g1)));
+  EXPECT_EQ(state->global_step(), 1);
+  EXPECT_DOUBLE_EQ(metrics.ps.workers.Value(), 2);  // workers 1 and 2
+  ASSERT_TRUE(Accepted(Push(*reference, Gradient(All(), 0, 0), g0)));
+  ASSERT_TRUE(Accepted(Push(*reference, Gradient(All(), 0, 1), g1)));
+  EXPECT_EQ(PullAll(*state), PullAll(*reference));  // averaged over both
+
+  // Step 1 waits for workers 1 and 2.
+  ASSERT_TRUE(Accepted(Push(*state, Gradient(All(), 1, 1), g0)));
+  EXPECT_EQ(state->global_step(), 1);
+  ASSERT_TRUE(Accepted(Push(*state, Gradient(All(), 1, 2), g1)));
+  EXPECT_EQ(state->global_step(), 2);
+  ASSERT_TRUE(Accepted(Push(*reference, Gradient(All(), 1, 0), g0)));
+  ASSERT_TRUE(Accepted(Push(*reference, Gradient(All(), 1, 1), g1)));
+  EXPECT_EQ(PullAll(*state), PullAll(*reference));
+}
+
 // Waits up to `wait` for the state's step to reach `step`; true when it did.
 bool ReachesStepWithin(PsState& state, int64_t step, std::chrono::milliseconds wait) {
   auto parked = ParkPull(state, All(), step);
@@ -973,7 +1011,8 @@ std::vector<BadFrame> BadGradientFrames() {
        "b: row -1"},
       {"sparse count mismatch", Frame(Gradient({{1, 0, 3, {0}}}, 1), f3), kInvalidArgument,
        "w[2:4]"},
-      {"worker outside the job", Frame(Gradient(All(), 1, 2), all), kInvalidArgument, "worker 2"},
+      {"worker index too high", Frame(Gradient(All(), 1, kMaxWorkers), all), kInvalidArgument,
+       "worker 4096"},
       {"negative worker", Frame(Gradient(All(), 1, -1), all), kInvalidArgument, "worker -1"},
       {"chunk past num_chunks", Frame(Gradient(All(), 1, 0, 1, 1), all), kInvalidArgument, "chunk"},
       {"no chunks", Frame(Gradient(All(), 1, 0, 0, 0), all), kInvalidArgument, "chunk"},

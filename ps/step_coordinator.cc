@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "core/log.h"
 #include "core/status_macros.h"
 
 namespace psflow {
@@ -47,6 +48,7 @@ absl::Status StepCoordinator::Start(const proto::SyncConfig& sync, int64_t step,
     } else {
       async_.emplace(sync.total_workers(), step);
     }
+    MembershipMovedLocked();
     StepMovedLocked();
     due = TakeDueLocked(std::chrono::steady_clock::now());
   }
@@ -87,6 +89,34 @@ void StepCoordinator::ClearStepWatch() {
   watch_ = nullptr;
 }
 
+void StepCoordinator::MembershipMovedLocked() {
+  std::vector<MembershipChange> changes;
+  if (sync_rules_) {
+    changes = sync_rules_->TakeMembershipChanges();
+    workers_.store(sync_rules_->workers(), std::memory_order_relaxed);
+  } else if (async_) {
+    changes = async_->TakeMembershipChanges();
+    workers_.store(async_->workers(), std::memory_order_relaxed);
+  }
+  for (const MembershipChange& c : changes) {
+    if (c.kind == MembershipChange::Kind::kJoining) {
+      PSFLOW_LOG(INFO) << "worker " << c.worker << " pushed at step " << c.step
+                       << " and joins the job at the next step (its push was dropped)";
+      continue;
+    }
+    // Sync: what the steps from here on wait for (the step under way may still count a worker
+    // that left after its push was whole).
+    const int r = sync_.replicas_to_aggregate();
+    PSFLOW_LOG(INFO) << "worker " << c.worker
+                     << (c.kind == MembershipChange::Kind::kJoined ? " joined" : " left")
+                     << " at step " << c.step << ": " << c.members << " worker(s)"
+                     << (sync_rules_ ? absl::StrCat("; a step waits for ",
+                                                    r == 0 ? c.members : std::min(r, c.members),
+                                                    " contribution(s)")
+                                     : std::string());
+  }
+}
+
 void StepCoordinator::StepMovedLocked() {
   if (!watch_ || StepLocked() < watch_target_) return;
   std::function<void()> reached = std::move(watch_);
@@ -120,10 +150,12 @@ absl::StatusOr<StepCoordinator::Admission> StepCoordinator::Admit(
   Admission a;
   if (sync_rules_) {
     ASSIGN_OR_RETURN(static_cast<step_rules::Admission&>(a), sync_rules_->Admit(header, now));
+    MembershipMovedLocked();
     return a;
   }
   if (!async_) return absl::FailedPreconditionError("variables are not initialised yet");
   ASSIGN_OR_RETURN(static_cast<step_rules::Admission&>(a), async_->Admit(header, now));
+  MembershipMovedLocked();
   if (a.opens_push) {
     StepMovedLocked();
     // The calls parked for this step, for the caller to wake (as PartitionsApplied's in sync
@@ -156,7 +188,10 @@ StepCoordinator::Wakeups StepCoordinator::PartitionsApplied(const Progress& prog
                                                             bool* completed_step) {
   std::lock_guard lock(mu_);
   const bool done = sync_rules_ && sync_rules_->Applied(progress);
-  if (done) StepMovedLocked();
+  if (done) {
+    MembershipMovedLocked();  // workers waiting to join count from the new step
+    StepMovedLocked();
+  }
   if (completed_step != nullptr) *completed_step = done;
   if (!done && progress.apply.empty()) return {};
   return TakeDueLocked(std::chrono::steady_clock::now());
@@ -164,15 +199,24 @@ StepCoordinator::Wakeups StepCoordinator::PartitionsApplied(const Progress& prog
 
 StepCoordinator::Progress StepCoordinator::Leave(int worker) {
   std::lock_guard lock(mu_);
-  if (sync_rules_) return sync_rules_->Leave(worker);
-  return async_ ? async_->Leave(worker) : Progress{};
+  Progress progress;
+  if (sync_rules_) progress = sync_rules_->Leave(worker);
+  if (async_) progress = async_->Leave(worker);
+  MembershipMovedLocked();
+  return progress;
 }
 
 StepCoordinator::Progress StepCoordinator::ExpirePushes() {
   std::lock_guard lock(mu_);
   const auto now = std::chrono::steady_clock::now();
-  if (sync_rules_) return sync_rules_->Expire(now, push_timeout_);
-  return async_ ? async_->Expire(now, push_timeout_) : Progress{};
+  Progress progress;
+  if (sync_rules_) progress = sync_rules_->Expire(now, push_timeout_);
+  if (async_) progress = async_->Expire(now, push_timeout_);
+  workers_.store(sync_rules_ ? sync_rules_->workers()
+                 : async_    ? async_->workers()
+                             : 0,
+                 std::memory_order_relaxed);
+  return progress;
 }
 
 std::chrono::steady_clock::time_point StepCoordinator::NextPushDeadlineLocked() const {

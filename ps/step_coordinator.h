@@ -14,10 +14,15 @@
 // min_step, or is min_step - 1 with every listed partition already applied (immediately when that
 // holds), done(false) at the deadline or on Stop; no partitions: the whole step. Before the ps is
 // ready the step is -1, so Park(0, ...) waits for readiness. Callbacks run on the thread that
-// advanced the step (or the timer thread) without the lock held. Thread-safe.
+// advanced the step (or the timer thread) without the lock held.
+//
+// Elastic workers: each worker that joins or leaves (worker_membership.h) is logged as it
+// happens, with the contributions a sync step now waits for; workers() says how many count.
+// Thread-safe.
 #ifndef PSFLOW_PS_STEP_COORDINATOR_H_
 #define PSFLOW_PS_STEP_COORDINATOR_H_
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -104,6 +109,9 @@ class StepCoordinator {
   std::vector<OpenPush> open_pushes() const;
   // Sync: the number of workers admitted to the current step.
   int workers_in_step() const;
+  // The workers counted now (sync: those a step waits for, less workers whose push was given up
+  // until they push again); 0 before Start. Lock-free.
+  int workers() const { return workers_.load(std::memory_order_relaxed); }
   // Sync: progress.apply was applied (SyncStepRules::Applied). *completed_step (when given) is
   // set to whether this call completed the step. Returns the parked calls now due, for the
   // caller to Wake after releasing its locks.
@@ -139,6 +147,8 @@ class StepCoordinator {
   void TimerLoop();
   // Fires the step watch when the step has reached its target.
   void StepMovedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Logs who joined or left since the last call and updates workers_.
+  void MembershipMovedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -152,6 +162,7 @@ class StepCoordinator {
   std::function<void()> expiry_handler_;        // set before Start, read by the timer thread
   bool expiring_ ABSL_GUARDED_BY(mu_) = false;  // the handler is running
   std::vector<Parked> parked_ ABSL_GUARDED_BY(mu_);
+  std::atomic<int> workers_{0};  // written under mu_
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread timer_;
 };

@@ -26,6 +26,8 @@ enum class Verdict {
   kDropStale,    // computed at an old step
   kDropBackup,   // sync: this step already has its replicas_to_aggregate workers
   kDropGivenUp,  // sync: a late chunk of this worker's push of this step, given up (expired)
+  kDropJoining,  // sync: a worker not yet counted (new, or back after leaving): it joins the job
+                 // at the next step boundary (worker_membership.h)
 };
 
 struct Admission {
@@ -62,9 +64,9 @@ struct OpenPush {
 };
 
 // What both modes refuse before looking at their state, as INVALID_ARGUMENT: a step from the
-// future (beyond `step`), a worker index outside [0, total_workers), a chunk count of 0 or over
-// kMaxChunks, a chunk index not below the count.
-absl::Status CheckPushHeader(const proto::TransferHeader& header, int64_t step, int total_workers);
+// future (beyond `step`), a worker index outside [0, kMaxWorkers) (worker_membership.h), a chunk
+// count of 0 or over kMaxChunks, a chunk index not below the count.
+absl::Status CheckPushHeader(const proto::TransferHeader& header, int64_t step);
 
 }  // namespace psflow::step_rules
 

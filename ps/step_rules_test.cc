@@ -8,11 +8,13 @@
 //                                            not yet applied; one without is Applied at once)
 //   leave W | expire T | time T              Leave; Expire at T s with a 30 s timeout; the clock
 //   open                                     async: the open pushes
+//   workers                                  the workers counted ("workers=N"; sync also
+//                                            "needs=M": the contributions the step waits for)
 // and what they return:
-//   accumulate | stale | backup | given-up   a sync verdict; "; " and the progress after Staged
-//   apply@K stale=X [opens] [closes]         an async verdict (K: the step the push counts at)
-//   apply[P,..] by[W,..] given_up[W,..] completes   a progress ("-": nothing)
-//   step=N [completed]                       after Applied (" => step=N completed": a progress
+//   accumulate | stale | backup | given-up | joining   a sync verdict; "; " and the progress after
+//   Staged apply@K stale=X [opens] [closes]         an async verdict (K: the step the push counts
+//   at) apply[P,..] by[W,..] given_up[W,..] completes   a progress ("-": nothing) step=N
+//   [completed]                       after Applied (" => step=N completed": a progress
 //                                            with nothing to apply completed the step)
 //   error: MESSAGE-PREFIX                    INVALID_ARGUMENT (nothing changed)
 #include <string>
@@ -113,6 +115,8 @@ std::string Describe(Verdict v) {
       return "backup";
     case Verdict::kDropGivenUp:
       return "given-up";
+    case Verdict::kDropJoining:
+      return "joining";
   }
   return "?";
 }
@@ -183,6 +187,8 @@ void RunSync(const SyncRow& row) {
     } else if (words[0] == "time") {
       ASSERT_TRUE(absl::SimpleAtod(words.at(1), &now));
       got = e.expect;
+    } else if (words[0] == "workers") {
+      got = absl::StrCat("workers=", rules.workers(), " needs=", rules.contributions_needed());
     } else {
       FAIL() << "unknown event " << e.event;
     }
@@ -223,6 +229,8 @@ void RunAsync(const AsyncRow& row) {
         open.push_back(absl::StrCat("w", p.worker, "@", p.counted_at, " left=", p.chunks_left));
       }
       got = open.empty() ? "-" : absl::StrJoin(open, "; ");
+    } else if (words[0] == "workers") {
+      got = absl::StrCat("workers=", rules.workers());
     } else {
       FAIL() << "unknown event " << e.event;
     }
@@ -352,12 +360,73 @@ TEST(SyncStepRules, Table) {
         {"leave 1", "apply[1] by[] given_up[1] completes"},
         {"applied", "step=1 completed"}}},
 
+      {"a worker that leaves after its push is whole still counts in that step (the last step "
+       "waits for the slower worker)",
+       2,
+       0,
+       {4},
+       {{"push 0 0 0/1 p0:4", "accumulate; -"},
+        {"leave 0", "-"},
+        {"workers", "workers=1 needs=2"},
+        {"push 1 0 0/1 p0:4", "accumulate; apply[0] by[0,1] completes"},
+        {"applied", "step=1 completed"},
+        {"workers", "workers=1 needs=1"},
+        {"push 1 1 0/1 p0:4", "accumulate; apply[0] by[1] completes"}}},
+
+      {"elastic: a new worker pushing between steps joins at once and the step waits for it",
+       2,
+       0,
+       {4},
+       {{"push 2 0 0/1 p0:4", "accumulate; -"},
+        {"workers", "workers=3 needs=3"},
+        {"push 0 0 0/1 p0:4", "accumulate; -"},
+        {"push 1 0 0/1 p0:4", "accumulate; apply[0] by[0,1,2] completes"},
+        {"applied", "step=1 completed"}}},
+
+      {"elastic: a new worker pushing mid-step is dropped and counts from the next step",
+       2,
+       0,
+       {4},
+       {{"push 0 0 0/1 p0:4", "accumulate; -"},
+        {"push 3 0 0/1 p0:4", "joining"},
+        {"push 3 0 0/1 p0:4", "joining"},
+        {"workers", "workers=2 needs=2"},
+        {"push 1 0 0/1 p0:4", "accumulate; apply[0] by[0,1] completes"},
+        {"applied", "step=1 completed"},
+        {"workers", "workers=3 needs=3"},
+        {"push 0 1 0/1 p0:4", "accumulate; -"},
+        {"push 1 1 0/1 p0:4", "accumulate; -"},
+        {"push 3 1 0/1 p0:4", "accumulate; apply[0] by[0,1,3] completes"},
+        {"applied", "step=2 completed"}}},
+
+      {"elastic: a worker that left (scaled down) and pushes again (scaled up) rejoins",
+       2,
+       0,
+       {4},
+       {{"leave 1", "-"},
+        {"workers", "workers=1 needs=1"},
+        {"push 0 0 0/1 p0:4", "accumulate; apply[0] by[0] completes"},
+        {"applied", "step=1 completed"},
+        {"push 1 1 0/1 p0:4", "accumulate; -"},
+        {"workers", "workers=2 needs=2"},
+        {"push 0 1 0/1 p0:4", "accumulate; apply[0] by[0,1] completes"},
+        {"applied", "step=2 completed"}}},
+
+      {"elastic: replicas_to_aggregate stays as given when workers join",
+       2,
+       1,
+       {4},
+       {{"push 2 0 0/1 p0:4", "accumulate; apply[0] by[2] completes"},
+        {"workers", "workers=3 needs=1"},
+        {"push 0 0 0/1 p0:4", "backup"},
+        {"applied", "step=1 completed"}}},
+
       {"bad chunks change nothing",
        2,
        0,
        {4},
        {{"push 0 1 0/1 p0:4", "error: gradients computed at step 1, a step from the future"},
-        {"push 2 0 0/1 p0:4", "error: push from worker 2; the job has 2"},
+        {"push 4096 0 0/1 p0:4", "error: push from worker 4096; worker indexes go from 0 to 4095"},
         {"push 0 0 1/1 p0:4", "error: push chunk 1 of 1"},
         {"push 0 0 0/0 p0:4", "error: push chunk 0 of 0"},
         {"push 0 0 0/2 p0:4", "accumulate; -"},
@@ -410,10 +479,19 @@ TEST(AsyncStepRules, Table) {
         {"expire 35", "given_up[0,1]"},
         {"open", "-"}}},
 
+      {"elastic: a new worker joins with its first chunk, at once; it leaves and comes back",
+       2,
+       {{"push 3 0 0/1", "apply@0 stale=0 opens closes step=1"},
+        {"workers", "workers=3"},
+        {"leave 3", "-"},
+        {"workers", "workers=2"},
+        {"push 3 1 0/1", "apply@1 stale=0 opens closes step=2"},
+        {"workers", "workers=3"}}},
+
       {"bad chunks change nothing",
        2,
        {{"push 0 1 0/1", "error: gradients computed at step 1, a step from the future"},
-        {"push -1 0 0/1", "error: push from worker -1; the job has 2"},
+        {"push -1 0 0/1", "error: push from worker -1; worker indexes go from 0 to 4095"},
         {"push 0 0 2/2", "error: push chunk 2 of 2"},
         {"push 0 0 0/1", "apply@0 stale=0 opens closes step=1"}}},
   };

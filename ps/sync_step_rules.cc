@@ -14,15 +14,29 @@ using step_rules::Verdict;
 
 SyncStepRules::SyncStepRules(const proto::SyncConfig& sync, int64_t step,
                              std::vector<int64_t> partition_elements)
-    : total_workers_(sync.total_workers()),
-      required_(sync.replicas_to_aggregate() == 0 ? sync.total_workers()
-                                                  : sync.replicas_to_aggregate()),
+    : required_(sync.replicas_to_aggregate()),
       partition_elements_(std::move(partition_elements)),
       step_(std::max<int64_t>(step, 0)),
       partition_state_(partition_elements_.size(), PartitionState::kWaiting),
-      left_(static_cast<size_t>(total_workers_), false),
-      absent_(static_cast<size_t>(total_workers_), false),
-      given_up_(static_cast<size_t>(total_workers_)) {}
+      membership_(sync.total_workers()) {
+  GrowTo(sync.total_workers() - 1);
+}
+
+void SyncStepRules::GrowTo(int worker) {
+  const auto n = static_cast<size_t>(worker) + 1;
+  if (absent_.size() >= n) return;
+  absent_.resize(n, false);
+  given_up_.resize(n);
+}
+
+int SyncStepRules::contributions_needed() const {
+  // A worker that left after its push of this step was complete still counts in this step.
+  int live = workers();
+  for (const auto& [worker, push] : admitted_) {
+    if (!membership_.member(worker)) ++live;
+  }
+  return required_ == 0 ? live : std::min(required_, live);
+}
 
 bool SyncStepRules::applied(uint32_t p) const {
   return p < partition_state_.size() && partition_state_[p] == PartitionState::kApplied;
@@ -30,10 +44,11 @@ bool SyncStepRules::applied(uint32_t p) const {
 
 absl::StatusOr<Admission> SyncStepRules::Admit(const proto::TransferHeader& header,
                                                Clock::time_point now) {
-  RETURN_IF_ERROR(step_rules::CheckPushHeader(header, step_, total_workers_));
+  RETURN_IF_ERROR(step_rules::CheckPushHeader(header, step_));
   Admission a;
   a.step = step_;
   a.staleness = step_ - header.step();
+  GrowTo(header.worker());
   const auto worker = static_cast<size_t>(header.worker());
   GivenUpPush& given_up = given_up_[worker];
   if (given_up.step == step_ && header.step() == step_ &&
@@ -50,13 +65,23 @@ absl::StatusOr<Admission> SyncStepRules::Admit(const proto::TransferHeader& head
     absent_[worker] = false;
     --absent_count_;
   }
+  if (!membership_.member(header.worker())) {
+    // A new worker, or one back after leaving. Between steps it joins now; else it is dropped and
+    // counts from the next step on (its next pull waits for that step).
+    if (!admitted_.empty() || closed_) {
+      membership_.MarkJoining(header.worker(), step_);
+      a.verdict = Verdict::kDropJoining;
+      return a;
+    }
+    membership_.Join(header.worker(), step_);
+  }
   if (header.step() < step_) {
     a.verdict = Verdict::kDropStale;
     return a;
   }
   auto it = admitted_.find(header.worker());
   if (it == admitted_.end()) {
-    if (closed_ || static_cast<int>(admitted_.size()) >= required_) {
+    if (closed_ || (required_ > 0 && static_cast<int>(admitted_.size()) >= required_)) {
       a.verdict = Verdict::kDropBackup;
       return a;
     }
@@ -99,8 +124,7 @@ bool SyncStepRules::AdmissionFinal() const {
   // Closed once a partition went out: the workers admitted then are the step's, even if some
   // leave or come back afterwards (a worker given up and back cannot reopen it).
   if (closed_) return true;
-  const int live = total_workers_ - left_count_ - absent_count_;
-  return !admitted_.empty() && static_cast<int>(admitted_.size()) >= std::min(required_, live);
+  return !admitted_.empty() && workers_in_step() >= contributions_needed();
 }
 
 void SyncStepRules::TakeReady(Progress& progress) {
@@ -159,6 +183,7 @@ bool SyncStepRules::Applied(const Progress& progress) {
   if (!done) return false;
   ++step_;
   admitted_.clear();
+  membership_.JoinWaiting(step_);
   partition_state_.assign(partition_state_.size(), PartitionState::kWaiting);
   closed_ = false;
   completion_told_ = false;
@@ -167,9 +192,8 @@ bool SyncStepRules::Applied(const Progress& progress) {
 
 Progress SyncStepRules::Leave(int worker) {
   Progress progress;
-  if (worker < 0 || worker >= total_workers_ || left_[worker]) return progress;
-  left_[worker] = true;
-  ++left_count_;
+  if (!membership_.Leave(worker, step_)) return progress;
+  GrowTo(worker);
   if (absent_[worker]) {
     absent_[worker] = false;  // counted as left now
     --absent_count_;
@@ -195,7 +219,7 @@ Progress SyncStepRules::Expire(Clock::time_point now, Clock::duration timeout) {
     const auto worker = static_cast<size_t>(it->first);
     progress.given_up.push_back(it->first);
     given_up_[worker] = {step_, it->second.num_chunks, it->second.seen};
-    if (!absent_[worker] && !left_[worker]) {
+    if (!absent_[worker] && membership_.member(it->first)) {
       absent_[worker] = true;
       ++absent_count_;
     }

@@ -15,10 +15,19 @@
 //
 // A push computed at a step older than s is dropped as stale; a push for s from a worker beyond
 // the first replicas_to_aggregate (a backup worker), or once a partition of s was handed out, is
-// dropped too, so the slowest never hold the step back. A worker that Leaves no longer counts: if
-// its push was incomplete it loses its place in the step and none of its staged pieces is applied
-// (Progress::given_up: the caller discards them); the step then needs min(replicas_to_aggregate,
-// workers still in the job). With complete pushes every partition gets exactly the sum the
+// dropped too, so the slowest never hold the step back.
+//
+// Which workers count (worker_membership.h): workers 0 .. total_workers - 1 from the start; a
+// worker that is not counted (added by a scale-up, or back after leaving) joins with its first
+// push. Between steps (nothing of s admitted yet) it joins at once and its push is admitted;
+// otherwise the push is dropped (kDropJoining) and the worker counts from s + 1 on, so the
+// number of contributions a step waits for changes only at a step boundary. A worker that Leaves
+// no longer counts: if its push of s was incomplete it loses its place in the step and none of
+// its staged pieces is applied (Progress::given_up: the caller discards them); if it was
+// complete, s still waits for the others (a leave takes effect after the step it pushed to), so
+// a worker that finishes first never makes the last step complete without the slower ones. A
+// step needs min(replicas_to_aggregate, workers counted) contributions; replicas_to_aggregate 0:
+// every counted worker's. With complete pushes every partition gets exactly the sum the
 // whole-step rule gave.
 //
 // A push left incomplete for the push timeout (a worker killed mid-push: no Leave, the rest never
@@ -43,6 +52,7 @@
 
 #include "absl/status/statusor.h"
 #include "ps/step_rules.h"
+#include "ps/worker_membership.h"
 
 namespace psflow {
 
@@ -61,6 +71,12 @@ class SyncStepRules {
   // checkpoint now would see half a step.
   bool mid_step() const { return closed_; }
   int workers_in_step() const { return static_cast<int>(admitted_.size()); }
+  // Workers counted now (members, less those whose push was given up and have not pushed since).
+  int workers() const { return membership_.members() - absent_count_; }
+  // The contributions the current step waits for.
+  int contributions_needed() const;
+  // Who joined or left since the last call (for the log and metrics).
+  std::vector<MembershipChange> TakeMembershipChanges() { return membership_.TakeChanges(); }
 
   // The verdict on one chunk. INVALID_ARGUMENT for what CheckPushHeader refuses, a chunk sent
   // twice or with another count by an admitted worker, or dense elements of a partition sent
@@ -72,7 +88,7 @@ class SyncStepRules {
   step_rules::Progress Staged(const proto::TransferHeader& header);
   // progress.apply was applied: true when this call completed the step (then step() moved on).
   bool Applied(const step_rules::Progress& progress);
-  // The worker has finished (said once per worker; later calls return nothing).
+  // The worker has finished or stopped (later calls return nothing until it pushes again).
   step_rules::Progress Leave(int worker);
   // Gives up every admitted push still incomplete `timeout` after its first chunk.
   step_rules::Progress Expire(step_rules::Clock::time_point now,
@@ -102,11 +118,11 @@ class SyncStepRules {
   enum class PartitionState : uint8_t { kWaiting, kApplying, kApplied };
 
   bool AdmissionFinal() const;
+  void GrowTo(int worker);  // per-worker tables cover `worker`
   // Adds the partitions every admitted worker has delivered, marked kApplying, to progress.
   void TakeReady(step_rules::Progress& progress);
 
-  const int total_workers_;
-  const int required_;  // replicas_to_aggregate, as given or defaulted
+  const int required_;  // replicas_to_aggregate; 0: every counted worker
   const std::vector<int64_t> partition_elements_;
   int64_t step_;
   std::map<int, WorkerPush> admitted_;           // the current step's
@@ -115,9 +131,9 @@ class SyncStepRules {
   // admission is closed.
   bool closed_ = false;
   bool completion_told_ = false;  // Progress::completes_step given for this step
-  std::vector<bool> left_;        // per worker
-  int left_count_ = 0;
-  std::vector<bool> absent_;  // per worker: its push was given up and it has not pushed since
+  WorkerMembership membership_;
+  // Per worker: a member whose push was given up and who has not pushed since.
+  std::vector<bool> absent_;
   int absent_count_ = 0;
   std::vector<GivenUpPush> given_up_;  // per worker
 };

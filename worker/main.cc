@@ -1,6 +1,7 @@
 // psflow-worker: trains one replica of a model between-graph against the ps tasks of its cluster
 // spec ($TF_CONFIG, or the seed scripts' flags). With no cluster spec at all it trains alone,
 // in process, with no ps.
+#include <chrono>
 #include <cstdlib>
 #include <memory>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "worker/overlapped_sync.h"
 #include "worker/ps_client.h"
 #include "worker/replay_trainable.h"
+#include "worker/stop_request.h"
 #include "worker/trainable_factory.h"
 #include "worker/trainer.h"
 #include "worker/worker_config.h"
@@ -146,6 +148,10 @@ ABSL_FLAG(int, startup_timeout_s, 0,
           "than the chief, for the chief to initialise them, logging every --ps_timeout_s; 0: as "
           "long as it takes (a TrainingJob's schedulingTimeoutSeconds and activeDeadlineSeconds "
           "end a job that never starts)");
+ABSL_FLAG(int, stop_grace_s, 25,
+          "On SIGTERM a training worker ends after the step in progress, completes its push, "
+          "leaves the job and exits 143; it exits at once if that takes longer than this many "
+          "seconds (keep it below the pod's terminationGracePeriodSeconds, 30 by default)");
 
 namespace psflow {
 namespace {
@@ -346,7 +352,8 @@ absl::StatusOr<std::unique_ptr<ParameterSync>> MakeSync(const WorkerConfig& c,
                      << (device ? "GPU" : "host");
     return LocalUpdate::Create(c.training, device ? trainable.single.get() : nullptr);
   }
-  const PsClient::Options options = MakePsClientOptions(c, security);
+  PsClient::Options options = MakePsClientOptions(c, security);
+  options.stop = &ProcessStopRequest();
   PSFLOW_LOG(INFO) << "ps connections: " << security.Describe();
   ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client, PsClient::Create(options, params));
   return std::unique_ptr<ParameterSync>(std::move(client));
@@ -368,6 +375,16 @@ absl::Status Main(const TransportSecurity& security) {
   }
   ASSIGN_OR_RETURN(const WorkerConfig config, MakeWorkerConfig(FlagsGiven(), spec, standalone));
   ASSIGN_OR_RETURN(const int metrics_port, ResolveMetricsPort());
+  // A training worker stops cleanly on SIGTERM; the rest keep the signal's default action.
+  // Before any thread starts (the backends' and the input's below).
+  const int stop_grace_s = absl::GetFlag(FLAGS_stop_grace_s);
+  if (stop_grace_s < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--stop_grace_s must be >= 0, got ", stop_grace_s));
+  }
+  if (!config.eval_only && !config.is_evaluator) {
+    InstallStopSignal(std::chrono::seconds(stop_grace_s));
+  }
 
   ASSIGN_OR_RETURN(const Backends backends, MakeBackends(config));
   const InputOptions input_options{.synthetic = config.synthetic,
@@ -430,6 +447,7 @@ absl::Status Main(const TransportSecurity& security) {
   options.loss_scale = config.loss_scale;
   options.stream_gradients = config.stream_gradients;
   options.sparse_pulls = config.sparse_pulls;
+  options.stop = &ProcessStopRequest();
   std::unique_ptr<ReplayTrainable> replay;
   if (config.compute.replay()) {
     ASSIGN_OR_RETURN(replay, MakeReplay(config, *trainable.model, metrics.get()));
@@ -439,6 +457,8 @@ absl::Status Main(const TransportSecurity& security) {
                   overlapped != nullptr ? *overlapped : *direct, prefetcher, options,
                   metrics.get());
   ASSIGN_OR_RETURN(const TrainResult r, trainer.Run());
+  // Stopped (SIGTERM): no evaluation or export; main exits 143.
+  if (r.stopped || ProcessStopRequest().requested()) return absl::OkStatus();
   // Tower 0 evaluates here, on this thread (bound to its GPU): its Model uploads the final
   // parameters as the evaluation starts.
   RETURN_IF_ERROR(
@@ -457,7 +477,7 @@ absl::Status Main(const TransportSecurity& security) {
 }  // namespace psflow
 
 int main(int argc, char** argv) {
-  return psflow::RunTaskMain(
+  const int code = psflow::RunTaskMain(
       argc, argv, "psflow-worker",
       "trains one replica of a model against the ps tasks of its cluster.\n"
       "  psflow-worker [--model=NAME] [flags]  with $TF_CONFIG set, or with --job_name=worker\n"
@@ -465,4 +485,6 @@ int main(int argc, char** argv) {
       "alone.\n"
       "      Mutual TLS to the ps tasks: --tls_ca=F --tls_cert=F --tls_key=F",
       psflow::Main);
+  // Stopped by SIGTERM: 143, even when the stop found a ps task gone (the job's end).
+  return psflow::ProcessStopRequest().requested() ? psflow::kStoppedExitCode : code;
 }

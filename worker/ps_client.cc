@@ -480,7 +480,7 @@ absl::Status PsClient::InitializeTask(Task& task, const nn::ParameterSet& params
       task.last_seen_step = std::max(task.last_seen_step, response.global_step());
       return absl::OkStatus();
     }
-    if (!Retryable(s) || !WaitPolling(backoff, *task.channel)) {
+    if (!Retryable(s) || Stopping() || !WaitPolling(backoff, *task.channel)) {
       return absl::Status(
           Retryable(s) ? absl::StatusCode::kUnavailable : PsCallStatus(s).code(),
           absl::StrCat("ps task ", task.index, " at ", task.address,
@@ -532,7 +532,7 @@ absl::Status PsClient::WaitReadyTask(Task& task, Clock::time_point deadline) {
                                        " refused WaitReady: ", last.error_message(), " (",
                                        absl::StatusCodeToString(PsCallStatus(last).code()), ")"));
     }
-    if (!WaitPolling(backoff, *task.channel)) break;
+    if (Stopping() || !WaitPolling(backoff, *task.channel)) break;
   }
   const int64_t secs =
       std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start).count();
@@ -583,7 +583,12 @@ void PsClient::RouteTask(Task& task, int bulk_port) {
                    << " connection(s) to " << host << ":" << bulk_port;
 }
 
+bool PsClient::Stopping() const { return options_.stop != nullptr && options_.stop->requested(); }
+
 absl::Status PsClient::Recover(nn::ParameterSet& params) {
+  if (Stopping()) {
+    return absl::UnavailableError("lost a ps task while stopping: not waiting for it");
+  }
   PSFLOW_LOG(WARNING) << "lost a ps task; waiting up to " << options_.connect_timeout.count() / 1000
                       << "s for every task to be ready again";
   for (auto& task : tasks_) {

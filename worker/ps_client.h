@@ -57,6 +57,7 @@
 #include "core/wire_type.h"
 #include "worker/bulk_calls.h"
 #include "worker/parameter_sync.h"
+#include "worker/stop_request.h"
 
 namespace psflow {
 
@@ -97,6 +98,10 @@ class PsClient final : public ParameterSync {
     // when the task advertises a bulk port, or as raw gRPC calls. When a task advertises none or
     // its bulk port cannot be reached (one WARNING naming the cause), gRPC.
     Transport transport = Transport::kBulk;
+    // Once a stop is requested (SIGTERM, worker/stop_request.h), a lost ps task is not waited
+    // for: the call that finds it gone fails at once (UNAVAILABLE), as the task is most likely
+    // being stopped with this worker (the whole job deleted, psflow run interrupted). Null: never.
+    const StopRequest* stop = nullptr;
   };
   static constexpr int kDefaultConnectionsPerTask = 1;
 
@@ -143,6 +148,8 @@ class PsClient final : public ParameterSync {
   void RouteTask(Task& task, int bulk_port);
   absl::Status WaitReadyTask(Task& task, std::chrono::steady_clock::time_point deadline);
   absl::Status Recover(nn::ParameterSet& params);
+  // Options::stop was requested: a task that is gone is not waited for.
+  bool Stopping() const;
   // Sends the chief's initial values (params' values) to `task` and waits.
   absl::Status Assign(Task& task, const nn::ParameterSet& params);
   // One pull of every task into params' values.

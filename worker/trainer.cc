@@ -53,7 +53,16 @@ absl::StatusOr<TrainResult> Trainer::Run() {
 
   const double input_wait_before = input_.wait_seconds();
   const Clock::time_point start = Clock::now();
+  bool stopped = false;
+  std::optional<StopRequest::StoppableScope> stoppable;
+  if (options_.stop != nullptr) stoppable.emplace(*options_.stop);
   for (int64_t step = 0; step < total_steps; ++step) {
+    if (options_.stop != nullptr && options_.stop->requested()) {
+      PSFLOW_LOG(WARNING) << "stopped after " << step << " of " << total_steps
+                          << " steps: leaving the job";
+      stopped = true;
+      break;
+    }
     if (step % per_epoch == 0) {
       RETURN_IF_ERROR(StartEpoch(static_cast<int>(step / per_epoch), recorder));
     }
@@ -68,6 +77,9 @@ absl::StatusOr<TrainResult> Trainer::Run() {
   result.input_wait_seconds = input_.wait_seconds() - input_wait_before;
   // Sync mode stops waiting for this worker; its last push still counts.
   RETURN_IF_ERROR(sync_.Leave());
+  stoppable.reset();
+  result.stopped = stopped;
+  if (stopped) return result;
   // Evaluate what the ps holds now, not this worker's last pulled copy: every row.
   params.set_pulls_rows(false);
   ASSIGN_OR_RETURN(const SyncResult pulled, sync_.Pull(params));

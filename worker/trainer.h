@@ -26,6 +26,7 @@
 #include "worker/nn/loss_scale.h"
 #include "worker/nn/trainable.h"
 #include "worker/parameter_sync.h"
+#include "worker/stop_request.h"
 #include "worker/worker_metrics.h"
 
 namespace psflow {
@@ -51,6 +52,10 @@ struct TrainerOptions {
   // it serves (Trainable::ListRowsRead on that step's batch, taken from the input ahead of time
   // when the ParameterSync pulls ahead: ParameterSync::pull_ahead); false: every row.
   bool sparse_pulls = true;
+  // The training loop is its stoppable part (worker/stop_request.h), and it is checked before
+  // each step: once requested (SIGTERM) the loop ends, the push in flight completes and the
+  // worker leaves; Run then returns without the final pull (TrainResult::stopped). Null: never.
+  StopRequest* stop = nullptr;
 };
 
 struct TrainResult {
@@ -75,6 +80,7 @@ struct TrainResult {
   int64_t pulled_bytes = 0;     // tensor bytes pulled by the steps (not the final pull)
   int64_t pushed_bytes = 0;     // and pushed
   float loss_scale = 1;         // at the end
+  bool stopped = false;         // TrainerOptions::stop ended training early (no final pull)
 
   double examples_per_second() const { return seconds > 0 ? examples / seconds : 0; }
   double words_per_second() const { return seconds > 0 ? words / seconds : 0; }

@@ -1,6 +1,6 @@
 // Trainer's overlap within a step: each streaming step hands every layer's final gradients to the
 // ParameterSync before it pushes them, with the batch's size; a clipped step hands none, nor does
-// a trainer told not to stream.
+// a trainer told not to stream. A stop request (SIGTERM) ends training after the step in progress.
 #include "worker/trainer.h"
 
 #include <gtest/gtest.h>
@@ -19,7 +19,11 @@ namespace {
 class RecordingSync final : public ParameterSync {
  public:
   absl::Status Prepare(const nn::ParameterSet&, bool) override { return absl::OkStatus(); }
-  absl::StatusOr<SyncResult> Pull(nn::ParameterSet&) override { return SyncResult{}; }
+  absl::StatusOr<SyncResult> Pull(nn::ParameterSet&) override {
+    ++pulls;
+    if (left) ++pulls_after_leave;
+    return SyncResult{};
+  }
   void GradientsReady(const nn::ParameterSet& params, nn::ParameterSet::Handle first,
                       nn::ParameterSet::Handle last, int64_t examples) override {
     ready_.resize(params.descs().size(), 0);
@@ -31,10 +35,23 @@ class RecordingSync final : public ParameterSync {
     ready_.clear();
     examples_.clear();
     (void)params;
+    if (stop_at_push == static_cast<int>(pushes.size())) {
+      stoppable_when_asked = stop.Request();  // SIGTERM mid-step
+    }
     return SyncResult{};
   }
   absl::Status SetLearningRate(float) override { return absl::OkStatus(); }
-  absl::Status Leave() override { return absl::OkStatus(); }
+  absl::Status Leave() override {
+    left = true;
+    return absl::OkStatus();
+  }
+
+  StopRequest stop;
+  int stop_at_push = -1;  // requests `stop` during this push (1: the first)
+  bool stoppable_when_asked = false;
+  int pulls = 0;
+  bool left = false;
+  int pulls_after_leave = 0;
 
   struct PushSeen {
     std::vector<int> ready;              // per handle: times told ready before this push
@@ -80,6 +97,44 @@ TEST(Trainer, EachStepTellsTheSyncOfEveryParameterOnceBeforeItsPush) {
     EXPECT_EQ(push.told_examples, std::vector<int64_t>(2, 8));  // two layers, 8 examples each
     EXPECT_EQ(push.examples, 8);
   }
+}
+
+// SIGTERM (worker/stop_request.h) during step 2: the step completes, its push goes, the worker
+// leaves, and nothing more is pulled or pushed.
+TEST(Trainer, AStopRequestEndsTrainingAfterTheStepInProgressAndLeaves) {
+  TinyTraining s;
+  RecordingSync sync;
+  sync.stop_at_push = 2;
+  TrainerOptions options;
+  options.train_steps = 5;
+  options.log_every_steps = 0;
+  options.stop = &sync.stop;
+  absl::StatusOr<TrainResult> r;
+  {
+    Trainer trainer(*s.model, sync, *s.input, options, nullptr);
+    r = trainer.Run();
+  }
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(sync.stoppable_when_asked);
+  EXPECT_FALSE(sync.stop.Request());  // the loop is over: a request now ends the process
+  EXPECT_TRUE(r->stopped);
+  EXPECT_EQ(r->steps, 2);
+  EXPECT_EQ(sync.pushes.size(), 2u);
+  EXPECT_EQ(sync.pulls, 2);
+  EXPECT_TRUE(sync.left);
+  EXPECT_EQ(sync.pulls_after_leave, 0);
+
+  // Not stopped: every step, then the final pull after leaving.
+  RecordingSync whole;
+  options.stop = &whole.stop;
+  {
+    Trainer trainer(*s.model, whole, *s.input, options, nullptr);
+    r = trainer.Run();
+  }
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->stopped);
+  EXPECT_EQ(whole.pushes.size(), 5u);
+  EXPECT_EQ(whole.pulls_after_leave, 1);
 }
 
 TEST(Trainer, AClippedStepTellsTheSyncNothingEarly) {

@@ -118,6 +118,7 @@ void NodeTest::FitToNode(Json& job, int steps, const std::vector<std::string>& e
     replica["replicas"] = 1;
     if (type != "Worker") continue;
     Json& container = replica["template"]["spec"]["containers"][0];
+    if (!container["resources"].is_object()) container["resources"] = Json::object();
     Json requests = container["resources"].value("requests", Json::object());
     requests["cpu"] = "500m";
     container["resources"]["requests"] = requests;

@@ -2,17 +2,20 @@
 // with SIGKILL mid-training, as the kernel's OOM killer or a crash would end it. The kubelet, not
 // the operator, restarts it (restartPolicy OnFailure, the same pod and address); the new container
 // restores the newest checkpoint from the checkpoint volume (an emptyDir, which outlives container
-// restarts), the workers recover, and the job Succeeds. psflow-operator runs outside the cluster,
+// restarts), the workers recover, and the job Succeeds. And elastic workers: `kubectl scale` adds
+// a sync worker to a running job and removes it again. psflow-operator runs outside the cluster,
 // as in examples_on_node_test.cc.
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <iostream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -136,6 +139,115 @@ TEST_F(RecoveryOnNodeTest, APsContainerKilledMidTrainingRestoresItsCheckpointAnd
   const double accuracy = ChiefAccuracy("mnist-mlp");
   EXPECT_GE(accuracy, 0.75) << Logs("mnist-mlp-worker-0");
   std::cout << "restored: " << restored_line << "\nchief test_accuracy=" << accuracy << "\n";
+}
+
+// The highest "global_step N" of the progress lines in `log`; -1 without one.
+int64_t LastGlobalStep(const std::string& log) {
+  int64_t last = -1;
+  for (const std::string& line : testing::LinesWith(log, " global_step ")) {
+    const size_t at = line.find(" global_step ") + 13;
+    int64_t step = -1;
+    const size_t end = line.find(' ', at);
+    if (absl::SimpleAtoi(line.substr(at, end - at), &step)) last = std::max(last, step);
+  }
+  return last;
+}
+
+class ElasticOnNodeTest : public NodeTest {
+ protected:
+  ElasticOnNodeTest() : NodeTest("node-elastic") {}
+
+  // `kubectl scale trainingjob/<job> --replicas=N` in this test's namespace.
+  void Scale(const std::string& job, int replicas) {
+    std::string out;
+    ASSERT_EQ(plane_->Kubectl({"scale", "-n", ns(), "trainingjob/" + job,
+                               absl::StrCat("--replicas=", replicas)},
+                              &out),
+              0)
+        << out;
+  }
+};
+
+// Issue 31, elastic workers: a sync job running with one worker is scaled to two with kubectl
+// (the scale subresource on Worker); the new pod's TF_CONFIG lists both, and the ps counts it
+// from a step boundary on. Scaled back to one, the operator deletes that pod, the kubelet's
+// SIGTERM makes the worker finish its step and leave (nothing given up half-way), and worker 0
+// trains on, each step waiting for it alone. (The job is then deleted with the namespace: a
+// step of this model takes a millisecond or two, so a job long enough for the whole dance
+// would take minutes to end.)
+TEST_F(ElasticOnNodeTest, KubectlScaleAddsAndRemovesASyncWorkerWhileTheJobRuns) {
+  Json job = JobOnNode("deploy/examples/mnist-mlp.yaml");
+  ASSERT_TRUE(job.is_object()) << job;
+  FitToNode(job, /*steps=*/10000000, {"--sync_replicas", "--log_every_steps=200"});
+  ASSERT_TRUE(client_->Create(kube::TrainingJobs(), ns(), job).ok());
+  OperatorProcess op(plane_->kubeconfig(), "op-node-elastic", ns(), {"--namespace=" + ns()});
+  const std::string ps = "mnist-mlp-ps-0";
+
+  ASSERT_TRUE(Eventually([&] { return LastGlobalStep(Logs("mnist-mlp-worker-0")) >= 200; },
+                         std::chrono::minutes(3)))
+      << Logs("mnist-mlp-worker-0") << Diagnosis(op.output());
+  Scale("mnist-mlp", 2);
+
+  // The new worker's cluster spec names both workers.
+  Json tf_config;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        const Json pod = client_->Get(kube::Pods(), ns(), "mnist-mlp-worker-1").value_or(Json());
+        if (!pod.is_object()) return false;
+        for (const Json& env : pod["spec"]["containers"][0].value("env", Json::array())) {
+          if (env.value("name", "") == "TF_CONFIG") {
+            tf_config = Json::parse(env.value("value", "{}"), nullptr, false);
+          }
+        }
+        return tf_config.is_object();
+      },
+      std::chrono::seconds(60)))
+      << Diagnosis(op.output());
+  EXPECT_EQ(tf_config["cluster"]["worker"].size(), 2u) << tf_config;
+  EXPECT_EQ(tf_config["task"], Json({{"type", "worker"}, {"index", 1}})) << tf_config;
+
+  std::string joined;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        const auto lines = testing::LinesWith(Logs(ps), "worker 1 joined at step ");
+        if (lines.empty()) return false;
+        joined = lines.front();
+        return true;
+      },
+      std::chrono::minutes(3)))
+      << Logs(ps) << Logs("mnist-mlp-worker-1") << Diagnosis(op.output());
+  EXPECT_TRUE(absl::StrContains(joined, ": 2 worker(s); a step waits for 2 contribution(s)"))
+      << joined;
+  // It trains: its own progress lines.
+  ASSERT_TRUE(Eventually([&] { return LastGlobalStep(Logs("mnist-mlp-worker-1")) >= 0; },
+                         std::chrono::minutes(2)))
+      << Logs("mnist-mlp-worker-1") << Diagnosis(op.output());
+
+  Scale("mnist-mlp", 1);
+  std::string left;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        const auto lines = testing::LinesWith(Logs(ps), "worker 1 left at step ");
+        if (lines.empty()) return false;
+        left = lines.front();
+        return true;
+      },
+      std::chrono::minutes(2)))
+      << Logs(ps) << Diagnosis(op.output());
+  EXPECT_TRUE(absl::StrContains(left, ": 1 worker(s); a step waits for 1 contribution(s)")) << left;
+
+  // Worker 0 trains on alone, each step waiting for it only.
+  const size_t at = left.find("left at step ") + 13;
+  int64_t left_step = -1;
+  ASSERT_TRUE(absl::SimpleAtoi(left.substr(at, left.find(':', at) - at), &left_step)) << left;
+  ASSERT_TRUE(
+      Eventually([&] { return LastGlobalStep(Logs("mnist-mlp-worker-0")) >= left_step + 400; },
+                 std::chrono::minutes(2)))
+      << Logs("mnist-mlp-worker-0") << Logs(ps) << Diagnosis(op.output());
+  EXPECT_EQ(State("mnist-mlp"), "Running") << Diagnosis(op.output());
+  const std::string ps_log = Logs(ps);
+  EXPECT_EQ(testing::LinesWith(ps_log, "stayed incomplete").size(), 0u) << ps_log;
+  std::cout << "ps: " << joined << "\nps: " << left << "\n";
 }
 
 }  // namespace
