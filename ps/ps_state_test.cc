@@ -1618,7 +1618,7 @@ TEST(PsStateTest, SyncCheckpointWaitsOutAPartlyAppliedStep) {
   ASSERT_TRUE(Accepted(Push(*state, Gradient(Chunk0(), 0, 0, 0, 2), Part(g0, 0, 8))));
   ASSERT_TRUE(Accepted(Push(*state, Gradient(Chunk0(), 0, 1, 0, 2), Part(g1, 0, 8))));
   absl::StatusOr<std::optional<int64_t>> written;
-  std::thread checkpoint([&] { written = state->Checkpoint(); });
+  std::jthread checkpoint([&] { written = state->Checkpoint(); });  // joined on any return
   ASSERT_TRUE(Accepted(Push(*state, Gradient(Chunk1(), 0, 0, 1, 2), Part(g0, 8, 11))));
   ASSERT_TRUE(Accepted(Push(*state, Gradient(Chunk1(), 0, 1, 1, 2), Part(g1, 8, 11))));
   checkpoint.join();

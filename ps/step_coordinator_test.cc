@@ -732,8 +732,8 @@ struct Expiries {
 };
 
 TEST(StepCoordinatorTest, SyncPushIncompleteForTheTimeoutIsGivenUpAndTheStepGoesOn) {
+  Expiries expiries;  // before c: its handler must outlive c's timer thread
   StepCoordinator c(milliseconds(50));
-  Expiries expiries;
   expiries.Attach(c);
   ASSERT_TRUE(c.Start(Sync(2, 2), 0).ok());
   ASSERT_EQ(c.Admit(Push(0, 0, 0, 2))->verdict, Verdict::kAccumulate);
@@ -756,8 +756,8 @@ TEST(StepCoordinatorTest, SyncPushIncompleteForTheTimeoutIsGivenUpAndTheStepGoes
 }
 
 TEST(StepCoordinatorTest, AsyncPushIncompleteForTheTimeoutEndsAsItIs) {
+  Expiries expiries;  // before c: its handler must outlive c's timer thread
   StepCoordinator c(milliseconds(50));
-  Expiries expiries;
   expiries.Attach(c);
   ASSERT_TRUE(c.Start(Async(2), 0).ok());
   ASSERT_TRUE(c.Admit(Push(1, 0, 1, 3)).ok());
@@ -777,9 +777,9 @@ TEST(StepCoordinatorTest, AsyncPushIncompleteForTheTimeoutEndsAsItIs) {
 // Async: Admit answers no parked call itself (its caller holds the ps's update lock, which a
 // parked pull's answer takes again: a recursive shared lock); it returns them to be woken.
 TEST(StepCoordinatorTest, AsyncAdmitHandsTheCallsItMadeDueToItsCaller) {
+  int calls = 0;  // before c: c's Stop answers a call still parked
   StepCoordinator c;
   ASSERT_TRUE(c.Start(Async(1), 0).ok());
-  int calls = 0;
   c.Park(1, {}, Clock::now() + kLongWait, [&](bool reached) {
     EXPECT_TRUE(reached);
     ++calls;
@@ -802,8 +802,8 @@ TEST(StepCoordinatorTest, AsyncAdmitHandsTheCallsItMadeDueToItsCaller) {
 // step until it expires too; the step completes with the others. A chunk the given-up push had
 // already sent is a new push (the worker restarted) and counts.
 TEST(StepCoordinatorTest, SyncLateChunksOfAGivenUpPushAreDroppedAndTheStepGoesOn) {
+  Expiries expiries;  // before c: its handler must outlive c's timer thread
   StepCoordinator c(milliseconds(50));
-  Expiries expiries;
   expiries.Attach(c);
   ASSERT_TRUE(c.Start(Sync(3, 3), 0).ok());
   ASSERT_EQ(c.Admit(Push(0, 0, 0, 2))->verdict, Verdict::kAccumulate);
@@ -829,8 +829,8 @@ TEST(StepCoordinatorTest, SyncLateChunksOfAGivenUpPushAreDroppedAndTheStepGoesOn
 }
 
 TEST(StepCoordinatorTest, SyncAChunkTheGivenUpPushHadSentIsANewPush) {
+  Expiries expiries;  // before c: its handler must outlive c's timer thread
   StepCoordinator c(milliseconds(50));
-  Expiries expiries;
   expiries.Attach(c);
   ASSERT_TRUE(c.Start(Sync(2, 2), 0).ok());
   ASSERT_EQ(c.Admit(Push(0, 0, 0, 2))->verdict, Verdict::kAccumulate);

@@ -79,7 +79,7 @@ TEST(PsGrpc, ChiefInitialisesOthersPullAndPushesApplySgdOnEveryTask) {
   // The other worker starts first and waits for the chief without failing.
   auto other_params = MakeParams();
   absl::Status waited;
-  std::thread other([&] {
+  std::jthread other([&] {  // joined also when an assertion returns early
     auto client =
         PsClient::Create(Options({ps0.address(), ps1.address()}, 5000, 1, 2), *other_params);
     waited = client.ok() ? (*client)->Prepare(*other_params, /*is_chief=*/false) : client.status();
@@ -170,7 +170,7 @@ TEST(PsGrpc, SyncStepWaitsForTheAggregateAndIgnoresTheBackupWorker) {
   ASSERT_TRUE(p0.ok() && !p0->dropped);
   // Worker 0's next pull is parked until a second gradient arrives.
   std::atomic<bool> pulled{false};
-  std::thread waiter([&] {
+  std::jthread waiter([&] {  // joined also when an assertion returns early
     ASSERT_TRUE(clients[0]->Pull(*params[0]).ok());
     pulled = true;
   });

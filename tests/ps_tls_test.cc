@@ -94,8 +94,8 @@ TEST(PsTls, WorkersWaitingForTheChiefAreAnsweredOverTls) {
   const Job job;
   LoopbackPs ps(job.Replica({"localhost"}, {"127.0.0.1"}));
   ASSERT_TRUE(ps.started());
-  std::vector<std::thread> others;
   std::vector<absl::Status> waited(3);
+  std::vector<std::jthread> others;  // after what they write; joined on any return
   for (int w = 0; w < 3; ++w) {
     others.emplace_back([&, w] {
       auto params = MakeParams();
@@ -106,7 +106,7 @@ TEST(PsTls, WorkersWaitingForTheChiefAreAnsweredOverTls) {
   }
   std::this_thread::sleep_for(milliseconds(300));
   ASSERT_TRUE(PrepareChief(ps.address(), job.Replica({"worker-0"}, {})).ok());
-  for (auto& t : others) t.join();
+  for (std::jthread& t : others) t.join();
   for (const absl::Status& s : waited) EXPECT_TRUE(s.ok()) << s;
 }
 

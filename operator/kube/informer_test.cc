@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "operator/kube/object_meta.h"
 
 namespace psflow::kube {
@@ -587,10 +588,14 @@ TEST(Informer, ReadersOnOtherThreadsSeeAConsistentCacheWhileEventsArrive) {
       }
     });
   }
+  // Also when an assertion below returns early: the readers stop before what they read goes.
+  absl::Cleanup stop_readers = [&] {
+    done = true;
+    for (std::thread& t : readers) t.join();
+  };
   informer.Start();
   ASSERT_TRUE(client.WaitUntilIdle());
-  done = true;
-  for (std::thread& t : readers) t.join();
+  std::move(stop_readers).Invoke();
 
   EXPECT_EQ(inconsistent.load(), 0);
   EXPECT_EQ(informer.stats().events, 400);

@@ -258,7 +258,7 @@ TEST_F(WatchTest, ConcurrentWritersAndWatchers) {
   constexpr int kWriters = 4;
   constexpr int kObjectsPerWriter = 50;
   auto watcher = MustWatch(Pods(), "", From("0"));
-  std::vector<std::thread> writers;
+  std::vector<std::jthread> writers;  // joined also when an assertion returns early
   for (int w = 0; w < kWriters; ++w) {
     writers.emplace_back([this, w] {
       for (int i = 0; i < kObjectsPerWriter; ++i) {
@@ -282,7 +282,7 @@ TEST_F(WatchTest, ConcurrentWritersAndWatchers) {
     last = version;
     ++events;
   }
-  for (std::thread& t : writers) t.join();
+  for (std::jthread& t : writers) t.join();
   EXPECT_EQ(last, kWriters * kObjectsPerWriter * 3);
   EXPECT_EQ(store_.WriteCount(), last);
   EXPECT_EQ(store_.OperationCount(verb::kCreate), kWriters * kObjectsPerWriter);

@@ -191,8 +191,8 @@ class ChartOnNodeTest : public NodeTest {
 
   fs::path dir_;
   bool installed_ = false;
+  std::atomic<bool> stop_discovery_{false};  // before the thread that reads it
   std::thread discovery_;
-  std::atomic<bool> stop_discovery_{false};
   std::unique_ptr<PrometheusServer> prometheus_;
 };
 

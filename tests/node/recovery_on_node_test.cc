@@ -3,8 +3,8 @@
 // the operator, restarts it (restartPolicy OnFailure, the same pod and address); the new container
 // restores the newest checkpoint from the checkpoint volume (an emptyDir, which outlives container
 // restarts), the workers recover, and the job Succeeds. And elastic workers: `kubectl scale` adds
-// a sync worker to a running job and removes it again. psflow-operator runs outside the cluster,
-// as in examples_on_node_test.cc.
+// a sync worker to a running job and removes it again; suspend and resume stop and restart a
+// running job's pods. psflow-operator runs outside the cluster, as in examples_on_node_test.cc.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -248,6 +248,77 @@ TEST_F(ElasticOnNodeTest, KubectlScaleAddsAndRemovesASyncWorkerWhileTheJobRuns) 
   const std::string ps_log = Logs(ps);
   EXPECT_EQ(testing::LinesWith(ps_log, "stayed incomplete").size(), 0u) << ps_log;
   std::cout << "ps: " << joined << "\nps: " << left << "\n";
+}
+
+class SuspendOnNodeTest : public NodeTest {
+ protected:
+  SuspendOnNodeTest() : NodeTest("node-suspend") {}
+
+  void SetSuspend(const std::string& job, bool suspend) {
+    std::string out;
+    ASSERT_EQ(plane_->Kubectl({"patch", "-n", ns(), "trainingjob/" + job, "--type=merge", "-p",
+                               absl::StrCat(R"({"spec":{"runPolicy":{"suspend":)",
+                                            suspend ? "true" : "false", "}}}")},
+                              &out),
+              0)
+        << out;
+  }
+  // The names of the job's pods, deleted ones (still terminating) included.
+  std::vector<std::string> PodNames(const std::string& job) {
+    std::vector<std::string> names;
+    kube::ListOptions options;
+    options.label_selector = "psflow.io/job-name=" + job;
+    const absl::StatusOr<kube::ObjectList> list = client_->List(kube::Pods(), ns(), options);
+    if (!list.ok()) return {"<list failed: " + std::string(list.status().message()) + ">"};
+    for (const Json& pod : list->items) names.push_back(pod["metadata"].value("name", ""));
+    return names;
+  }
+};
+
+// Issue 31, suspend as a queue expects it (Kueue and JobSet set spec.runPolicy.suspend): on the
+// real node, suspending a running job deletes its pods (the kubelet stops them: the worker's
+// SIGTERM path) and counts them neither as failures nor as restarts; resuming makes them again
+// and the job trains on, with a Suspended and a Resumed event.
+TEST_F(SuspendOnNodeTest, SuspendStopsThePodsUncountedAndResumeRunsThemAgain) {
+  Json job = JobOnNode("deploy/examples/mnist-mlp.yaml");
+  ASSERT_TRUE(job.is_object()) << job;
+  FitToNode(job, /*steps=*/10000000, {"--log_every_steps=200"});
+  ASSERT_TRUE(client_->Create(kube::TrainingJobs(), ns(), job).ok());
+  OperatorProcess op(plane_->kubeconfig(), "op-node-suspend", ns(), {"--namespace=" + ns()});
+
+  ASSERT_TRUE(Eventually([&] { return LastGlobalStep(Logs("mnist-mlp-worker-0")) >= 200; },
+                         std::chrono::minutes(3)))
+      << Logs("mnist-mlp-worker-0") << Diagnosis(op.output());
+  SetSuspend("mnist-mlp", true);
+  ASSERT_TRUE(
+      Eventually([&] { return State("mnist-mlp") == "Suspended" && PodNames("mnist-mlp").empty(); },
+                 std::chrono::minutes(2)))
+      << Diagnosis(op.output());
+
+  SetSuspend("mnist-mlp", false);
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return State("mnist-mlp") == "Running" && LastGlobalStep(Logs("mnist-mlp-worker-0")) >= 200;
+      },
+      std::chrono::minutes(3)))
+      << Logs("mnist-mlp-worker-0") << Diagnosis(op.output());
+  const Json stored = client_->Get(kube::TrainingJobs(), ns(), "mnist-mlp").value_or(Json());
+  ASSERT_TRUE(stored.is_object()) << Diagnosis(op.output());
+  const Json& status = stored["status"];
+  EXPECT_EQ(status.value("restartCount", -1), 0) << status.dump(2);
+  for (const auto& [type, replica] : status["replicaStatuses"].items()) {
+    EXPECT_EQ(replica.value("failed", 0), 0) << type << ": " << replica.dump(2);
+    EXPECT_EQ(replica.value("restarts", 0), 0) << type << ": " << replica.dump(2);
+  }
+  std::string events;
+  ASSERT_EQ(plane_->Kubectl({"get", "events", "-n", ns(), "-o",
+                             "jsonpath={range .items[*]}{.reason}{\"\\n\"}{end}"},
+                            &events),
+            0)
+      << events;
+  EXPECT_EQ(testing::LinesWith(events, "Suspended").size(), 1u) << events;
+  EXPECT_EQ(testing::LinesWith(events, "Resumed").size(), 1u) << events;
+  EXPECT_EQ(testing::LinesWith(events, "RestartingReplica").size(), 0u) << events;
 }
 
 }  // namespace
