@@ -120,14 +120,15 @@ class Cluster:
             for ns, text in texts.items():
                 if self.written.get(ns) == text:
                     continue
+                # A namespace left without records gets an empty file, never none: dnsmasq
+                # reads a file renamed in (its old records go) but does not notice one
+                # deleted, whose records it would go on serving (a suspended job's pods made
+                # again got their deleted predecessors' addresses).
                 path = os.path.join(self.hosts_dir, ns)
-                if text:
-                    tmp = os.path.join(self.tmp_dir, ns)
-                    with open(tmp, "w") as f:
-                        f.write(text)
-                    os.rename(tmp, path)
-                elif os.path.exists(path):
-                    os.unlink(path)
+                tmp = os.path.join(self.tmp_dir, ns)
+                with open(tmp, "w") as f:
+                    f.write(text)
+                os.rename(tmp, path)
                 self.written[ns] = text
 
 
