@@ -190,6 +190,12 @@ TEST_F(BadInput, UnknownModelOrConfig) {
                      {"ptb_lstm needs --data_path", "make_ptb_corpus.py"});
 }
 
+TEST_F(BadInput, NegativeStopGrace) {
+  ExpectOneLineError(RunCommand({Binary("psflow-worker"), "--stop_grace_s=-1"},
+                                Environment({}, {"TF_CONFIG"}), kTimeout),
+                     1, {"psflow-worker: --stop_grace_s must be >= 0, got -1"});
+}
+
 TEST_F(BadInput, ComputeModeUnknownOrAStepTimeThatIsNotOne) {
   const auto env = Environment({}, {"TF_CONFIG"});
   ExpectOneLineError(RunCommand({Binary("psflow-worker"), "--compute=fake"}, env, kTimeout), 1,
