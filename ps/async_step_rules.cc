@@ -10,10 +10,8 @@ using step_rules::Admission;
 using step_rules::Clock;
 using step_rules::Progress;
 
-AsyncStepRules::AsyncStepRules(int total_workers, int64_t step)
-    : step_(std::max<int64_t>(step, 0)),
-      pushes_(static_cast<size_t>(std::max(total_workers, 0))),
-      membership_(total_workers) {}
+AsyncStepRules::AsyncStepRules(WorkerMembership counted, int64_t step)
+    : step_(std::max<int64_t>(step, 0)), membership_(std::move(counted)) {}
 
 absl::StatusOr<Admission> AsyncStepRules::Admit(const proto::TransferHeader& header,
                                                 Clock::time_point now) {

@@ -25,11 +25,13 @@ namespace psflow {
 
 class AsyncStepRules {
  public:
-  // Ready at `step` (>= 0) for workers 0 .. total_workers - 1.
-  AsyncStepRules(int total_workers, int64_t step);
+  // Ready at `step` (>= 0), `counted` counted from the start (at a job's start workers
+  // 0 .. total_workers - 1; a task restored from a checkpoint, those its checkpoint counted).
+  AsyncStepRules(WorkerMembership counted, int64_t step);
 
   int64_t step() const { return step_; }
   int workers() const { return membership_.members(); }
+  std::vector<int> counted_workers() const { return membership_.Members(); }
   // Who joined or left since the last call (for the log and metrics).
   std::vector<MembershipChange> TakeMembershipChanges() { return membership_.TakeChanges(); }
 

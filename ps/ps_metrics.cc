@@ -54,7 +54,8 @@ PsMetrics::PsMetrics(prometheus::Registry& r, const Labels& labels)
       learning_rate(
           AddGauge(r, "psflow_ps_learning_rate", "The optimizer's learning rate.", labels)),
       workers(AddGauge(r, "psflow_ps_workers",
-                       "Workers this ps task counts on (sync: those a step waits for).", labels)),
+                       "Workers this ps task counts on: joined, not left, and (sync) not given up.",
+                       labels)),
       labels_(labels),
       partition_bytes_(prometheus::BuildGauge()
                            .Name("psflow_ps_partition_bytes")

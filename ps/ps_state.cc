@@ -40,8 +40,10 @@ PsState::~PsState() { coordinator_.Stop(); }
 
 absl::Status PsState::Activate(const proto::InitializeRequest& request,
                                std::unique_ptr<PartitionStore> store,
-                               std::unique_ptr<Optimizer> optimizer, int64_t step) {
+                               std::unique_ptr<Optimizer> optimizer, int64_t step,
+                               std::optional<std::vector<int>> counted) {
   request_ = request;
+  request_.clear_counted_workers();  // a checkpoint's, not the chief's
   fingerprint_ = request.fingerprint();
   sync_ = request.sync().sync_replicas();
   learning_rate_.store(request.optimizer().learning_rate());
@@ -56,7 +58,8 @@ absl::Status PsState::Activate(const proto::InitializeRequest& request,
                                   static_cast<double>(store_->partition_bytes(i)));
     }
   }
-  RETURN_IF_ERROR(coordinator_.Start(request.sync(), step, store_->partition_elements()));
+  RETURN_IF_ERROR(
+      coordinator_.Start(request.sync(), step, store_->partition_elements(), std::move(counted)));
   if (metrics_ != nullptr) metrics_->workers.Set(coordinator_.workers());
   return absl::OkStatus();
 }
@@ -76,7 +79,14 @@ absl::StatusOr<bool> PsState::RestoreFromCheckpoint() {
       PartitionStore::Restore(request, *optimizer, request.sync().sync_replicas(), *ckpt,
                               options_.max_variable_bytes, options_.max_variable_bytes_source));
   std::lock_guard lock(init_mu_);
-  RETURN_IF_ERROR(Activate(request, std::move(store), std::move(optimizer), ckpt->global_step));
+  // The workers it counted when it was written (a scaled job's), else the job's first ones.
+  std::optional<std::vector<int>> counted;
+  if (request.has_counted_workers()) {
+    counted.emplace(request.counted_workers().workers().begin(),
+                    request.counted_workers().workers().end());
+  }
+  RETURN_IF_ERROR(Activate(request, std::move(store), std::move(optimizer), ckpt->global_step,
+                           std::move(counted)));
   PSFLOW_LOG(INFO) << "restored " << request.partitions_size() << " partition(s), "
                    << store_->bytes()
                    << " bytes, from the checkpoint at global step=" << ckpt->global_step << " in "
@@ -131,7 +141,13 @@ absl::StatusOr<proto::InitializeResponse> PsState::Initialize(
   auto optimizer = std::move(optimizer_);
   const proto::InitializeRequest created = request_;
   const int64_t start = request.start_step();
-  RETURN_IF_ERROR(Activate(created, std::move(store), std::move(optimizer), start));
+  // A task the chief re-creates (start > 0, it lost its state) does not know who has left or
+  // joined since the job started: every worker counts from its first push (the first step may
+  // then average fewer workers than the job has).
+  std::optional<std::vector<int>> counted;
+  if (start > 0) counted.emplace();
+  RETURN_IF_ERROR(
+      Activate(created, std::move(store), std::move(optimizer), start, std::move(counted)));
   if (start > 0) {
     PSFLOW_LOG(WARNING) << "ps task " << options_.task
                         << " lost its training progress (restarted without a checkpoint): its "
@@ -143,12 +159,15 @@ absl::StatusOr<proto::InitializeResponse> PsState::Initialize(
   }
   PSFLOW_LOG(INFO) << "initialised " << created.partitions_size() << " partition(s), "
                    << store_->bytes() << " bytes; "
-                   << (sync_ ? absl::StrCat("sync, aggregating ",
-                                            created.sync().replicas_to_aggregate() == 0
-                                                ? created.sync().total_workers()
-                                                : created.sync().replicas_to_aggregate(),
-                                            " of ", created.sync().total_workers(), " workers")
-                             : std::string("async"))
+                   << (sync_
+                           ? absl::StrCat("sync, aggregating ",
+                                          created.sync().replicas_to_aggregate() == 0
+                                              ? std::string("every worker's push")
+                                              : absl::StrCat(created.sync().replicas_to_aggregate(),
+                                                             " workers' pushes"),
+                                          " per step, ", created.sync().total_workers(),
+                                          " worker(s) to start with")
+                           : std::string("async"))
                    << ", optimizer " << optimizer_->config().name();
   response.set_initialized_now(true);
   response.set_global_step(start);
@@ -463,6 +482,8 @@ absl::StatusOr<std::optional<int64_t>> PsState::Checkpoint() {
   proto::InitializeRequest metadata = request_;
   metadata.mutable_optimizer()->set_learning_rate(learning_rate_.load());
   metadata.set_commit(true);
+  proto::WorkerList& counted = *metadata.mutable_counted_workers();  // present even when empty
+  for (int w : coordinator_.counted_workers()) counted.add_workers(w);
   ckpt.metadata = metadata.SerializeAsString();
   ckpt.fingerprint = fingerprint_;
   // A step whose partitions are partly applied is waited out (the pushes that finish it hold

@@ -142,9 +142,10 @@ class PsState {
   // update_mu_ and answers with the step the values it read are at.
   proto::TransferReply ReadPull(const proto::TransferHeader& header,
                                 absl::FunctionRef<void()> read) const;
+  // counted: StepCoordinator::Start's.
   absl::Status Activate(const proto::InitializeRequest& request,
                         std::unique_ptr<PartitionStore> store, std::unique_ptr<Optimizer> optimizer,
-                        int64_t step);
+                        int64_t step, std::optional<std::vector<int>> counted);
   // The coordinator's expiry handler: gives up the pushes incomplete for too long.
   void ExpirePushes();
   // Async, with a checkpoint waiting for the pushes open at its copy: `frame` (a copy of the

@@ -1543,6 +1543,29 @@ TEST(PsStateTest, RestoreKeepsTheSyncConfigAndTheLearningRate) {
   ExpectValues(PullAll(restored), {-2, -1, 0, 1, 2, 3, 4, 5, 7, 17, 27});
 }
 
+// A scaled job's ps task restored from its checkpoint counts the workers it counted then: a
+// worker that left stays out, one that joined stays in.
+TEST(PsStateTest, ARestoredTaskCountsTheWorkersItsCheckpointCounted) {
+  const std::string dir = TestDir();
+  auto state = ReadyState(Request(Sgd(1), Sync(2, 0)), CheckpointOptions(dir));
+  const std::vector<float> g = Fill(2);
+  ASSERT_TRUE(state->Leave(1).ok());
+  ASSERT_TRUE(Accepted(Push(*state, Gradient(All(), 0, 2), g)));  // joins between steps
+  ASSERT_TRUE(Accepted(Push(*state, Gradient(All(), 0, 0), g)));
+  ASSERT_EQ(state->global_step(), 1);
+  auto written = state->Checkpoint();
+  ASSERT_TRUE(written.ok() && written->has_value()) << written.status();
+
+  Metrics metrics;
+  PsState restored(CheckpointOptions(dir), &metrics.ps);
+  ASSERT_TRUE(restored.RestoreFromCheckpoint().value_or(false));
+  EXPECT_DOUBLE_EQ(metrics.ps.workers.Value(), 2);
+  ASSERT_TRUE(Accepted(Push(restored, Gradient(All(), 1, 0), g)));
+  EXPECT_EQ(restored.global_step(), 1);  // waits for worker 2, not for worker 1
+  ASSERT_TRUE(Accepted(Push(restored, Gradient(All(), 1, 2), g)));
+  EXPECT_EQ(restored.global_step(), 2);
+}
+
 // Checkpoints taken while pushes go on: each file's values must be exactly those of the step it
 // records (SGD, lr 1, all-ones gradients: value = init - step), else a restore would lose an
 // update (values behind the step) or apply one twice (values ahead of it).

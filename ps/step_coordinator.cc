@@ -35,7 +35,8 @@ absl::Status StepCoordinator::CheckSyncConfig(const proto::SyncConfig& sync) {
 }
 
 absl::Status StepCoordinator::Start(const proto::SyncConfig& sync, int64_t step,
-                                    std::vector<int64_t> partition_elements) {
+                                    std::vector<int64_t> partition_elements,
+                                    std::optional<std::vector<int>> counted) {
   RETURN_IF_ERROR(CheckSyncConfig(sync));
   Wakeups due;
   {
@@ -43,10 +44,12 @@ absl::Status StepCoordinator::Start(const proto::SyncConfig& sync, int64_t step,
     sync_ = sync;
     async_.reset();
     sync_rules_.reset();
+    WorkerMembership members =
+        counted ? WorkerMembership::Of(*counted) : WorkerMembership(sync.total_workers());
     if (sync.sync_replicas()) {
-      sync_rules_.emplace(sync, step, std::move(partition_elements));
+      sync_rules_.emplace(sync, step, std::move(partition_elements), std::move(members));
     } else {
-      async_.emplace(sync.total_workers(), step);
+      async_.emplace(std::move(members), step);
     }
     MembershipMovedLocked();
     StepMovedLocked();
@@ -104,8 +107,9 @@ void StepCoordinator::MembershipMovedLocked() {
                        << " and joins the job at the next step (its push was dropped)";
       continue;
     }
-    // Sync: what the steps from here on wait for (the step under way may still count a worker
-    // that left after its push was whole).
+    // Sync: what the next steps wait for while everyone counted pushes (the step under way may
+    // still count a worker that left after its push was whole; a worker whose push is given up
+    // does not count until it pushes again).
     const int r = sync_.replicas_to_aggregate();
     PSFLOW_LOG(INFO) << "worker " << c.worker
                      << (c.kind == MembershipChange::Kind::kJoined ? " joined" : " left")
@@ -173,6 +177,12 @@ StepCoordinator::Progress StepCoordinator::ChunkAccumulated(const proto::Transfe
 std::vector<StepCoordinator::OpenPush> StepCoordinator::open_pushes() const {
   std::lock_guard lock(mu_);
   return async_ ? async_->open_pushes() : std::vector<OpenPush>{};
+}
+
+std::vector<int> StepCoordinator::counted_workers() const {
+  std::lock_guard lock(mu_);
+  if (sync_rules_) return sync_rules_->counted_workers();
+  return async_ ? async_->counted_workers() : std::vector<int>{};
 }
 
 int StepCoordinator::workers_in_step() const {

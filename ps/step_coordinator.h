@@ -78,9 +78,11 @@ class StepCoordinator {
 
   // Makes the ps ready at `step` with `sync`'s rules (SyncStepRules or AsyncStepRules), waking
   // the parked calls. partition_elements: the size of each partition, in the order segments
-  // index them (SyncStepRules). Errors as CheckSyncConfig.
+  // index them (SyncStepRules). counted: the workers counted from the start; none given: workers
+  // 0 .. total_workers - 1 (a job's start). Errors as CheckSyncConfig.
   absl::Status Start(const proto::SyncConfig& sync, int64_t step,
-                     std::vector<int64_t> partition_elements = {});
+                     std::vector<int64_t> partition_elements = {},
+                     std::optional<std::vector<int>> counted = std::nullopt);
   bool ready() const;
   bool stopped() const;  // Stop was called
   int64_t step() const;
@@ -112,6 +114,8 @@ class StepCoordinator {
   // The workers counted now (sync: those a step waits for, less workers whose push was given up
   // until they push again); 0 before Start. Lock-free.
   int workers() const { return workers_.load(std::memory_order_relaxed); }
+  // Which (what a checkpoint keeps), ascending.
+  std::vector<int> counted_workers() const;
   // Sync: progress.apply was applied (SyncStepRules::Applied). *completed_step (when given) is
   // set to whether this call completed the step. Returns the parked calls now due, for the
   // caller to Wake after releasing its locks.

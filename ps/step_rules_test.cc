@@ -49,6 +49,7 @@ struct SyncRow {
   int replicas_to_aggregate;  // 0: all
   std::vector<int64_t> partitions;
   std::vector<Event> events;
+  bool workers_known = true;  // false: nobody counted from the start (a re-created task)
 };
 
 struct AsyncRow {
@@ -140,7 +141,8 @@ void RunSync(const SyncRow& row) {
   config.set_sync_replicas(true);
   config.set_total_workers(row.total_workers);
   config.set_replicas_to_aggregate(row.replicas_to_aggregate);
-  SyncStepRules rules(config, 0, row.partitions);
+  SyncStepRules rules(config, 0, row.partitions,
+                      WorkerMembership(row.workers_known ? row.total_workers : 0));
   std::vector<Progress> pending;  // handed out, not yet Applied
   // A progress with partitions to apply waits for its "applied" event; one without is Applied
   // at once, as the caller does (it may complete the step: then " => step=N completed").
@@ -197,7 +199,7 @@ void RunSync(const SyncRow& row) {
 }
 
 void RunAsync(const AsyncRow& row) {
-  AsyncStepRules rules(row.total_workers, 0);
+  AsyncStepRules rules(WorkerMembership(row.total_workers), 0);
   double now = 0;
   for (size_t i = 0; i < row.events.size(); ++i) {
     const Event& e = row.events[i];
@@ -420,6 +422,47 @@ TEST(SyncStepRules, Table) {
         {"workers", "workers=3 needs=1"},
         {"push 0 0 0/1 p0:4", "backup"},
         {"applied", "step=1 completed"}}},
+
+      {"a stale chunk changes nothing: a late chunk of a given-up push does not bring its worker "
+       "back",
+       2,
+       0,
+       {4},
+       {{"push 0 0 0/2 p0:2", "accumulate; -"},
+        {"expire 30", "given_up[0]"},
+        {"push 1 0 0/1 p0:4", "accumulate; apply[0] by[1] completes"},
+        {"applied", "step=1 completed"},
+        {"push 0 0 1/2 p0:2", "stale"},
+        {"workers", "workers=1 needs=1"},
+        {"push 1 1 0/1 p0:4", "accumulate; apply[0] by[1] completes"}}},
+
+      {"elastic: a joiner's chunks stay out for the whole step, even once every admitted push is "
+       "gone; with nobody counted the step then completes with no update",
+       1,
+       0,
+       {4, 4},
+       {{"push 0 0 0/2 p0:2", "accumulate; -"},
+        {"push 2 0 0/2 p0:4", "joining"},
+        {"leave 0", "apply[0,1] by[] given_up[0] completes"},
+        {"push 2 0 1/2 p1:4", "joining"},
+        {"applied", "step=1 completed"},
+        {"workers", "workers=1 needs=1"},
+        {"push 2 0 1/2 p1:4", "stale"},
+        {"push 2 1 0/1 p0:4", "accumulate; apply[0,1] by[2] completes"}}},
+
+      {"a task the chief re-created counts nobody: each worker counts from its first push of the "
+       "current step",
+       2,
+       0,
+       {4},
+       {{"workers", "workers=0 needs=0"},
+        {"push 1 0 0/1 p0:4", "accumulate; apply[0] by[1] completes"},
+        {"applied", "step=1 completed"},
+        {"push 0 0 0/1 p0:4", "stale"},
+        {"workers", "workers=1 needs=1"},
+        {"push 0 1 0/1 p0:4", "accumulate; -"},
+        {"push 1 1 0/1 p0:4", "accumulate; apply[0] by[0,1] completes"}},
+       /*workers_known=*/false},
 
       {"bad chunks change nothing",
        2,

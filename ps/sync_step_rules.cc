@@ -13,12 +13,12 @@ using step_rules::Progress;
 using step_rules::Verdict;
 
 SyncStepRules::SyncStepRules(const proto::SyncConfig& sync, int64_t step,
-                             std::vector<int64_t> partition_elements)
+                             std::vector<int64_t> partition_elements, WorkerMembership counted)
     : required_(sync.replicas_to_aggregate()),
       partition_elements_(std::move(partition_elements)),
       step_(std::max<int64_t>(step, 0)),
       partition_state_(partition_elements_.size(), PartitionState::kWaiting),
-      membership_(sync.total_workers()) {
+      membership_(std::move(counted)) {
   GrowTo(sync.total_workers() - 1);
 }
 
@@ -27,6 +27,14 @@ void SyncStepRules::GrowTo(int worker) {
   if (absent_.size() >= n) return;
   absent_.resize(n, false);
   given_up_.resize(n);
+}
+
+std::vector<int> SyncStepRules::counted_workers() const {
+  std::vector<int> counted = membership_.Members();
+  std::erase_if(counted, [this](int w) {
+    return static_cast<size_t>(w) < absent_.size() && absent_[static_cast<size_t>(w)];
+  });
+  return counted;
 }
 
 int SyncStepRules::contributions_needed() const {
@@ -60,23 +68,24 @@ absl::StatusOr<Admission> SyncStepRules::Admit(const proto::TransferHeader& head
     return a;
   }
   given_up.step = -1;
+  // A chunk of an older step changes nothing, whoever sent it: a late chunk of a push given up or
+  // of a worker that left is no sign that its worker is back.
+  if (header.step() < step_) {
+    a.verdict = Verdict::kDropStale;
+    return a;
+  }
   if (absent_[worker]) {
     // Back after its push was given up: it counts among the workers in the job again.
     absent_[worker] = false;
     --absent_count_;
   }
-  if (!membership_.member(header.worker())) {
-    // A new worker, or one back after leaving. Between steps it joins now; else it is dropped and
-    // counts from the next step on (its next pull waits for that step).
-    if (!admitted_.empty() || closed_) {
-      membership_.MarkJoining(header.worker(), step_);
-      a.verdict = Verdict::kDropJoining;
-      return a;
-    }
-    membership_.Join(header.worker(), step_);
-  }
-  if (header.step() < step_) {
-    a.verdict = Verdict::kDropStale;
+  const bool member = membership_.member(header.worker());
+  if (!member && step_started_) {
+    // A new worker, or one back after leaving, mid-step: it counts from the next step on (its
+    // next pull waits for that step), so its chunks of this step are dropped. Between steps it
+    // joins as its push is admitted (below).
+    membership_.MarkJoining(header.worker(), step_);
+    a.verdict = Verdict::kDropJoining;
     return a;
   }
   auto it = admitted_.find(header.worker());
@@ -105,6 +114,8 @@ absl::StatusOr<Admission> SyncStepRules::Admit(const proto::TransferHeader& head
     }
   }
   if (it == admitted_.end()) {
+    if (!member) membership_.Join(header.worker(), step_);
+    step_started_ = true;
     WorkerPush push;
     push.num_chunks = header.num_chunks();
     push.seen.assign(header.num_chunks(), false);
@@ -124,7 +135,10 @@ bool SyncStepRules::AdmissionFinal() const {
   // Closed once a partition went out: the workers admitted then are the step's, even if some
   // leave or come back afterwards (a worker given up and back cannot reopen it).
   if (closed_) return true;
-  return !admitted_.empty() && workers_in_step() >= contributions_needed();
+  // Every admitted push of a started step gone (left, given up) and nobody else counted: the
+  // step completes with no update.
+  if (admitted_.empty()) return step_started_ && contributions_needed() == 0;
+  return workers_in_step() >= contributions_needed();
 }
 
 void SyncStepRules::TakeReady(Progress& progress) {
@@ -187,6 +201,7 @@ bool SyncStepRules::Applied(const Progress& progress) {
   partition_state_.assign(partition_state_.size(), PartitionState::kWaiting);
   closed_ = false;
   completion_told_ = false;
+  step_started_ = false;
   return true;
 }
 

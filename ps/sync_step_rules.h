@@ -5,21 +5,23 @@
 // worker, on its first chunk); their gradients are staged by the caller, who then says so
 // (Staged). A worker has delivered a partition when it has sent all of its elements (dense:
 // counted against the partition's size) or all of its push's chunks (sparse rows vary per
-// worker: the whole push marks them delivered). Once the admitted set is final
-// (min(replicas_to_aggregate, workers still in the job)) and every admitted worker has delivered
+// worker: the whole push marks them delivered). Once the admitted set is final (the step's
+// contributions, below, are in) and every admitted worker has delivered
 // a partition, that partition is handed out (Progress::apply) to be averaged over the admitted
 // workers and applied at once, without waiting for the others. When every partition is applied
 // (Applied) and every admitted worker's chunks are in, the step becomes s + 1: the one Applied
 // call that completes it returns true. Partitions that become ready together are handed out in
 // partition order (the order the next forward pass reads them).
 //
-// A push computed at a step older than s is dropped as stale; a push for s from a worker beyond
-// the first replicas_to_aggregate (a backup worker), or once a partition of s was handed out, is
-// dropped too, so the slowest never hold the step back.
+// A push computed at a step older than s is dropped as stale, and changes nothing else (a late
+// chunk is no sign that its worker is back); a push for s from a worker beyond the first
+// replicas_to_aggregate (a backup worker), or once a partition of s was handed out, is dropped
+// too, so the slowest never hold the step back.
 //
-// Which workers count (worker_membership.h): workers 0 .. total_workers - 1 from the start; a
-// worker that is not counted (added by a scale-up, or back after leaving) joins with its first
-// push. Between steps (nothing of s admitted yet) it joins at once and its push is admitted;
+// Which workers count (worker_membership.h): those the constructor is given (workers
+// 0 .. total_workers - 1 at a job's start); a worker that is
+// not counted (added by a scale-up, or back after leaving) joins with its first push of the
+// current step. Between steps (no push of s admitted yet) it joins as that push is admitted;
 // otherwise the push is dropped (kDropJoining) and the worker counts from s + 1 on, so the
 // number of contributions a step waits for changes only at a step boundary. A worker that Leaves
 // no longer counts: if its push of s was incomplete it loses its place in the step and none of
@@ -37,7 +39,8 @@
 // kDropGivenUp: admitting them would open a push whose earlier chunks are gone. Partitions of the
 // step already applied keep its pieces (they were whole); the others never see them. If every
 // admitted worker of a partly applied step is gone, the step's remaining partitions are handed out
-// with no workers (no update) and the step completes.
+// with no workers (no update) and the step completes; so does a step whose every admitted push is
+// gone while no other worker counts.
 //
 // The caller's protocol per chunk: Admit -> (kAccumulate) stage the payload -> Staged -> discard
 // the staged pieces of Progress::given_up, apply Progress::apply -> Applied (always, even with
@@ -61,8 +64,10 @@ class SyncStepRules {
   // Ready at `step` (>= 0) with `sync`'s rules (StepCoordinator::CheckSyncConfig holds);
   // partition_elements: the size of each partition, in the order segments index them (none: the
   // step is only whole pushes; segments naming a partition outside the list count as sparse).
+  // counted: the workers counted from the start (at a job's start workers 0 .. total_workers - 1;
+  // a task restored from a checkpoint, those its checkpoint counted).
   SyncStepRules(const proto::SyncConfig& sync, int64_t step,
-                std::vector<int64_t> partition_elements);
+                std::vector<int64_t> partition_elements, WorkerMembership counted);
 
   int64_t step() const { return step_; }
   // Partition p of the current step is applied (its values are those of step() + 1).
@@ -73,6 +78,8 @@ class SyncStepRules {
   int workers_in_step() const { return static_cast<int>(admitted_.size()); }
   // Workers counted now (members, less those whose push was given up and have not pushed since).
   int workers() const { return membership_.members() - absent_count_; }
+  // Which: the members whose push was not given up (what a checkpoint keeps), ascending.
+  std::vector<int> counted_workers() const;
   // The contributions the current step waits for.
   int contributions_needed() const;
   // Who joined or left since the last call (for the log and metrics).
@@ -131,6 +138,7 @@ class SyncStepRules {
   // admission is closed.
   bool closed_ = false;
   bool completion_told_ = false;  // Progress::completes_step given for this step
+  bool step_started_ = false;     // a push of the current step was admitted
   WorkerMembership membership_;
   // Per worker: a member whose push was given up and who has not pushed since.
   std::vector<bool> absent_;

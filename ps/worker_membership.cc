@@ -14,6 +14,24 @@ WorkerMembership::WorkerMembership(int initial)
     : state_(static_cast<size_t>(std::clamp(initial, 0, kMaxWorkers)), State::kMember),
       members_(static_cast<int>(state_.size())) {}
 
+WorkerMembership WorkerMembership::Of(const std::vector<int>& workers) {
+  WorkerMembership m(0);
+  for (int w : workers) {
+    if (!InRange(w) || m.StateOf(w) == State::kMember) continue;
+    m.StateOf(w) = State::kMember;
+    ++m.members_;
+  }
+  return m;
+}
+
+std::vector<int> WorkerMembership::Members() const {
+  std::vector<int> members;
+  for (size_t w = 0; w < state_.size(); ++w) {
+    if (state_[w] == State::kMember) members.push_back(static_cast<int>(w));
+  }
+  return members;
+}
+
 WorkerMembership::State WorkerMembership::state(int worker) const {
   if (worker < 0 || static_cast<size_t>(worker) >= state_.size()) return State::kNone;
   return state_[static_cast<size_t>(worker)];

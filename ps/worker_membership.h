@@ -3,10 +3,11 @@
 //
 // Workers 0 .. initial - 1 (the job's workers when the chief created the variables) are members
 // from the start. A worker that is not a member (a new one, or one that left and came back: a
-// restarted pod) joins with its first push: in async mode at once (Join); in sync mode it waits
-// (MarkJoining) and every waiting worker becomes a member at the next step boundary
-// (JoinWaiting), so the number of contributions a step waits for changes only between steps. A
-// member that Leaves (it finished, or was scaled away and stopped cleanly) no longer counts.
+// restarted pod) joins with its first push: in async mode at once (Join); in sync mode at once
+// between steps, else it waits (MarkJoining) and every waiting worker becomes a member at the
+// next step boundary (JoinWaiting), so the number of contributions a step waits for changes only
+// between steps. A member that Leaves (it finished, or was scaled away and stopped cleanly) no
+// longer counts.
 // Every change is recorded with the step it happened at, for the ps's log and metrics
 // (TakeChanges). Pure: no lock, no clock. Not thread-safe.
 #ifndef PSFLOW_PS_WORKER_MEMBERSHIP_H_
@@ -40,11 +41,14 @@ class WorkerMembership {
 
   // Workers 0 .. initial - 1 are members (initial is clamped to [0, kMaxWorkers]).
   explicit WorkerMembership(int initial);
+  // Exactly `workers` are members (indexes outside [0, kMaxWorkers) are ignored).
+  static WorkerMembership Of(const std::vector<int>& workers);
 
   // kNone for an index never seen (or outside [0, kMaxWorkers)).
   State state(int worker) const;
   bool member(int worker) const { return state(worker) == State::kMember; }
   int members() const { return members_; }
+  std::vector<int> Members() const;  // ascending
 
   // The worker is a member from now on; false (nothing recorded) when it already was or the
   // index is outside [0, kMaxWorkers).

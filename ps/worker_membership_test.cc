@@ -21,6 +21,15 @@ TEST(WorkerMembership, TheInitialWorkersAreMembers) {
   EXPECT_TRUE(m.TakeChanges().empty());
 }
 
+TEST(WorkerMembership, OfExactlyTheGivenWorkers) {
+  const WorkerMembership m = WorkerMembership::Of({4, 0, 4, -1, kMaxWorkers});
+  EXPECT_EQ(m.members(), 2);
+  EXPECT_EQ(m.Members(), (std::vector<int>{0, 4}));
+  EXPECT_EQ(m.state(1), State::kNone);
+  EXPECT_TRUE(WorkerMembership::Of({}).Members().empty());
+  EXPECT_EQ(WorkerMembership(3).Members(), (std::vector<int>{0, 1, 2}));
+}
+
 TEST(WorkerMembership, JoinsLeavesAndWaitingJoins) {
   struct Row {
     std::string op;  // "join", "wait", "boundary", "leave"

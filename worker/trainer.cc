@@ -68,9 +68,14 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     }
     RETURN_IF_ERROR(Step(recorder));
   }
-  // The last exchange in flight: its gradients still count.
-  ASSIGN_OR_RETURN(const std::optional<SyncResult> last, sync_.Flush(params));
-  if (last.has_value()) recorder.Pushed(*last);
+  // The last exchange in flight: its gradients still count. Stopping, the worker leaves even if
+  // that fails (a ps task lost while stopping is not waited for).
+  const absl::StatusOr<std::optional<SyncResult>> last = sync_.Flush(params);
+  if (!last.ok()) {
+    if (stopped) sync_.Leave().IgnoreError();
+    return last.status();
+  }
+  if (last->has_value()) recorder.Pushed(**last);
   TrainResult& result = recorder.Finish();
   result.seconds = Seconds(Clock::now() - start);
   result.loss_scale = scaler_.scale();
