@@ -954,29 +954,24 @@ absl::Status PsClient::SetLearningRate(float learning_rate) {
 absl::Status PsClient::Leave() {
   for (auto& task : tasks_) {
     if (task->partitions.empty()) continue;
-    Backoff backoff(std::chrono::milliseconds(100), std::chrono::seconds(2),
-                    Clock::now() + options_.connect_timeout);
-    for (;;) {
-      grpc::ClientContext ctx;
-      ctx.set_deadline(std::chrono::system_clock::now() + options_.rpc_timeout);
-      proto::LeaveRequest request;
-      request.set_worker(options_.training.worker_index);
-      proto::LeaveResponse response;
-      const grpc::Status s = task->stub->Leave(&ctx, request, &response);
-      if (s.ok()) break;
-      const std::string what = absl::StrCat("leave on ps task ", task->index, " at ", task->address,
-                                            ": ", s.error_message());
-      if (!Retryable(s)) return absl::Status(PsCallStatus(s).code(), what);
-      // Stopping, there is no later exchange to leave from: try again now, as long as the stop's
-      // grace lets this worker live.
-      if (Stopping() && WaitPolling(backoff, *task->channel)) continue;
-      // As for the learning rate: the Pull that follows a Leave waits for the task and leaves
-      // again (a task that missed it would count on this worker in sync mode).
-      PSFLOW_LOG(WARNING) << what << "; left again once the task is back";
-      need_recovery_ = true;
-      leave_again_ = true;
-      break;
-    }
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + options_.rpc_timeout);
+    proto::LeaveRequest request;
+    request.set_worker(options_.training.worker_index);
+    proto::LeaveResponse response;
+    const grpc::Status s = task->stub->Leave(&ctx, request, &response);
+    if (s.ok()) continue;
+    const std::string what = absl::StrCat("leave on ps task ", task->index, " at ", task->address,
+                                          ": ", s.error_message());
+    if (!Retryable(s)) return absl::Status(PsCallStatus(s).code(), what);
+    // As for the learning rate: the Pull that follows a Leave waits for the task and leaves
+    // again (a task that missed it would count on this worker in sync mode). A stopping worker
+    // makes no such Pull and does not wait: the task is most likely stopping with it.
+    PSFLOW_LOG(WARNING) << what
+                        << (Stopping() ? "; not left (stopping)"
+                                       : "; left again once the task is back");
+    need_recovery_ = true;
+    leave_again_ = true;
   }
   return absl::OkStatus();
 }
