@@ -222,6 +222,16 @@ class OperatorApiserverTest : public kubereal::RealApiserverTest {
     const Json got = GetJob(job);
     return got.is_object() ? kube::StringAt(got, "status", "state") : "<gone>";
   }
+  // Sets the job's spec.runPolicy.suspend (a read-modify-write, retried on conflict); false when
+  // it keeps failing.
+  bool SetSuspend(const std::string& job, bool suspend) {
+    for (int attempt = 0; attempt < 10; ++attempt) {
+      Json got = GetJob(job);
+      got["spec"]["runPolicy"]["suspend"] = suspend;
+      if (client_->Update(kube::TrainingJobs(), ns_, got).ok()) return true;
+    }
+    return false;
+  }
   Json Condition(const std::string& job, const std::string& type) {
     const Json got = GetJob(job);
     if (!got.is_object() || !got.contains("status") || !got["status"].contains("conditions")) {
@@ -477,18 +487,10 @@ TEST_F(OperatorApiserverTest, DeadlineAndSuspendResume) {
   CreateJob(late);
   CreateJob(Job("pause", 1, 1, "OnFailure"));
   ASSERT_TRUE(Eventually([&] { return Pods("pause").size() == 2; })) << op->output();
-  auto set_suspend = [&](bool suspend) {
-    for (int attempt = 0; attempt < 10; ++attempt) {
-      Json pause = GetJob("pause");
-      pause["spec"]["runPolicy"]["suspend"] = suspend;
-      if (client_->Update(kube::TrainingJobs(), ns_, pause).ok()) return true;
-    }
-    return false;
-  };
-  ASSERT_TRUE(set_suspend(true));
+  ASSERT_TRUE(SetSuspend("pause", true));
   ASSERT_TRUE(Eventually([&] { return State("pause") == "Suspended" && Pods("pause").empty(); }))
       << op->output();
-  ASSERT_TRUE(set_suspend(false));
+  ASSERT_TRUE(SetSuspend("pause", false));
   ASSERT_TRUE(Eventually([&] { return Pods("pause").size() == 2; })) << op->output();
   // The pods come back before the status says why: the reconcile writes the status after them.
   EXPECT_TRUE(Eventually([&] { return Condition("pause", "Suspended")["reason"] == "Resumed"; }))
@@ -497,6 +499,31 @@ TEST_F(OperatorApiserverTest, DeadlineAndSuspendResume) {
   ASSERT_TRUE(Eventually([&] { return State("late") == "Failed"; })) << op->output();
   EXPECT_EQ(Condition("late", "Failed")["reason"], "DeadlineExceeded");
   EXPECT_TRUE(Eventually([&] { return Pods("late").empty(); }));
+}
+
+// Issue 31, item 3: for a job whose suspend is in use (it was suspended, then resumed: a queue
+// admitting it), the scheduling timeout suspends it again through its spec, under the operator's
+// own RBAC (deploy/base/rbac.yaml grants update on trainingjobs for this).
+TEST_F(OperatorApiserverTest, ASchedulingTimeoutSuspendsAJobWhoseSuspendIsInUse) {
+  auto op = StartOperator("op-a");
+  Json job = Job("queued", 1, 1, "OnFailure");
+  job["spec"]["runPolicy"]["suspend"] = true;
+  job["spec"]["runPolicy"]["schedulingTimeoutSeconds"] = 2;
+  CreateJob(job);
+  ASSERT_TRUE(Eventually([&] { return State("queued") == "Suspended"; })) << op->output();
+  ASSERT_TRUE(
+      SetSuspend("queued", false));  // admitted; the pods never run (nobody plays the kubelet)
+  ASSERT_TRUE(Eventually([&] {
+    return Condition("queued", "Suspended")["reason"] == "SchedulingTimeout" &&
+           Pods("queued").empty();
+  })) << op->output();
+  EXPECT_EQ(GetJob("queued")["spec"]["runPolicy"]["suspend"], true);
+  EXPECT_EQ(State("queued"), "Suspended");
+  EXPECT_NE(Condition("queued", "Suspended")["message"].get<std::string>().find(
+                "not every replica was running within schedulingTimeoutSeconds=2"),
+            std::string::npos)
+      << Condition("queued", "Suspended").dump();
+  EXPECT_EQ(Condition("queued", "Failed"), Json()) << Condition("queued", "Failed").dump();
 }
 
 TEST_F(OperatorApiserverTest, RestartedOperatorCreatesNoDuplicates) {

@@ -88,9 +88,10 @@ std::string SuccessReason(const TrainingJob& job);
 inline constexpr int64_t kDefaultFinishGraceSeconds = 30;
 absl::Duration FinishGrace(const TrainingJob& job);
 
-// runPolicy.schedulingTimeoutSeconds: how long after its start (or resumption) a job that has
-// never had every replica running may wait for that (pods the scheduler cannot place, images
-// that do not come) before it fails with reason Unschedulable; nullopt: no limit.
+// runPolicy.schedulingTimeoutSeconds: how long after its start (or resumption, or admission by
+// a queue) a job that has never had every replica running may wait for that (pods the scheduler
+// cannot place, images that do not come) before it fails with reason Unschedulable (or, when its
+// suspend is in use, is suspended: controller/job_decision.h); nullopt: no limit.
 std::optional<absl::Duration> SchedulingTimeout(const TrainingJob& job);
 
 // runPolicy.activeDeadlineSeconds as a duration; nullopt without a deadline.

@@ -4,6 +4,7 @@
 
 #include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "operator/api/job_policy.h"
 
 namespace psflow::controller {
@@ -61,8 +62,20 @@ bool BeingReplaced(const JobStatus& status, const SlotObservation& s) {
 Decision Decide(const api::TrainingJob& job, const std::string& job_key, const JobStatus& status,
                 const JobObservation& observed) {
   Decision d;
-  if (std::optional<absl::Duration> deadline = api::ActiveDeadline(job)) {
-    const absl::Time end = observed.start + *deadline;
+  for (const SlotObservation& s : observed.slots) {
+    if (!s.pod || s.pod->being_deleted || s.pod->scheduling_gates.empty() ||
+        Completed(status, s.type, s.index)) {
+      continue;
+    }
+    d.queued.push_back({{s.type, s.index},
+                        absl::StrCat(Named(s), " waits for its scheduling gates to go: ",
+                                     absl::StrJoin(s.pod->scheduling_gates, ", "))});
+  }
+  // The job's clocks run from its start, or from its latest admission by a queue.
+  const absl::Time clock_start = std::max(observed.start, observed.admitted);
+  if (std::optional<absl::Duration> deadline = api::ActiveDeadline(job);
+      d.queued.empty() && deadline) {
+    const absl::Time end = clock_start + *deadline;
     if (observed.now >= end) {
       d.failure = {"DeadlineExceeded",
                    absl::StrCat("TrainingJob ", job_key, " ran longer than activeDeadlineSeconds=",
@@ -184,8 +197,8 @@ Decision Decide(const api::TrainingJob& job, const std::string& job_key, const J
   const bool ever_ran = status.Find(ConditionType::kRunning) != nullptr ||
                         status.Find(ConditionType::kRestarting) != nullptr;
   if (std::optional<absl::Duration> timeout = api::SchedulingTimeout(job);
-      timeout && !ever_ran && !d.all_running) {
-    const absl::Time end = observed.start + *timeout;
+      timeout && !ever_ran && !d.all_running && d.queued.empty()) {
+    const absl::Time end = clock_start + *timeout;
     if (observed.now >= end) {
       std::string why;
       if (!d.unschedulable.empty()) {
@@ -201,10 +214,15 @@ Decision Decide(const api::TrainingJob& job, const std::string& job_key, const J
           }
         }
       }
-      d.failure = {
-          "Unschedulable",
+      std::string message =
           absl::StrCat("not every replica was running within schedulingTimeoutSeconds=",
-                       *job.run_policy.scheduling_timeout_seconds, why.empty() ? "" : "; ", why)};
+                       *job.run_policy.scheduling_timeout_seconds, why.empty() ? "" : "; ", why);
+      // Suspend is in use once the job has been suspended: it is suspended again, not failed.
+      if (status.Find(ConditionType::kSuspended) != nullptr) {
+        d.suspend = {"SchedulingTimeout", std::move(message)};
+      } else {
+        d.failure = {"Unschedulable", std::move(message)};
+      }
       return d;
     }
     d.requeue_after =

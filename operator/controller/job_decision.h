@@ -39,6 +39,10 @@ struct JobObservation {
   bool has_service = false;            // the job's headless Service (replica_objects.h)
   absl::Time now;
   absl::Time start;  // status.startTime
+  // When a queue last admitted the job: the pass that saw its pods' scheduling gates all gone
+  // (the Queued condition's turn to False; `now` on that pass itself); InfinitePast when it
+  // never waited in a queue.
+  absl::Time admitted = absl::InfinitePast();
 };
 
 struct EndedPod {
@@ -73,6 +77,16 @@ struct Decision {
   bool all_running = false;     // every pod of every slot Running (completed indexes aside)
   // Pods the scheduler cannot place now, with its message (PodState::unschedulable).
   std::vector<std::pair<ReplicaSlot, std::string>> unschedulable;
+  // Pods a queue holds back by their scheduling gates (PodState::scheduling_gates), with the
+  // gates named: the job waits for admission. Meanwhile neither activeDeadlineSeconds nor
+  // schedulingTimeoutSeconds runs (a queued job is not late), and both count from the later of
+  // its start and its latest admission (JobObservation::admitted).
+  std::vector<std::pair<ReplicaSlot, std::string>> queued;
+  // Set in place of `failure` when schedulingTimeoutSeconds passes for a job whose suspend is in
+  // use (it was suspended before: whoever queues it admits it by resuming it), as (reason,
+  // message): the job suspends itself, so that its queue can give what it holds to others and
+  // admit it again later.
+  std::optional<std::pair<std::string, std::string>> suspend;
   // The restarts the backoff limit counts, these included.
   int counted_restarts = 0;
   std::optional<absl::Duration> requeue_after;  // until the deadline or scheduling timeout

@@ -183,6 +183,87 @@ TEST(JobDecision, ASchedulingTimeoutWithoutAnUnschedulablePodNamesTheFirstNotRun
             "j-worker-0) is still Pending");
 }
 
+// Issue 31: pods a queue holds back by their scheduling gates (Kueue's admission gate) are
+// queued, not late: neither activeDeadlineSeconds nor schedulingTimeoutSeconds runs while any
+// is, and both count from the later of the job's start and its latest admission.
+TEST(JobDecision, QueuedPodsStopTheClocksWhichCountFromTheAdmission) {
+  api::TrainingJob job = MakeJob(api::RestartPolicy::kOnFailure);
+  job.run_policy.active_deadline_seconds = 100;
+  job.run_policy.scheduling_timeout_seconds = 60;
+  struct Row {
+    const char* what;
+    bool gated;
+    absl::Duration since_start;
+    std::optional<absl::Duration> admitted_after_start;
+    std::string failure;  // reason, "" for none
+    std::optional<absl::Duration> requeue_after;
+  };
+  const Row rows[] = {
+      {"queued past both limits", true, absl::Seconds(1000), std::nullopt, "", std::nullopt},
+      {"never queued, past the timeout", false, absl::Seconds(60), std::nullopt, "Unschedulable",
+       std::nullopt},
+      {"admitted 30 s ago", false, absl::Seconds(1000), absl::Seconds(970), "", absl::Seconds(30)},
+      {"admitted 60 s ago", false, absl::Seconds(1000), absl::Seconds(940), "Unschedulable",
+       std::nullopt},
+      {"admitted before the start: the start counts", false, absl::Seconds(60), -absl::Seconds(50),
+       "Unschedulable", std::nullopt},
+  };
+  for (const Row& row : rows) {
+    JobObservation o = AllRunning(job, row.since_start);
+    if (row.admitted_after_start) o.admitted = kStart + *row.admitted_after_start;
+    PodState pending = Pod(PodPhase::kPending);
+    if (row.gated) pending.scheduling_gates = {"kueue.x-k8s.io/admission", "example.com/other"};
+    At(o, ReplicaType::kWorker, 1).pod = pending;
+    const Decision d = Decide(job, "default/j", {}, o);
+    EXPECT_EQ(d.failure ? d.failure->first : "", row.failure) << row.what;
+    if (!row.failure.empty()) continue;
+    EXPECT_EQ(d.requeue_after, row.requeue_after) << row.what;
+    if (row.gated) {
+      ASSERT_EQ(d.queued.size(), 1u) << row.what;
+      EXPECT_EQ(d.queued[0].first, (ReplicaSlot{ReplicaType::kWorker, 1}));
+      EXPECT_EQ(d.queued[0].second,
+                "Worker 1 (pod j-worker-1) waits for its scheduling gates to go: "
+                "kueue.x-k8s.io/admission, example.com/other");
+    } else {
+      EXPECT_TRUE(d.queued.empty()) << row.what;
+    }
+  }
+  // The deadline, too, counts from the admission.
+  JobObservation o = AllRunning(job, absl::Seconds(1000));
+  o.admitted = kStart + absl::Seconds(901);
+  EXPECT_FALSE(Decide(job, "default/j", {}, o).failure);
+  o.admitted = kStart + absl::Seconds(900);
+  const Decision d = Decide(job, "default/j", {}, o);
+  ASSERT_TRUE(d.failure);
+  EXPECT_EQ(d.failure->first, "DeadlineExceeded");
+}
+
+// Issue 31: "when suspend is in use" (the job was suspended before: whoever queues it admits it by
+// resuming it), the scheduling timeout suspends the job rather than failing it.
+TEST(JobDecision, ASchedulingTimeoutSuspendsAJobSuspendedBeforeInsteadOfFailingIt) {
+  api::TrainingJob job = MakeJob(api::RestartPolicy::kOnFailure);
+  job.run_policy.scheduling_timeout_seconds = 60;
+  JobObservation o = AllRunning(job, absl::Seconds(60));
+  PodState pending = Pod(PodPhase::kPending);
+  pending.unschedulable = "0/1 nodes are available: 1 Insufficient cpu.";
+  At(o, ReplicaType::kWorker, 0).pod = pending;
+  JobStatus resumed;
+  resumed.SetCondition(ConditionType::kSuspended, true, "Suspended", "", kStart);
+  resumed.SetCondition(ConditionType::kSuspended, false, "Resumed", "", kStart);
+  const Decision d = Decide(job, "default/j", resumed, o);
+  EXPECT_FALSE(d.failure);
+  ASSERT_TRUE(d.suspend);
+  EXPECT_EQ(d.suspend->first, "SchedulingTimeout");
+  EXPECT_EQ(d.suspend->second,
+            "not every replica was running within schedulingTimeoutSeconds=60; Worker 0 (pod "
+            "j-worker-0): 0/1 nodes are available: 1 Insufficient cpu.");
+  // A job never suspended fails.
+  const Decision never = Decide(job, "default/j", {}, o);
+  EXPECT_FALSE(never.suspend);
+  ASSERT_TRUE(never.failure);
+  EXPECT_EQ(never.failure->first, "Unschedulable");
+}
+
 TEST(JobDecision, AFailedEvaluatorIsReportedOnceAndNeverDecides) {
   const api::TrainingJob job = MakeJob(api::RestartPolicy::kNever, 2, 1);
   JobObservation o = AllRunning(job);

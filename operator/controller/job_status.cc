@@ -15,7 +15,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::array<std::pair<ConditionType, const char*>, 8> kConditionNames = {{
+constexpr std::array<std::pair<ConditionType, const char*>, 9> kConditionNames = {{
     {ConditionType::kCreated, "Created"},
     {ConditionType::kRunning, "Running"},
     {ConditionType::kRestarting, "Restarting"},
@@ -24,6 +24,7 @@ constexpr std::array<std::pair<ConditionType, const char*>, 8> kConditionNames =
     {ConditionType::kSuspended, "Suspended"},
     {ConditionType::kProgressLost, "ProgressLost"},
     {ConditionType::kUnschedulable, "Unschedulable"},
+    {ConditionType::kQueued, "Queued"},
 }};
 
 constexpr int kMaxIndex = 100000;
@@ -316,6 +317,7 @@ void JobStatus::SetCondition(ConditionType type, bool status, const std::string&
     case ConditionType::kCreated:
     case ConditionType::kProgressLost:
     case ConditionType::kUnschedulable:
+    case ConditionType::kQueued:
       break;
   }
 }

@@ -1,12 +1,12 @@
 // A TrainingJob's status as the operator keeps it (the CRD's .status), and the rules that keep
 // its conditions consistent.
 //
-// Conditions: Created, Running, Restarting, Succeeded, Failed, Suspended, ProgressLost. At most
-// one of Running/Restarting is True; Succeeded and Failed are terminal and exclusive; a
-// condition's lastTransitionTime changes only when its status does, so an unchanged job yields an
-// identical status (the operator then writes nothing). ProgressLost, once True, stays True (its
-// lastTransitionTime says when training progress was first lost, lastUpdateTime the latest) and
-// never decides the state.
+// Conditions: Created, Running, Restarting, Succeeded, Failed, Suspended, ProgressLost,
+// Unschedulable, Queued. At most one of Running/Restarting is True; Succeeded and Failed are
+// terminal and exclusive; a condition's lastTransitionTime changes only when its status does, so
+// an unchanged job yields an identical status (the operator then writes nothing). ProgressLost,
+// once True, stays True (its lastTransitionTime says when training progress was first lost,
+// lastUpdateTime the latest) and never decides the state.
 #ifndef PSFLOW_OPERATOR_CONTROLLER_JOB_STATUS_H_
 #define PSFLOW_OPERATOR_CONTROLLER_JOB_STATUS_H_
 
@@ -32,6 +32,7 @@ enum class ConditionType {
   kSuspended,
   kProgressLost,
   kUnschedulable,  // True while a pod of the job cannot be scheduled
+  kQueued,         // True while a queue holds pods of the job back (their scheduling gates)
 };
 const char* ConditionTypeName(ConditionType type);
 

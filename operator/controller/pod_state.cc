@@ -59,6 +59,14 @@ std::string PodState::DescribeEnd() const {
 PodState ReadPodState(const json& pod) {
   PodState out;
   out.being_deleted = kube::BeingDeleted(pod);
+  if (const json* spec = Field(pod, "spec"); spec != nullptr) {
+    if (const json* gates = Field(*spec, "schedulingGates");
+        gates != nullptr && gates->is_array()) {
+      for (const json& gate : *gates) {
+        if (!String(gate, "name").empty()) out.scheduling_gates.push_back(String(gate, "name"));
+      }
+    }
+  }
   const json* status = Field(pod, "status");
   if (status == nullptr || !status->is_object()) return out;
   const std::string phase = String(*status, "phase");

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "operator/api/training_job.h"
 
@@ -33,6 +34,10 @@ struct PodState {
   // While the pod cannot be scheduled (condition PodScheduled False, reason Unschedulable): the
   // scheduler's message ("0/1 nodes are available: 1 Insufficient cpu."); else empty.
   std::string unschedulable;
+  // spec.schedulingGates by name: while any is there the scheduler does not consider the pod. A
+  // queue sets them (Kueue's kueue.x-k8s.io/admission, added by its webhook as the pod is made)
+  // and removes them when it admits the pod's group.
+  std::vector<std::string> scheduling_gates;
   // Every condition of the pod, type -> status ("DisruptionTarget" -> "True": preempted, evicted,
   // deleted for a lost node), for the failure rules (api/failure_policy.h).
   std::map<std::string, std::string> conditions;

@@ -339,6 +339,11 @@ JobObservation Reconciler::Observe(const Pass& pass) const {
   JobObservation observed;
   observed.now = pass.now;
   observed.start = ParseTimestamp(pass.status.start_time);
+  // Queued until now: were its gates gone, this pass is the admission (while they are not, no
+  // clock runs). Else the latest admission is when Queued turned False.
+  if (const Condition* queued = pass.status.Find(ConditionType::kQueued); queued != nullptr) {
+    observed.admitted = queued->status ? pass.now : ParseTimestamp(queued->last_transition_time);
+  }
   observed.has_service = pass.has_job_service;
   for (const auto& [type, spec] : pass.job.replica_specs) {
     for (int i = 0; i < spec.replicas; ++i) {
@@ -369,6 +374,7 @@ void Reconciler::ReconcileActive(Pass& pass) {
   TrackPs(pass);
 
   const Decision decision = Decide(job, pass.key, status, Observe(pass));
+  if (decision.suspend) return SuspendOnTimeout(pass, *decision.suspend);
   pass.result.requeue_after = decision.requeue_after;
   for (const ReplicaSlot& slot : decision.completed) {
     status.replica_statuses[slot.first].completed_indexes.insert(slot.second);
@@ -488,6 +494,22 @@ void Reconciler::ReconcileActive(Pass& pass) {
     status.SetCondition(ConditionType::kUnschedulable, false, "Scheduled", "every pod is scheduled",
                         pass.now);
   }
+  // Pods a queue holds back: Queued, True (a Normal event) while any is, False once none is: the
+  // queue admitted the job (a Normal event; its clocks count from then).
+  if (!decision.queued.empty()) {
+    std::string message = decision.queued.front().second;
+    if (decision.queued.size() > 1) {
+      absl::StrAppend(&message, " (and ", decision.queued.size() - 1, " more pods)");
+    }
+    if (!status.Is(ConditionType::kQueued)) {
+      pass.events_after_write.push_back({EventType::kNormal, "Queued", message});
+    }
+    status.SetCondition(ConditionType::kQueued, true, "SchedulingGated", message, pass.now);
+  } else if (status.Is(ConditionType::kQueued)) {
+    const std::string message = "every pod's scheduling gates are gone: admitted by its queue";
+    pass.events_after_write.push_back({EventType::kNormal, "Admitted", message});
+    status.SetCondition(ConditionType::kQueued, false, "Admitted", message, pass.now);
+  }
   if (decision.all_running && decision.restarts.empty() && pass.result.pods_created == 0) {
     const bool first_time = !status.Find(ConditionType::kRunning);
     status.SetCondition(ConditionType::kRunning, true, "TrainingJobRunning",
@@ -502,7 +524,8 @@ void Reconciler::ReconcileActive(Pass& pass) {
   WriteStatus(pass);
 }
 
-void Reconciler::Suspend(Pass& pass) {
+void Reconciler::Suspend(Pass& pass,
+                         const std::optional<std::pair<std::string, std::string>>& why) {
   std::vector<ObjectPtr> active = pass.extra_pods;
   for (const auto& [slot, pod] : pass.pods) {
     const PodState state = ReadPodState(*pod);
@@ -510,15 +533,42 @@ void Reconciler::Suspend(Pass& pass) {
   }
   if (!active.empty()) DeletePods(pass, active, "suspended");
   if (!pass.status.Is(ConditionType::kSuspended)) {
-    pass.status.SetCondition(ConditionType::kSuspended, true, "Suspended",
-                             absl::StrCat("TrainingJob ", pass.key, " is suspended"), pass.now);
-    events_.Record(*pass.object, EventType::kNormal, "Suspended",
-                   absl::StrCat("suspended: ", active.size(), " pods deleted"));
+    const std::string deleted = absl::StrCat("suspended: ", active.size(), " pods deleted");
+    if (why) {
+      pass.status.SetCondition(ConditionType::kSuspended, true, why->first, why->second, pass.now);
+      events_.Record(*pass.object, EventType::kWarning, why->first,
+                     absl::StrCat(why->second, "; ", deleted));
+    } else {
+      pass.status.SetCondition(ConditionType::kSuspended, true, "Suspended",
+                               absl::StrCat("TrainingJob ", pass.key, " is suspended"), pass.now);
+      events_.Record(*pass.object, EventType::kNormal, "Suspended", deleted);
+    }
   }
   // activeDeadlineSeconds restarts from the resume.
   pass.status.start_time.clear();
   CountPods(pass);
   WriteStatus(pass);
+}
+
+void Reconciler::SuspendOnTimeout(Pass& pass, const std::pair<std::string, std::string>& why) {
+  Json updated = *pass.object;
+  updated["spec"]["runPolicy"]["suspend"] = true;  // the parser took runPolicy as an object
+  absl::StatusOr<Json> written = client_.Update(kube::TrainingJobs(), pass.ns, updated);
+  if (!written.ok()) {
+    // A conflict (someone edited the job) is retried with a fresh cache, as are other errors.
+    if (!kube::IsConflict(written.status())) {
+      PSFLOW_LOG(WARNING) << "TrainingJob " << pass.key
+                          << ": spec.runPolicy.suspend not set: " << written.status().message();
+    }
+    pass.result.status = written.status();
+    return;
+  }
+  PSFLOW_LOG(WARNING) << "TrainingJob " << pass.key << ": " << why.second << "; suspending it";
+  pass.object = std::make_shared<const Json>(*std::move(written));
+  // The status write below goes onto this version, and the cache must show past it before the
+  // next pass acts.
+  pass.cached_version = kube::ResourceVersion(*pass.object);
+  Suspend(pass, std::make_pair(why.first, absl::StrCat(why.second, "; suspended until resumed")));
 }
 
 void Reconciler::Finish(Pass& pass) {

@@ -10,12 +10,17 @@
 //     ttlSecondsAfterFinished the job itself is deleted that long after completionTime (its
 //     pods and services go with it through their ownerReferences).
 //  3. runPolicy.suspend deletes the active pods and sets Suspended; resuming clears it and
-//     restarts activeDeadlineSeconds from the resume time (as Kubernetes Jobs do).
-//  4. activeDeadlineSeconds past startTime -> Failed (DeadlineExceeded). Before that, each ps
-//     task that restarted in place or in a new pod since the last pass is told (ps_restarts.h):
-//     when its checkpoints did not outlive the restart, by a Warning event ProgressLost and the
-//     condition ProgressLost; else by a Normal event RestoringCheckpoint. The events are
-//     recorded once the status that holds the restart (PS observedPods) is written: each
+//     restarts activeDeadlineSeconds from the resume time (as Kubernetes Jobs do). Pods held by
+//     scheduling gates (a queue's: Kueue's kueue.x-k8s.io/admission) set Queued, True with a
+//     Normal event Queued, then False with a Normal event Admitted once every gate is gone; the
+//     job's clocks stop while it is queued and run from its admission (job_decision.h).
+//  4. activeDeadlineSeconds past startTime -> Failed (DeadlineExceeded); schedulingTimeoutSeconds
+//     past it with a replica never running -> Failed (Unschedulable), or, for a job suspended
+//     before, spec.runPolicy.suspend set and Suspended (reason SchedulingTimeout). Before that,
+//     each ps task that restarted in place or in a new pod since the last pass is told
+//     (ps_restarts.h): when its checkpoints did not outlive the restart, by a Warning event
+//     ProgressLost and the condition ProgressLost; else by a Normal event RestoringCheckpoint. The
+//     events are recorded once the status that holds the restart (PS observedPods) is written: each
 //     restart is told once.
 //  5. The job's headless Service `<job>` is created when missing (replica_objects.h); for each
 //     replica `<job>-<type>-<index>`, a missing pod is created unless the replica already
@@ -115,7 +120,12 @@ class Reconciler {
   void ReconcileActive(Pass& pass);
   JobObservation Observe(const Pass& pass) const;
   void Finish(Pass& pass);
-  void Suspend(Pass& pass);
+  // Deletes the active pods and sets Suspended (reason "Suspended", or `why`'s, with a Normal
+  // event, a Warning one for `why`).
+  void Suspend(Pass& pass, const std::optional<std::pair<std::string, std::string>>& why = {});
+  // schedulingTimeoutSeconds passed for a job whose suspend is in use (Decision::suspend): sets
+  // spec.runPolicy.suspend (whoever resumed it may resume it again), then suspends it.
+  void SuspendOnTimeout(Pass& pass, const std::pair<std::string, std::string>& why);
   void CountPods(Pass& pass);
   // The ps tasks that restarted since the last pass (ps_restarts.h): a Warning ProgressLost event
   // and the ProgressLost condition for each that lost its training progress, a Normal

@@ -1310,6 +1310,103 @@ TEST_F(ReconcilerTest, AnUnschedulablePodIsAConditionAndOneWarningEvent) {
   EXPECT_FALSE(c->status);
 }
 
+// Issue 31: a queue (Kueue's webhook, played here) gates the pods as they are made and removes
+// the gates when it admits the group. Meanwhile the job is Queued, not late; from the admission
+// on, its scheduling timeout runs.
+TEST_F(ReconcilerTest, PodsAQueueHoldsBackAreQueuedAndTheTimeoutCountsFromTheirAdmission) {
+  Json job = MakeJob("q", 1, 1, "OnFailure");
+  job["spec"]["runPolicy"]["schedulingTimeoutSeconds"] = 30;
+  Create(job);
+  ASSERT_TRUE(Pass("q").status.ok());
+  const auto gate = [&](const Json& gates) {
+    for (const char* name : {"q-ps-0", "q-worker-0"}) {
+      Json pod = client_.Get(kube::Pods(), "default", name).value();
+      pod["spec"]["schedulingGates"] = gates;
+      ASSERT_TRUE(client_.Update(kube::Pods(), "default", pod).ok()) << name;
+    }
+  };
+  gate(Json::array({{{"name", "kueue.x-k8s.io/admission"}}}));
+  const std::string message =
+      "PS 0 (pod q-ps-0) waits for its scheduling gates to go: kueue.x-k8s.io/admission (and 1 "
+      "more pods)";
+  for (int pass = 0; pass < 2; ++pass) {
+    now_ += absl::Seconds(600);  // far past the timeout: queued time does not count
+    const ReconcileResult r = Pass("q");
+    ASSERT_TRUE(r.status.ok());
+    EXPECT_FALSE(r.requeue_after.has_value());
+    const JobStatus status = Status("q");
+    EXPECT_EQ(status.State(), "Created");
+    const Condition* c = status.Find(ConditionType::kQueued);
+    ASSERT_NE(c, nullptr);
+    EXPECT_TRUE(c->status);
+    EXPECT_EQ(c->reason, "SchedulingGated");
+    EXPECT_EQ(c->message, message);
+  }
+  EXPECT_EQ(Events("Queued"), std::vector<std::string>{"Normal: " + message});
+
+  gate(Json::array());  // admitted
+  ReconcileResult r = Pass("q");
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_EQ(r.requeue_after, absl::Seconds(30));
+  JobStatus status = Status("q");
+  const Condition* c = status.Find(ConditionType::kQueued);
+  ASSERT_NE(c, nullptr);
+  EXPECT_FALSE(c->status);
+  EXPECT_EQ(c->reason, "Admitted");
+  EXPECT_EQ(c->last_transition_time, FormatTimestamp(now_));
+  EXPECT_EQ(Events("Admitted").size(), 1u);
+  now_ += absl::Seconds(29);
+  ASSERT_TRUE(Pass("q").status.ok());
+  EXPECT_EQ(Status("q").State(), "Created");
+  now_ += absl::Seconds(1);
+  ASSERT_TRUE(Pass("q").status.ok());
+  status = Status("q");
+  EXPECT_EQ(status.State(), "Failed");
+  EXPECT_EQ(status.Find(ConditionType::kFailed)->reason, "Unschedulable");
+}
+
+// Issue 31: for a job whose suspend is in use (suspended before, then resumed), the scheduling
+// timeout suspends it again, spec included, so that whoever resumed it can resume it again.
+TEST_F(ReconcilerTest, ASchedulingTimeoutSuspendsAJobThatWasSuspendedBefore) {
+  Json job = MakeJob("qs", 1, 1, "OnFailure");
+  job["spec"]["runPolicy"]["suspend"] = true;
+  job["spec"]["runPolicy"]["schedulingTimeoutSeconds"] = 30;
+  Create(job);
+  ASSERT_TRUE(Pass("qs").status.ok());
+  EXPECT_EQ(Status("qs").State(), "Suspended");
+  EditSpec("qs", [](Json& spec) { spec["runPolicy"]["suspend"] = false; });  // admitted
+  ReconcileResult r = Pass("qs");
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_EQ(r.pods_created, 2);
+  SetPhase("qs-ps-0", "Running");
+  now_ += absl::Seconds(30);  // the worker never runs
+  r = Pass("qs");
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  const Json stored = Job("qs");
+  EXPECT_EQ(stored["spec"]["runPolicy"]["suspend"], true);
+  const JobStatus status = Status("qs");
+  EXPECT_EQ(status.State(), "Suspended");
+  const Condition* c = status.Find(ConditionType::kSuspended);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->reason, "SchedulingTimeout");
+  const std::string why =
+      "not every replica was running within schedulingTimeoutSeconds=30; Worker 0 (pod "
+      "qs-worker-0) is still Pending; suspended until resumed";
+  EXPECT_EQ(c->message, why);
+  EXPECT_FALSE(status.Is(ConditionType::kFailed));
+  EXPECT_EQ(status.start_time, "");
+  EXPECT_EQ(Events("SchedulingTimeout"),
+            std::vector<std::string>{"Warning: " + why + "; suspended: 2 pods deleted"});
+  EXPECT_TRUE(Names(kube::Pods()).empty());
+  EXPECT_EQ(r.pods_deleted, 2);
+  // Resumed again: the timeout counts from the resumption.
+  EditSpec("qs", [](Json& spec) { spec["runPolicy"]["suspend"] = false; });
+  r = Pass("qs");
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_EQ(r.pods_created, 2);
+  EXPECT_EQ(r.requeue_after, absl::Seconds(30));
+}
+
 // A pass that throws (here the throughput probe: any bug or unforeseen object shape) is an
 // INTERNAL error to retry, and the job's owner hears of it: one Warning event per distinct
 // message, again after a pass succeeded in between.

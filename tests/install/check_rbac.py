@@ -25,6 +25,9 @@ EXPECTED = {
         # conflicts reads the current job to write over it once.
         ("psflow.io", "trainingjobs", "delete", ""),
         ("psflow.io", "trainingjobs", "get", ""),
+        # reconciler.cc: schedulingTimeoutSeconds past for a job whose suspend is in use sets
+        # spec.runPolicy.suspend.
+        ("psflow.io", "trainingjobs", "update", ""),
         # reconciler.cc: UpdateStatus writes status through the status subresource.
         ("psflow.io", "trainingjobs/status", "update", ""),
         # replica_objects.cc: the ownerReference of pods and Services sets blockOwnerDeletion,

@@ -2,10 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/read_file.h"
 #include "operator/kube/object_meta.h"
@@ -75,6 +77,28 @@ std::string NodeTest::Logs(const std::string& pod, bool previous) {
   std::vector<std::string> args = {"logs", "-n", ns(), pod};
   if (previous) args.push_back("--previous");
   return plane_->Kubectl(args, &log) == 0 ? log : "";
+}
+
+// The highest "global_step N" of the progress lines in `log`; -1 without one.
+int64_t LastGlobalStep(const std::string& log) {
+  int64_t last = -1;
+  for (const std::string& line : testing::LinesWith(log, " global_step ")) {
+    const size_t at = line.find(" global_step ") + 13;
+    int64_t step = -1;
+    const size_t end = line.find(' ', at);
+    if (absl::SimpleAtoi(line.substr(at, end - at), &step)) last = std::max(last, step);
+  }
+  return last;
+}
+
+std::string NodeTest::EventReasons() {
+  std::string out;
+  if (plane_->Kubectl({"get", "events", "-n", ns(), "--sort-by=.metadata.creationTimestamp", "-o",
+                       "jsonpath={range .items[*]}{.reason}{\"\\n\"}{end}"},
+                      &out) != 0) {
+    return "<kubectl failed: " + out + ">";
+  }
+  return out;
 }
 
 double NodeTest::ChiefAccuracy(const std::string& job) {

@@ -9,6 +9,7 @@
 #define PSFLOW_TESTS_NODE_NODE_TEST_H_
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,9 @@ namespace psflow::node {
 // node, so the other tests of the run, binding their pods to the control plane's
 // psflow-test-node themselves, never race it.
 inline constexpr char kSchedulerName[] = "psflow-node";
+
+// The highest "global_step N" of a worker's progress lines in `log`; -1 without one.
+int64_t LastGlobalStep(const std::string& log);
 
 class NodeTest : public kubereal::RealApiserverTest {
  protected:
@@ -39,6 +43,9 @@ class NodeTest : public kubereal::RealApiserverTest {
   // What a failure should show: the job, its pods and events (kubectl's view), and `extra`
   // (the operator's log).
   std::string Diagnosis(const std::string& extra);
+  // The reasons of the events in this test's namespace, one per line, oldest first ("<kubectl
+  // failed: ...>" when it fails).
+  std::string EventReasons();
   // `kubectl logs` of a pod's container (the previous one's with previous); "" when it fails.
   std::string Logs(const std::string& pod, bool previous = false);
   // The chief's (worker 0's) test_accuracy from its last line; -1 when it logged none.

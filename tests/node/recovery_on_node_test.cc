@@ -141,18 +141,6 @@ TEST_F(RecoveryOnNodeTest, APsContainerKilledMidTrainingRestoresItsCheckpointAnd
   std::cout << "restored: " << restored_line << "\nchief test_accuracy=" << accuracy << "\n";
 }
 
-// The highest "global_step N" of the progress lines in `log`; -1 without one.
-int64_t LastGlobalStep(const std::string& log) {
-  int64_t last = -1;
-  for (const std::string& line : testing::LinesWith(log, " global_step ")) {
-    const size_t at = line.find(" global_step ") + 13;
-    int64_t step = -1;
-    const size_t end = line.find(' ', at);
-    if (absl::SimpleAtoi(line.substr(at, end - at), &step)) last = std::max(last, step);
-  }
-  return last;
-}
-
 class ElasticOnNodeTest : public NodeTest {
  protected:
   ElasticOnNodeTest() : NodeTest("node-elastic") {}
@@ -310,12 +298,7 @@ TEST_F(SuspendOnNodeTest, SuspendStopsThePodsUncountedAndResumeRunsThemAgain) {
     EXPECT_EQ(replica.value("failed", 0), 0) << type << ": " << replica.dump(2);
     EXPECT_EQ(replica.value("restarts", 0), 0) << type << ": " << replica.dump(2);
   }
-  std::string events;
-  ASSERT_EQ(plane_->Kubectl({"get", "events", "-n", ns(), "-o",
-                             "jsonpath={range .items[*]}{.reason}{\"\\n\"}{end}"},
-                            &events),
-            0)
-      << events;
+  const std::string events = EventReasons();
   EXPECT_EQ(testing::LinesWith(events, "Suspended").size(), 1u) << events;
   EXPECT_EQ(testing::LinesWith(events, "Resumed").size(), 1u) << events;
   EXPECT_EQ(testing::LinesWith(events, "RestartingReplica").size(), 0u) << events;
