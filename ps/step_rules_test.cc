@@ -436,6 +436,20 @@ TEST(SyncStepRules, Table) {
         {"workers", "workers=1 needs=1"},
         {"push 1 1 0/1 p0:4", "accumulate; apply[0] by[1] completes"}}},
 
+      {"a refused chunk changes nothing: a given-up worker's malformed push does not bring it "
+       "back, its next whole one does",
+       2,
+       0,
+       {4},
+       {{"push 0 0 0/2 p0:2", "accumulate; -"},
+        {"expire 30", "given_up[0]"},
+        {"push 1 0 0/1 p0:4", "accumulate; apply[0] by[1] completes"},
+        {"applied", "step=1 completed"},
+        {"push 0 1 0/1 p0:5", "error: worker 0 sent elements of partition 0 twice"},
+        {"workers", "workers=1 needs=1"},
+        {"push 0 1 0/1 p0:4", "accumulate; -"},
+        {"workers", "workers=2 needs=2"}}},
+
       {"elastic: a joiner's chunks stay out for the whole step, even once every admitted push is "
        "gone; with nobody counted the step then completes with no update",
        1,

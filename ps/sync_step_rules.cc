@@ -67,23 +67,28 @@ absl::StatusOr<Admission> SyncStepRules::Admit(const proto::TransferHeader& head
     a.verdict = Verdict::kDropGivenUp;
     return a;
   }
-  given_up.step = -1;
   // A chunk of an older step changes nothing, whoever sent it: a late chunk of a push given up or
   // of a worker that left is no sign that its worker is back.
   if (header.step() < step_) {
     a.verdict = Verdict::kDropStale;
     return a;
   }
-  if (absent_[worker]) {
-    // Back after its push was given up: it counts among the workers in the job again.
-    absent_[worker] = false;
-    --absent_count_;
-  }
+  // A push of the current step that is not refused: its worker is in the job. Called once the
+  // chunk is known not to be refused (a refusal changes nothing).
+  const auto back = [&] {
+    given_up.step = -1;
+    if (absent_[worker]) {
+      // Back after its push was given up: it counts among the workers in the job again.
+      absent_[worker] = false;
+      --absent_count_;
+    }
+  };
   const bool member = membership_.member(header.worker());
   if (!member && step_started_) {
     // A new worker, or one back after leaving, mid-step: it counts from the next step on (its
     // next pull waits for that step), so its chunks of this step are dropped. Between steps it
     // joins as its push is admitted (below).
+    back();
     membership_.MarkJoining(header.worker(), step_);
     a.verdict = Verdict::kDropJoining;
     return a;
@@ -91,6 +96,7 @@ absl::StatusOr<Admission> SyncStepRules::Admit(const proto::TransferHeader& head
   auto it = admitted_.find(header.worker());
   if (it == admitted_.end()) {
     if (closed_ || (required_ > 0 && static_cast<int>(admitted_.size()) >= required_)) {
+      back();
       a.verdict = Verdict::kDropBackup;
       return a;
     }
@@ -113,6 +119,7 @@ absl::StatusOr<Admission> SyncStepRules::Admit(const proto::TransferHeader& head
                                                      " twice for step ", step_));
     }
   }
+  back();
   if (it == admitted_.end()) {
     if (!member) membership_.Join(header.worker(), step_);
     step_started_ = true;
