@@ -16,6 +16,7 @@
 #include "operator/api/cluster_spec_builder.h"
 #include "operator/api/job_policy.h"
 #include "operator/api/training_job.h"
+#include "operator/controller/creation_plan.h"
 #include "operator/controller/job_certificates.h"
 #include "operator/controller/job_decision.h"
 #include "operator/controller/job_model.h"
@@ -688,173 +689,199 @@ std::set<std::string> Reconciler::DeletePods(Pass& pass, const std::vector<Objec
   return std::set<std::string>(names.begin(), names.end());
 }
 
+// What the one SuccessfulCreate event of a pass names.
+struct Reconciler::Made {
+  std::vector<std::string> objects;  // "Service j", "Secret j-tls", ...
+  std::vector<std::string> updated;  // "Secret j-tls (the new replicas' certificates)"
+  std::vector<std::string> pods;
+};
+
 void Reconciler::CreateAll(Pass& pass, const std::vector<ReplicaSlot>& pods, bool service) {
-  // At most max_creates_per_pass pods; the rest on the next pass.
-  const size_t cap = static_cast<size_t>(std::max(1, options_.max_creates_per_pass));
-  const size_t pod_count = std::min(pods.size(), cap);
-  if (pod_count < pods.size()) pass.result.requeue_after = absl::ZeroDuration();
+  const CreationPlan plan = PlanCreation(
+      pass.job, service, pods, static_cast<size_t>(std::max(1, options_.max_creates_per_pass)));
+  if (plan.more_pods) pass.result.requeue_after = absl::ZeroDuration();
   if (options_.stopping && options_.stopping()) return;
-  // What the one SuccessfulCreate event of the pass names, besides the pods.
-  std::vector<std::string> made, updated;
-  const auto fail = [&](const std::string& what, const absl::Status& s) {
+  Made made;
+  bool ready = true;
+  for (JobObject object : plan.before_pods) {
+    ready = Make(pass, object, made);
+    if (!ready) break;
+  }
+  if (ready && !plan.pods.empty()) MakePods(pass, plan, made);
+  ReportMade(pass, made);
+}
+
+bool Reconciler::Make(Pass& pass, JobObject object, Made& made) {
+  switch (object) {
+    case JobObject::kService:
+      return MakeService(pass, made);
+    case JobObject::kNetworkPolicy:
+      return MakeNetworkPolicy(pass, made);
+    case JobObject::kPodGroup:
+      return MakePodGroup(pass, made);
+    case JobObject::kTlsSecrets:
+      return MakeTlsSecrets(pass, made);
+    case JobObject::kTlsDisabled:
+      events_.Record(*pass.object, EventType::kWarning, "TLSDisabled",
+                     "spec.tls.enabled is false: the replicas talk to the ps tasks in plaintext, "
+                     "unauthenticated");
+      return true;
+    case JobObject::kModelConfigMap:
+      if (absl::Status s = EnsureModelConfigMap(client_, *pass.object, pass.job); !s.ok()) {
+        return CreationFailed(pass, JobObjectName(object), s);
+      }
+      return true;
+  }
+  return false;
+}
+
+bool Reconciler::CreationFailed(Pass& pass, const std::string& what, const absl::Status& s) {
+  const std::string message =
+      what.empty() ? std::string(s.message()) : absl::StrCat(what, ": ", s.message());
+  PSFLOW_LOG(WARNING) << "TrainingJob " << pass.key << ": " << message;
+  if (pass.result.status.ok()) pass.result.status = absl::Status(s.code(), message);
+  return false;
+}
+
+void Reconciler::ReportMade(Pass& pass, Made& made) {
+  std::sort(made.pods.begin(), made.pods.end());
+  if (!made.pods.empty()) made.objects.push_back("pods " + Abbreviated(made.pods));
+  if (made.objects.empty() && made.updated.empty()) return;
+  std::string message =
+      made.objects.empty() ? "" : absl::StrCat("Created ", absl::StrJoin(made.objects, ", "));
+  if (!made.updated.empty()) {
+    absl::StrAppend(&message, made.objects.empty() ? "Updated " : "; updated ",
+                    absl::StrJoin(made.updated, ", "));
+  }
+  events_.Record(*pass.object, EventType::kNormal, "SuccessfulCreate", message);
+}
+
+bool Reconciler::MakeService(Pass& pass, Made& made) {
+  const Json object = BuildService(*pass.object, pass.job);
+  absl::StatusOr<Json> out = client_.Create(kube::Services(), pass.ns, object);
+  if (out.ok()) {
+    ++pass.result.services_created;
+    made.objects.push_back("Service " + kube::Name(object));
+    return true;
+  }
+  if (out.status().code() != absl::StatusCode::kAlreadyExists) {
+    return CreationFailed(pass, "Service", out.status());
+  }
+  // A Service of that name the cache does not show as the job's is either behind (ours: fine) or
+  // someone else's (no DNS for the pods: wait).
+  absl::StatusOr<Json> stored = client_.Get(kube::Services(), pass.ns, kube::Name(object));
+  if (stored.ok() && kube::ControllerUid(*stored) != kube::Uid(*pass.object)) {
     const std::string message =
-        what.empty() ? std::string(s.message()) : absl::StrCat(what, ": ", s.message());
+        absl::StrCat("Service ", pass.ns, "/", kube::Name(object),
+                     " exists but is not this TrainingJob's: its pods need that name for "
+                     "their DNS names; waiting for it to go");
+    events_.Record(*pass.object, EventType::kWarning, "ServiceNameTaken", message);
+    // Not watched (it lacks the job's label): looked at again soon, not after a backoff.
     PSFLOW_LOG(WARNING) << "TrainingJob " << pass.key << ": " << message;
-    if (pass.result.status.ok()) pass.result.status = absl::Status(s.code(), message);
-  };
-  const auto report = [&](std::vector<std::string> created_pods) {
-    std::sort(created_pods.begin(), created_pods.end());
-    if (!created_pods.empty()) made.push_back("pods " + Abbreviated(created_pods));
-    if (made.empty() && updated.empty()) return;
-    std::string message = made.empty() ? "" : absl::StrCat("Created ", absl::StrJoin(made, ", "));
-    if (!updated.empty()) {
-      absl::StrAppend(&message, made.empty() ? "Updated " : "; updated ",
-                      absl::StrJoin(updated, ", "));
+    if (!pass.result.requeue_after || *pass.result.requeue_after > kServiceNameRecheck) {
+      pass.result.requeue_after = kServiceNameRecheck;
     }
-    events_.Record(*pass.object, EventType::kNormal, "SuccessfulCreate", message);
-  };
-  // The job's Service first: its pods' DNS names. A Service of that name the cache does not show
-  // as the job's is either behind (ours: fine) or someone else's (no DNS for the pods: wait).
-  if (service) {
-    const Json object = BuildService(*pass.object, pass.job);
-    absl::StatusOr<Json> out = client_.Create(kube::Services(), pass.ns, object);
-    if (out.ok()) {
-      ++pass.result.services_created;
-      made.push_back("Service " + kube::Name(object));
-    } else if (out.status().code() == absl::StatusCode::kAlreadyExists) {
-      absl::StatusOr<Json> stored = client_.Get(kube::Services(), pass.ns, kube::Name(object));
-      if (stored.ok() && kube::ControllerUid(*stored) != kube::Uid(*pass.object)) {
-        const std::string message =
-            absl::StrCat("Service ", pass.ns, "/", kube::Name(object),
-                         " exists but is not this TrainingJob's: its pods need that name for "
-                         "their DNS names; waiting for it to go");
-        events_.Record(*pass.object, EventType::kWarning, "ServiceNameTaken", message);
-        // Not watched (it lacks the job's label): looked at again soon, not after a backoff.
-        PSFLOW_LOG(WARNING) << "TrainingJob " << pass.key << ": " << message;
-        if (!pass.result.requeue_after || *pass.result.requeue_after > kServiceNameRecheck) {
-          pass.result.requeue_after = kServiceNameRecheck;
-        }
-        return;
-      }
-      if (!stored.ok() && stored.status().code() != absl::StatusCode::kNotFound) {
-        return fail("Service", stored.status());
-      }
-    } else {
-      return fail("Service", out.status());
-    }
+    return false;
   }
-  if (pod_count == 0) return report({});
-  // An opted-in job's NetworkPolicy comes before its pods, so that none runs unprotected. It is
-  // not watched: asking again whenever pods are made finds it (409) or puts it back.
-  if (pass.job.network_policy.enabled) {
-    const Json policy = BuildNetworkPolicy(*pass.object, pass.job);
-    absl::StatusOr<Json> out = client_.Create(kube::NetworkPolicies(), pass.ns, policy);
-    if (out.ok()) {
-      made.push_back("NetworkPolicy " + kube::Name(policy));
-    } else if (out.status().code() != absl::StatusCode::kAlreadyExists) {
-      report({});
-      return fail("NetworkPolicy " + kube::Name(policy), out.status());
-    }
+  if (!stored.ok() && stored.status().code() != absl::StatusCode::kNotFound) {
+    return CreationFailed(pass, "Service", stored.status());
   }
-  // A gang's PodGroup before its pods: the gang scheduler places none until all can go.
-  if (pass.job.run_policy.scheduling.gang != api::GangScheduler::kNone) {
-    absl::StatusOr<Json> group = BuildPodGroup(*pass.object, pass.job);
-    if (!group.ok()) {
-      report({});
-      return fail("PodGroup", group.status());
-    }
-    const bool volcano = pass.job.run_policy.scheduling.gang == api::GangScheduler::kVolcano;
-    absl::StatusOr<Json> out = volcano
-                                   ? client_.Create(kube::VolcanoPodGroups(), pass.ns, *group)
-                                   : client_.Create(kube::CoschedulingPodGroups(), pass.ns, *group);
-    if (out.ok()) {
-      made.push_back("PodGroup " + kube::Name(*group));
-    } else if (out.status().code() == absl::StatusCode::kNotFound) {
-      const kube::Resource& r = volcano ? kube::VolcanoPodGroups() : kube::CoschedulingPodGroups();
-      const std::string message = absl::StrCat(
-          "spec.runPolicy.schedulingPolicy.gang ",
-          api::GangSchedulerName(pass.job.run_policy.scheduling.gang),
-          " needs the PodGroup resource ", r.QualifiedName(), "/", r.version,
-          ", which this cluster does not serve (is ", volcano ? "Volcano" : "scheduler-plugins",
-          " installed?); no pod is made until it is");
-      events_.Record(*pass.object, EventType::kWarning, "GangSchedulerMissing", message);
-      report({});
-      return fail("PodGroup", absl::UnavailableError(message));
-    } else if (out.status().code() != absl::StatusCode::kAlreadyExists) {
-      report({});
-      return fail("PodGroup " + kube::Name(*group), out.status());
-    }
+  return true;
+}
+
+bool Reconciler::MakeNetworkPolicy(Pass& pass, Made& made) {
+  const Json policy = BuildNetworkPolicy(*pass.object, pass.job);
+  absl::StatusOr<Json> out = client_.Create(kube::NetworkPolicies(), pass.ns, policy);
+  if (out.ok()) {
+    made.objects.push_back("NetworkPolicy " + kube::Name(policy));
+  } else if (out.status().code() != absl::StatusCode::kAlreadyExists) {
+    return CreationFailed(pass, "NetworkPolicy " + kube::Name(policy), out.status());
   }
-  // The pods mount their certificates (TLS is on unless opted out): the job's Secrets hold the
-  // CA and every replica's, so a restart or a later pass finds its own there already.
-  if (pass.job.tls) {
-    std::vector<ReplicaSlot> replicas;
-    for (const auto& [type, spec] : pass.job.replica_specs) {
-      for (int i = 0; i < spec.replicas; ++i) replicas.push_back({type, i});
-    }
-    const bool fresh = pass.pods.empty() && pass.extra_pods.empty();
-    absl::StatusOr<SecretsWritten> written =
-        EnsureJobCertificates(client_, *pass.object, pass.job, replicas, fresh, pass.now);
-    if (!written.ok()) {
-      report({});
-      return fail("TLS Secrets", written.status());
-    }
-    for (const std::string& name : written->created) made.push_back("Secret " + name);
-    for (const std::string& name : written->updated) {
-      updated.push_back("Secret " + name + " (the new replicas' certificates)");
-    }
-  } else {
-    events_.Record(*pass.object, EventType::kWarning, "TLSDisabled",
-                   "spec.tls.enabled is false: the replicas talk to the ps tasks in plaintext, "
-                   "unauthenticated");
+  return true;
+}
+
+bool Reconciler::MakePodGroup(Pass& pass, Made& made) {
+  absl::StatusOr<Json> group = BuildPodGroup(*pass.object, pass.job);
+  if (!group.ok()) return CreationFailed(pass, "PodGroup", group.status());
+  const bool volcano = pass.job.run_policy.scheduling.gang == api::GangScheduler::kVolcano;
+  const kube::Resource& resource =
+      volcano ? kube::VolcanoPodGroups() : kube::CoschedulingPodGroups();
+  absl::StatusOr<Json> out = client_.Create(resource, pass.ns, *group);
+  if (out.ok()) {
+    made.objects.push_back("PodGroup " + kube::Name(*group));
+    return true;
   }
-  // spec.modelFile: its ConfigMap before the pods that mount it.
-  if (!pass.job.model_file.empty()) {
-    if (absl::Status s = EnsureModelConfigMap(client_, *pass.object, pass.job); !s.ok()) {
-      report({});
-      return fail("model ConfigMap", s);
-    }
+  if (out.status().code() == absl::StatusCode::kNotFound) {
+    const std::string message = absl::StrCat(
+        "spec.runPolicy.schedulingPolicy.gang ",
+        api::GangSchedulerName(pass.job.run_policy.scheduling.gang),
+        " needs the PodGroup resource ", resource.QualifiedName(), "/", resource.version,
+        ", which this cluster does not serve (is ", volcano ? "Volcano" : "scheduler-plugins",
+        " installed?); no pod is made until it is");
+    events_.Record(*pass.object, EventType::kWarning, "GangSchedulerMissing", message);
+    return CreationFailed(pass, "PodGroup", absl::UnavailableError(message));
   }
-  expectations_.Expect(pass.key, static_cast<int>(pod_count), 0);
+  if (out.status().code() != absl::StatusCode::kAlreadyExists) {
+    return CreationFailed(pass, "PodGroup " + kube::Name(*group), out.status());
+  }
+  return true;
+}
+
+bool Reconciler::MakeTlsSecrets(Pass& pass, Made& made) {
+  // The job's Secrets hold the CA and every replica's certificate, so a restart or a later pass
+  // finds its own there already.
+  std::vector<ReplicaSlot> replicas;
+  for (const auto& [type, spec] : pass.job.replica_specs) {
+    for (int i = 0; i < spec.replicas; ++i) replicas.push_back({type, i});
+  }
+  const bool fresh = pass.pods.empty() && pass.extra_pods.empty();
+  absl::StatusOr<SecretsWritten> written =
+      EnsureJobCertificates(client_, *pass.object, pass.job, replicas, fresh, pass.now);
+  if (!written.ok()) return CreationFailed(pass, "TLS Secrets", written.status());
+  for (const std::string& name : written->created) made.objects.push_back("Secret " + name);
+  for (const std::string& name : written->updated) {
+    made.updated.push_back("Secret " + name + " (the new replicas' certificates)");
+  }
+  return true;
+}
+
+void Reconciler::MakePods(Pass& pass, const CreationPlan& plan, Made& made) {
+  expectations_.Expect(pass.key, static_cast<int>(plan.pods.size()), 0);
   std::mutex mu;
-  std::vector<std::string> created_pods;
   // Each pod is built when its turn comes: a large job never holds every pod at once.
-  std::vector<std::function<absl::Status()>> tasks;
-  for (size_t n = 0; n < pod_count; ++n) {
-    tasks.push_back([&, slot = pods[n]]() -> absl::Status {
-      const Json pod = BuildPod(*pass.object, pass.job, slot.first, slot.second);
-      absl::StatusOr<Json> out = client_.Create(kube::Pods(), pass.ns, pod);
-      if (out.ok()) {
-        std::lock_guard<std::mutex> lock(mu);
-        created_pods.push_back(kube::Name(pod));
-        // Counted as they are now (Pending), so the status written below is already right.
-        if (auto made_slot = Slot(*out)) {
-          pass.pods[*made_slot] = std::make_shared<const Json>(*std::move(out));
-        }
-        return absl::OkStatus();
+  const auto make = [&](const ReplicaSlot& slot) -> absl::Status {
+    const Json pod = BuildPod(*pass.object, pass.job, slot.first, slot.second);
+    absl::StatusOr<Json> out = client_.Create(kube::Pods(), pass.ns, pod);
+    if (out.ok()) {
+      std::lock_guard<std::mutex> lock(mu);
+      made.pods.push_back(kube::Name(pod));
+      // Counted as they are now (Pending), so the status written after is already right.
+      if (auto made_slot = Slot(*out)) {
+        pass.pods[*made_slot] = std::make_shared<const Json>(*std::move(out));
       }
-      expectations_.CreationObserved(pass.key);  // nothing new will be observed
-      return out.status().code() == absl::StatusCode::kAlreadyExists ? absl::OkStatus()
-                                                                     : out.status();
-    });
-  }
-  // Slow start, as Kubernetes' Job controller creates: batches of 1, 2, 4, ... pods, each on up
-  // to max_parallel_creates threads; a batch with an error ends the pass (a template the API
-  // refuses costs one request, not hundreds), as does the controller stopping.
+      return absl::OkStatus();
+    }
+    expectations_.CreationObserved(pass.key);  // nothing new will be observed
+    return out.status().code() == absl::StatusCode::kAlreadyExists ? absl::OkStatus()
+                                                                   : out.status();
+  };
+  // A batch with an error ends the pass, as does the controller stopping.
   absl::Status s = absl::OkStatus();
   size_t next = 0;
-  for (size_t batch = 1; s.ok() && next < tasks.size(); batch *= 2) {
-    if (options_.stopping && options_.stopping()) break;
-    const size_t end = std::min(tasks.size(), next + batch);
-    s = RunParallel({tasks.begin() + next, tasks.begin() + end}, options_.max_parallel_creates);
-    next = end;
+  for (size_t batch : plan.batches) {
+    if (!s.ok() || (options_.stopping && options_.stopping())) break;
+    std::vector<std::function<absl::Status()>> tasks;
+    for (size_t n = next; n < next + batch; ++n) {
+      tasks.push_back([&make, slot = plan.pods[n]] { return make(slot); });
+    }
+    s = RunParallel(tasks, options_.max_parallel_creates);
+    next += batch;
   }
-  for (size_t n = next; n < tasks.size(); ++n) {
+  for (size_t n = next; n < plan.pods.size(); ++n) {
     expectations_.CreationObserved(pass.key);  // a pod never attempted will not be observed
   }
-  pass.result.pods_created = static_cast<int>(created_pods.size());
-  report(std::move(created_pods));
-  if (!s.ok()) fail("", s);
+  pass.result.pods_created = static_cast<int>(made.pods.size());
+  if (!s.ok()) CreationFailed(pass, "", s);
 }
 
 void Reconciler::TrackPs(Pass& pass) {

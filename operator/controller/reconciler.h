@@ -57,6 +57,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "operator/controller/cluster_view.h"
+#include "operator/controller/creation_plan.h"
 #include "operator/controller/event_recorder.h"
 #include "operator/controller/expectations.h"
 #include "operator/controller/job_decision.h"
@@ -137,10 +138,23 @@ class Reconciler {
   // them from the pass. Returns the names deleted.
   std::set<std::string> DeletePods(Pass& pass, const std::vector<ObjectPtr>& pods,
                                    const std::string& why);
-  // Creates what the job lacks: its Service when `service`, then (when there are pods to make)
-  // its NetworkPolicy, certificates and model ConfigMap, then `pods` in slow-start batches; one
-  // SuccessfulCreate event names what it made.
+  // Creates what the job lacks, as PlanCreation (creation_plan.h) orders it: its Service when
+  // `service`, then, when there are pods to make, what they need, then `pods`; one
+  // SuccessfulCreate event names what it made. An object that cannot be made ends the pass
+  // before the pods (its error in the result, or a requeue).
   void CreateAll(Pass& pass, const std::vector<ReplicaSlot>& pods, bool service);
+  struct Made;
+  // Makes one object of the plan (the methods below); false when the pods must wait.
+  bool Make(Pass& pass, JobObject object, Made& made);
+  bool MakeService(Pass& pass, Made& made);
+  bool MakeNetworkPolicy(Pass& pass, Made& made);
+  bool MakePodGroup(Pass& pass, Made& made);
+  bool MakeTlsSecrets(Pass& pass, Made& made);
+  // The plan's pods in its slow-start batches, each batch on up to max_parallel_creates threads.
+  void MakePods(Pass& pass, const CreationPlan& plan, Made& made);
+  // Logs why `what` could not be made and keeps the first error as the pass's; returns false.
+  bool CreationFailed(Pass& pass, const std::string& what, const absl::Status& s);
+  void ReportMade(Pass& pass, Made& made);
   bool WriteStatus(Pass& pass);
   // True while the cached job is still the version this reconciler last wrote a status over:
   // the status it wrote (an outcome, completed indexes) is not in the cache yet.
