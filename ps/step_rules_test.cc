@@ -436,6 +436,19 @@ TEST(SyncStepRules, Table) {
         {"workers", "workers=1 needs=1"},
         {"push 1 1 0/1 p0:4", "accumulate; apply[0] by[1] completes"}}},
 
+      {"a stale chunk does not forget the given-up push of the current step: its rest stays out",
+       2,
+       0,
+       {4},
+       {{"push 0 0 0/1 p0:4", "accumulate; -"},
+        {"push 1 0 0/1 p0:4", "accumulate; apply[0] by[0,1] completes"},
+        {"applied", "step=1 completed"},
+        {"push 0 1 0/2 p0:2", "accumulate; -"},
+        {"expire 30", "given_up[0]"},
+        {"push 0 0 0/1 p0:4", "stale"},
+        {"push 0 1 1/2 p0:2", "given-up"},
+        {"workers", "workers=1 needs=1"}}},
+
       {"a refused chunk changes nothing: a given-up worker's malformed push does not bring it "
        "back, its next whole one does",
        2,

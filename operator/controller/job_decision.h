@@ -77,10 +77,13 @@ struct Decision {
   bool all_running = false;     // every pod of every slot Running (completed indexes aside)
   // Pods the scheduler cannot place now, with its message (PodState::unschedulable).
   std::vector<std::pair<ReplicaSlot, std::string>> unschedulable;
-  // Pods a queue holds back by their scheduling gates (PodState::scheduling_gates), with the
-  // gates named: the job waits for admission. Meanwhile neither activeDeadlineSeconds nor
+  // When every pod the job has (completed replicas and pods being deleted aside) is held back by
+  // scheduling gates (PodState::scheduling_gates): those pods, with the gates named; the job
+  // waits for a queue's admission. Meanwhile neither activeDeadlineSeconds nor
   // schedulingTimeoutSeconds runs (a queued job is not late), and both count from the later of
-  // its start and its latest admission (JobObservation::admitted).
+  // its start and its latest admission (JobObservation::admitted). Empty when any of its pods is
+  // not gated: a gated pod beside others (a replacement its queue has yet to release) is only a
+  // Pending pod, and the job's clocks run on.
   std::vector<std::pair<ReplicaSlot, std::string>> queued;
   // Set in place of `failure` when schedulingTimeoutSeconds passes for a job whose suspend is in
   // use (it was suspended before: whoever queues it admits it by resuming it), as (reason,

@@ -183,45 +183,51 @@ TEST(JobDecision, ASchedulingTimeoutWithoutAnUnschedulablePodNamesTheFirstNotRun
             "j-worker-0) is still Pending");
 }
 
-// Issue 31: pods a queue holds back by their scheduling gates (Kueue's admission gate) are
-// queued, not late: neither activeDeadlineSeconds nor schedulingTimeoutSeconds runs while any
-// is, and both count from the later of the job's start and its latest admission.
+// Issue 31: a job whose pods a queue holds back by their scheduling gates (Kueue's admission gate)
+// is queued, not late: neither activeDeadlineSeconds nor schedulingTimeoutSeconds runs while every
+// pod is gated, and both count from the later of the job's start and its latest admission.
 TEST(JobDecision, QueuedPodsStopTheClocksWhichCountFromTheAdmission) {
   api::TrainingJob job = MakeJob(api::RestartPolicy::kOnFailure);
   job.run_policy.active_deadline_seconds = 100;
   job.run_policy.scheduling_timeout_seconds = 60;
+  enum Gated { kNone, kOne, kAll };
   struct Row {
     const char* what;
-    bool gated;
+    Gated gated;
     absl::Duration since_start;
     std::optional<absl::Duration> admitted_after_start;
     std::string failure;  // reason, "" for none
     std::optional<absl::Duration> requeue_after;
   };
   const Row rows[] = {
-      {"queued past both limits", true, absl::Seconds(1000), std::nullopt, "", std::nullopt},
-      {"never queued, past the timeout", false, absl::Seconds(60), std::nullopt, "Unschedulable",
+      {"queued past both limits", kAll, absl::Seconds(1000), std::nullopt, "", std::nullopt},
+      {"one gated pod beside running ones is not queued: the deadline counts from the start", kOne,
+       absl::Seconds(100), std::nullopt, "DeadlineExceeded", std::nullopt},
+      {"never queued, past the timeout", kNone, absl::Seconds(60), std::nullopt, "Unschedulable",
        std::nullopt},
-      {"admitted 30 s ago", false, absl::Seconds(1000), absl::Seconds(970), "", absl::Seconds(30)},
-      {"admitted 60 s ago", false, absl::Seconds(1000), absl::Seconds(940), "Unschedulable",
+      {"admitted 30 s ago", kNone, absl::Seconds(1000), absl::Seconds(970), "", absl::Seconds(30)},
+      {"admitted 60 s ago", kNone, absl::Seconds(1000), absl::Seconds(940), "Unschedulable",
        std::nullopt},
-      {"admitted before the start: the start counts", false, absl::Seconds(60), -absl::Seconds(50),
+      {"admitted before the start: the start counts", kNone, absl::Seconds(60), -absl::Seconds(50),
        "Unschedulable", std::nullopt},
   };
   for (const Row& row : rows) {
     JobObservation o = AllRunning(job, row.since_start);
     if (row.admitted_after_start) o.admitted = kStart + *row.admitted_after_start;
-    PodState pending = Pod(PodPhase::kPending);
-    if (row.gated) pending.scheduling_gates = {"kueue.x-k8s.io/admission", "example.com/other"};
-    At(o, ReplicaType::kWorker, 1).pod = pending;
+    PodState gated = Pod(PodPhase::kPending);
+    gated.scheduling_gates = {"kueue.x-k8s.io/admission", "example.com/other"};
+    At(o, ReplicaType::kWorker, 1).pod = row.gated == kNone ? Pod(PodPhase::kPending) : gated;
+    if (row.gated == kAll) {
+      for (SlotObservation& s : o.slots) s.pod = gated;
+    }
     const Decision d = Decide(job, "default/j", {}, o);
     EXPECT_EQ(d.failure ? d.failure->first : "", row.failure) << row.what;
     if (!row.failure.empty()) continue;
     EXPECT_EQ(d.requeue_after, row.requeue_after) << row.what;
-    if (row.gated) {
-      ASSERT_EQ(d.queued.size(), 1u) << row.what;
-      EXPECT_EQ(d.queued[0].first, (ReplicaSlot{ReplicaType::kWorker, 1}));
-      EXPECT_EQ(d.queued[0].second,
+    if (row.gated == kAll) {
+      ASSERT_EQ(d.queued.size(), 3u) << row.what;
+      EXPECT_EQ(d.queued[2].first, (ReplicaSlot{ReplicaType::kWorker, 1}));
+      EXPECT_EQ(d.queued[2].second,
                 "Worker 1 (pod j-worker-1) waits for its scheduling gates to go: "
                 "kueue.x-k8s.io/admission, example.com/other");
     } else {

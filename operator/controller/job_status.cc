@@ -274,7 +274,8 @@ bool JobStatus::Is(ConditionType type) const {
 std::string JobStatus::State() const {
   for (ConditionType type :
        {ConditionType::kFailed, ConditionType::kSucceeded, ConditionType::kSuspended,
-        ConditionType::kRestarting, ConditionType::kRunning, ConditionType::kCreated}) {
+        ConditionType::kQueued, ConditionType::kRestarting, ConditionType::kRunning,
+        ConditionType::kCreated}) {
     if (Is(type)) return ConditionTypeName(type);
   }
   return "";
@@ -311,13 +312,13 @@ void JobStatus::SetCondition(ConditionType type, bool status, const std::string&
     case ConditionType::kSucceeded:
     case ConditionType::kFailed:
     case ConditionType::kSuspended:
+    case ConditionType::kQueued:
       clear(ConditionType::kRunning, reason, message);
       clear(ConditionType::kRestarting, reason, message);
       break;
     case ConditionType::kCreated:
     case ConditionType::kProgressLost:
     case ConditionType::kUnschedulable:
-    case ConditionType::kQueued:
       break;
   }
 }

@@ -2,11 +2,12 @@
 // its conditions consistent.
 //
 // Conditions: Created, Running, Restarting, Succeeded, Failed, Suspended, ProgressLost,
-// Unschedulable, Queued. At most one of Running/Restarting is True; Succeeded and Failed are
-// terminal and exclusive; a condition's lastTransitionTime changes only when its status does, so
-// an unchanged job yields an identical status (the operator then writes nothing). ProgressLost,
-// once True, stays True (its lastTransitionTime says when training progress was first lost,
-// lastUpdateTime the latest) and never decides the state.
+// Unschedulable, Queued. At most one of Running/Restarting is True, and neither while the job is
+// Suspended or Queued; Succeeded and Failed are terminal and exclusive; a condition's
+// lastTransitionTime changes only when its status does, so an unchanged job yields an identical
+// status (the operator then writes nothing). ProgressLost, once True, stays True (its
+// lastTransitionTime says when training progress was first lost, lastUpdateTime the latest) and
+// never decides the state.
 #ifndef PSFLOW_OPERATOR_CONTROLLER_JOB_STATUS_H_
 #define PSFLOW_OPERATOR_CONTROLLER_JOB_STATUS_H_
 
@@ -117,12 +118,13 @@ struct JobStatus {
   const Condition* Find(ConditionType type) const;
   bool Is(ConditionType type) const;  // the condition exists and is True
   bool Finished() const { return Is(ConditionType::kSucceeded) || Is(ConditionType::kFailed); }
-  // "Failed", "Succeeded", "Suspended", "Restarting", "Running", "Created" or "" (the strongest
-  // True condition, in that order): the printer column.
+  // "Failed", "Succeeded", "Suspended", "Queued", "Restarting", "Running", "Created" or "" (the
+  // strongest True condition, in that order): the printer column.
   std::string State() const;
 
   // Sets a condition, keeping the invariants: Running and Restarting exclude each other (setting
-  // one True sets the other False); Succeeded/Failed True sets Running and Restarting False. A
+  // one True sets the other False); Succeeded, Failed, Suspended or Queued True sets Running and
+  // Restarting False. A
   // condition that does not exist yet is only recorded when `status` is true.
   void SetCondition(ConditionType type, bool status, const std::string& reason,
                     const std::string& message, absl::Time now);

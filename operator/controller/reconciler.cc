@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -375,7 +376,6 @@ void Reconciler::ReconcileActive(Pass& pass) {
   TrackPs(pass);
 
   const Decision decision = Decide(job, pass.key, status, Observe(pass));
-  if (decision.suspend) return SuspendOnTimeout(pass, *decision.suspend);
   pass.result.requeue_after = decision.requeue_after;
   for (const ReplicaSlot& slot : decision.completed) {
     status.replica_statuses[slot.first].completed_indexes.insert(slot.second);
@@ -385,6 +385,7 @@ void Reconciler::ReconcileActive(Pass& pass) {
     ++rs.failed;
     rs.indexes[e.slot.second].last_failure = FailureOf(e.state, e.pod_name, pass.now);
   }
+  if (decision.suspend) return SuspendOnTimeout(pass, *decision.suspend);
   for (const EndedPod& e : decision.left_ended) {
     events_.Record(*pass.object, EventType::kWarning, "EvaluatorFailed",
                    absl::StrCat(e.Label(), " failed: ", e.state.DescribeEnd(),
@@ -506,7 +507,9 @@ void Reconciler::ReconcileActive(Pass& pass) {
       pass.events_after_write.push_back({EventType::kNormal, "Queued", message});
     }
     status.SetCondition(ConditionType::kQueued, true, "SchedulingGated", message, pass.now);
-  } else if (status.Is(ConditionType::kQueued)) {
+  } else if (status.Is(ConditionType::kQueued) && decision.create_pods.empty()) {
+    // Every replica has its pod and none waits for the queue as the whole job did (pods still to
+    // be made, e.g. after a resume, say nothing yet).
     const std::string message = "every pod's scheduling gates are gone: admitted by its queue";
     pass.events_after_write.push_back({EventType::kNormal, "Admitted", message});
     status.SetCondition(ConditionType::kQueued, false, "Admitted", message, pass.now);
@@ -537,13 +540,17 @@ void Reconciler::Suspend(Pass& pass,
     const std::string deleted = absl::StrCat("suspended: ", active.size(), " pods deleted");
     if (why) {
       pass.status.SetCondition(ConditionType::kSuspended, true, why->first, why->second, pass.now);
-      events_.Record(*pass.object, EventType::kWarning, why->first,
-                     absl::StrCat(why->second, "; ", deleted));
+      pass.events_after_write.push_back(
+          {EventType::kWarning, why->first, absl::StrCat(why->second, "; ", deleted)});
     } else {
       pass.status.SetCondition(ConditionType::kSuspended, true, "Suspended",
                                absl::StrCat("TrainingJob ", pass.key, " is suspended"), pass.now);
-      events_.Record(*pass.object, EventType::kNormal, "Suspended", deleted);
+      pass.events_after_write.push_back({EventType::kNormal, "Suspended", deleted});
     }
+  }
+  if (pass.status.Is(ConditionType::kQueued)) {  // no longer waiting for its queue
+    pass.status.SetCondition(ConditionType::kQueued, false, "Suspended",
+                             "the job is suspended: no pod waits", pass.now);
   }
   // activeDeadlineSeconds restarts from the resume.
   pass.status.start_time.clear();
@@ -555,6 +562,17 @@ void Reconciler::SuspendOnTimeout(Pass& pass, const std::pair<std::string, std::
   Json updated = *pass.object;
   updated["spec"]["runPolicy"]["suspend"] = true;  // the parser took runPolicy as an object
   absl::StatusOr<Json> written = client_.Update(kube::TrainingJobs(), pass.ns, updated);
+  if (!written.ok() && written.status().code() == absl::StatusCode::kNotFound) return;  // gone
+  if (!written.ok() && written.status().code() == absl::StatusCode::kPermissionDenied) {
+    // An RBAC older than this operator (no update on trainingjobs): the job fails, as before.
+    Fail(pass, "Unschedulable",
+         absl::StrCat(why.second,
+                      "; not suspended: the operator may not set "
+                      "spec.runPolicy.suspend (its RBAC lacks update on trainingjobs)"));
+    CountPods(pass);
+    if (WriteStatus(pass)) Finish(pass);
+    return;
+  }
   if (!written.ok()) {
     // A conflict (someone edited the job) is retried with a fresh cache, as are other errors.
     if (!kube::IsConflict(written.status())) {
@@ -566,8 +584,10 @@ void Reconciler::SuspendOnTimeout(Pass& pass, const std::pair<std::string, std::
   }
   PSFLOW_LOG(WARNING) << "TrainingJob " << pass.key << ": " << why.second << "; suspending it";
   pass.object = std::make_shared<const Json>(*std::move(written));
-  // The status write below goes onto this version, and the cache must show past it before the
-  // next pass acts.
+  pass.status.observed_generation = kube::Generation(*pass.object);
+  // A cache still at the version the pass read is behind; the status written next goes onto the
+  // one the update made (and once written, WriteStatus awaits that one too).
+  AwaitCachePast(pass.key, {pass.cached_version});
   pass.cached_version = kube::ResourceVersion(*pass.object);
   Suspend(pass, std::make_pair(why.first, absl::StrCat(why.second, "; suspended until resumed")));
 }
@@ -578,6 +598,10 @@ void Reconciler::Finish(Pass& pass) {
   const api::CleanPodPolicy policy = job.run_policy.clean_pod_policy;
   if (ParseTimestamp(pass.status.completion_time) == absl::InfinitePast()) {
     pass.status.completion_time = FormatTimestamp(pass.now);  // unset or not a time: from now
+  }
+  if (pass.status.Is(ConditionType::kQueued)) {  // no longer waiting for its queue
+    pass.status.SetCondition(ConditionType::kQueued, false, "Finished",
+                             "the job has finished: no pod waits", pass.now);
   }
   // Trainers that finished after the outcome completed too. Those still running when the job
   // succeeded get the finish grace to end their steps and write their logs: every pod and Service
@@ -803,27 +827,53 @@ bool Reconciler::MakeNetworkPolicy(Pass& pass, Made& made) {
 bool Reconciler::MakePodGroup(Pass& pass, Made& made) {
   absl::StatusOr<Json> group = BuildPodGroup(*pass.object, pass.job);
   if (!group.ok()) return CreationFailed(pass, "PodGroup", group.status());
+  const std::string name = kube::Name(*group);
   const bool volcano = pass.job.run_policy.scheduling.gang == api::GangScheduler::kVolcano;
-  const kube::Resource& resource =
-      volcano ? kube::VolcanoPodGroups() : kube::CoschedulingPodGroups();
-  absl::StatusOr<Json> out = client_.Create(resource, pass.ns, *group);
+  // Each call names its resource: tests/install/check_rbac.py reads the operator's API calls
+  // (and so the RBAC it needs) from its source.
+  absl::StatusOr<Json> out = volcano
+                                 ? client_.Create(kube::VolcanoPodGroups(), pass.ns, *group)
+                                 : client_.Create(kube::CoschedulingPodGroups(), pass.ns, *group);
   if (out.ok()) {
-    made.objects.push_back("PodGroup " + kube::Name(*group));
+    made.objects.push_back("PodGroup " + name);
     return true;
   }
   if (out.status().code() == absl::StatusCode::kNotFound) {
+    const kube::Resource& r = volcano ? kube::VolcanoPodGroups() : kube::CoschedulingPodGroups();
     const std::string message = absl::StrCat(
         "spec.runPolicy.schedulingPolicy.gang ",
         api::GangSchedulerName(pass.job.run_policy.scheduling.gang),
-        " needs the PodGroup resource ", resource.QualifiedName(), "/", resource.version,
+        " needs the PodGroup resource ", r.QualifiedName(), "/", r.version,
         ", which this cluster does not serve (is ", volcano ? "Volcano" : "scheduler-plugins",
         " installed?); no pod is made until it is");
     events_.Record(*pass.object, EventType::kWarning, "GangSchedulerMissing", message);
     return CreationFailed(pass, "PodGroup", absl::UnavailableError(message));
   }
   if (out.status().code() != absl::StatusCode::kAlreadyExists) {
-    return CreationFailed(pass, "PodGroup " + kube::Name(*group), out.status());
+    return CreationFailed(pass, "PodGroup " + name, out.status());
   }
+  // Made by an earlier pass, for the replica counts then. A scale changes them, and a gang that
+  // waits for more members than the job has would never place the pods made now (a replacement
+  // after a scale-down): the fields the operator sets follow the spec; others (a scheduler's
+  // defaults) stay.
+  absl::StatusOr<Json> stored = volcano ? client_.Get(kube::VolcanoPodGroups(), pass.ns, name)
+                                        : client_.Get(kube::CoschedulingPodGroups(), pass.ns, name);
+  if (!stored.ok()) return CreationFailed(pass, "PodGroup " + name, stored.status());
+  if (kube::ControllerUid(*stored) != kube::Uid(*pass.object)) return true;  // not the job's
+  Json updated = *stored;
+  bool changed = !updated["spec"].is_object();
+  if (changed) updated["spec"] = Json::object();
+  for (const auto& [key, value] : (*group)["spec"].items()) {
+    if (updated["spec"].contains(key) && updated["spec"][key] == value) continue;
+    updated["spec"][key] = value;
+    changed = true;
+  }
+  if (!changed) return true;
+  absl::StatusOr<Json> written =
+      volcano ? client_.Update(kube::VolcanoPodGroups(), pass.ns, updated)
+              : client_.Update(kube::CoschedulingPodGroups(), pass.ns, updated);
+  if (!written.ok()) return CreationFailed(pass, "PodGroup " + name, written.status());
+  made.updated.push_back("PodGroup " + name + " (the replica counts now)");
   return true;
 }
 
@@ -971,8 +1021,7 @@ bool Reconciler::WriteStatus(Pass& pass) {
   // A write that changed nothing stored keeps the resourceVersion and emits no watch event:
   // waiting for the cache to move past it would wait forever.
   if (written_version != pass.cached_version) {
-    std::lock_guard<std::mutex> lock(written_mu_);
-    written_from_[pass.key] = pass.cached_version;  // every write of the pass builds on it
+    AwaitCachePast(pass.key, {pass.cached_version});  // every write of the pass builds on it
   }
   if (written->is_object() && written->contains("status") && (*written)["status"] != sent) {
     // The server pruned or defaulted what it was sent: the installed CRD's status schema does not
@@ -999,12 +1048,20 @@ void Reconciler::ForgetJob(const std::string& key) {
   thrown_.erase(key);
 }
 
+void Reconciler::AwaitCachePast(const std::string& key, const std::vector<std::string>& versions) {
+  std::lock_guard<std::mutex> lock(written_mu_);
+  std::vector<std::string>& behind = written_from_[key];
+  for (const std::string& v : versions) {
+    if (absl::c_find(behind, v) == behind.end()) behind.push_back(v);
+  }
+}
+
 bool Reconciler::CacheBehindOwnWrite(const std::string& key, const Json& cached) {
   std::lock_guard<std::mutex> lock(written_mu_);
   auto it = written_from_.find(key);
   if (it == written_from_.end()) return false;
-  if (it->second == kube::ResourceVersion(cached)) return true;
-  written_from_.erase(it);  // the cache has moved past it
+  if (absl::c_linear_search(it->second, kube::ResourceVersion(cached))) return true;
+  written_from_.erase(it);  // the cache has moved past them
   return false;
 }
 

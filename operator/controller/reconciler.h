@@ -10,13 +10,17 @@
 //     ttlSecondsAfterFinished the job itself is deleted that long after completionTime (its
 //     pods and services go with it through their ownerReferences).
 //  3. runPolicy.suspend deletes the active pods and sets Suspended; resuming clears it and
-//     restarts activeDeadlineSeconds from the resume time (as Kubernetes Jobs do). Pods held by
-//     scheduling gates (a queue's: Kueue's kueue.x-k8s.io/admission) set Queued, True with a
-//     Normal event Queued, then False with a Normal event Admitted once every gate is gone; the
-//     job's clocks stop while it is queued and run from its admission (job_decision.h).
-//  4. activeDeadlineSeconds past startTime -> Failed (DeadlineExceeded); schedulingTimeoutSeconds
-//     past it with a replica never running -> Failed (Unschedulable), or, for a job suspended
-//     before, spec.runPolicy.suspend set and Suspended (reason SchedulingTimeout). Before that,
+//     restarts activeDeadlineSeconds from the resume time (as Kubernetes Jobs do). When every pod
+//     of the job is held by scheduling gates (a queue's: Kueue's kueue.x-k8s.io/admission) the job
+//     is Queued (True, a Normal event Queued; Running and Restarting False); once every replica's
+//     pod is there and the job no longer waits as a whole, Queued turns False with a Normal event
+//     Admitted. The job's clocks stop while it is queued and run from its admission
+//     (job_decision.h). Suspending or finishing a queued job turns Queued False without an event.
+//  4. activeDeadlineSeconds past the later of startTime and the admission -> Failed
+//     (DeadlineExceeded); schedulingTimeoutSeconds past it with a replica never running -> Failed
+//     (Unschedulable), or, for a job suspended before, spec.runPolicy.suspend set (an update of
+//     the job; without the RBAC for it the job fails as before) and Suspended (reason
+//     SchedulingTimeout, a Warning event). Before that,
 //     each ps task that restarted in place or in a new pod since the last pass is told
 //     (ps_restarts.h): when its checkpoints did not outlive the restart, by a Warning event
 //     ProgressLost and the condition ProgressLost; else by a Normal event RestoringCheckpoint. The
@@ -29,15 +33,18 @@
 //     reached — every restart kind counts: the operator's replacements and the kubelet's in-place
 //     restarts — else the job fails with the replica, its exit code and reason in the Failed
 //     condition's message. Pods beyond the replica count (scaled down) are deleted. Before pods
-//     are made: the NetworkPolicy (opted in), the TLS Secrets holding every replica's
-//     certificate (job_certificates.h), the model ConfigMap (spec.modelFile). One
+//     are made, as creation_plan.h orders them: the NetworkPolicy (opted in), the gang's
+//     PodGroup (its replica counts updated after a scale), the TLS Secrets holding every
+//     replica's certificate (job_certificates.h), the model ConfigMap (spec.modelFile). One
 //     SuccessfulCreate event per pass names what it made.
 //  6. Success per successPolicy: the chief (or worker 0) completed, or every worker did.
 //  7. status.throughput takes the throughput probe's latest rates for the job when it has some
 //     (ReconcilerOptions::throughput); otherwise the status keeps what it had, so a finished job
 //     shows what it last did.
-//  8. The status is written through the status subresource when it changed, with the cached
-//     object's resourceVersion (ABORTED on conflict: the caller retries with a fresh cache).
+//  8. The status is written through the status subresource when it changed, with the
+//     resourceVersion of the cached object (or of the pass's own spec update, step 4): ABORTED on
+//     conflict, the caller retries with a fresh cache. Until the cache shows the job past the
+//     versions the pass wrote over, no pass acts on it.
 //
 // Creations run in parallel. Every create/delete is first registered in Expectations and a job
 // with outstanding expectations is not acted on, so a cache that lags never causes duplicates.
@@ -159,6 +166,9 @@ class Reconciler {
   // True while the cached job is still the version this reconciler last wrote a status over:
   // the status it wrote (an outcome, completed indexes) is not in the cache yet.
   bool CacheBehindOwnWrite(const std::string& key, const kube::Json& cached);
+  // Until the cache shows the job at a version not in `versions`, its passes wait (versions
+  // this reconciler wrote over).
+  void AwaitCachePast(const std::string& key, const std::vector<std::string>& versions);
   // The job is gone: nothing of it is awaited any more.
   void ForgetJob(const std::string& key);
 
@@ -169,8 +179,9 @@ class Reconciler {
   std::function<absl::Time()> now_;
   ReconcilerOptions options_;
   mutable std::mutex written_mu_;
-  // job key -> resourceVersion written over
-  std::map<std::string, std::string> written_from_ ABSL_GUARDED_BY(written_mu_);
+  // job key -> the resourceVersions the cache must move past: those this reconciler's writes of
+  // the job's last pass were made over
+  std::map<std::string, std::vector<std::string>> written_from_ ABSL_GUARDED_BY(written_mu_);
   // job key -> the message of the ReconcileError event last recorded, until a pass succeeds or
   // the job is gone
   std::map<std::string, std::string> thrown_ ABSL_GUARDED_BY(written_mu_);

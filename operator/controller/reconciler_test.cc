@@ -1177,6 +1177,28 @@ TEST_F(ReconcilerTest, AGangsPodGroupComesBeforeItsPodsWhichJoinIt) {
   r = Pass("gang");
   ASSERT_TRUE(r.status.ok()) << r.status;
   EXPECT_EQ(r.pods_created, 1);
+  EXPECT_EQ(client_.Get(kube::VolcanoPodGroups(), "default", "gang").value(), group);
+
+  // Scaled down to one worker, then a pod replaced: the gang no longer waits for the worker gone
+  // (with minMember 3 Volcano would never place the replacement). A field the operator does not
+  // set (a scheduler's default) stays.
+  Json defaulted = client_.Get(kube::VolcanoPodGroups(), "default", "gang").value();
+  defaulted["spec"]["minTaskMember"]["extra"] = 0;
+  defaulted["spec"]["defaultedByTheScheduler"] = "kept";
+  ASSERT_TRUE(client_.Update(kube::VolcanoPodGroups(), "default", defaulted).ok());
+  EditSpec("gang", [](Json& spec) { spec["replicaSpecs"]["Worker"]["replicas"] = 1; });
+  ASSERT_TRUE(Pass("gang").status.ok());
+  SetPhase("gang-ps-0", "Failed", 1);
+  ASSERT_TRUE(Pass("gang").status.ok());
+  r = Pass("gang");
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.pods_created, 1);
+  const Json scaled = client_.Get(kube::VolcanoPodGroups(), "default", "gang").value();
+  EXPECT_EQ(scaled["spec"]["minMember"], 2);
+  EXPECT_EQ(scaled["spec"]["minTaskMember"], Json({{"ps", 1}, {"worker", 1}}));
+  EXPECT_EQ(scaled["spec"]["defaultedByTheScheduler"], "kept");
+  EXPECT_THAT(Events("SuccessfulCreate"), ::testing::Contains(::testing::HasSubstr(
+                                              "; updated PodGroup gang (the replica counts now)")));
 }
 
 TEST_F(ReconcilerTest, AnOptedInJobsNetworkPolicyComesBeforeItsPods) {
@@ -1335,7 +1357,7 @@ TEST_F(ReconcilerTest, PodsAQueueHoldsBackAreQueuedAndTheTimeoutCountsFromTheirA
     ASSERT_TRUE(r.status.ok());
     EXPECT_FALSE(r.requeue_after.has_value());
     const JobStatus status = Status("q");
-    EXPECT_EQ(status.State(), "Created");
+    EXPECT_EQ(status.State(), "Queued");
     const Condition* c = status.Find(ConditionType::kQueued);
     ASSERT_NE(c, nullptr);
     EXPECT_TRUE(c->status);
@@ -1363,6 +1385,57 @@ TEST_F(ReconcilerTest, PodsAQueueHoldsBackAreQueuedAndTheTimeoutCountsFromTheirA
   status = Status("q");
   EXPECT_EQ(status.State(), "Failed");
   EXPECT_EQ(status.Find(ConditionType::kFailed)->reason, "Unschedulable");
+}
+
+// A queued job suspended is no longer queued; resumed, its new pods say nothing of an admission
+// until they are there, and a queue that gates them again queues it again.
+TEST_F(ReconcilerTest, AQueuedJobSuspendedAndResumedIsQueuedAgainWithoutASpuriousAdmission) {
+  Create(MakeJob("qsr", 1, 1, "OnFailure"));
+  ASSERT_TRUE(Pass("qsr").status.ok());
+  const auto gate_all = [&] {
+    for (const char* name : {"qsr-ps-0", "qsr-worker-0"}) {
+      Json pod = client_.Get(kube::Pods(), "default", name).value();
+      pod["spec"]["schedulingGates"] = Json::array({{{"name", "kueue.x-k8s.io/admission"}}});
+      ASSERT_TRUE(client_.Update(kube::Pods(), "default", pod).ok()) << name;
+    }
+  };
+  gate_all();
+  ASSERT_TRUE(Pass("qsr").status.ok());
+  EXPECT_EQ(Status("qsr").State(), "Queued");
+  EditSpec("qsr", [](Json& spec) { spec["runPolicy"]["suspend"] = true; });
+  ASSERT_TRUE(Pass("qsr").status.ok());
+  JobStatus status = Status("qsr");
+  EXPECT_EQ(status.State(), "Suspended");
+  EXPECT_EQ(status.Find(ConditionType::kQueued)->reason, "Suspended");
+  EXPECT_FALSE(status.Is(ConditionType::kQueued));
+  EditSpec("qsr", [](Json& spec) { spec["runPolicy"]["suspend"] = false; });
+  ASSERT_TRUE(Pass("qsr").status.ok());  // makes the pods again
+  gate_all();
+  ASSERT_TRUE(Pass("qsr").status.ok());
+  EXPECT_EQ(Status("qsr").State(), "Queued");
+  EXPECT_TRUE(Events("Admitted").empty());
+  EXPECT_EQ(Events("Queued").size(), 2u);
+}
+
+// A job that ran and is preempted (its pods made again, gated) is Queued, not Running, until its
+// queue admits it again.
+TEST_F(ReconcilerTest, APreemptedJobIsQueuedNotRunning) {
+  CreateRunning(MakeJob("pre", 1, 1, "OnFailure"));
+  EXPECT_EQ(Status("pre").State(), "Running");
+  for (const char* name : {"pre-ps-0", "pre-worker-0"}) {
+    ASSERT_TRUE(client_.Delete(kube::Pods(), "default", name, {}).ok());
+  }
+  ASSERT_TRUE(Pass("pre").status.ok());  // made again
+  for (const char* name : {"pre-ps-0", "pre-worker-0"}) {
+    Json pod = client_.Get(kube::Pods(), "default", name).value();
+    pod["spec"]["schedulingGates"] = Json::array({{{"name", "kueue.x-k8s.io/admission"}}});
+    ASSERT_TRUE(client_.Update(kube::Pods(), "default", pod).ok()) << name;
+  }
+  ASSERT_TRUE(Pass("pre").status.ok());
+  const JobStatus status = Status("pre");
+  EXPECT_EQ(status.State(), "Queued");
+  EXPECT_FALSE(status.Is(ConditionType::kRunning));
+  EXPECT_EQ(status.restart_count, 0);
 }
 
 // Issue 31: for a job whose suspend is in use (suspended before, then resumed), the scheduling
@@ -1405,6 +1478,47 @@ TEST_F(ReconcilerTest, ASchedulingTimeoutSuspendsAJobThatWasSuspendedBefore) {
   ASSERT_TRUE(r.status.ok());
   EXPECT_EQ(r.pods_created, 2);
   EXPECT_EQ(r.requeue_after, absl::Seconds(30));
+}
+
+// After the spec update of a suspension on timeout, a cache still at the version the pass read
+// is not acted on (it would suspend again and record the events twice); and an operator whose
+// RBAC may not update the job fails it as before.
+TEST_F(ReconcilerTest, ASuspensionOnTimeoutWaitsForTheCacheAndFailsWithoutTheRbacForIt) {
+  // A job made suspended, resumed (its pods made) and left with them Pending to its timeout.
+  const auto resumed_to_its_timeout = [&](const std::string& name) {
+    Json job = MakeJob(name, 1, 1, "OnFailure");
+    job["spec"]["runPolicy"]["suspend"] = true;
+    job["spec"]["runPolicy"]["schedulingTimeoutSeconds"] = 30;
+    Create(job);
+    ASSERT_TRUE(Pass(name).status.ok());
+    EditSpec(name, [](Json& spec) { spec["runPolicy"]["suspend"] = false; });
+    ASSERT_TRUE(Pass(name).status.ok());
+    now_ += absl::Seconds(30);
+  };
+  resumed_to_its_timeout("qc");
+  StaleJobView stale(client_);
+  Reconciler lagging(client_, stale, expectations_, events_, [this] { return now_; });
+  ASSERT_TRUE(lagging.Reconcile("default", "qc").status.ok());  // suspends, through the spec
+  expectations_.Forget("default/qc");
+  EXPECT_EQ(Status("qc").Find(ConditionType::kSuspended)->reason, "SchedulingTimeout");
+  EXPECT_EQ(Status("qc").observed_generation, Job("qc")["metadata"]["generation"].get<int64_t>());
+  const ReconcileResult again = lagging.Reconcile("default", "qc");  // the cache: before all that
+  EXPECT_TRUE(again.status.ok());
+  EXPECT_EQ(again.requeue_after, absl::Seconds(5));
+  EXPECT_EQ(Events("SchedulingTimeout").size(), 1u);
+  EXPECT_EQ(Events("Suspended").size(), 1u);  // the first suspension's, at creation
+
+  resumed_to_its_timeout("qd");
+  Refuse("update", "trainingjobs", absl::PermissionDeniedError("forbidden"));
+  ASSERT_TRUE(Pass("qd").status.ok());
+  client_.SetFault(nullptr);
+  const JobStatus status = Status("qd");
+  EXPECT_EQ(status.State(), "Failed");
+  EXPECT_EQ(status.Find(ConditionType::kFailed)->reason, "Unschedulable");
+  EXPECT_THAT(
+      status.Find(ConditionType::kFailed)->message,
+      ::testing::HasSubstr("not suspended: the operator may not set "
+                           "spec.runPolicy.suspend (its RBAC lacks update on trainingjobs)"));
 }
 
 // A pass that throws (here the throughput probe: any bug or unforeseen object shape) is an

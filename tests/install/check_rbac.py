@@ -54,9 +54,14 @@ EXPECTED = {
         # reconciler.cc: the NetworkPolicy of a job with spec.networkPolicy.enabled, created
         # before its pods (deleted with the job by the garbage collector: no delete, no watch).
         ("networking.k8s.io", "networkpolicies", "create", ""),
-        # reconciler.cc: a gang's PodGroup, created before its pods.
+        # reconciler.cc: a gang's PodGroup, created before its pods; when it is there already,
+        # read and, after a scale, its replica counts updated.
         ("scheduling.volcano.sh", "podgroups", "create", ""),
         ("scheduling.x-k8s.io", "podgroups", "create", ""),
+        ("scheduling.volcano.sh", "podgroups", "get", ""),
+        ("scheduling.x-k8s.io", "podgroups", "get", ""),
+        ("scheduling.volcano.sh", "podgroups", "update", ""),
+        ("scheduling.x-k8s.io", "podgroups", "update", ""),
     },
     "lease": {
         # leader_election.cc: creates the Lease when missing (RBAC cannot name what is created),

@@ -208,7 +208,7 @@ TEST_F(QueueOnNodeTest, PodsKueueHoldsBackWaitUncountedAndTrainEachTimeTheyAreAd
   ASSERT_TRUE(Eventually(all_gated, std::chrono::seconds(60))) << Diagnosis(op.output());
   // Past the scheduling timeout, queued: not failed, and the scheduler has placed nothing.
   std::this_thread::sleep_for(std::chrono::seconds(40));
-  EXPECT_EQ(State("mnist-mlp"), "Created") << Diagnosis(op.output());
+  EXPECT_EQ(State("mnist-mlp"), "Queued") << Diagnosis(op.output());
   EXPECT_EQ(Condition("mnist-mlp", "Queued"), "True/SchedulingGated");
   for (const auto& [name, g] : Gates("mnist-mlp")) {
     const Json pod = client_->Get(kube::Pods(), ns(), name).value_or(Json());
@@ -232,6 +232,7 @@ TEST_F(QueueOnNodeTest, PodsKueueHoldsBackWaitUncountedAndTrainEachTimeTheyAreAd
             0)
       << out;
   ASSERT_TRUE(Eventually(all_gated, std::chrono::minutes(2))) << Diagnosis(op.output());
+  EXPECT_EQ(State("mnist-mlp"), "Queued");  // not Running: its pods wait
   ASSERT_TRUE(Admit("mnist-mlp")) << Diagnosis(op.output());
   ASSERT_TRUE(Eventually(trains, std::chrono::minutes(3)))
       << Logs("mnist-mlp-worker-0") << Diagnosis(op.output());
