@@ -62,18 +62,19 @@ bool BeingReplaced(const JobStatus& status, const SlotObservation& s) {
 Decision Decide(const api::TrainingJob& job, const std::string& job_key, const JobStatus& status,
                 const JobObservation& observed) {
   Decision d;
-  bool ungated = false;  // a pod of the job that no gate holds
   for (const SlotObservation& s : observed.slots) {
-    if (!s.pod || s.pod->being_deleted || Completed(status, s.type, s.index)) continue;
+    if (!s.pod || s.pod->being_deleted || !s.pod->Active() || Completed(status, s.type, s.index)) {
+      continue;
+    }
     if (s.pod->scheduling_gates.empty()) {
-      ungated = true;
+      d.pod_ungated = true;
       continue;
     }
     d.queued.push_back({{s.type, s.index},
                         absl::StrCat(Named(s), " waits for its scheduling gates to go: ",
                                      absl::StrJoin(s.pod->scheduling_gates, ", "))});
   }
-  if (ungated) d.queued.clear();  // the job is not waiting as a whole
+  if (d.pod_ungated) d.queued.clear();  // the job is not waiting as a whole
   // The job's clocks run from its start, or from its latest admission by a queue.
   const absl::Time clock_start = std::max(observed.start, observed.admitted);
   if (std::optional<absl::Duration> deadline = api::ActiveDeadline(job);

@@ -39,9 +39,9 @@ struct JobObservation {
   bool has_service = false;            // the job's headless Service (replica_objects.h)
   absl::Time now;
   absl::Time start;  // status.startTime
-  // When a queue last admitted the job: the pass that saw its pods' scheduling gates all gone
-  // (the Queued condition's turn to False; `now` on that pass itself); InfinitePast when it
-  // never waited in a queue.
+  // When a queue last admitted the job: the pass that saw a pod of the queued job ungated (the
+  // Queued condition's turn to False with reason Admitted; `now` on that pass itself);
+  // InfinitePast when it never waited in a queue, or has not since it was suspended or ended.
   absl::Time admitted = absl::InfinitePast();
 };
 
@@ -77,14 +77,17 @@ struct Decision {
   bool all_running = false;     // every pod of every slot Running (completed indexes aside)
   // Pods the scheduler cannot place now, with its message (PodState::unschedulable).
   std::vector<std::pair<ReplicaSlot, std::string>> unschedulable;
-  // When every pod the job has (completed replicas and pods being deleted aside) is held back by
-  // scheduling gates (PodState::scheduling_gates): those pods, with the gates named; the job
+  // When every pod the job has that may yet run (Pending or Running; completed replicas and pods
+  // being deleted aside) is held back by scheduling gates (PodState::scheduling_gates): those
+  // pods, with the gates named; the job
   // waits for a queue's admission. Meanwhile neither activeDeadlineSeconds nor
   // schedulingTimeoutSeconds runs (a queued job is not late), and both count from the later of
   // its start and its latest admission (JobObservation::admitted). Empty when any of its pods is
   // not gated: a gated pod beside others (a replacement its queue has yet to release) is only a
   // Pending pod, and the job's clocks run on.
   std::vector<std::pair<ReplicaSlot, std::string>> queued;
+  // Some pod that may yet run (as above) has no gate: a queued job has been admitted.
+  bool pod_ungated = false;
   // Set in place of `failure` when schedulingTimeoutSeconds passes for a job whose suspend is in
   // use (it was suspended before: whoever queues it admits it by resuming it), as (reason,
   // message): the job suspends itself, so that its queue can give what it holds to others and

@@ -312,6 +312,8 @@ void JobStatus::SetCondition(ConditionType type, bool status, const std::string&
     case ConditionType::kSucceeded:
     case ConditionType::kFailed:
     case ConditionType::kSuspended:
+      clear(ConditionType::kQueued, reason, message);
+      [[fallthrough]];
     case ConditionType::kQueued:
       clear(ConditionType::kRunning, reason, message);
       clear(ConditionType::kRestarting, reason, message);

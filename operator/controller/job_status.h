@@ -33,7 +33,7 @@ enum class ConditionType {
   kSuspended,
   kProgressLost,
   kUnschedulable,  // True while a pod of the job cannot be scheduled
-  kQueued,         // True while a queue holds pods of the job back (their scheduling gates)
+  kQueued,         // True while a queue holds back every pod of the job (their scheduling gates)
 };
 const char* ConditionTypeName(ConditionType type);
 
@@ -123,8 +123,8 @@ struct JobStatus {
   std::string State() const;
 
   // Sets a condition, keeping the invariants: Running and Restarting exclude each other (setting
-  // one True sets the other False); Succeeded, Failed, Suspended or Queued True sets Running and
-  // Restarting False. A
+  // one True sets the other False); Queued True sets Running and Restarting False; Succeeded,
+  // Failed or Suspended True sets Running, Restarting and Queued False. A
   // condition that does not exist yet is only recorded when `status` is true.
   void SetCondition(ConditionType type, bool status, const std::string& reason,
                     const std::string& message, absl::Time now);

@@ -21,8 +21,8 @@ prometheus::Histogram& Histogram(prometheus::Registry& r, const std::string& nam
   return prometheus::BuildHistogram().Name(name).Help(help).Register(r).Add({}, buckets);
 }
 
-constexpr const char* kStates[] = {"Created", "Running",   "Restarting", "Succeeded",
-                                   "Failed",  "Suspended", "Pending"};
+constexpr const char* kStates[] = {"Created",   "Queued", "Running",   "Restarting",
+                                   "Succeeded", "Failed", "Suspended", "Pending"};
 
 }  // namespace
 

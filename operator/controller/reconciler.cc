@@ -342,9 +342,14 @@ JobObservation Reconciler::Observe(const Pass& pass) const {
   observed.now = pass.now;
   observed.start = ParseTimestamp(pass.status.start_time);
   // Queued until now: were its gates gone, this pass is the admission (while they are not, no
-  // clock runs). Else the latest admission is when Queued turned False.
+  // clock runs). Else the latest admission is when Queued turned False, reason Admitted (not
+  // when a suspension or the end cleared it).
   if (const Condition* queued = pass.status.Find(ConditionType::kQueued); queued != nullptr) {
-    observed.admitted = queued->status ? pass.now : ParseTimestamp(queued->last_transition_time);
+    if (queued->status) {
+      observed.admitted = pass.now;
+    } else if (queued->reason == "Admitted") {
+      observed.admitted = ParseTimestamp(queued->last_transition_time);
+    }
   }
   observed.has_service = pass.has_job_service;
   for (const auto& [type, spec] : pass.job.replica_specs) {
@@ -380,12 +385,13 @@ void Reconciler::ReconcileActive(Pass& pass) {
   for (const ReplicaSlot& slot : decision.completed) {
     status.replica_statuses[slot.first].completed_indexes.insert(slot.second);
   }
+  // Suspended: what completed stays completed; pods that failed are judged on resume (they stay).
+  if (decision.suspend) return SuspendOnTimeout(pass, *decision.suspend);
   for (const EndedPod& e : decision.ended_badly) {
     ReplicaStatus& rs = status.replica_statuses[e.slot.first];
     ++rs.failed;
     rs.indexes[e.slot.second].last_failure = FailureOf(e.state, e.pod_name, pass.now);
   }
-  if (decision.suspend) return SuspendOnTimeout(pass, *decision.suspend);
   for (const EndedPod& e : decision.left_ended) {
     events_.Record(*pass.object, EventType::kWarning, "EvaluatorFailed",
                    absl::StrCat(e.Label(), " failed: ", e.state.DescribeEnd(),
@@ -496,8 +502,8 @@ void Reconciler::ReconcileActive(Pass& pass) {
     status.SetCondition(ConditionType::kUnschedulable, false, "Scheduled", "every pod is scheduled",
                         pass.now);
   }
-  // Pods a queue holds back: Queued, True (a Normal event) while any is, False once none is: the
-  // queue admitted the job (a Normal event; its clocks count from then).
+  // A job whose every pod a queue holds back: Queued, True (a Normal event) while it waits, False
+  // once a pod is let go: the queue admitted the job (a Normal event; its clocks count from then).
   if (!decision.queued.empty()) {
     std::string message = decision.queued.front().second;
     if (decision.queued.size() > 1) {
@@ -507,10 +513,10 @@ void Reconciler::ReconcileActive(Pass& pass) {
       pass.events_after_write.push_back({EventType::kNormal, "Queued", message});
     }
     status.SetCondition(ConditionType::kQueued, true, "SchedulingGated", message, pass.now);
-  } else if (status.Is(ConditionType::kQueued) && decision.create_pods.empty()) {
-    // Every replica has its pod and none waits for the queue as the whole job did (pods still to
-    // be made, e.g. after a resume, say nothing yet).
-    const std::string message = "every pod's scheduling gates are gone: admitted by its queue";
+  } else if (status.Is(ConditionType::kQueued) && decision.pod_ungated) {
+    // A pod that may run has no gate: the queue let the job go (no pods at all, e.g. all deleted,
+    // says nothing yet).
+    const std::string message = "its pods' scheduling gates are gone: admitted by its queue";
     pass.events_after_write.push_back({EventType::kNormal, "Admitted", message});
     status.SetCondition(ConditionType::kQueued, false, "Admitted", message, pass.now);
   }
@@ -538,19 +544,13 @@ void Reconciler::Suspend(Pass& pass,
   if (!active.empty()) DeletePods(pass, active, "suspended");
   if (!pass.status.Is(ConditionType::kSuspended)) {
     const std::string deleted = absl::StrCat("suspended: ", active.size(), " pods deleted");
-    if (why) {
+    if (why) {  // the caller told it (SuspendOnTimeout)
       pass.status.SetCondition(ConditionType::kSuspended, true, why->first, why->second, pass.now);
-      pass.events_after_write.push_back(
-          {EventType::kWarning, why->first, absl::StrCat(why->second, "; ", deleted)});
     } else {
       pass.status.SetCondition(ConditionType::kSuspended, true, "Suspended",
                                absl::StrCat("TrainingJob ", pass.key, " is suspended"), pass.now);
       pass.events_after_write.push_back({EventType::kNormal, "Suspended", deleted});
     }
-  }
-  if (pass.status.Is(ConditionType::kQueued)) {  // no longer waiting for its queue
-    pass.status.SetCondition(ConditionType::kQueued, false, "Suspended",
-                             "the job is suspended: no pod waits", pass.now);
   }
   // activeDeadlineSeconds restarts from the resume.
   pass.status.start_time.clear();
@@ -582,12 +582,18 @@ void Reconciler::SuspendOnTimeout(Pass& pass, const std::pair<std::string, std::
     pass.result.status = written.status();
     return;
   }
-  PSFLOW_LOG(WARNING) << "TrainingJob " << pass.key << ": " << why.second << "; suspending it";
+  // Told now, as the spec that says it is stored (the status write below may fail; the next pass
+  // then suspends it as any suspended job).
+  const std::string told = absl::StrCat(why.second, "; suspending it (spec.runPolicy.suspend set)");
+  PSFLOW_LOG(WARNING) << "TrainingJob " << pass.key << ": " << told;
+  events_.Record(*written, EventType::kWarning, why.first, told);
   pass.object = std::make_shared<const Json>(*std::move(written));
   pass.status.observed_generation = kube::Generation(*pass.object);
   // A cache still at the version the pass read is behind; the status written next goes onto the
   // one the update made (and once written, WriteStatus awaits that one too).
-  AwaitCachePast(pass.key, {pass.cached_version});
+  if (kube::ResourceVersion(*pass.object) != pass.cached_version) {
+    AwaitCachePast(pass.key, {pass.cached_version});
+  }
   pass.cached_version = kube::ResourceVersion(*pass.object);
   Suspend(pass, std::make_pair(why.first, absl::StrCat(why.second, "; suspended until resumed")));
 }
@@ -598,10 +604,6 @@ void Reconciler::Finish(Pass& pass) {
   const api::CleanPodPolicy policy = job.run_policy.clean_pod_policy;
   if (ParseTimestamp(pass.status.completion_time) == absl::InfinitePast()) {
     pass.status.completion_time = FormatTimestamp(pass.now);  // unset or not a time: from now
-  }
-  if (pass.status.Is(ConditionType::kQueued)) {  // no longer waiting for its queue
-    pass.status.SetCondition(ConditionType::kQueued, false, "Finished",
-                             "the job has finished: no pod waits", pass.now);
   }
   // Trainers that finished after the outcome completed too. Those still running when the job
   // succeeded get the finish grace to end their steps and write their logs: every pod and Service
@@ -858,7 +860,14 @@ bool Reconciler::MakePodGroup(Pass& pass, Made& made) {
   // defaults) stay.
   absl::StatusOr<Json> stored = volcano ? client_.Get(kube::VolcanoPodGroups(), pass.ns, name)
                                         : client_.Get(kube::CoschedulingPodGroups(), pass.ns, name);
-  if (!stored.ok()) return CreationFailed(pass, "PodGroup " + name, stored.status());
+  // A PodGroup that cannot be read or updated (an RBAC older than this operator, a 409 from the
+  // scheduler's own writes) holds no pod back: it is there, as before.
+  const auto kept = [&](const absl::Status& s) {
+    PSFLOW_LOG(WARNING) << "TrainingJob " << pass.key << ": PodGroup " << name
+                        << " not brought up to the spec: " << s.message();
+    return true;
+  };
+  if (!stored.ok()) return kept(stored.status());
   if (kube::ControllerUid(*stored) != kube::Uid(*pass.object)) return true;  // not the job's
   Json updated = *stored;
   bool changed = !updated["spec"].is_object();
@@ -872,7 +881,7 @@ bool Reconciler::MakePodGroup(Pass& pass, Made& made) {
   absl::StatusOr<Json> written =
       volcano ? client_.Update(kube::VolcanoPodGroups(), pass.ns, updated)
               : client_.Update(kube::CoschedulingPodGroups(), pass.ns, updated);
-  if (!written.ok()) return CreationFailed(pass, "PodGroup " + name, written.status());
+  if (!written.ok()) return kept(written.status());
   made.updated.push_back("PodGroup " + name + " (the replica counts now)");
   return true;
 }
@@ -990,6 +999,7 @@ bool Reconciler::WriteStatus(Pass& pass) {
   Json updated = object;
   const Json sent = status;
   updated["status"] = std::move(status);
+  std::string based_on = kube::ResourceVersion(object);  // the version written over
   absl::StatusOr<Json> written = client_.UpdateStatus(kube::TrainingJobs(), pass.ns, updated);
   if (!written.ok() && kube::IsConflict(written.status())) {
     // The job changed since the cache read it (a spec or metadata edit). This pass may already
@@ -1004,6 +1014,7 @@ bool Reconciler::WriteStatus(Pass& pass) {
     if (current.ok() && kube::Uid(*current) == kube::Uid(object) &&
         status_of(*current) == status_of(object)) {
       Json retry = *std::move(current);
+      based_on = kube::ResourceVersion(retry);
       retry["status"] = sent;
       written = client_.UpdateStatus(kube::TrainingJobs(), pass.ns, retry);
     }
@@ -1018,10 +1029,12 @@ bool Reconciler::WriteStatus(Pass& pass) {
   }
   pass.result.status_written = true;
   const std::string written_version = kube::ResourceVersion(*written);
-  // A write that changed nothing stored keeps the resourceVersion and emits no watch event:
-  // waiting for the cache to move past it would wait forever.
-  if (written_version != pass.cached_version) {
-    AwaitCachePast(pass.key, {pass.cached_version});  // every write of the pass builds on it
+  // The cache must show the job past what the pass read and what this write went onto (a second
+  // write of the pass, or the retry's, goes onto a version the first made or the Get found). A
+  // write that changed nothing stored keeps the resourceVersion and emits no watch event:
+  // waiting for the cache to move past that one would wait forever.
+  for (const std::string& behind : {pass.cached_version, based_on}) {
+    if (behind != written_version) AwaitCachePast(pass.key, {behind});
   }
   if (written->is_object() && written->contains("status") && (*written)["status"] != sent) {
     // The server pruned or defaulted what it was sent: the installed CRD's status schema does not

@@ -12,9 +12,9 @@
 //  3. runPolicy.suspend deletes the active pods and sets Suspended; resuming clears it and
 //     restarts activeDeadlineSeconds from the resume time (as Kubernetes Jobs do). When every pod
 //     of the job is held by scheduling gates (a queue's: Kueue's kueue.x-k8s.io/admission) the job
-//     is Queued (True, a Normal event Queued; Running and Restarting False); once every replica's
-//     pod is there and the job no longer waits as a whole, Queued turns False with a Normal event
-//     Admitted. The job's clocks stop while it is queued and run from its admission
+//     is Queued (True, a Normal event Queued; Running and Restarting False); once a Pending or
+//     Running pod of it has no gate left (the queue let it go), Queued turns False with a Normal
+//     event Admitted. The job's clocks stop while it is queued and run from its admission
 //     (job_decision.h). Suspending or finishing a queued job turns Queued False without an event.
 //  4. activeDeadlineSeconds past the later of startTime and the admission -> Failed
 //     (DeadlineExceeded); schedulingTimeoutSeconds past it with a replica never running -> Failed
@@ -163,8 +163,8 @@ class Reconciler {
   bool CreationFailed(Pass& pass, const std::string& what, const absl::Status& s);
   void ReportMade(Pass& pass, Made& made);
   bool WriteStatus(Pass& pass);
-  // True while the cached job is still the version this reconciler last wrote a status over:
-  // the status it wrote (an outcome, completed indexes) is not in the cache yet.
+  // True while the cached job is still at a version this reconciler's last pass wrote over (its
+  // status or spec): what it wrote (an outcome, completed indexes) is not in the cache yet.
   bool CacheBehindOwnWrite(const std::string& key, const kube::Json& cached);
   // Until the cache shows the job at a version not in `versions`, its passes wait (versions
   // this reconciler wrote over).
