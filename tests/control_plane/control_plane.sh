@@ -132,8 +132,6 @@ wait_for etcd 30 etcd_healthy
 # pod-security.kubernetes.io/enforce refuses the pods its level forbids) and
 # OwnerReferencesPermissionEnforcement, as OpenShift has it: setting blockOwnerDeletion in an
 # ownerReference needs `update` of the owner's finalizers, so the operator's RBAC is checked for it.
-# PodSchedulingReadiness (alpha in 1.26; beta and on from 1.27): pods' spec.schedulingGates, which
-# Kueue's admission gate uses (tests/node/queue_on_node_test.cc).
 api_port="$(free_port)"
 setsid "$apiserver" --etcd-servers="http://127.0.0.1:$etcd_port" \
   --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$api_port" \
@@ -143,7 +141,6 @@ setsid "$apiserver" --etcd-servers="http://127.0.0.1:$etcd_port" \
   --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
   --service-cluster-ip-range=10.96.0.0/16 --authorization-mode=Node,RBAC \
   --enable-admission-plugins=OwnerReferencesPermissionEnforcement \
-  --feature-gates=PodSchedulingReadiness=true \
   </dev/null >"$dir/kube-apiserver.log" 2>&1 &
 echo $! >> "$dir/pids"
 server="https://127.0.0.1:$api_port"
