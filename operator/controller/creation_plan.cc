@@ -4,24 +4,6 @@
 
 namespace psflow::controller {
 
-const char* JobObjectName(JobObject object) {
-  switch (object) {
-    case JobObject::kService:
-      return "Service";
-    case JobObject::kNetworkPolicy:
-      return "NetworkPolicy";
-    case JobObject::kPodGroup:
-      return "PodGroup";
-    case JobObject::kTlsSecrets:
-      return "TLS Secrets";
-    case JobObject::kTlsDisabled:
-      return "TLSDisabled event";
-    case JobObject::kModelConfigMap:
-      return "model ConfigMap";
-  }
-  return "?";
-}
-
 std::vector<size_t> SlowStartBatches(size_t count) {
   std::vector<size_t> batches;
   for (size_t batch = 1, left = count; left > 0; batch *= 2) {

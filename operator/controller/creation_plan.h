@@ -39,7 +39,6 @@ enum class JobObject {
   kTlsDisabled,     // no Secret: the Warning event TLSDisabled
   kModelConfigMap,  // job_model.h
 };
-const char* JobObjectName(JobObject object);  // "Service", "NetworkPolicy", ...
 
 struct CreationPlan {
   std::vector<JobObject> before_pods;  // in this order, each before the next

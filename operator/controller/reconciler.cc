@@ -543,13 +543,14 @@ void Reconciler::Suspend(Pass& pass,
   }
   if (!active.empty()) DeletePods(pass, active, "suspended");
   if (!pass.status.Is(ConditionType::kSuspended)) {
-    const std::string deleted = absl::StrCat("suspended: ", active.size(), " pods deleted");
     if (why) {  // the caller told it (SuspendOnTimeout)
       pass.status.SetCondition(ConditionType::kSuspended, true, why->first, why->second, pass.now);
     } else {
       pass.status.SetCondition(ConditionType::kSuspended, true, "Suspended",
                                absl::StrCat("TrainingJob ", pass.key, " is suspended"), pass.now);
-      pass.events_after_write.push_back({EventType::kNormal, "Suspended", deleted});
+      pass.events_after_write.push_back(
+          {EventType::kNormal, "Suspended",
+           absl::StrCat("suspended: ", active.size(), " pods deleted")});
     }
   }
   // activeDeadlineSeconds restarts from the resume.
@@ -754,7 +755,7 @@ bool Reconciler::Make(Pass& pass, JobObject object, Made& made) {
       return true;
     case JobObject::kModelConfigMap:
       if (absl::Status s = EnsureModelConfigMap(client_, *pass.object, pass.job); !s.ok()) {
-        return CreationFailed(pass, JobObjectName(object), s);
+        return CreationFailed(pass, "model ConfigMap", s);
       }
       return true;
   }

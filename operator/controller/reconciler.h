@@ -128,8 +128,8 @@ class Reconciler {
   void ReconcileActive(Pass& pass);
   JobObservation Observe(const Pass& pass) const;
   void Finish(Pass& pass);
-  // Deletes the active pods and sets Suspended (reason "Suspended", or `why`'s, with a Normal
-  // event, a Warning one for `why`).
+  // Deletes the active pods and sets Suspended: reason "Suspended", with a Normal event once the
+  // status is stored; or `why`'s reason and message (its caller records the event).
   void Suspend(Pass& pass, const std::optional<std::pair<std::string, std::string>>& why = {});
   // schedulingTimeoutSeconds passed for a job whose suspend is in use (Decision::suspend): sets
   // spec.runPolicy.suspend (whoever resumed it may resume it again), then suspends it.
