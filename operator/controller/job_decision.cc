@@ -110,7 +110,7 @@ Decision Decide(const api::TrainingJob& job, const std::string& job_key, const J
       d.all_running = false;
       continue;
     }
-    if (BeingReplaced(status, s)) {
+    if (BeingReplaced(status, s) || !state.stale_status.empty()) {
       d.all_running = false;
       d.replacing.push_back({{s.type, s.index}, state, s.pod_name});
       continue;

@@ -67,8 +67,9 @@ struct Decision {
   // status.replicaStatuses[type].failed and sets the index's lastFailure.
   std::vector<EndedPod> ended_badly;
   std::vector<EndedPod> restarts;  // failed pods to delete and run again
-  // Failed pods whose restart the status already counts (IndexStatus::replaced_pod_uid names
-  // them: their delete failed after the count was written): deleted again, counted nowhere.
+  // Pods to delete and make again, counted nowhere: failed pods whose restart the status already
+  // counts (IndexStatus::replaced_pod_uid names them: their delete failed after the count was
+  // written), and pods whose status is not their own (PodState::stale_status).
   std::vector<EndedPod> replacing;
   // Evaluators that failed for good, first seen in this pass (also in ended_badly).
   std::vector<EndedPod> left_ended;

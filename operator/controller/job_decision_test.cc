@@ -345,6 +345,26 @@ TEST(JobDecision, APodWhoseReplacementIsCountedIsDeletedAgainAndCountedNowhere) 
   EXPECT_EQ(d.failure->first, "BackoffLimitExceeded");
 }
 
+// A pod whose status is an earlier pod's of its name (PodState::stale_status) is deleted and
+// made again, counted nowhere, under any restart policy.
+TEST(JobDecision, APodWithAnEarlierPodsStatusIsMadeAgainCountedNowhere) {
+  api::TrainingJob job = MakeJob(api::RestartPolicy::kNever);
+  JobObservation o = AllRunning(job);
+  PodState stale;
+  stale.phase = PodPhase::kPending;
+  stale.stale_status = "its status is an earlier pod's";
+  At(o, ReplicaType::kPS, 0).pod = stale;
+  const Decision d = Decide(job, "default/j", JobStatus(), o);
+  ASSERT_EQ(d.replacing.size(), 1u);
+  EXPECT_EQ(d.replacing[0].slot, (ReplicaSlot{ReplicaType::kPS, 0}));
+  EXPECT_TRUE(d.restarts.empty());
+  EXPECT_TRUE(d.ended_badly.empty());
+  EXPECT_EQ(d.counted_restarts, 0);
+  EXPECT_FALSE(d.failure);
+  EXPECT_FALSE(d.success);
+  EXPECT_FALSE(d.all_running);
+}
+
 // Issue 31: a pod Kubernetes disrupted (DisruptionTarget True: preempted, evicted, its node
 // lost) is run again without using the backoff budget, even with none left and under Never; a
 // podFailurePolicy rule decides before restartPolicy, and a FailJob names the rule.

@@ -5,6 +5,8 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "operator/controller/job_status.h"
 #include "operator/kube/object_meta.h"
 
 namespace psflow::controller {
@@ -33,6 +35,37 @@ bool ReadTerminated(const json& container_state, PodState& out) {
   out.reason = String(*terminated, "reason");
   out.message = String(*terminated, "message");
   return true;
+}
+
+// The time of condition `type` with status True; InfinitePast when there is none.
+absl::Time TrueSince(const json& status, const char* type) {
+  const json* conditions = Field(status, "conditions");
+  if (conditions == nullptr || !conditions->is_array()) return absl::InfinitePast();
+  for (const json& c : *conditions) {
+    if (String(c, "type") == type && String(c, "status") == "True") {
+      return ParseTimestamp(String(c, "lastTransitionTime"));
+    }
+  }
+  return absl::InfinitePast();
+}
+
+// PodState::stale_status of `pod` with `status`: "" when the status is its own.
+std::string StaleStatus(const json& pod, const json& status) {
+  const json* meta = Field(pod, "metadata");
+  const absl::Time created =
+      meta != nullptr ? ParseTimestamp(String(*meta, "creationTimestamp")) : absl::InfinitePast();
+  const absl::Time scheduled = TrueSince(status, "PodScheduled");
+  if (created == absl::InfinitePast() || scheduled == absl::InfinitePast() ||
+      scheduled >= created - absl::Seconds(1)) {
+    return "";
+  }
+  std::string claims = absl::StrCat("phase ", String(status, "phase"));
+  if (const std::string ip = String(status, "podIP"); !ip.empty()) {
+    absl::StrAppend(&claims, ", pod IP ", ip);
+  }
+  return absl::StrCat("its status is an earlier pod's (", claims, "): scheduled at ",
+                      FormatTimestamp(scheduled), ", before the pod was made at ",
+                      FormatTimestamp(created));
 }
 
 }  // namespace
@@ -69,6 +102,11 @@ PodState ReadPodState(const json& pod) {
   }
   const json* status = Field(pod, "status");
   if (status == nullptr || !status->is_object()) return out;
+  out.stale_status = StaleStatus(pod, *status);
+  if (!out.stale_status.empty()) {
+    out.phase = PodPhase::kPending;
+    return out;
+  }
   const std::string phase = String(*status, "phase");
   if (phase == "Pending") out.phase = PodPhase::kPending;
   if (phase == "Running") out.phase = PodPhase::kRunning;

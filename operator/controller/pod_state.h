@@ -41,6 +41,15 @@ struct PodState {
   // Every condition of the pod, type -> status ("DisruptionTarget" -> "True": preempted, evicted,
   // deleted for a lost node), for the failure rules (api/failure_policy.h).
   std::map<std::string, std::string> conditions;
+  // Set when the status is not the pod's own, saying what it claims: it has the pod scheduled
+  // (condition PodScheduled True, whose time the API server sets as it binds the pod) more than a
+  // second before the pod was made (metadata.creationTimestamp, the API server's clock too). It
+  // is an earlier pod's of the same name, written onto this one: seen on a v1.26 node when a pod
+  // is made again under the name of one just deleted, and its kubelet cannot correct it (a
+  // terminated container may not be reported running again). Such a pod reads as Pending and not
+  // started, with no exit, restarts or conditions; the operator deletes it and makes it again,
+  // counted nowhere (job_decision.h).
+  std::string stale_status;
 
   bool Active() const { return phase == PodPhase::kPending || phase == PodPhase::kRunning; }
   // "exit code 137 (OOMKilled)", "Evicted: <message>", "unknown cause".

@@ -438,6 +438,13 @@ void Reconciler::ReconcileActive(Pass& pass) {
     pass.result.restarts += static_cast<int>(decision.restarts.size());
   }
   std::vector<ObjectPtr> delete_pods = pass.extra_pods;
+  for (const EndedPod& r : decision.replacing) {
+    if (r.state.stale_status.empty()) continue;
+    const std::string message =
+        absl::StrCat(r.Label(), ": ", r.state.stale_status, "; deleting it to make it again");
+    PSFLOW_LOG(WARNING) << pass.key << ": " << message;
+    events_.Record(*pass.object, EventType::kWarning, "StaleStatus", message);
+  }
   for (const std::vector<EndedPod>* replaced : {&decision.restarts, &decision.replacing}) {
     for (const EndedPod& r : *replaced) delete_pods.push_back(pass.pods.at(r.slot));
   }

@@ -1005,6 +1005,50 @@ TEST_F(ReconcilerTest, AFailedPodWhoseDeleteFailedIsDeletedAgainNotCountedAgain)
   EXPECT_EQ(Events("RestartingReplica").size(), 1u);
 }
 
+// Issue 31's real-node defect: a pod made again under the name of one just deleted carried the
+// deleted pod's status (a ps Completed at the old pod IP). Read as its own, it ends a job whose ps
+// policy is Never; the operator deletes it and makes it again, counted nowhere, with a Warning.
+TEST_F(ReconcilerTest, APodWithAnEarlierPodsStatusIsMadeAgainCountedNowhere) {
+  CreateRunning(MakeJob("stale", 1, 1, "Never"));
+  Json pod = client_.Get(kube::Pods(), "default", "stale-ps-0").value();
+  const std::string uid = kube::Uid(pod);
+  pod["status"] = {
+      {"phase", "Succeeded"},
+      {"podIP", "10.85.0.26"},
+      {"conditions",
+       Json::array({{{"type", "PodScheduled"},
+                     {"status", "True"},
+                     {"lastTransitionTime", FormatTimestamp(now_ - absl::Seconds(11))}}})},
+      {"containerStatuses",
+       Json::array({{{"name", "psflow"},
+                     {"restartCount", 0},
+                     {"state", {{"terminated", {{"exitCode", 0}, {"reason", "Completed"}}}}}}})}};
+  ASSERT_TRUE(client_.UpdateStatus(kube::Pods(), "default", pod).ok());
+  now_ += absl::Seconds(5);
+  ReconcileResult r = Pass("stale");
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.pods_deleted, 1);
+  EXPECT_EQ(r.restarts, 0);
+  EXPECT_EQ(Events("StaleStatus"),
+            std::vector<std::string>{absl::StrCat(
+                "Warning: PS 0 (pod stale-ps-0): its status is an earlier pod's (phase Succeeded, "
+                "pod IP 10.85.0.26): scheduled at ",
+                FormatTimestamp(now_ - absl::Seconds(16)), ", before the pod was made at ",
+                FormatTimestamp(now_ - absl::Seconds(5)), "; deleting it to make it again")});
+
+  r = Pass("stale");
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.pods_created, 1);
+  const Json remade = client_.Get(kube::Pods(), "default", "stale-ps-0").value();
+  EXPECT_NE(kube::Uid(remade), uid);
+  RunAll("stale");
+  ASSERT_TRUE(Pass("stale").status.ok());
+  const JobStatus status = Status("stale");
+  EXPECT_EQ(status.restart_count, 0);
+  EXPECT_EQ(status.replica_statuses.at(api::ReplicaType::kPS).failed, 0);
+  EXPECT_TRUE(status.Is(ConditionType::kRunning)) << Job("stale")["status"].dump();
+}
+
 TEST_F(ReconcilerTest, TtlDeletesTheFinishedJobAndItsObjects) {
   Json job = MakeJob("ttl", 1, 1, "Never");
   job["spec"]["runPolicy"]["ttlSecondsAfterFinished"] = 30;
