@@ -128,10 +128,25 @@ echo $! >> "$dir/pids"
 etcd_healthy() { curl -sf "http://127.0.0.1:$etcd_port/health" | grep -q '"health":"true"'; }
 wait_for etcd 30 etcd_healthy
 
+# An audit log of every write to a pod and its status (who, when, what), kept beside the other
+# logs: the record a test's diagnosis reads when a pod's status is not what its kubelet reported.
+cat > "$dir/audit-policy.yaml" <<EOF
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Request
+  verbs: [create, update, patch, delete, deletecollection]
+  resources: [{group: "", resources: [pods, pods/status, pods/binding]}]
+- level: None
+EOF
+
 # --- kube-apiserver. Its default admission plugins (PodSecurity among them: a namespace labelled
 # pod-security.kubernetes.io/enforce refuses the pods its level forbids) and
 # OwnerReferencesPermissionEnforcement, as OpenShift has it: setting blockOwnerDeletion in an
 # ownerReference needs `update` of the owner's finalizers, so the operator's RBAC is checked for it.
+# PodSchedulingReadiness (alpha in 1.26; beta and on from 1.27): pods' spec.schedulingGates, which
+# Kueue's admission gate uses (tests/node/queue_on_node_test.cc).
 api_port="$(free_port)"
 setsid "$apiserver" --etcd-servers="http://127.0.0.1:$etcd_port" \
   --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$api_port" \
@@ -141,6 +156,9 @@ setsid "$apiserver" --etcd-servers="http://127.0.0.1:$etcd_port" \
   --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
   --service-cluster-ip-range=10.96.0.0/16 --authorization-mode=Node,RBAC \
   --enable-admission-plugins=OwnerReferencesPermissionEnforcement \
+  --feature-gates=PodSchedulingReadiness=true \
+  --audit-policy-file="$dir/audit-policy.yaml" --audit-log-path="$dir/audit.log" \
+  --audit-log-maxsize=200 --audit-log-maxbackup=1 \
   </dev/null >"$dir/kube-apiserver.log" 2>&1 &
 echo $! >> "$dir/pids"
 server="https://127.0.0.1:$api_port"

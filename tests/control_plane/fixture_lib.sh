@@ -51,12 +51,17 @@ fail() {
 }
 
 # free_port: a free loopback port: nothing answers a connection to it (and it was not handed out
-# already).
+# already). Below the kernel's ephemeral range (ip_local_port_range, 32768-60999 by default), from
+# which every outgoing connection's source port and every port a test binds as port 0 come: a
+# port from that range can be taken by either between this check and the server's bind (seen: the
+# controller manager's "bind: address already in use" in a loaded run).
 used_ports=" "
 free_port() {
-  local port
+  local port low=20000 high=32767 ephemeral
+  read -r ephemeral _ < /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || ephemeral=32768
+  [ "$ephemeral" -gt "$((low + 1000))" ] && high=$((ephemeral - 1))
   for _ in $(seq 200); do
-    port=$((20000 + RANDOM % 30000))
+    port=$((low + RANDOM % (high - low + 1)))
     case "$used_ports" in *" $port "*) continue ;; esac
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
       used_ports+="$port "

@@ -368,7 +368,8 @@ kctl taint node "$node_name" node.kubernetes.io/not-ready:NoSchedule- >>"$dir/ku
 untainted() { [ -z "$(kctl get node "$node_name" -o jsonpath='{.spec.taints}')" ]; }
 wait_for "the untainted node $node_name" 30 untainted
 
-# --- kube-scheduler: one profile, psflow-node, pinned to this node.
+# --- kube-scheduler: one profile, psflow-node, pinned to this node; pods' scheduling gates
+# honoured (PodSchedulingReadiness, as on the API server).
 scheduler_port="$(free_port)"
 cat > "$dir/scheduler.yaml" <<EOF
 apiVersion: kubescheduler.config.k8s.io/v1
@@ -388,7 +389,8 @@ EOF
 run kube-scheduler "$scheduler" --config "$dir/scheduler.yaml" \
   --authentication-kubeconfig "$dir/scheduler.kubeconfig" \
   --authorization-kubeconfig "$dir/scheduler.kubeconfig" \
-  --bind-address 127.0.0.1 --secure-port "$scheduler_port"
+  --bind-address 127.0.0.1 --secure-port "$scheduler_port" \
+  --feature-gates=PodSchedulingReadiness=true
 scheduler_healthy() { [ "$(curl -sk "https://127.0.0.1:$scheduler_port/healthz")" = ok ]; }
 wait_for kube-scheduler 60 scheduler_healthy
 

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -157,6 +158,15 @@ void NodeTest::FitToNode(Json& job, int steps, const std::vector<std::string>& e
 }
 
 void NodeTest::TearDown() {
+  // A pod that carried an earlier pod's status (the operator's StaleStatus events; docs/
+  // operator.md, Lifecycle) is handled, not a failure; the run's log says that it happened.
+  std::string stale;
+  if (plane_->Kubectl({"get", "events", "-n", ns(), "--field-selector", "reason=StaleStatus", "-o",
+                       "jsonpath={range .items[*]}{.message}{\"\\n\"}{end}"},
+                      &stale) == 0 &&
+      !stale.empty()) {
+    std::cout << "StaleStatus events in " << ns() << ":\n" << stale;
+  }
   if (!data_volume_.empty()) {
     std::string out;
     plane_->Kubectl({"delete", "pv", data_volume_, "--wait=false"}, &out);
