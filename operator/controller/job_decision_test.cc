@@ -348,21 +348,27 @@ TEST(JobDecision, APodWhoseReplacementIsCountedIsDeletedAgainAndCountedNowhere) 
 // A pod whose status is an earlier pod's of its name (PodState::stale_status) is deleted and
 // made again, counted nowhere, under any restart policy.
 TEST(JobDecision, APodWithAnEarlierPodsStatusIsMadeAgainCountedNowhere) {
-  api::TrainingJob job = MakeJob(api::RestartPolicy::kNever);
-  JobObservation o = AllRunning(job);
-  PodState stale;
-  stale.phase = PodPhase::kPending;
-  stale.stale_status = "its status is an earlier pod's";
-  At(o, ReplicaType::kPS, 0).pod = stale;
-  const Decision d = Decide(job, "default/j", JobStatus(), o);
-  ASSERT_EQ(d.replacing.size(), 1u);
-  EXPECT_EQ(d.replacing[0].slot, (ReplicaSlot{ReplicaType::kPS, 0}));
-  EXPECT_TRUE(d.restarts.empty());
-  EXPECT_TRUE(d.ended_badly.empty());
-  EXPECT_EQ(d.counted_restarts, 0);
-  EXPECT_FALSE(d.failure);
-  EXPECT_FALSE(d.success);
-  EXPECT_FALSE(d.all_running);
+  for (api::RestartPolicy policy : {api::RestartPolicy::kNever, api::RestartPolicy::kOnFailure,
+                                    api::RestartPolicy::kAlways, api::RestartPolicy::kExitCode}) {
+    api::TrainingJob job = MakeJob(policy);
+    JobObservation o = AllRunning(job);
+    PodState stale;
+    stale.phase = PodPhase::kPending;
+    stale.stale_status = "its status is an earlier pod's";
+    At(o, ReplicaType::kPS, 0).pod = stale;
+    At(o, ReplicaType::kWorker, 0).pod = stale;
+    const Decision d = Decide(job, "default/j", JobStatus(), o);
+    ASSERT_EQ(d.replacing.size(), 2u);
+    EXPECT_EQ(d.replacing[0].slot, (ReplicaSlot{ReplicaType::kPS, 0}));
+    EXPECT_EQ(d.replacing[1].slot, (ReplicaSlot{ReplicaType::kWorker, 0}));
+    EXPECT_TRUE(d.restarts.empty());
+    EXPECT_TRUE(d.ended_badly.empty());
+    EXPECT_TRUE(d.completed.empty());
+    EXPECT_EQ(d.counted_restarts, 0);
+    EXPECT_FALSE(d.failure);
+    EXPECT_FALSE(d.success);
+    EXPECT_FALSE(d.all_running);
+  }
 }
 
 // Issue 31: a pod Kubernetes disrupted (DisruptionTarget True: preempted, evicted, its node

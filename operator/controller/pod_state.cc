@@ -49,19 +49,43 @@ absl::Time TrueSince(const json& status, const char* type) {
   return absl::InfinitePast();
 }
 
-// PodState::stale_status of `pod` with `status`: "" when the status is its own.
-std::string StaleStatus(const json& pod, const json& status) {
+// Whether the pod's maker set spec.nodeName (a managedFields entry of the pod itself, not of a
+// subresource, owns it): such a pod is never bound, and its kubelet dates PodScheduled by the
+// node's clock. A scheduler's binding sets nodeName without such an entry.
+bool NodeNamedByItsMaker(const json& meta) {
+  const json* managed = Field(meta, "managedFields");
+  if (managed == nullptr || !managed->is_array()) return false;
+  for (const json& entry : *managed) {
+    if (!String(entry, "subresource").empty()) continue;
+    const json* fields = Field(entry, "fieldsV1");
+    const json* spec = fields != nullptr ? Field(*fields, "f:spec") : nullptr;
+    if (spec != nullptr && Field(*spec, "f:nodeName") != nullptr) return true;
+  }
+  return false;
+}
+
+// When `status` (read into `read`) is not the pod's own, what it claims (PodState::stale_status);
+// else "".
+std::string StaleStatus(const json& pod, const json& status, const PodState& read) {
   const json* meta = Field(pod, "metadata");
-  const absl::Time created =
-      meta != nullptr ? ParseTimestamp(String(*meta, "creationTimestamp")) : absl::InfinitePast();
+  if (meta == nullptr) return "";
+  std::string claims = absl::StrCat("phase ", String(status, "phase"));
+  if (read.exit_code || !read.reason.empty()) absl::StrAppend(&claims, ", ", read.DescribeEnd());
+  const std::string ip = String(status, "podIP");
+  if (!ip.empty()) absl::StrAppend(&claims, ", pod IP ", ip);
+  // A pod on no node has run nothing and has no address.
+  const json* spec = Field(pod, "spec");
+  if ((spec == nullptr || String(*spec, "nodeName").empty()) &&
+      (read.main_started || !ip.empty())) {
+    return absl::StrCat("its status is an earlier pod's (", claims,
+                        "): it says the pod ran, but the pod is on no node");
+  }
+  if (NodeNamedByItsMaker(*meta)) return "";
+  const absl::Time created = ParseTimestamp(String(*meta, "creationTimestamp"));
   const absl::Time scheduled = TrueSince(status, "PodScheduled");
   if (created == absl::InfinitePast() || scheduled == absl::InfinitePast() ||
       scheduled >= created - absl::Seconds(1)) {
     return "";
-  }
-  std::string claims = absl::StrCat("phase ", String(status, "phase"));
-  if (const std::string ip = String(status, "podIP"); !ip.empty()) {
-    absl::StrAppend(&claims, ", pod IP ", ip);
   }
   return absl::StrCat("its status is an earlier pod's (", claims, "): scheduled at ",
                       FormatTimestamp(scheduled), ", before the pod was made at ",
@@ -102,11 +126,6 @@ PodState ReadPodState(const json& pod) {
   }
   const json* status = Field(pod, "status");
   if (status == nullptr || !status->is_object()) return out;
-  out.stale_status = StaleStatus(pod, *status);
-  if (!out.stale_status.empty()) {
-    out.phase = PodPhase::kPending;
-    return out;
-  }
   const std::string phase = String(*status, "phase");
   if (phase == "Pending") out.phase = PodPhase::kPending;
   if (phase == "Running") out.phase = PodPhase::kRunning;
@@ -153,6 +172,15 @@ PodState ReadPodState(const json& pod) {
     out.reason = reason;
     out.message = String(*status, "message");
     if (out.phase == PodPhase::kFailed && reason == "Evicted") out.exit_code.reset();
+  }
+  if (std::string stale = StaleStatus(pod, *status, out); !stale.empty()) {
+    // Nothing of it is this pod's: what is left is what its spec and metadata say.
+    PodState own;
+    own.phase = PodPhase::kPending;
+    own.being_deleted = out.being_deleted;
+    own.scheduling_gates = std::move(out.scheduling_gates);
+    own.stale_status = std::move(stale);
+    return own;
   }
   return out;
 }

@@ -42,13 +42,18 @@ struct PodState {
   // deleted for a lost node), for the failure rules (api/failure_policy.h).
   std::map<std::string, std::string> conditions;
   // Set when the status is not the pod's own, saying what it claims: it has the pod scheduled
-  // (condition PodScheduled True, whose time the API server sets as it binds the pod) more than a
-  // second before the pod was made (metadata.creationTimestamp, the API server's clock too). It
-  // is an earlier pod's of the same name, written onto this one: seen on a v1.26 node when a pod
-  // is made again under the name of one just deleted, and its kubelet cannot correct it (a
-  // terminated container may not be reported running again). Such a pod reads as Pending and not
-  // started, with no exit, restarts or conditions; the operator deletes it and makes it again,
-  // counted nowhere (job_decision.h).
+  // (condition PodScheduled True, whose time the API server sets as a scheduler binds the pod)
+  // more than a second before the pod was made (metadata.creationTimestamp, the API server's clock
+  // too). It is an earlier pod's of the same name, written onto this one: seen on the test
+  // clusters' v1.26 node when a pod was made again under the name of one just deleted (who
+  // writes it is not known; tests/control_plane keeps an audit log to find out). Under the pod
+  // restartPolicy Never or OnFailure a terminated container may not be reported running again,
+  // so its kubelet cannot correct it. A pod whose maker set spec.nodeName is never bound (its
+  // kubelet dates PodScheduled by the node's clock) and is not judged so. Such a pod reads as
+  // Pending and not started, with no exit, restarts or conditions (its scheduling gates stay);
+  // the operator deletes it and makes it again, counted nowhere (job_decision.h). So is a pod on
+  // no node (spec.nodeName empty: gated, or not yet scheduled) whose status says its main
+  // container ran or gives it a pod IP, whatever the times.
   std::string stale_status;
 
   bool Active() const { return phase == PodPhase::kPending || phase == PodPhase::kRunning; }

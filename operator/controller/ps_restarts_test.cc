@@ -22,7 +22,7 @@ json PsPod(int index, const std::string& uid, const std::string& phase, int rest
            const std::string& volume = kNoCheckpoint) {
   json container = {{"name", "psflow"}, {"image", "psflow/ps:1"}};
   json pod = {{"metadata", {{"name", "j-ps-" + std::to_string(index)}, {"uid", uid}}},
-              {"spec", {{"containers", json::array({container})}}},
+              {"spec", {{"nodeName", "node-1"}, {"containers", json::array({container})}}},
               {"status", {{"phase", phase}}}};
   if (!volume.empty()) {
     json v = json::parse(volume);

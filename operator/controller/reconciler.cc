@@ -438,17 +438,21 @@ void Reconciler::ReconcileActive(Pass& pass) {
     pass.result.restarts += static_cast<int>(decision.restarts.size());
   }
   std::vector<ObjectPtr> delete_pods = pass.extra_pods;
-  for (const EndedPod& r : decision.replacing) {
-    if (r.state.stale_status.empty()) continue;
-    const std::string message =
-        absl::StrCat(r.Label(), ": ", r.state.stale_status, "; deleting it to make it again");
-    PSFLOW_LOG(WARNING) << pass.key << ": " << message;
-    events_.Record(*pass.object, EventType::kWarning, "StaleStatus", message);
-  }
   for (const std::vector<EndedPod>* replaced : {&decision.restarts, &decision.replacing}) {
     for (const EndedPod& r : *replaced) delete_pods.push_back(pass.pods.at(r.slot));
   }
-  if (!delete_pods.empty()) DeletePods(pass, delete_pods, "replaced or beyond the replica count");
+  if (!delete_pods.empty()) {
+    const std::set<std::string> deleted =
+        DeletePods(pass, delete_pods, "replaced or beyond the replica count");
+    // Told once, by the pass that deleted the pod (a failed delete is retried, not told again).
+    for (const EndedPod& r : decision.replacing) {
+      if (r.state.stale_status.empty() || !deleted.contains(r.pod_name)) continue;
+      const std::string message =
+          absl::StrCat(r.Label(), ": ", r.state.stale_status, "; deleted to be made again");
+      PSFLOW_LOG(WARNING) << pass.key << ": " << message;
+      events_.Record(*pass.object, EventType::kWarning, "StaleStatus", message);
+    }
+  }
   absl::Status service_delete_error;  // reported after the creates, which judge their own errors
   for (const ObjectPtr& service : pass.extra_services) {
     absl::Status s = client_.Delete(kube::Services(), pass.ns, kube::Name(*service),

@@ -1021,7 +1021,7 @@ TEST_F(ReconcilerTest, APodWithAnEarlierPodsStatusIsMadeAgainCountedNowhere) {
                      {"lastTransitionTime", FormatTimestamp(now_ - absl::Seconds(11))}}})},
       {"containerStatuses",
        Json::array({{{"name", "psflow"},
-                     {"restartCount", 0},
+                     {"restartCount", 3},
                      {"state", {{"terminated", {{"exitCode", 0}, {"reason", "Completed"}}}}}}})}};
   ASSERT_TRUE(client_.UpdateStatus(kube::Pods(), "default", pod).ok());
   now_ += absl::Seconds(5);
@@ -1032,9 +1032,9 @@ TEST_F(ReconcilerTest, APodWithAnEarlierPodsStatusIsMadeAgainCountedNowhere) {
   EXPECT_EQ(Events("StaleStatus"),
             std::vector<std::string>{absl::StrCat(
                 "Warning: PS 0 (pod stale-ps-0): its status is an earlier pod's (phase Succeeded, "
-                "pod IP 10.85.0.26): scheduled at ",
+                "exit code 0 (Completed), pod IP 10.85.0.26): scheduled at ",
                 FormatTimestamp(now_ - absl::Seconds(16)), ", before the pod was made at ",
-                FormatTimestamp(now_ - absl::Seconds(5)), "; deleting it to make it again")});
+                FormatTimestamp(now_ - absl::Seconds(5)), "; deleted to be made again")});
 
   r = Pass("stale");
   ASSERT_TRUE(r.status.ok()) << r.status;
@@ -1043,9 +1043,16 @@ TEST_F(ReconcilerTest, APodWithAnEarlierPodsStatusIsMadeAgainCountedNowhere) {
   EXPECT_NE(kube::Uid(remade), uid);
   RunAll("stale");
   ASSERT_TRUE(Pass("stale").status.ok());
+  EXPECT_EQ(Events("StaleStatus").size(), 1u);
   const JobStatus status = Status("stale");
   EXPECT_EQ(status.restart_count, 0);
-  EXPECT_EQ(status.replica_statuses.at(api::ReplicaType::kPS).failed, 0);
+  const ReplicaStatus& ps = status.replica_statuses.at(api::ReplicaType::kPS);
+  EXPECT_EQ(ps.failed, 0);
+  // The earlier pod's kubelet restarts are not this pod's, and nothing failed.
+  for (const auto& [index, is] : ps.indexes) {
+    EXPECT_EQ(is.replaced_restarts, 0) << index;
+    EXPECT_FALSE(is.last_failure.has_value()) << index;
+  }
   EXPECT_TRUE(status.Is(ConditionType::kRunning)) << Job("stale")["status"].dump();
 }
 

@@ -101,7 +101,7 @@ Json Pod(const std::string& name, const std::string& type, const std::string& ph
                 {"labels", {{"psflow.io/replica-type", type}}},
                 {"ownerReferences",
                  Json::array({{{"controller", true}, {"uid", "job-uid"}, {"name", "j"}}})}}},
-              {"spec", {{"containers", Json::array({container})}}},
+              {"spec", {{"nodeName", "node-1"}, {"containers", Json::array({container})}}},
               {"status", {{"phase", phase}}}};
   if (!ip.empty()) pod["status"]["podIP"] = ip;
   return pod;

@@ -516,6 +516,10 @@ absl::StatusOr<Json> ObjectStore::SetPodStatusLocked(
     return absl::NotFoundError(QuotedName(state->registered.resource, name) + " not found");
   }
   ASSIGN_OR_RETURN(Json status, make_status(it->second.object));
+  // A kubelet reports only the pods bound to its node: one not bound yet is bound first, as a
+  // scheduler would.
+  Json& spec = it->second.object["spec"];
+  if (spec.is_object() && spec.value("nodeName", "").empty()) spec["nodeName"] = kMemoryNodeName;
   Json body = it->second.object;
   body["status"] = std::move(status);
   return UpdateLocked(*state, ns, body, /*status_only=*/true);

@@ -158,7 +158,9 @@ class ObjectStore {
   // Watches not yet ended.
   size_t OpenWatchCount() const;
 
-  // --- Kubelet stand-ins (pod_status.h says what they write) ---
+  // --- Kubelet stand-ins (pod_status.h says what they write), on the node kMemoryNodeName: a pod
+  // not bound yet is bound to it (spec.nodeName) as its first status is written ---
+  static constexpr char kMemoryNodeName[] = "memory-node";
   // Writes the status pod `ns`/`name` has in `phase`; returns the pod as stored.
   absl::StatusOr<Json> SetPodPhase(absl::string_view ns, absl::string_view name,
                                    absl::string_view phase, int exit_code = 0,
