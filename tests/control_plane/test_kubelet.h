@@ -48,6 +48,8 @@ class TestKubelet {
 
  private:
   void Loop(std::stop_token stop);
+  // Binds the pod to the node (pods/binding), as the scheduler does.
+  absl::Status Bind(const std::string& pod);
   // Reads the pod, computes its new status with `change`, writes it through pods/status.
   absl::Status ChangeStatus(
       absl::string_view pod,
