@@ -11,13 +11,16 @@
 // baselines, the median psflow / pump and the CPU-bound ceiling: the pump's CPU s/GB over psflow's
 // kernel s/GB, the most psflow could reach where every party is CPU-bound on the same cores even if
 // its own code cost nothing. psflow runs once per --transports entry, in the same call: over the
-// bulk channel (bulk) and as raw gRPC calls (grpc). With --tls, psflow again over mutual TLS on
+// bulk channel on TCP (bulk), through shared memory (shm: core/shm_stream.h, the workers on the ps
+// tasks' host) and as raw gRPC calls (grpc). With --tls, psflow again over mutual TLS on
 // the last of --transports and its ratio to the same transport in plaintext (what encrypting and
 // authenticating the ps traffic costs).
 #include <grpcpp/grpcpp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -41,9 +44,10 @@ ABSL_FLAG(std::string, workers, "1,2", "Numbers of workers");
 ABSL_FLAG(int, rounds, 0, "Timed rounds per configuration (0: about 2 GB of traffic, 3..50)");
 ABSL_FLAG(int, connections, psflow::PsClient::kDefaultConnectionsPerTask,
           "TCP connections from each worker to each ps task");
-ABSL_FLAG(std::string, transports, "grpc,bulk",
+ABSL_FLAG(std::string, transports, "shm,grpc,bulk",
           "psflow's transports to run, in this order: grpc (raw gRPC calls), bulk (the bulk "
-          "channel)");
+          "channel on TCP), shm (the bulk channel through shared memory); --tls and the sync "
+          "step use the last");
 ABSL_FLAG(bool, baselines, true, "Also run the TCP pump and plain gRPC baselines");
 ABSL_FLAG(bool, tls, false,
           "Also run psflow's transport over mutual TLS (certificates of a CA made for the run, as "
@@ -101,14 +105,26 @@ absl::StatusOr<RunSecurity> MakeRunSecurity() {
                      TransportSecurity::MutualTls(ca.pem().certificate, std::move(worker))};
 }
 
+// One of --transports: how the workers reach the ps tasks.
+struct Channel {
+  Transport transport = Transport::kBulk;
+  bool shared_memory = false;  // the tasks offer the bulk channel through shared memory too
+};
+
 // `security`: plaintext when null.
-absl::StatusOr<Figures> RunPsflow(const TransferPattern& pattern, bool sync, Transport transport,
+absl::StatusOr<Figures> RunPsflow(const TransferPattern& pattern, bool sync, Channel channel,
                                   const RunSecurity* security = nullptr) {
+  const Transport transport = channel.transport;
   std::vector<std::unique_ptr<LoopbackPs>> tasks;
   std::vector<std::string> addresses;
   for (int t = 0; t < pattern.ps_tasks; ++t) {
-    tasks.push_back(
-        std::make_unique<LoopbackPs>(security != nullptr ? security->ps : TransportSecurity()));
+    const std::string local_socket =
+        channel.shared_memory ? (std::filesystem::temp_directory_path() /
+                                 absl::StrCat("psflow-bench-", getpid(), "-", t, ".sock"))
+                                    .string()
+                              : "";
+    tasks.push_back(std::make_unique<LoopbackPs>(
+        security != nullptr ? security->ps : TransportSecurity(), 0, true, local_socket));
     if (!tasks.back()->started()) {
       return absl::UnavailableError("psflow: a loopback ps task did not start");
     }
@@ -187,8 +203,8 @@ double Median(std::vector<double> v) {
 }
 
 struct TransportRun {
-  Transport transport;
-  const char* name;
+  Channel channel;
+  std::string name;
   std::vector<double> vs_tcp, ceiling;
 };
 
@@ -206,12 +222,14 @@ int Main() {
   std::vector<TransportRun> runs;
   for (absl::string_view name :
        absl::StrSplit(absl::GetFlag(FLAGS_transports), ',', absl::SkipEmpty())) {
-    absl::StatusOr<Transport> t = ParseTransport(name);
+    const bool shm = name == "shm";
+    absl::StatusOr<Transport> t = shm ? Transport::kBulk : ParseTransport(name);
     if (!t.ok()) {
-      std::fprintf(stderr, "--transports: %s\n", std::string(t.status().message()).c_str());
+      std::fprintf(stderr, "--transports: %s (or shm)\n",
+                   std::string(t.status().message()).c_str());
       return 1;
     }
-    runs.push_back({*t, *t == Transport::kBulk ? "bulk" : "grpc", {}, {}});
+    runs.push_back({{*t, shm}, std::string(name), {}, {}});
   }
   if (runs.empty()) {
     std::fprintf(stderr, "--transports names none\n");
@@ -223,7 +241,7 @@ int Main() {
   std::printf("%8s %3s %3s %6s | %8s %6s %6s | %8s %6s", "model", "W", "P", "rounds", "tcp GB/s",
               "cpu/GB", "sys/GB", "grpc GB/s", "cpu/GB");
   for (const TransportRun& r : runs) {
-    std::printf(" | %4s GB/s %6s %6s %7s", r.name, "cpu/GB", "sys/GB", "vs tcp");
+    std::printf(" | %4s GB/s %6s %6s %7s", r.name.c_str(), "cpu/GB", "sys/GB", "vs tcp");
   }
   if (tls) std::printf(" | %8s %6s %9s", "tls GB/s", "cpu/GB", "tls/plain");
   std::printf("\n");
@@ -261,9 +279,9 @@ int Main() {
                     base_grpc > 0 ? CpuPerGb(grpc_bytes) : 0);
         double plain = 0;  // the last transport's, in plaintext
         for (TransportRun& r : runs) {
-          auto ps = RunPsflow(pattern, /*sync=*/false, r.transport);
+          auto ps = RunPsflow(pattern, /*sync=*/false, r.channel);
           if (!ps.ok()) {
-            std::fprintf(stderr, "\npsflow (%s) failed: %s\n", r.name,
+            std::fprintf(stderr, "\npsflow (%s) failed: %s\n", r.name.c_str(),
                          std::string(ps.status().message()).c_str());
             return 1;
           }
@@ -279,7 +297,7 @@ int Main() {
           }
         }
         if (security) {
-          auto secure = RunPsflow(pattern, /*sync=*/false, runs.back().transport, &*security);
+          auto secure = RunPsflow(pattern, /*sync=*/false, runs.back().channel, &*security);
           if (!secure.ok()) {
             std::fprintf(stderr, "\npsflow over TLS failed: %s\n",
                          std::string(secure.status().message()).c_str());
@@ -302,7 +320,7 @@ int Main() {
     std::printf(
         "\n%s: median psflow / TCP pump over %zu configurations: %.2f (%.2f-%.2f); CPU-bound "
         "ceiling, the pump's CPU s/GB over psflow's sys s/GB: median %.2f (%.2f-%.2f)",
-        r.name, r.vs_tcp.size(), Median(r.vs_tcp),
+        r.name.c_str(), r.vs_tcp.size(), Median(r.vs_tcp),
         *std::min_element(r.vs_tcp.begin(), r.vs_tcp.end()),
         *std::max_element(r.vs_tcp.begin(), r.vs_tcp.end()), Median(r.ceiling),
         *std::min_element(r.ceiling.begin(), r.ceiling.end()),
@@ -312,7 +330,7 @@ int Main() {
   if (absl::GetFlag(FLAGS_sync_overhead)) {
     std::printf(
         "\nsync-mode step (2 workers, aggregate 2, 1 ps, %s) vs async, push + pull per step\n",
-        runs.back().name);
+        runs.back().name.c_str());
     std::printf("%8s %10s %10s %8s\n", "model", "async ms", "sync ms", "ratio");
     for (int mib : {1, 16}) {
       TransferPattern pattern;
@@ -320,8 +338,8 @@ int Main() {
       pattern.ps_tasks = 1;
       pattern.model_bytes = int64_t{mib} << 20;
       pattern.rounds = mib == 1 ? 200 : 20;
-      auto a = RunPsflow(pattern, false, runs.back().transport);
-      auto s = RunPsflow(pattern, true, runs.back().transport);
+      auto a = RunPsflow(pattern, false, runs.back().channel);
+      auto s = RunPsflow(pattern, true, runs.back().channel);
       if (!a.ok() || !s.ok()) {
         std::fprintf(stderr, "sync overhead run failed: %s\n",
                      std::string((!a.ok() ? a.status() : s.status()).message()).c_str());

@@ -1,5 +1,6 @@
 // The byte stream of one bulk channel connection (core/bulk_wire.h): plain TCP, or TLS 1.3 over it
-// with mutual authentication by the job's certificates (the same trust as gRPC's under
+// with mutual authentication by the job's certificates (or shared memory between processes of one
+// host: core/shm_stream.h) (the same trust as gRPC's under
 // core/transport_security.h: each side presents its certificate, signed by the job's CA; the
 // client also checks that the ps's certificate names the host it dialled).
 //
@@ -70,7 +71,7 @@ class BulkStream {
                                             absl::string_view what) = 0;
   virtual absl::StatusOr<bool> WaitReadable(SteadyTime deadline) = 0;
   // Ends both directions now (any thread): blocked reads and writes return.
-  void Shutdown() const { socket_.Shutdown(); }
+  virtual void Shutdown() const { socket_.Shutdown(); }
   bool tls() const { return tls_; }
 
  protected:

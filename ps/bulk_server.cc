@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -10,6 +11,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <random>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -18,6 +20,8 @@
 #include "core/chunk_plan.h"
 #include "core/frame.h"
 #include "core/log.h"
+#include "core/shm_stream.h"
+#include "core/status_macros.h"
 #include "core/wire_type.h"
 #include "ps/parked_pull.h"
 #include "ps/versioned_values.h"
@@ -51,13 +55,12 @@ constexpr auto kForever = std::chrono::hours(24 * 365);
 
 class BulkServer::Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(PsState& state, PsMetrics* metrics, Socket socket,
-             std::chrono::milliseconds stall_timeout, std::shared_ptr<const BulkTlsContext> tls)
+  Connection(PsState& state, PsMetrics* metrics, std::string peer,
+             std::unique_ptr<BulkStream> stream, std::chrono::milliseconds stall_timeout)
       : state_(state),
         metrics_(metrics),
-        peer_(PeerName(socket)),
-        stream_(tls != nullptr ? BulkStream::Tls(std::move(socket), std::move(tls), "")
-                               : BulkStream::Plain(std::move(socket))),
+        peer_(std::move(peer)),
+        stream_(std::move(stream)),
         stall_timeout_(stall_timeout) {}
 
   void Begin() {
@@ -279,18 +282,33 @@ absl::StatusOr<std::unique_ptr<BulkServer>> BulkServer::Start(PsState& state, Ps
   int bound = 0;
   absl::StatusOr<Socket> listener = ListenTcp(options.bind_address, options.port, &bound);
   if (!listener.ok()) return listener.status();
-  std::unique_ptr<BulkServer> server(
-      new BulkServer(state, metrics, *std::move(listener), bound, options));
-  server->acceptor_ = std::thread([s = server.get()] { s->AcceptLoop(); });
+  Socket local;
+  std::string token;
+  if (!options.local_socket.empty()) {
+    ASSIGN_OR_RETURN(local, ListenUnix(options.local_socket));
+    // 128 random bits, as text: a worker shows it learned them over the job's gRPC.
+    std::random_device random;
+    for (int i = 0; i < 4; ++i) absl::StrAppend(&token, absl::Hex(random(), absl::kZeroPad8));
+  }
+  std::unique_ptr<BulkServer> server(new BulkServer(state, metrics, *std::move(listener), bound,
+                                                    std::move(local), std::move(token), options));
+  server->acceptor_ = std::thread([s = server.get()] { s->AcceptLoop(s->listener_, false); });
+  if (server->local_listener_.valid()) {
+    server->local_acceptor_ =
+        std::thread([s = server.get()] { s->AcceptLoop(s->local_listener_, true); });
+  }
   return server;
 }
 
 BulkServer::BulkServer(PsState& state, PsMetrics* metrics, Socket listener, int port,
-                       const Options& options)
+                       Socket local_listener, std::string local_token, const Options& options)
     : state_(state),
       metrics_(metrics),
       listener_(std::move(listener)),
       port_(port),
+      local_listener_(std::move(local_listener)),
+      local_socket_(local_listener_.valid() ? options.local_socket : ""),
+      local_token_(std::move(local_token)),
       stall_timeout_(options.stall_timeout),
       tls_(options.tls),
       max_connections_(static_cast<size_t>(options.max_connections)) {}
@@ -298,6 +316,8 @@ BulkServer::BulkServer(PsState& state, PsMetrics* metrics, Socket listener, int 
 BulkServer::~BulkServer() {
   Stop();
   if (acceptor_.joinable()) acceptor_.join();
+  if (local_acceptor_.joinable()) local_acceptor_.join();
+  if (!local_socket_.empty() && local_socket_[0] != '@') unlink(local_socket_.c_str());
   std::vector<std::shared_ptr<Connection>> connections;
   {
     std::lock_guard lock(mu_);
@@ -316,12 +336,13 @@ void BulkServer::Stop() {
   }
   stop_cv_.notify_all();
   listener_.Shutdown();
+  local_listener_.Shutdown();
   for (auto& c : connections) c->End();
 }
 
-void BulkServer::AcceptLoop() {
+void BulkServer::AcceptLoop(const Socket& listener, bool local) {
   for (;;) {
-    absl::StatusOr<Socket> socket = AcceptTcp(listener_);
+    absl::StatusOr<Socket> socket = local ? AcceptUnix(listener) : AcceptTcp(listener);
     std::unique_lock lock(mu_);
     if (stopped_) return;
     if (!socket.ok()) {
@@ -355,9 +376,15 @@ void BulkServer::AcceptLoop() {
       continue;  // the socket closes as it goes out of scope
     }
     refusing_ = false;
-    auto c =
-        std::make_shared<Connection>(state_, metrics_, *std::move(socket), stall_timeout_, tls_);
+    std::string peer = local ? "a worker on this host (shared memory)" : PeerName(*socket);
+    std::unique_ptr<BulkStream> stream =
+        local             ? MakeShmStream(*std::move(socket), ShmSide::kServer, local_token_)
+        : tls_ != nullptr ? BulkStream::Tls(*std::move(socket), tls_, "")
+                          : BulkStream::Plain(*std::move(socket));
+    auto c = std::make_shared<Connection>(state_, metrics_, std::move(peer), std::move(stream),
+                                          stall_timeout_);
     accepted_.fetch_add(1);  // before Begin: counted by the time the peer gets its hello
+    if (local) accepted_local_.fetch_add(1);
     c->Begin();
     connections_.push_back(std::move(c));
   }

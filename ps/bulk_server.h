@@ -1,7 +1,8 @@
 // The bulk channel's server side (core/bulk_wire.h): a ps task's tensor bytes on TCP connections
-// (plaintext, or mutual TLS with the job's certificates: core/bulk_stream.h) beside its gRPC
-// service, which keeps the control calls and advertises this port
-// (InitializeResponse/WaitReadyResponse.bulk_port).
+// (plaintext, or mutual TLS with the job's certificates: core/bulk_stream.h), and optionally
+// through shared memory with workers of its host (core/shm_stream.h, on a Unix socket), beside
+// its gRPC service, which keeps the control calls and advertises this channel
+// (InitializeResponse/WaitReadyResponse.bulk_port and local_bulk).
 //
 // Each accepted connection has a reader thread and a writer thread. The reader takes one request
 // at a time into the connection's buffer and handles it as the gRPC service does (PsState::Push
@@ -50,6 +51,9 @@ class BulkServer {
     // back to gRPC (PsClient). A job needs one per worker and evaluator (PsClient's
     // connections_per_task each).
     int max_connections = kDefaultMaxConnections;
+    // Also serve workers of this host through shared memory (core/shm_stream.h), on a Unix socket
+    // at this path (empty: not). Its token (local_token()) goes to workers over gRPC.
+    std::string local_socket;
   };
   static constexpr int kDefaultMaxConnections = 1024;
 
@@ -62,25 +66,36 @@ class BulkServer {
   BulkServer& operator=(const BulkServer&) = delete;
 
   int port() const { return port_; }
-  // Connections accepted so far (counted before the connection answers its hello).
+  // The Unix socket of Options::local_socket, and the token a worker shows there ("" without).
+  const std::string& local_socket() const { return local_socket_; }
+  const std::string& local_token() const { return local_token_; }
+  // Connections accepted so far (counted before the connection answers its hello), and of them
+  // those through shared memory.
   int accepted() const { return accepted_.load(); }
+  int accepted_local() const { return accepted_local_.load(); }
   // Stops accepting and ends every connection (replies not yet written are dropped). Parked
   // pulls are answered by the PsState's coordinator Stop, not here.
   void Stop();
 
  private:
   class Connection;
-  BulkServer(PsState& state, PsMetrics* metrics, Socket listener, int port, const Options& options);
-  void AcceptLoop();
+  BulkServer(PsState& state, PsMetrics* metrics, Socket listener, int port, Socket local_listener,
+             std::string local_token, const Options& options);
+  // Takes connections on `listener` (the TCP port, or the Unix socket when `local`).
+  void AcceptLoop(const Socket& listener, bool local);
 
   PsState& state_;
   PsMetrics* metrics_;
   Socket listener_;
   const int port_;
+  Socket local_listener_;
+  const std::string local_socket_;
+  const std::string local_token_;
   const std::chrono::milliseconds stall_timeout_;
   const std::shared_ptr<const BulkTlsContext> tls_;
   const size_t max_connections_;
   std::atomic<int> accepted_{0};
+  std::atomic<int> accepted_local_{0};
   std::mutex mu_;
   std::condition_variable stop_cv_;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
@@ -88,6 +103,7 @@ class BulkServer {
   bool refusing_ ABSL_GUARDED_BY(mu_) = false;  // at max_connections_
   std::vector<std::shared_ptr<Connection>> connections_ ABSL_GUARDED_BY(mu_);
   std::thread acceptor_;
+  std::thread local_acceptor_;
 };
 
 }  // namespace psflow

@@ -6,18 +6,20 @@
 
 namespace psflow {
 
-LoopbackPs::LoopbackPs(const TransportSecurity& security, int port, bool bulk)
+LoopbackPs::LoopbackPs(const TransportSecurity& security, int port, bool bulk,
+                       const std::string& local_socket)
     : state_({}, nullptr), service_(state_, nullptr) {
   if (bulk) {
     BulkServer::Options options;
     options.bind_address = "127.0.0.1";
+    options.local_socket = local_socket;
     if (security.tls()) {
       options.tls = BulkTlsContext::Make(security, BulkTlsContext::Role::kServer).value_or(nullptr);
     }
     if (!security.tls() || options.tls != nullptr) {
       if (auto server = BulkServer::Start(state_, nullptr, options); server.ok()) {
         bulk_ = *std::move(server);
-        service_.AdvertiseBulkPort(bulk_->port());
+        service_.AdvertiseBulkChannel(*bulk_);
       }
     }
   }

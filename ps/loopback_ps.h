@@ -20,9 +20,10 @@ namespace psflow {
 class LoopbackPs {
  public:
   // On `port` of 127.0.0.1, or a free one when 0 (a test restarts a task at its address).
-  // bulk: also serve the bulk channel.
+  // bulk: also serve the bulk channel; local_socket: and its shared-memory side there
+  // (BulkServer::Options::local_socket).
   explicit LoopbackPs(const TransportSecurity& security = TransportSecurity(), int port = 0,
-                      bool bulk = true);
+                      bool bulk = true, const std::string& local_socket = "");
   ~LoopbackPs();  // answers parked calls, then shuts the server down
   LoopbackPs(const LoopbackPs&) = delete;
   LoopbackPs& operator=(const LoopbackPs&) = delete;
@@ -33,6 +34,8 @@ class LoopbackPs {
   int bulk_port() const { return bulk_ != nullptr ? bulk_->port() : 0; }
   // Bulk channel connections accepted so far.
   int bulk_connections() const { return bulk_ != nullptr ? bulk_->accepted() : 0; }
+  // Of them, those through shared memory.
+  int local_bulk_connections() const { return bulk_ != nullptr ? bulk_->accepted_local() : 0; }
   const PsState& state() const { return state_; }
   // Answers every parked call (as on SIGTERM) without stopping the server.
   void Stop() { service_.Stop(); }

@@ -47,6 +47,13 @@ ABSL_FLAG(int, bulk_port, -1,
           "Port of the bulk channel: -1 $PSFLOW_BULK_PORT (the operator sets it), else this "
           "task's gRPC port + 1 (a port the OS picks where that one is taken); 0 a port the OS "
           "picks. Workers learn it over gRPC");
+ABSL_FLAG(
+    std::string, bulk_socket, "",
+    "Also serve the workers of this host the bulk channel through shared memory, at a Unix "
+    "socket at this path, or @name for Linux's abstract namespace (2 to 107 characters; "
+    "empty: $PSFLOW_BULK_SOCKET, which psflow run sets; neither: not). Workers learn it, with "
+    "a token, over gRPC, and use TCP where they cannot reach it: for pods, a path in a "
+    "volume the ps and worker pods of one node mount, or @name between hostNetwork pods");
 ABSL_FLAG(int, max_bulk_connections, psflow::BulkServer::kDefaultMaxConnections,
           "Bulk channel connections served at once (each takes two threads); more are closed at "
           "once and their workers use gRPC. A job needs one per worker and evaluator");
@@ -79,6 +86,11 @@ absl::StatusOr<std::unique_ptr<BulkServer>> StartBulkServer(PsState& state, PsMe
   options.bind_address = bind;
   options.port = wanted;
   options.max_connections = absl::GetFlag(FLAGS_max_bulk_connections);
+  options.local_socket = absl::GetFlag(FLAGS_bulk_socket);
+  if (const char* env = std::getenv("PSFLOW_BULK_SOCKET");
+      options.local_socket.empty() && env != nullptr) {
+    options.local_socket = env;
+  }
   if (security.tls()) {
     ASSIGN_OR_RETURN(options.tls, BulkTlsContext::Make(security, BulkTlsContext::Role::kServer));
   }
@@ -95,7 +107,12 @@ absl::StatusOr<std::unique_ptr<BulkServer>> StartBulkServer(PsState& state, PsMe
                         absl::StrCat("bulk channel: ", bulk.status().message()));
   }
   PSFLOW_LOG(INFO) << "bulk channel on " << bind << ":" << (*bulk)->port() << " ("
-                   << security.Describe() << ")";
+                   << security.Describe() << ")"
+                   << ((*bulk)->local_socket().empty()
+                           ? ""
+                           : absl::StrCat(", and through shared memory for workers of this host "
+                                          "at ",
+                                          (*bulk)->local_socket()));
   return bulk;
 }
 
@@ -180,7 +197,7 @@ absl::Status Main(const TransportSecurity& security) {
   std::unique_ptr<BulkServer> bulk;
   if (transport == "bulk") {
     ASSIGN_OR_RETURN(bulk, StartBulkServer(state, metrics.get(), port_number, security));
-    service.AdvertiseBulkPort(bulk->port());
+    service.AdvertiseBulkChannel(*bulk);
   }
   grpc::ServerBuilder builder;
   const std::string listen = absl::StrCat(absl::GetFlag(FLAGS_bind_address), ":", port);

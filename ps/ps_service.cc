@@ -108,6 +108,7 @@ grpc::ServerUnaryReactor* PsService::Initialize(grpc::CallbackServerContext* con
   if (r.ok()) {
     *response = *r;
     response->set_bulk_port(bulk_port_);
+    if (!local_bulk_.socket().empty()) *response->mutable_local_bulk() = local_bulk_;
   }
   return Answer(context, r.status());
 }
@@ -124,6 +125,9 @@ grpc::ServerUnaryReactor* PsService::WaitReady(grpc::CallbackServerContext* cont
                               }
                               *response = state_.ReadyResponse();
                               response->set_bulk_port(bulk_port_);
+                              if (!local_bulk_.socket().empty()) {
+                                *response->mutable_local_bulk() = local_bulk_;
+                              }
                               reactor->Finish(grpc::Status::OK);
                             });
   return reactor;

@@ -16,6 +16,7 @@
 #include <memory>
 
 #include "proto/ps.grpc.pb.h"
+#include "ps/bulk_server.h"
 #include "ps/ps_metrics.h"
 #include "ps/ps_state.h"
 
@@ -30,9 +31,13 @@ class PsService final : public PsServiceBase {
   PsService(PsState& state, PsMetrics* metrics);
   ~PsService() override;
 
-  // Initialize and WaitReady answers advertise this bulk channel port (ps/bulk_server.h; 0:
-  // none). Call before serving.
-  void AdvertiseBulkPort(int port) { bulk_port_ = port; }
+  // Initialize and WaitReady answers advertise `bulk`'s channel: its port, and its shared-memory
+  // socket and token when it has one. Call before serving.
+  void AdvertiseBulkChannel(const BulkServer& bulk) {
+    bulk_port_ = bulk.port();
+    local_bulk_.set_socket(bulk.local_socket());
+    local_bulk_.set_token(bulk.local_token());
+  }
 
   // Answers every parked call (WaitReady: ready = false; pulls: timed out) and every later one at
   // once. Call before grpc::Server::Shutdown so shutdown does not wait out their timeouts.
@@ -69,6 +74,7 @@ class PsService final : public PsServiceBase {
   PsMetrics* metrics_;
   std::shared_ptr<BufferPool> pool_;
   int bulk_port_ = 0;
+  proto::LocalBulkChannel local_bulk_;
 };
 
 }  // namespace psflow

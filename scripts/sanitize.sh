@@ -50,7 +50,7 @@ address() {
 thread() {
   configure build-tsan thread
   ninja -C build-tsan ps_test ps_grpc_test ps_client_test worker_test cpu_kernels_test \
-    controller_test kube_test
+    controller_test kube_test core_test
   export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/sanitizers/tsan.supp"
   local bin=build-tsan/bin
   local concurrent_worker='BackgroundExchange*:Trainer*:ReplayTrainable*:Prefetcher*:TowersTest*:ModelPhases*'
@@ -59,7 +59,7 @@ thread() {
       "worker_test --gtest_filter=$concurrent_worker" \
       "cpu_kernels_test --gtest_filter=ThreadPool*" \
       "controller_test --gtest_filter=WorkQueue*:LeaderElector*:ReconcilerTest*" \
-      "kube_test"; do
+      "kube_test" "core_test --gtest_filter=ShmStream*"; do
     echo "== TSan: $run"
     # shellcheck disable=SC2086
     $bin/$run --gtest_brief=1

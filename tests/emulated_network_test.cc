@@ -92,6 +92,8 @@ TEST_F(EmulatedNetwork, ShapedLinksCarryTheJobAndAreRemovedAfterIt) {
                  Environment({}), std::chrono::seconds(120));
   ASSERT_FALSE(r.timed_out) << r.output;
   ASSERT_EQ(r.status.code, 0) << r.output;
+  // The tensor bytes cross the shaped links: no shared memory beside them.
+  EXPECT_TRUE(LinesWith(r.output, "through shared memory").empty()) << r.output;
   EXPECT_EQ(LinesWith(r.output,
                       "network namespaces left by an earlier psflow run that was "
                       "killed: " +

@@ -120,6 +120,10 @@ TEST(LocalRun, DemoTrainsBetweenGraphToEightyPercent) {
   ASSERT_EQ(serving.size(), 1u) << r.output;
   EXPECT_TRUE(absl::StrContains(serving[0], "(mutual TLS)")) << serving[0];
   EXPECT_EQ(LinesWith(r.output, "ps connections: mutual TLS").size(), 2u) << r.output;
+  // Every process is on this host: the tensor bytes go through shared memory (core/shm_stream.h).
+  EXPECT_EQ(LinesWith(r.output, "tensor bytes on the bulk channel through shared memory").size(),
+            2u)
+      << r.output;
 }
 
 TEST(LocalRun, ActiveDeadlineFailsTheJobAndStopsEveryReplica) {

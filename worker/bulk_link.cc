@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/chunk_plan.h"
 #include "core/frame.h"
+#include "core/shm_stream.h"
 #include "core/status_macros.h"
 #include "worker/bulk_calls.h"
 
@@ -35,12 +36,25 @@ std::string Cause(const std::string& peer, const absl::Status& s) {
 absl::StatusOr<std::unique_ptr<BulkLink>> BulkLink::Connect(
     const std::string& host, int port, SteadyTime deadline,
     std::shared_ptr<const BulkTlsContext> tls) {
-  const std::string peer = absl::StrCat(host, ":", port);
   absl::StatusOr<Socket> socket = ConnectTcp(host, port, deadline);
   if (!socket.ok()) return socket.status();
-  std::unique_ptr<BulkStream> stream =
-      tls != nullptr ? BulkStream::Tls(*std::move(socket), std::move(tls), host)
-                     : BulkStream::Plain(*std::move(socket));
+  return Open(tls != nullptr ? BulkStream::Tls(*std::move(socket), std::move(tls), host)
+                             : BulkStream::Plain(*std::move(socket)),
+              absl::StrCat(host, ":", port), deadline);
+}
+
+absl::StatusOr<std::unique_ptr<BulkLink>> BulkLink::ConnectLocal(const std::string& socket_path,
+                                                                 const std::string& token,
+                                                                 SteadyTime deadline) {
+  absl::StatusOr<Socket> socket = ConnectUnix(socket_path);
+  if (!socket.ok()) return socket.status();
+  return Open(MakeShmStream(*std::move(socket), ShmSide::kClient, token),
+              absl::StrCat("unix:", socket_path, " (shared memory)"), deadline);
+}
+
+absl::StatusOr<std::unique_ptr<BulkLink>> BulkLink::Open(std::unique_ptr<BulkStream> stream,
+                                                         const std::string& peer,
+                                                         SteadyTime deadline) {
   const auto failed = [&peer](const absl::Status& s) {
     return absl::Status(s.code(), absl::StrCat("bulk connection to ", peer, ": ", s.message()));
   };

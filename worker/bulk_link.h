@@ -1,5 +1,6 @@
 // The bulk channel's client side (core/bulk_wire.h): one TCP connection from a worker to a ps
-// task's bulk port (plaintext, or mutual TLS: core/bulk_stream.h), carrying bulk calls
+// task's bulk port (plaintext, or mutual TLS: core/bulk_stream.h), or shared memory with a task
+// on this host (core/shm_stream.h), carrying bulk calls
 // (worker/bulk_calls.h) instead of gRPC.
 //
 // A writer thread sends requests in the order they were started, gathered straight from the
@@ -49,6 +50,11 @@ class BulkLink {
   static absl::StatusOr<std::unique_ptr<BulkLink>> Connect(
       const std::string& host, int port, SteadyTime deadline,
       std::shared_ptr<const BulkTlsContext> tls = nullptr);
+  // Connects to a ps task of this host through shared memory (core/shm_stream.h): its Unix socket
+  // at `socket_path`, showing `token` (both advertised over gRPC), and exchanges the hello.
+  static absl::StatusOr<std::unique_ptr<BulkLink>> ConnectLocal(const std::string& socket_path,
+                                                                const std::string& token,
+                                                                SteadyTime deadline);
   ~BulkLink();  // breaks the link (calls in flight complete UNAVAILABLE) and joins its threads
   BulkLink(const BulkLink&) = delete;
   BulkLink& operator=(const BulkLink&) = delete;
@@ -80,6 +86,10 @@ class BulkLink {
     grpc::Status result;
   };
   BulkLink(std::unique_ptr<BulkStream> stream, std::string peer);
+  // Handshakes `stream`, exchanges the hello and starts the threads.
+  static absl::StatusOr<std::unique_ptr<BulkLink>> Open(std::unique_ptr<BulkStream> stream,
+                                                        const std::string& peer,
+                                                        SteadyTime deadline);
   void WriteLoop();
   void ReadLoop();
   absl::Status ReadReplies();

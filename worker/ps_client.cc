@@ -176,10 +176,11 @@ struct PsClient::Task {
   std::vector<std::unique_ptr<grpc::GenericStub>> bulk;  // one per connection
   std::vector<std::unique_ptr<BulkLink>> links;          // per connection, when routed on them
   int bulk_port = 0;                                     // the links' port
-  size_t first_connection = 0;                           // bulk[0]'s index in the CallWindow
-  std::vector<PartitionRef> partitions;                  // in the task's order
-  std::vector<std::vector<SegmentRange>> chunks;         // PlanChunks of the partitions
-  std::vector<std::unique_ptr<ChunkCall>> pull_calls;    // one per chunk
+  std::string local_socket;              // the links' Unix socket, when they are shared memory
+  size_t first_connection = 0;           // bulk[0]'s index in the CallWindow
+  std::vector<PartitionRef> partitions;  // in the task's order
+  std::vector<std::vector<SegmentRange>> chunks;       // PlanChunks of the partitions
+  std::vector<std::unique_ptr<ChunkCall>> pull_calls;  // one per chunk
   // Pulls of rows (ParameterSet::pulls_rows), when the task holds sparse partitions: chunks of the
   // dense partitions, and calls of rows, grown as a pull needs more. `pulling`: this pull's calls.
   std::vector<std::unique_ptr<ChunkCall>> dense_pull_calls;
@@ -449,7 +450,7 @@ absl::Status PsClient::InitializeTask(Task& task, const nn::ParameterSet& params
   for (;;) {
     proto::InitializeResponse response;
     grpc::Status s = call(false, &response);
-    if (s.ok()) RouteTask(task, response.bulk_port());
+    if (s.ok()) RouteTask(task, response.bulk_port(), response.local_bulk());
     if (s.ok() && response.initialized_now()) {
       // Send the initial values as TK_ASSIGN chunks, then commit (at the last step seen: 0 at
       // the job's start, more when the task restarted without a checkpoint).
@@ -523,7 +524,7 @@ absl::Status PsClient::WaitReadyTask(Task& task, Clock::time_point deadline) {
       }
       task.last_seen_step = std::max(task.last_seen_step, response.global_step());
       task.pulled_step = task.next_min_step = 0;
-      RouteTask(task, response.bulk_port());
+      RouteTask(task, response.bulk_port(), response.local_bulk());
       return absl::OkStatus();
     }
     if (!Retryable(last)) {
@@ -546,22 +547,53 @@ absl::Status PsClient::WaitReadyTask(Task& task, Clock::time_point deadline) {
                                                   "s: is the chief running?"));
 }
 
-void PsClient::RouteTask(Task& task, int bulk_port) {
+void PsClient::RouteTask(Task& task, int bulk_port, const proto::LocalBulkChannel& local) {
   const bool bulk = options_.transport == Transport::kBulk && bulk_port > 0;
   const bool working =
-      bulk && task.bulk_port == bulk_port && !task.links.empty() &&
+      bulk && task.bulk_port == bulk_port && task.local_socket == local.socket() &&
+      !task.links.empty() &&
       std::none_of(task.links.begin(), task.links.end(), [](const auto& l) { return l->broken(); });
   if (working) return;
   for (size_t k = 0; k < task.bulk.size(); ++k) window_->Route(task.first_connection + k, nullptr);
   task.links.clear();
   task.bulk_port = 0;
+  task.local_socket.clear();
   if (!bulk) return;
+  const auto route = [&](int port, const std::string& local_socket) {
+    for (size_t k = 0; k < task.links.size(); ++k) {
+      window_->Route(task.first_connection + k, task.links[k].get());
+    }
+    task.bulk_port = port;
+    task.local_socket = local_socket;
+  };
   // The task's gRPC host (a name, an IPv4 address or a bracketed IPv6 one) with the bulk port.
   std::string host = task.address.substr(0, task.address.rfind(':'));
   if (host.size() > 2 && host.front() == '[' && host.back() == ']')
     host = host.substr(1, host.size() - 2);
   const auto deadline = Clock::now() + std::min<std::chrono::milliseconds>(
                                            options_.connect_timeout, std::chrono::seconds(10));
+  // Shared memory where the task offers it and its socket is on this host (a socket of another
+  // host's task at that path refuses the token), else TCP.
+  if (!local.socket().empty()) {
+    for (size_t k = 0; k < task.bulk.size(); ++k) {
+      absl::StatusOr<std::unique_ptr<BulkLink>> link =
+          BulkLink::ConnectLocal(local.socket(), local.token(), deadline);
+      if (!link.ok()) {
+        PSFLOW_LOG(INFO) << "ps task " << task.index << ": no shared-memory channel ("
+                         << link.status().message() << "); using TCP";
+        task.links.clear();
+        break;
+      }
+      task.links.push_back(*std::move(link));
+    }
+    if (!task.links.empty()) {
+      route(bulk_port, local.socket());
+      PSFLOW_LOG(INFO) << "ps task " << task.index
+                       << ": tensor bytes on the bulk channel through shared memory, "
+                       << task.links.size() << " connection(s) to " << local.socket();
+      return;
+    }
+  }
   for (size_t k = 0; k < task.bulk.size(); ++k) {
     absl::StatusOr<std::unique_ptr<BulkLink>> link =
         BulkLink::Connect(host, bulk_port, deadline, bulk_tls_);
@@ -574,10 +606,7 @@ void PsClient::RouteTask(Task& task, int bulk_port) {
     }
     task.links.push_back(*std::move(link));
   }
-  for (size_t k = 0; k < task.links.size(); ++k) {
-    window_->Route(task.first_connection + k, task.links[k].get());
-  }
-  task.bulk_port = bulk_port;
+  route(bulk_port, "");
   PSFLOW_LOG(INFO) << "ps task " << task.index << ": tensor bytes on the bulk channel ("
                    << options_.security.Describe() << "), " << task.links.size()
                    << " connection(s) to " << host << ":" << bulk_port;

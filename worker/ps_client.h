@@ -96,7 +96,9 @@ class PsClient final : public ParameterSync {
     // Where the tensor bytes of pulls and pushes go (--transport): on the bulk channel
     // (worker/bulk_link.h, connections_per_task links per task, under `security` as gRPC is)
     // when the task advertises a bulk port, or as raw gRPC calls. When a task advertises none or
-    // its bulk port cannot be reached (one WARNING naming the cause), gRPC.
+    // its bulk port cannot be reached (one WARNING naming the cause), gRPC. A task that also
+    // offers its bulk channel through shared memory (psflow-ps --bulk_socket) is reached that way
+    // where its socket is on this host; elsewhere (one INFO line), over TCP.
     Transport transport = Transport::kBulk;
     // Once a stop is requested (SIGTERM, worker/stop_request.h), a lost ps task is not waited
     // for: the call that finds it gone fails at once (UNAVAILABLE), as the task is most likely
@@ -143,9 +145,10 @@ class PsClient final : public ParameterSync {
   // DEADLINE_EXCEEDED (WaitReadyTask) when it was reached but never initialised.
   absl::Status InitializeTask(Task& task, const nn::ParameterSet& params,
                               std::chrono::steady_clock::time_point deadline);
-  // Routes the task's bulk calls: over links to the bulk port the task advertised (reusing
-  // working ones to the same port), or over gRPC (see Options::transport).
-  void RouteTask(Task& task, int bulk_port);
+  // Routes the task's bulk calls: over links through the shared memory the task advertised
+  // (`local`) when this host reaches it, else to the bulk port it advertised (reusing working
+  // links to the same channel), or over gRPC (see Options::transport).
+  void RouteTask(Task& task, int bulk_port, const proto::LocalBulkChannel& local);
   absl::Status WaitReadyTask(Task& task, std::chrono::steady_clock::time_point deadline);
   absl::Status Recover(nn::ParameterSet& params);
   // Options::stop was requested: a task that is gone is not waited for.

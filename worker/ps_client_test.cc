@@ -6,9 +6,11 @@
 #include "worker/ps_client.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -69,8 +71,21 @@ struct Outcome {
   std::vector<int64_t> steps;
 };
 
-Outcome Train(Transport transport, bool sync, int workers, std::vector<bool> early, int steps) {
-  LoopbackPs ps0, ps1;
+// A Unix socket path for ps task `task`'s shared-memory channel in this test ("" when not
+// `shared_memory`).
+std::string LocalSocket(bool shared_memory, int task) {
+  if (!shared_memory) return "";
+  return (std::filesystem::path(::testing::TempDir()) /
+          ("ps" + std::to_string(getpid()) + "-" + std::to_string(task) + ".sock"))
+      .string();
+}
+
+// shared_memory: the tasks offer their bulk channel through shared memory too (the workers then
+// use it).
+Outcome Train(Transport transport, bool sync, int workers, std::vector<bool> early, int steps,
+              bool shared_memory = false) {
+  LoopbackPs ps0(TransportSecurity(), 0, true, LocalSocket(shared_memory, 0));
+  LoopbackPs ps1(TransportSecurity(), 0, true, LocalSocket(shared_memory, 1));
   EXPECT_TRUE(ps0.started() && ps1.started());
   const std::vector<std::string> addresses = {ps0.address(), ps1.address()};
   std::vector<std::unique_ptr<nn::ParameterSet>> params;
@@ -108,6 +123,8 @@ Outcome Train(Transport transport, bool sync, int workers, std::vector<bool> ear
   const int links = transport == Transport::kBulk ? workers : 0;
   EXPECT_EQ(ps0.bulk_connections(), links);
   EXPECT_EQ(ps1.bulk_connections(), links);
+  EXPECT_EQ(ps0.local_bulk_connections(), shared_memory ? links : 0);
+  EXPECT_EQ(ps1.local_bulk_connections(), shared_memory ? links : 0);
   return out;
 }
 
@@ -398,6 +415,33 @@ TEST_P(PsClientTest, SyncSparsePullOfNoRowsWaitsForTheStepOnEveryTask) {
     EXPECT_FALSE(pushed->dropped) << "worker " << w;
   }
   EXPECT_EQ(job.ps[0].state().global_step(), 2);
+}
+
+// The bulk channel through shared memory (core/shm_stream.h) carries the same calls as over TCP:
+// the same values and steps, async and sync, early sends included.
+TEST(PsClientSharedMemory, TrainsExactlyAsOverTcp) {
+  for (bool sync : {false, true}) {
+    const Outcome tcp = Train(Transport::kBulk, sync, 2, {false, true}, 3);
+    const Outcome shm = Train(Transport::kBulk, sync, 2, {false, true}, 3, true);
+    EXPECT_EQ(shm.steps, tcp.steps) << sync;
+    EXPECT_EQ(shm.values, tcp.values) << sync;
+  }
+}
+
+// A task whose socket this worker cannot reach (another host's path, or gone) is reached over TCP.
+TEST(PsClientSharedMemory, ASocketOutOfReachFallsBackToTcp) {
+  const std::string path = LocalSocket(true, 7);
+  LoopbackPs ps(TransportSecurity(), 0, true, path);
+  ASSERT_TRUE(ps.started());
+  std::filesystem::remove(path);  // as if the ps were on another host
+  auto params = MakeParams();
+  params->Initialize(3);
+  auto client = PsClient::Create(Options(Transport::kBulk, {ps.address()}, 0, 1, false), *params);
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE((*client)->Prepare(*params, true).ok());
+  ASSERT_TRUE((*client)->Pull(*params).ok());
+  EXPECT_EQ(ps.bulk_connections(), 1);
+  EXPECT_EQ(ps.local_bulk_connections(), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, PsClientEarlySend,

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <random>
 #include <set>
 #include <string>
 #include <utility>
@@ -279,6 +280,7 @@ absl::Status JobRun::Plan() {
     }
     return std::string();
   });
+  const std::string run_tag = absl::StrCat(absl::Hex(std::random_device()(), absl::kZeroPad8));
   for (Replica& r : replicas_) {
     // Later layers win: the runner's environment, the container's env, then psflow's own names.
     std::map<std::string, std::string> env;
@@ -295,6 +297,14 @@ absl::Status JobRun::Plan() {
     env["PSFLOW_REPLICA_TYPE"] = std::string(api::TaskTypeName(r.type));
     env["PSFLOW_REPLICA_INDEX"] = absl::StrCat(r.index);
     env["PSFLOW_METRICS_PORT"] = absl::StrCat(r.metrics_port);
+    // Every process is on this host: a ps serves its workers through shared memory too, at a
+    // name of Linux's abstract namespace (core/shm_stream.h) unique to the run. Not across an
+    // emulated network (its workers are in other network namespaces and could not reach it
+    // anyway: they would use TCP), nor where the manifest set the variable (empty: not).
+    if (r.type == ReplicaType::kPS && !network_ && !env.contains("PSFLOW_BULK_SOCKET")) {
+      env["PSFLOW_BULK_SOCKET"] =
+          absl::StrCat("@psflow-run-", getpid(), "-", run_tag, "-ps-", r.index);
+    }
     for (const auto& [name, value] : env) r.env.push_back(absl::StrCat(name, "=", value));
     if (certificates_) {
       std::vector<std::string> ips = {Host(r)};
