@@ -110,6 +110,7 @@ class ShmStream final : public BulkStream {
       return absl::InvalidArgumentError(
           absl::StrCat("shared memory: a token of 1 to ", kMaxToken, " bytes is needed"));
     }
+    if (ready_) return absl::FailedPreconditionError("shared memory: handshake done already");
     absl::Status s = side_ == ShmSide::kClient ? Offer() : Take(deadline);
     if (!s.ok()) return s;
     // Ring 0 is the client's way out.
@@ -125,6 +126,7 @@ class ShmStream final : public BulkStream {
     };
     out_ = ring(out);
     in_ = ring(1 - out);
+    ready_ = true;
     return absl::OkStatus();
   }
 
@@ -146,7 +148,8 @@ class ShmStream final : public BulkStream {
           if (!s.ok()) return s;
           continue;
         }
-        const size_t step = static_cast<size_t>(std::min<uint64_t>(n, room));
+        if (shut_.load(std::memory_order_relaxed)) return Usable(what);
+        const size_t step = static_cast<size_t>(std::min<uint64_t>({n, room, MaxStep()}));
         Copy(out_, head, p, step);
         head += step;
         p += step;
@@ -190,9 +193,12 @@ class ShmStream final : public BulkStream {
   }
 
  private:
+  // A quarter of the ring at a time, so that the reader copies out while the writer copies in.
+  uint64_t MaxStep() const { return std::max<uint64_t>(1, (out_.mask + 1) / 4); }
+
   // OK once the handshake is done and until the stream is shut down.
   absl::Status Usable(absl::string_view what) const {
-    if (map_ == nullptr) return absl::FailedPreconditionError(absl::StrCat(what, ": no handshake"));
+    if (!ready_) return absl::FailedPreconditionError(absl::StrCat(what, ": no handshake"));
     if (shut_.load()) return absl::UnavailableError(absl::StrCat(what, ": connection shut down"));
     return absl::OkStatus();
   }
@@ -234,7 +240,8 @@ class ShmStream final : public BulkStream {
           if (!s.ok()) return s;
           continue;
         }
-        const size_t step = static_cast<size_t>(std::min<uint64_t>(n, ready));
+        if (shut_.load(std::memory_order_relaxed)) return Usable(what);
+        const size_t step = static_cast<size_t>(std::min<uint64_t>({n, ready, MaxStep()}));
         CopyOut(in_, tail, p, step);
         tail += step;
         p += step;
@@ -300,7 +307,9 @@ class ShmStream final : public BulkStream {
           result = absl::UnavailableError(
               absl::StrCat(what, ": connection closed with ", left, " bytes to go"));
         }
-      } else if (n == 0 && SteadyTime::clock::now() >= deadline && !moved()) {
+      }
+      // Whatever poll said (a peer that keeps writing the eventfd must not hold us past it).
+      if (result.ok() && SteadyTime::clock::now() >= deadline && !moved()) {
         result = absl::DeadlineExceededError(
             absl::StrCat(what, ": not all through by the deadline (", left, " bytes to go)"));
       }
@@ -309,8 +318,19 @@ class ShmStream final : public BulkStream {
     return result;
   }
 
-  // The client's side of the handshake: makes the file and eventfds, sends them with the token.
+  // The client's side of the handshake: makes the file and eventfds, sends them with the token,
+  // to a server of this process's own user only (the token and the tensor bytes go nowhere else).
   absl::Status Offer() {
+    ucred peer{};
+    socklen_t peer_size = sizeof(peer);
+    if (getsockopt(socket_.fd(), SOL_SOCKET, SO_PEERCRED, &peer, &peer_size) != 0) {
+      return ErrnoError("shared memory: the socket's owner", errno);
+    }
+    if (peer.uid != geteuid()) {
+      return absl::UnavailableError(absl::StrCat("shared memory: the socket's server runs as uid ",
+                                                 peer.uid, ", not ", geteuid(),
+                                                 " as this process: not offering it the memory"));
+    }
     if (!ValidRingBytes(ring_bytes_)) {
       return absl::InvalidArgumentError(
           absl::StrCat("shared memory: ring bytes must be a power of two in [", kMinRingBytes, ", ",
@@ -445,6 +465,7 @@ class ShmStream final : public BulkStream {
   const ShmSide side_;
   const std::string token_;
   size_t ring_bytes_;
+  bool ready_ = false;  // the handshake succeeded
   void* map_ = nullptr;
   size_t map_bytes_ = 0;
   std::array<int, kEventFds> event_fds_;
@@ -485,7 +506,12 @@ absl::StatusOr<Socket> ListenUnix(const std::string& path) {
       return absl::InvalidArgumentError(
           absl::StrCat("Unix socket path ", path, " exists and is not a socket"));
     }
-    unlink(path.c_str());  // an earlier process's
+    // An earlier process's, replaced; one that a live process listens on, not.
+    if (ConnectUnix(path).ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("Unix socket ", path, " is served by another process"));
+    }
+    unlink(path.c_str());
   }
   Socket s(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!s.valid()) return ErrnoError("Unix socket", errno);

@@ -173,7 +173,7 @@ TEST(ShmStream, ShutdownWakesABlockedReaderAndWriter) {
   std::vector<char> got(5000);
   absl::Status end = p.client->ReadAll(got.data(), got.size(), In(milliseconds(2000)), "r");
   EXPECT_TRUE(absl::IsUnavailable(end)) << end;
-  EXPECT_TRUE(absl::StrContains(end.message(), "closed with 904 bytes to go")) << end;
+  EXPECT_TRUE(absl::StrContains(end.message(), "r: connection closed with ")) << end;
 }
 
 TEST(ShmStream, TheServerTakesOnlyItsTokenAndAWellFormedOffer) {
@@ -242,6 +242,10 @@ TEST(ShmStream, UnixSocketsListenAcceptAndConnectAtAPath) {
   char got[4];
   ASSERT_TRUE(take->ReadAll(got, 4, In(milliseconds(1000)), "r").ok());
   EXPECT_EQ(std::string(got, 4), "ping");
+  // A socket a live process listens on is not taken from it (its probe is the listener's to
+  // drop, as a ps drops a connection that never hands over memory).
+  EXPECT_TRUE(absl::IsFailedPrecondition(ListenUnix(path).status()));
+  EXPECT_TRUE(AcceptUnix(*listener).ok());
   // A listener shut down ends its accept.
   std::thread stop([&] {
     std::this_thread::sleep_for(milliseconds(50));

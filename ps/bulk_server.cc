@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <random>
 #include <utility>
 
@@ -284,14 +285,25 @@ absl::StatusOr<std::unique_ptr<BulkServer>> BulkServer::Start(PsState& state, Ps
   if (!listener.ok()) return listener.status();
   Socket local;
   std::string token;
-  if (!options.local_socket.empty()) {
-    ASSIGN_OR_RETURN(local, ListenUnix(options.local_socket));
+  std::string local_socket = options.local_socket;
+  if (!local_socket.empty() && local_socket[0] != '@') {
+    local_socket = std::filesystem::absolute(local_socket).string();  // as workers will see it
+  }
+  if (!local_socket.empty()) {
+    absl::StatusOr<Socket> listening = ListenUnix(local_socket);
+    if (!listening.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat("the shared-memory socket ", local_socket,
+                                                        ": ", listening.status().message()));
+    }
+    local = *std::move(listening);
     // 128 random bits, as text: a worker shows it learned them over the job's gRPC.
     std::random_device random;
     for (int i = 0; i < 4; ++i) absl::StrAppend(&token, absl::Hex(random(), absl::kZeroPad8));
   }
+  Options resolved = options;
+  resolved.local_socket = std::move(local_socket);
   std::unique_ptr<BulkServer> server(new BulkServer(state, metrics, *std::move(listener), bound,
-                                                    std::move(local), std::move(token), options));
+                                                    std::move(local), std::move(token), resolved));
   server->acceptor_ = std::thread([s = server.get()] { s->AcceptLoop(s->listener_, false); });
   if (server->local_listener_.valid()) {
     server->local_acceptor_ =

@@ -96,7 +96,8 @@ absl::StatusOr<std::unique_ptr<BulkServer>> StartBulkServer(PsState& state, PsMe
   }
   absl::StatusOr<std::unique_ptr<BulkServer>> bulk = BulkServer::Start(state, metrics, options);
   // Only a port that cannot be had is worth another try (bad options fail the same way again).
-  if (!bulk.ok() && !absl::IsInvalidArgument(bulk.status()) && flag == -1 && wanted != 0) {
+  if (!bulk.ok() && !absl::IsInvalidArgument(bulk.status()) &&
+      !absl::IsFailedPrecondition(bulk.status()) && flag == -1 && wanted != 0) {
     PSFLOW_LOG(INFO) << "bulk channel: port " << wanted << " is taken (" << bulk.status().message()
                      << "); using one the OS picks";
     options.port = 0;

@@ -176,9 +176,11 @@ struct PsClient::Task {
   std::vector<std::unique_ptr<grpc::GenericStub>> bulk;  // one per connection
   std::vector<std::unique_ptr<BulkLink>> links;          // per connection, when routed on them
   int bulk_port = 0;                                     // the links' port
-  std::string local_socket;              // the links' Unix socket, when they are shared memory
-  size_t first_connection = 0;           // bulk[0]'s index in the CallWindow
-  std::vector<PartitionRef> partitions;  // in the task's order
+  // The shared-memory channel the task offered when the links were made ("socket token"; the
+  // links may be TCP when this host could not take it).
+  std::string local_offer;
+  size_t first_connection = 0;                         // bulk[0]'s index in the CallWindow
+  std::vector<PartitionRef> partitions;                // in the task's order
   std::vector<std::vector<SegmentRange>> chunks;       // PlanChunks of the partitions
   std::vector<std::unique_ptr<ChunkCall>> pull_calls;  // one per chunk
   // Pulls of rows (ParameterSet::pulls_rows), when the task holds sparse partitions: chunks of the
@@ -549,32 +551,36 @@ absl::Status PsClient::WaitReadyTask(Task& task, Clock::time_point deadline) {
 
 void PsClient::RouteTask(Task& task, int bulk_port, const proto::LocalBulkChannel& local) {
   const bool bulk = options_.transport == Transport::kBulk && bulk_port > 0;
+  const std::string offer =
+      local.socket().empty() ? "" : absl::StrCat(local.socket(), " ", local.token());
   const bool working =
-      bulk && task.bulk_port == bulk_port && task.local_socket == local.socket() &&
-      !task.links.empty() &&
+      bulk && task.bulk_port == bulk_port && task.local_offer == offer && !task.links.empty() &&
       std::none_of(task.links.begin(), task.links.end(), [](const auto& l) { return l->broken(); });
   if (working) return;
   for (size_t k = 0; k < task.bulk.size(); ++k) window_->Route(task.first_connection + k, nullptr);
   task.links.clear();
   task.bulk_port = 0;
-  task.local_socket.clear();
+  task.local_offer.clear();
   if (!bulk) return;
-  const auto route = [&](int port, const std::string& local_socket) {
+  const auto route = [&] {
     for (size_t k = 0; k < task.links.size(); ++k) {
       window_->Route(task.first_connection + k, task.links[k].get());
     }
-    task.bulk_port = port;
-    task.local_socket = local_socket;
+    task.bulk_port = bulk_port;
+    task.local_offer = offer;
+  };
+  const auto link_deadline = [&] {
+    return Clock::now() +
+           std::min<std::chrono::milliseconds>(options_.connect_timeout, std::chrono::seconds(10));
   };
   // The task's gRPC host (a name, an IPv4 address or a bracketed IPv6 one) with the bulk port.
   std::string host = task.address.substr(0, task.address.rfind(':'));
   if (host.size() > 2 && host.front() == '[' && host.back() == ']')
     host = host.substr(1, host.size() - 2);
-  const auto deadline = Clock::now() + std::min<std::chrono::milliseconds>(
-                                           options_.connect_timeout, std::chrono::seconds(10));
   // Shared memory where the task offers it and its socket is on this host (a socket of another
-  // host's task at that path refuses the token), else TCP.
+  // host's task at that path refuses the token), else TCP, each with its own deadline.
   if (!local.socket().empty()) {
+    const auto deadline = link_deadline();
     for (size_t k = 0; k < task.bulk.size(); ++k) {
       absl::StatusOr<std::unique_ptr<BulkLink>> link =
           BulkLink::ConnectLocal(local.socket(), local.token(), deadline);
@@ -587,13 +593,14 @@ void PsClient::RouteTask(Task& task, int bulk_port, const proto::LocalBulkChanne
       task.links.push_back(*std::move(link));
     }
     if (!task.links.empty()) {
-      route(bulk_port, local.socket());
+      route();
       PSFLOW_LOG(INFO) << "ps task " << task.index
                        << ": tensor bytes on the bulk channel through shared memory, "
                        << task.links.size() << " connection(s) to " << local.socket();
       return;
     }
   }
+  const auto deadline = link_deadline();
   for (size_t k = 0; k < task.bulk.size(); ++k) {
     absl::StatusOr<std::unique_ptr<BulkLink>> link =
         BulkLink::Connect(host, bulk_port, deadline, bulk_tls_);
@@ -606,7 +613,7 @@ void PsClient::RouteTask(Task& task, int bulk_port, const proto::LocalBulkChanne
     }
     task.links.push_back(*std::move(link));
   }
-  route(bulk_port, "");
+  route();
   PSFLOW_LOG(INFO) << "ps task " << task.index << ": tensor bytes on the bulk channel ("
                    << options_.security.Describe() << "), " << task.links.size()
                    << " connection(s) to " << host << ":" << bulk_port;

@@ -298,10 +298,14 @@ absl::Status JobRun::Plan() {
     env["PSFLOW_REPLICA_INDEX"] = absl::StrCat(r.index);
     env["PSFLOW_METRICS_PORT"] = absl::StrCat(r.metrics_port);
     // Every process is on this host: a ps serves its workers through shared memory too, at a
-    // name of Linux's abstract namespace (core/shm_stream.h) unique to the run. Not across an
-    // emulated network (its workers are in other network namespaces and could not reach it
-    // anyway: they would use TCP), nor where the manifest set the variable (empty: not).
-    if (r.type == ReplicaType::kPS && !network_ && !env.contains("PSFLOW_BULK_SOCKET")) {
+    // name of Linux's abstract namespace (core/shm_stream.h) unique to the run and the task (one
+    // the runner's own environment has is replaced). Not across an emulated network (its
+    // workers are in other network namespaces and could not reach it anyway: they would use
+    // TCP), nor where the manifest's container env sets the variable (empty: not).
+    const auto& own_env = job_.replica_specs.at(r.type).MainContainer().env;
+    const bool set_by_manifest =
+        absl::c_any_of(own_env, [](const auto& e) { return e.name == "PSFLOW_BULK_SOCKET"; });
+    if (r.type == ReplicaType::kPS && !network_ && !set_by_manifest) {
       env["PSFLOW_BULK_SOCKET"] =
           absl::StrCat("@psflow-run-", getpid(), "-", run_tag, "-ps-", r.index);
     }
