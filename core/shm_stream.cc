@@ -155,7 +155,7 @@ class ShmStream final : public BulkStream {
         p += step;
         n -= step;
         left -= step;
-        out_.indexes->head.store(head, std::memory_order_release);
+        out_.indexes->head.store(head, std::memory_order_seq_cst);  // Wake's pairing
         Wake(out_, /*reader=*/true);
       }
     }
@@ -247,7 +247,7 @@ class ShmStream final : public BulkStream {
         p += step;
         n -= step;
         done += step;
-        in_.indexes->tail.store(tail, std::memory_order_release);
+        in_.indexes->tail.store(tail, std::memory_order_seq_cst);  // Wake's pairing
         Wake(in_, /*reader=*/false);
       }
     }
@@ -267,14 +267,14 @@ class ShmStream final : public BulkStream {
     if (n > first) std::memcpy(to + first, ring.data, n - first);
   }
 
-  // After moving a counter: wakes the other side of `ring` (its reader when `reader`) if it said
-  // it waits. The fence pairs with Wait's: either the waiter sees the new counter or we see its
-  // flag.
+  // After moving a counter (a seq_cst store): wakes the other side of `ring` (its reader when
+  // `reader`) if it said it waits. Dekker's pattern with Wait, every access seq_cst (one total
+  // order; no fences, which TSan cannot follow): either the waiter sees the new counter or we see
+  // its flag.
   static void Wake(const Ring& ring, bool reader) {
-    std::atomic_thread_fence(std::memory_order_seq_cst);
     const std::atomic<uint32_t>& waits =
         reader ? ring.indexes->reader_waits : ring.indexes->writer_waits;
-    if (waits.load(std::memory_order_relaxed) == 0) return;
+    if (waits.load(std::memory_order_seq_cst) == 0) return;
     const uint64_t one = 1;
     [[maybe_unused]] const ssize_t n = write(reader ? ring.data_fd : ring.room_fd, &one, 8);
   }
@@ -286,12 +286,11 @@ class ShmStream final : public BulkStream {
     std::atomic<uint32_t>& waits = reader ? ring.indexes->reader_waits : ring.indexes->writer_waits;
     const int fd = reader ? ring.data_fd : ring.room_fd;
     const auto moved = [&] {
-      const uint64_t head = ring.indexes->head.load(std::memory_order_relaxed);
-      const uint64_t tail = ring.indexes->tail.load(std::memory_order_relaxed);
+      const uint64_t head = ring.indexes->head.load(std::memory_order_seq_cst);
+      const uint64_t tail = ring.indexes->tail.load(std::memory_order_seq_cst);
       return reader ? head != tail : head - tail < ring.mask + 1;
     };
-    waits.store(1, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    waits.store(1, std::memory_order_seq_cst);
     absl::Status result = absl::OkStatus();
     if (!moved()) {
       std::array<pollfd, 2> fds = {pollfd{fd, POLLIN, 0}, pollfd{socket_.fd(), POLLIN, 0}};

@@ -14,7 +14,7 @@
 // Bytes are copied once into the ring and once out of it, as the kernel copies TCP's; a side
 // that finds its ring empty (or full) waits on its eventfd, and the other side writes to that
 // eventfd only when it has said it waits (a flag in the ring, Dekker's pattern with seq_cst
-// fences), so a busy channel makes no system calls. One thread may read while another writes.
+// operations), so a busy channel makes no system calls. One thread may read while another writes.
 // Errors as core/socket.h's: UNAVAILABLE for a closed connection (with the bytes still to go) or
 // a failed handshake (naming why), DEADLINE_EXCEEDED at a deadline.
 #ifndef PSFLOW_CORE_SHM_STREAM_H_
