@@ -69,15 +69,19 @@ bool NodeNamedByItsMaker(const json& meta) {
 std::string StaleStatus(const json& pod, const json& status, const PodState& read) {
   const json* meta = Field(pod, "metadata");
   if (meta == nullptr) return "";
-  std::string claims = absl::StrCat("phase ", String(status, "phase"));
-  if (read.exit_code || !read.reason.empty()) absl::StrAppend(&claims, ", ", read.DescribeEnd());
   const std::string ip = String(status, "podIP");
-  if (!ip.empty()) absl::StrAppend(&claims, ", pod IP ", ip);
+  // What the status claims, said only of one that is not the pod's own (every pod is read often).
+  const auto claims = [&] {
+    std::string out = absl::StrCat("phase ", String(status, "phase"));
+    if (read.exit_code || !read.reason.empty()) absl::StrAppend(&out, ", ", read.DescribeEnd());
+    if (!ip.empty()) absl::StrAppend(&out, ", pod IP ", ip);
+    return out;
+  };
   // A pod on no node has run nothing and has no address.
   const json* spec = Field(pod, "spec");
   if ((spec == nullptr || String(*spec, "nodeName").empty()) &&
       (read.main_started || !ip.empty())) {
-    return absl::StrCat("its status is an earlier pod's (", claims,
+    return absl::StrCat("its status is an earlier pod's (", claims(),
                         "): it says the pod ran, but the pod is on no node");
   }
   if (NodeNamedByItsMaker(*meta)) return "";
@@ -87,7 +91,7 @@ std::string StaleStatus(const json& pod, const json& status, const PodState& rea
       scheduled >= created - absl::Seconds(1)) {
     return "";
   }
-  return absl::StrCat("its status is an earlier pod's (", claims, "): scheduled at ",
+  return absl::StrCat("its status is an earlier pod's (", claims(), "): scheduled at ",
                       FormatTimestamp(scheduled), ", before the pod was made at ",
                       FormatTimestamp(created));
 }
