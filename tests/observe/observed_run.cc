@@ -32,7 +32,15 @@ kind: TrainingJob
 metadata: {name: observe-lm}
 spec:
   replicaSpecs:
-    PS: {replicas: 1, template: {spec: {containers: [{command: [psflow-ps]}]}}}
+    PS:
+      replicas: 1
+      template:
+        spec:
+          containers:
+            # TCP, not psflow run's shared memory: through it these 10000 steps end too soon for
+            # Prometheus's scrapes to see the workers train together (seen on a quiet machine).
+            - command: [psflow-ps]
+              env: [{name: PSFLOW_BULK_SOCKET, value: ""}]
     Worker:
       replicas: 2
       template:
