@@ -150,9 +150,13 @@ class QueueOnNodeTest : public NodeTest {
     return gates;
   }
 
-  // Kueue admits the group: every pod's gates removed. False when an update keeps failing.
+  // Kueue admits the group: every gated pod's gates removed. False when an update keeps failing.
+  // Kueue keeps an admitted workload's pods ungated, so the test calls this again while the job
+  // stays admitted: a pod of the group made again then (the operator re-makes a pod whose status
+  // is not its own, and the webhook gates it) is let go too.
   bool Admit(const std::string& job) {
     for (const auto& [name, gates] : Gates(job)) {
+      if (gates.empty()) continue;
       bool done = false;
       for (int attempt = 0; attempt < 10 && !done; ++attempt) {
         absl::StatusOr<Json> pod = client_->Get(kube::Pods(), ns(), name);
@@ -218,10 +222,11 @@ TEST_F(QueueOnNodeTest, PodsKueueHoldsBackWaitPastTheTimeoutAndTrainEachTimeThey
     EXPECT_EQ(kube::Label(pod, "kueue.x-k8s.io/managed"), "true") << name;
   }
 
+  // Admitted (and kept so) until the job trains.
   const auto trains = [&] {
-    return State("mnist-mlp") == "Running" && LastGlobalStep(Logs("mnist-mlp-worker-0")) >= 200;
+    return Admit("mnist-mlp") && State("mnist-mlp") == "Running" &&
+           LastGlobalStep(Logs("mnist-mlp-worker-0")) >= 200;
   };
-  ASSERT_TRUE(Admit("mnist-mlp")) << Diagnosis(op.output());
   ASSERT_TRUE(Eventually(trains, std::chrono::minutes(3)))
       << Logs("mnist-mlp-worker-0") << Diagnosis(op.output());
   EXPECT_EQ(Condition("mnist-mlp", "Queued"), "False/Admitted");
@@ -235,15 +240,19 @@ TEST_F(QueueOnNodeTest, PodsKueueHoldsBackWaitPastTheTimeoutAndTrainEachTimeThey
       << out;
   ASSERT_TRUE(Eventually(all_gated, std::chrono::minutes(2))) << Diagnosis(op.output());
   EXPECT_EQ(State("mnist-mlp"), "Queued");  // not Running: its pods wait
-  ASSERT_TRUE(Admit("mnist-mlp")) << Diagnosis(op.output());
   ASSERT_TRUE(Eventually(trains, std::chrono::minutes(3)))
       << Logs("mnist-mlp-worker-0") << Diagnosis(op.output());
   const Json stored = client_->Get(kube::TrainingJobs(), ns(), "mnist-mlp").value_or(Json());
   ASSERT_TRUE(stored.is_object()) << Diagnosis(op.output());
   EXPECT_EQ(stored["status"].value("restartCount", -1), 0) << stored["status"].dump(2);
+  // Queued and admitted twice; a pod the operator re-made for a status not its own (the test
+  // node's kubelet, docs/operator.md) may queue the job once more each.
   const std::string events = EventReasons();
-  EXPECT_EQ(testing::LinesWith(events, "Queued").size(), 2u) << events;
-  EXPECT_EQ(testing::LinesWith(events, "Admitted").size(), 2u) << events;
+  const size_t stale = testing::LinesWith(events, "StaleStatus").size();
+  for (const char* reason : {"Queued", "Admitted"}) {
+    EXPECT_GE(testing::LinesWith(events, reason).size(), 2u) << events;
+    EXPECT_LE(testing::LinesWith(events, reason).size(), 2u + stale) << events;
+  }
   EXPECT_GE(webhook_->requests().size(), 4u);
 }
 
