@@ -6,8 +6,9 @@
 //
 // One thread may read while another writes. Under TLS both go through one OpenSSL connection, so
 // calls into it are serialized by a mutex that is never held while waiting for the socket (the
-// socket is non-blocking; a thread that must wait polls outside the lock). Every wait ends at a
-// deadline. Errors as core/socket.h: UNAVAILABLE for a closed or broken connection (and a failed
+// socket is non-blocking; a thread that must wait polls outside the lock). A write encrypts up to
+// 256 KiB into records under that mutex and sends them with one system call outside it. TLS 1.3
+// prefers AES-128-GCM. Every wait ends at a deadline. Errors as core/socket.h: UNAVAILABLE for a closed or broken connection (and a failed
 // handshake or certificate check, naming why), DEADLINE_EXCEEDED at a deadline.
 #ifndef PSFLOW_CORE_BULK_STREAM_H_
 #define PSFLOW_CORE_BULK_STREAM_H_

@@ -14,18 +14,14 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "core/stream_pattern_testing.h"
 
 namespace psflow {
 namespace {
 
 using std::chrono::milliseconds;
-
-SteadyTime In(milliseconds d) { return SteadyTime::clock::now() + d; }
-
-struct Pair {
-  std::unique_ptr<BulkStream> client;
-  std::unique_ptr<BulkStream> server;
-};
+using testing::In;
+using Pair = testing::StreamPair;
 
 // A connected client and server over a socketpair, handshaken with `token`s.
 Pair Connected(size_t ring_bytes, const std::string& client_token = "t0k3n",
@@ -38,64 +34,12 @@ Pair Connected(size_t ring_bytes, const std::string& client_token = "t0k3n",
   return p;
 }
 
-// Byte i of a stream seeded `seed`.
-uint8_t Pattern(uint64_t i, uint8_t seed) { return static_cast<uint8_t>((i * 131 + seed) >> 3); }
-
-// Writes `total` bytes of the pattern in gathered writes of varied sizes.
-void Send(BulkStream& s, size_t total, uint8_t seed, absl::Status* result) {
-  std::vector<uint8_t> buffer(300000);
-  size_t sent = 0;
-  size_t round = 0;
-  while (sent < total) {
-    const size_t a = std::min(total - sent, size_t{1} + (round * 7919) % 100000);
-    const size_t b = std::min(total - sent - a, (round * 104729) % 150000);
-    for (size_t i = 0; i < a + b; ++i) buffer[i] = Pattern(sent + i, seed);
-    iovec pieces[2] = {{buffer.data(), a}, {buffer.data() + a, b}};
-    *result = s.WriteAll(pieces, In(milliseconds(20000)), "send");
-    if (!result->ok()) return;
-    sent += a + b;
-    ++round;
-  }
-}
-
-// Reads `total` bytes in other sizes, checking each against the pattern.
-void Receive(BulkStream& s, size_t total, uint8_t seed, absl::Status* result) {
-  std::vector<uint8_t> buffer(200000);
-  size_t got = 0;
-  size_t round = 0;
-  while (got < total) {
-    const size_t n = std::min(total - got, size_t{1} + (round * 48611) % 200000);
-    *result = s.ReadAll(buffer.data(), n, In(milliseconds(20000)), "receive");
-    if (!result->ok()) return;
-    for (size_t i = 0; i < n; ++i) {
-      if (buffer[i] != Pattern(got + i, seed)) {
-        *result = absl::DataLossError("byte " + std::to_string(got + i) + " differs");
-        return;
-      }
-    }
-    got += n;
-    ++round;
-  }
-}
-
 TEST(ShmStream, BothWaysAtOnceEveryByteInOrderThroughASmallRing) {
   for (size_t ring : {size_t{4096}, size_t{1} << 20}) {
     Pair p = Connected(ring);
     ASSERT_TRUE(p.server->Handshake(In(milliseconds(2000))).ok());
-    constexpr size_t kBytes = 24 << 20;
-    absl::Status up_sent, up_got, down_sent, down_got;
-    std::thread a([&] { Send(*p.client, kBytes, 1, &up_sent); });
-    std::thread b([&] { Receive(*p.server, kBytes, 1, &up_got); });
-    std::thread c([&] { Send(*p.server, kBytes, 2, &down_sent); });
-    std::thread d([&] { Receive(*p.client, kBytes, 2, &down_got); });
-    a.join();
-    b.join();
-    c.join();
-    d.join();
-    EXPECT_TRUE(up_sent.ok()) << ring << ": " << up_sent;
-    EXPECT_TRUE(up_got.ok()) << ring << ": " << up_got;
-    EXPECT_TRUE(down_sent.ok()) << ring << ": " << down_sent;
-    EXPECT_TRUE(down_got.ok()) << ring << ": " << down_got;
+    const absl::Status s = testing::BothWaysAtOnce(p, 24 << 20);
+    EXPECT_TRUE(s.ok()) << ring << ": " << s;
   }
 }
 

@@ -11,8 +11,8 @@
 #   thread   build-tsan, TSan: the concurrent parts: the ps's state, coordinator and service
 #            (ps_test, ps_grpc_test), the worker's client, background exchange, towers and trainer
 #            (ps_client_test, worker_test's concurrent suites), the CPU thread pool, the
-#            operator's work queue, reconciler and leader election, and its REST client and
-#            informer (kube_test).
+#            operator's work queue, reconciler and leader election, its REST client and
+#            informer (kube_test), and the bulk channel's TLS and shared-memory streams (core_test).
 #
 # Any report fails the run. The only suppressions are in tests/sanitizers/tsan.supp and
 # lsan.supp, each with the reason it is inside gRPC or cpprestsdk. Builds go through ccache when
@@ -59,7 +59,7 @@ thread() {
       "worker_test --gtest_filter=$concurrent_worker" \
       "cpu_kernels_test --gtest_filter=ThreadPool*" \
       "controller_test --gtest_filter=WorkQueue*:LeaderElector*:ReconcilerTest*" \
-      "kube_test" "core_test --gtest_filter=ShmStream*"; do
+      "kube_test" "core_test --gtest_filter=ShmStream*:BulkStreamTls*"; do
     echo "== TSan: $run"
     # shellcheck disable=SC2086
     $bin/$run --gtest_brief=1
