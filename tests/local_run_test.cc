@@ -200,7 +200,7 @@ spec:
 // podFailurePolicy locally: exit-code rules decide before restartPolicy (Never here): exit 42 is
 // restarted without using the backoff budget (0), exit 3 fails the job naming the rule; the
 // pod-condition rule cannot match a process, and the runner says so, as it does of the gang
-// scheduling it ignores.
+// scheduling and the node-level shared memory it ignores.
 TEST(LocalRun, PodFailurePolicyExitCodeRulesDecideAndPodConditionRulesAreSaidNotToApply) {
   const std::string dir = RunDir("rules");
   const std::string path = ::testing::TempDir() + "psflow_rules_job.yaml";
@@ -211,6 +211,7 @@ kind: TrainingJob
 metadata: {name: rules}
 spec:
   runPolicy: {backoffLimit: 0, schedulingPolicy: {gang: volcano}}
+  sharedMemory: {enabled: true}
   replicaSpecs:
     PS: {replicas: 1, template: {spec: {containers: [{command: [psflow-ps]}]}}}
     Worker:
@@ -243,6 +244,12 @@ spec:
   EXPECT_EQ(LinesWith(r.output,
                       "[psflow] spec.runPolicy.schedulingPolicy (gang volcano) is for a cluster's "
                       "gang scheduler: ignored here")
+                .size(),
+            1u)
+      << r.output;
+  EXPECT_EQ(LinesWith(r.output,
+                      "[psflow] spec.sharedMemory is for a cluster's nodes: ignored here, where "
+                      "each ps already serves the workers through shared memory")
                 .size(),
             1u)
       << r.output;

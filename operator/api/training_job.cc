@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "core/status_macros.h"
 #include "worker/models/model_file.h"
 
@@ -318,6 +319,37 @@ absl::StatusOr<NetworkPolicySpec> ParseNetworkPolicy(const YAML::Node& node) {
   return n;
 }
 
+absl::StatusOr<SharedMemorySpec> ParseSharedMemory(const YAML::Node& node) {
+  SharedMemorySpec s;
+  if (!node) return s;
+  if (!node.IsMap()) return Bad("spec.sharedMemory", "must be an object (enabled, hostPath)");
+  for (const auto& field : node) {
+    const std::string key = field.first.as<std::string>();
+    if (key != "enabled" && key != "hostPath") {
+      return Bad("spec.sharedMemory." + key, "unknown field (known: enabled, hostPath)");
+    }
+  }
+  if (node["enabled"]) {
+    ASSIGN_OR_RETURN(s.enabled,
+                     Scalar<bool>(node["enabled"], "spec.sharedMemory.enabled", "a boolean"));
+  }
+  if (node["hostPath"]) {
+    ASSIGN_OR_RETURN(s.host_path,
+                     Scalar<std::string>(node["hostPath"], "spec.sharedMemory.hostPath",
+                                         "a string: a directory of the node"));
+    bool plain = s.host_path.size() > 1 && s.host_path[0] == '/';
+    for (absl::string_view part : absl::StrSplit(s.host_path.substr(1), '/')) {
+      if (part == "." || part == "..") plain = false;
+    }
+    if (!plain) {
+      return Bad("spec.sharedMemory.hostPath",
+                 absl::StrCat("must be an absolute path below / without . or .. parts, not \"",
+                              s.host_path, "\""));
+    }
+  }
+  return s;
+}
+
 absl::StatusOr<SchedulingPolicy> ParseSchedulingPolicy(const YAML::Node& node) {
   SchedulingPolicy s;
   if (!node) return s;
@@ -447,6 +479,7 @@ absl::StatusOr<TrainingJob> Parse(const YAML::Node& doc) {
   }
   ASSIGN_OR_RETURN(job.run_policy, ParseRunPolicy(spec["runPolicy"]));
   ASSIGN_OR_RETURN(job.network_policy, ParseNetworkPolicy(spec["networkPolicy"]));
+  ASSIGN_OR_RETURN(job.shared_memory, ParseSharedMemory(spec["sharedMemory"]));
   if (const YAML::Node sp = spec["successPolicy"]) {
     ASSIGN_OR_RETURN(job.success_policy,
                      EnumValue<SuccessPolicy>(sp, "spec.successPolicy",

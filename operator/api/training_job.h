@@ -122,6 +122,16 @@ struct NetworkPolicySpec {
   bool enabled = false;
 };
 
+// spec.sharedMemory: tensor bytes between a ps task and the replicas on its node through shared
+// memory instead of TCP (controller/shared_memory_channel.h). Off by default: it takes a hostPath
+// volume, which the baseline and restricted Pod Security Standards refuse. `psflow run` ignores it
+// (its replicas always share a host: it uses shared memory unless a network is emulated).
+struct SharedMemorySpec {
+  bool enabled = false;
+  // The directory on each node that holds the ps tasks' sockets (made if missing).
+  std::string host_path = "/run/psflow";
+};
+
 struct TrainingJob {
   std::string name;
   std::string namespace_ = "default";
@@ -137,6 +147,7 @@ struct TrainingJob {
   // spec.tls.enabled (default true): mutual TLS between every replica and the ps tasks, with
   // certificates of a CA made for the job; false opts out (plaintext, with a Warning).
   bool tls = true;
+  SharedMemorySpec shared_memory;
 
   int Replicas(ReplicaType type) const;
 };
@@ -146,9 +157,10 @@ struct TrainingJob {
 // replicas, more than MaxReplicas of a type, no Worker or Chief replica, a replica spec with no
 // container, bad enum values, a checkpoint on a replica other than PS or a persistentVolumeClaim
 // one without claimName, a networkPolicy.metricsFrom that is not a list of objects, a spec.tls
-// that is not {enabled: <boolean>}; a spec.modelFile that is not a valid model file (its error,
-// "spec.modelFile:<line>: ...") or beside a --model, --model_file or --model_config in the args of
-// a Chief, Worker or Evaluator.
+// that is not {enabled: <boolean>}; a spec.sharedMemory that is not {enabled: <boolean>,
+// hostPath: <an absolute path without "." or ".." parts>}; a spec.modelFile that is not a valid
+// model file (its error, "spec.modelFile:<line>: ...") or beside a --model, --model_file or
+// --model_config in the args of a Chief, Worker or Evaluator.
 absl::StatusOr<TrainingJob> ParseTrainingJob(absl::string_view yaml, absl::string_view source);
 
 // Reads then parses a file; NOT_FOUND when it cannot be read.

@@ -47,4 +47,10 @@ void SetMount(json& container, const std::string& volume_name, const std::string
   mounts.push_back({{"name", volume_name}, {"mountPath", mount_path}});
 }
 
+void SetEnv(json& container, const std::string& name, const std::string& value) {
+  json& env = ArrayAt(container, "env");
+  EraseWhere(env, "name", name);
+  env.push_back({{"name", name}, {"value", value}});
+}
+
 }  // namespace psflow::controller

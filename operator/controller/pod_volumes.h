@@ -1,5 +1,5 @@
-// Small edits of a pod spec (core/v1 PodSpec as JSON) that add volumes without undoing the
-// template's: what the operator adds to a replica's pod besides its env and ports.
+// Small edits of a pod spec (core/v1 PodSpec as JSON) and its containers that add volumes and env
+// without undoing the rest of the template's: what the operator adds to a replica's pod.
 #ifndef PSFLOW_OPERATOR_CONTROLLER_POD_VOLUMES_H_
 #define PSFLOW_OPERATOR_CONTROLLER_POD_VOLUMES_H_
 
@@ -17,6 +17,9 @@ bool MountsAt(const nlohmann::json& container, const std::string& mount_path);
 // Mounts volume `volume_name` at `mount_path` in the container, replacing any mount there.
 void SetMount(nlohmann::json& container, const std::string& volume_name,
               const std::string& mount_path);
+
+// Sets env `name` on the container, replacing any value the template gave it.
+void SetEnv(nlohmann::json& container, const std::string& name, const std::string& value);
 
 }  // namespace psflow::controller
 

@@ -9,6 +9,8 @@
 #include "operator/controller/job_model.h"
 #include "operator/controller/pod_group.h"
 #include "operator/controller/pod_security.h"
+#include "operator/controller/pod_volumes.h"
+#include "operator/controller/shared_memory_channel.h"
 #include "operator/kube/object_meta.h"
 #include "operator/kube/resource.h"
 
@@ -46,22 +48,6 @@ bool Named(const json& entry, absl::string_view name) {
   if (!entry.is_object()) return false;
   auto it = entry.find("name");
   return it != entry.end() && it->is_string() && it->get_ref<const std::string&>() == name;
-}
-
-// Sets env `name` on the container, replacing any value the template gave it.
-void SetEnv(json& container, const std::string& name, const std::string& value) {
-  if (!container.contains("env") || !container["env"].is_array()) {
-    container["env"] = json::array();
-  }
-  json& env = container["env"];
-  for (auto it = env.begin(); it != env.end();) {
-    if (Named(*it, name)) {
-      it = env.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  env.push_back({{"name", name}, {"value", value}});
 }
 
 // The port named `name` on the container, adding it with `default_port` when missing.
@@ -156,6 +142,9 @@ json BuildPod(const json& job_object, const api::TrainingJob& job, api::ReplicaT
   }
   // Last of the args: its --checkpoint_dir wins over one the template passes.
   if (replica.checkpoint) AddCheckpointVolume(*replica.checkpoint, spec, main);
+  if (job.shared_memory.enabled) {
+    AddSharedMemoryChannel(job.shared_memory, kube::Uid(job_object), type, index, spec, main);
+  }
   ApplyRestrictedSecurity(spec, main);
   JoinPodGroup(job, type, pod["metadata"], spec);
   JoinKueuePodGroup(job_object, job, pod["metadata"]);

@@ -68,6 +68,37 @@ TEST_F(ExamplesOnNodeTest, MnistMlpExampleSucceedsInContainers) {
   std::cout << "chief: " << done[0] << "\n";
 }
 
+// spec.sharedMemory on the real node (issue 27): the ps and both workers share the node, so the
+// workers take the ps's socket in the node's directory and move tensor bytes through shared
+// memory; the directory is the test's own (not the default /run/psflow), made by the kubelet and
+// opened (mode 1777) by the ps pod's init container; the ps removes its socket when it stops.
+TEST_F(ExamplesOnNodeTest, MnistMlpWithSharedMemoryTrainsThroughTheNodesSocket) {
+  Json job = JobOnNode("deploy/examples/mnist-mlp.yaml");
+  ASSERT_TRUE(job.is_object()) << job;
+  const std::filesystem::path dir = "/run/psflow-test-" + ns();
+  std::filesystem::remove_all(dir);
+  job["spec"]["sharedMemory"] = {{"enabled", true}, {"hostPath", dir.string()}};
+  ASSERT_TRUE(client_->Create(kube::TrainingJobs(), ns(), job).ok());
+  OperatorProcess op(plane_->kubeconfig(), "op-node-shm", ns(), {"--namespace=" + ns()});
+
+  ASSERT_EQ(WaitForEnd("mnist-mlp", kJobTimeout), "Succeeded") << Diagnosis(op.output());
+  for (const char* worker : {"mnist-mlp-worker-0", "mnist-mlp-worker-1"}) {
+    const std::string log = Logs(worker);
+    EXPECT_EQ(testing::LinesWith(log, "through shared memory").size(), 1u) << worker << ":\n"
+                                                                           << log;
+  }
+  std::error_code error;
+  const auto status = std::filesystem::status(dir, error);
+  ASSERT_FALSE(error) << dir << ": " << error.message();
+  EXPECT_EQ(status.permissions() & std::filesystem::perms::mask,
+            std::filesystem::perms::all | std::filesystem::perms::sticky_bit);
+  // The ps pod stops (SIGTERM) once the job succeeds, and takes its socket with it.
+  const auto emptied = [&] { return std::filesystem::is_empty(dir, error) && !error; };
+  EXPECT_TRUE(Eventually(emptied, std::chrono::seconds(60)))
+      << "left in " << dir << "; " << Diagnosis(op.output());
+  std::filesystem::remove_all(dir, error);
+}
+
 // Issue 29: a worker asking for more CPU than the node has stayed Pending and the job said
 // nothing. Now the real scheduler's message reaches the job's Unschedulable condition and a
 // Warning event, and runPolicy.schedulingTimeoutSeconds fails the job with it.
