@@ -7,7 +7,6 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <poll.h>
-#include <signal.h>
 
 #include <algorithm>
 #include <mutex>
@@ -62,7 +61,11 @@ class PlainStream final : public BulkStream {
 // The stream sends them itself, outside the lock, many records per send.
 int SinkWrite(BIO* bio, const char* data, int size) {
   auto* out = static_cast<std::vector<char>*>(BIO_get_data(bio));
-  out->insert(out->end(), data, data + size);
+  try {  // no exception may cross OpenSSL's C frames
+    out->insert(out->end(), data, data + size);
+  } catch (const std::bad_alloc&) {
+    return -1;
+  }
   return size;
 }
 long SinkControl(BIO*, int command, long, void*) { return command == BIO_CTRL_FLUSH ? 1 : 0; }
@@ -73,6 +76,7 @@ int SinkCreate(BIO* bio) {
 BIO_METHOD* SinkMethod() {
   static BIO_METHOD* const method = [] {
     BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "psflow bulk sink");
+    if (m == nullptr) return m;  // BIO_new(nullptr) fails, and so does the stream, saying so
     BIO_meth_set_write(m, SinkWrite);
     BIO_meth_set_ctrl(m, SinkControl);
     BIO_meth_set_create(m, SinkCreate);
@@ -89,10 +93,12 @@ class TlsStream final : public BulkStream {
     fcntl(socket_.fd(), F_SETFL, flags | O_NONBLOCK);
     ssl_ = SSL_new(static_cast<SSL_CTX*>(tls_context_->native()));
     BIO* in = BIO_new_socket(socket_.fd(), BIO_NOCLOSE);
-    BIO* out = BIO_new(SinkMethod());
-    if (ssl_ == nullptr || in == nullptr || out == nullptr) {
+    BIO* out = SinkMethod() != nullptr ? BIO_new(SinkMethod()) : nullptr;
+    if (ssl_ == nullptr || in == nullptr || out == nullptr) {  // Handshake says so
       BIO_free(in);
       BIO_free(out);
+      SSL_free(ssl_);
+      ssl_ = nullptr;
       return;
     }
     BIO_set_data(out, &pending_);
@@ -203,6 +209,19 @@ class TlsStream final : public BulkStream {
     return s;
   }
 
+  // Sends, within 100 ms, what OpenSSL wrote while reading: after a read fails, the alert that
+  // tells the peer why. Not when a write is under way (it sends it with its next batch). (A
+  // KeyUpdate's answer also waits for the next write: psflow's peers never ask for one.)
+  void SendWhatAReadWrote() {
+    std::unique_lock sending(send_mu_, std::try_to_lock);
+    if (!sending.owns_lock()) return;
+    {
+      std::lock_guard lock(mu_);
+      sending_.swap(pending_);
+    }
+    SendTaken(SteadyTime::clock::now() + std::chrono::milliseconds(100), "TLS alert").IgnoreError();
+  }
+
   // Moves every byte of `pieces` through `op` (SSL_read into them), waiting for the socket as
   // OpenSSL asks. `ended` (when not null): set, with OK, when the peer closed before the first
   // byte.
@@ -232,6 +251,7 @@ class TlsStream final : public BulkStream {
           *ended = true;
           return absl::OkStatus();
         }
+        if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE) SendWhatAReadWrote();
         if (absl::Status s = Wait(err, deadline, what, total - done); !s.ok()) return s;
       }
     }
@@ -274,11 +294,8 @@ class TlsStream final : public BulkStream {
 absl::StatusOr<std::shared_ptr<const BulkTlsContext>> BulkTlsContext::Make(
     const TransportSecurity& security, Role role) {
   if (!security.tls()) return absl::InvalidArgumentError("TLS context without TLS settings");
-  // OpenSSL writes to the socket with write(2), which raises SIGPIPE on a connection the peer
-  // closed: that must be an error on this connection, not the end of the process (the plain
-  // stream's sendmsg passes MSG_NOSIGNAL instead).
-  static std::once_flag ignore_sigpipe;
-  std::call_once(ignore_sigpipe, [] { signal(SIGPIPE, SIG_IGN); });
+  // OpenSSL never writes to the socket (its records go to the stream's sink, which sends them
+  // with MSG_NOSIGNAL), so a peer that closed costs an error, never a SIGPIPE.
   SSL_CTX* ctx = SSL_CTX_new(role == Role::kClient ? TLS_client_method() : TLS_server_method());
   if (ctx == nullptr) return absl::InvalidArgumentError("TLS: " + SslErrors());
   std::shared_ptr<const BulkTlsContext> out(new BulkTlsContext(ctx, role));

@@ -8,8 +8,9 @@
 // calls into it are serialized by a mutex that is never held while waiting for the socket (the
 // socket is non-blocking; a thread that must wait polls outside the lock). A write encrypts up to
 // 256 KiB into records under that mutex and sends them with one system call outside it. TLS 1.3
-// prefers AES-128-GCM. Every wait ends at a deadline. Errors as core/socket.h: UNAVAILABLE for a closed or broken connection (and a failed
-// handshake or certificate check, naming why), DEADLINE_EXCEEDED at a deadline.
+// prefers AES-128-GCM. Every wait ends at a deadline. Errors as core/socket.h: UNAVAILABLE for a
+// closed or broken connection (and a failed handshake or certificate check, naming why),
+// DEADLINE_EXCEEDED at a deadline.
 #ifndef PSFLOW_CORE_BULK_STREAM_H_
 #define PSFLOW_CORE_BULK_STREAM_H_
 
@@ -28,9 +29,7 @@
 namespace psflow {
 
 // TLS settings shared by a process's bulk connections of one role: the CA to trust, the
-// certificate and key to present, TLS 1.3 only, no session tickets. Thread-safe. Making the first
-// one sets SIGPIPE to be ignored in the process (OpenSSL writes with write(2): a peer that closed
-// must cost an error, not the process).
+// certificate and key to present, TLS 1.3 only, no session tickets. Thread-safe.
 class BulkTlsContext {
  public:
   enum class Role { kClient, kServer };
