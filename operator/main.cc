@@ -28,6 +28,7 @@
 #include "operator/controller/leader_election.h"
 #include "operator/controller/operator_metrics.h"
 #include "operator/controller/replica_objects.h"
+#include "operator/controller/shared_memory_channel.h"
 #include "operator/kube/kubeconfig.h"
 #include "operator/kube/rest_client.h"
 
@@ -57,6 +58,10 @@ ABSL_FLAG(double, throughput_interval_s, 30,
           "Seconds between scrapes of the running jobs' worker /metrics for status.throughput "
           "(the WORDS/S and EXAMPLES/S columns); 0: off");
 ABSL_FLAG(std::string, log_format, "text", "Log lines: text or json");
+ABSL_FLAG(std::string, shared_memory_dir, psflow::controller::kDefaultSharedMemoryDir,
+          "The directory of each node under which a job with spec.sharedMemory gets its own "
+          "(<dir>/<job uid>, a hostPath volume of its pods, made mode 1777) for its ps tasks' "
+          "sockets");
 
 namespace {
 
@@ -134,6 +139,11 @@ int main(int argc, char** argv) {
     return Fail(absl::StrCat("--log_format=", log_format, ": must be text or json"));
   }
   if (absl::GetFlag(FLAGS_workers) < 1) return Fail("--workers must be at least 1");
+  if (absl::Status s =
+          psflow::controller::CheckSharedMemoryDir(absl::GetFlag(FLAGS_shared_memory_dir));
+      !s.ok()) {
+    return Fail(absl::StrCat("--shared_memory_dir: ", s.message()));
+  }
   if (!(absl::GetFlag(FLAGS_throughput_interval_s) >= 0)) {
     return Fail("--throughput_interval_s must be 0 (off) or a number of seconds");
   }
@@ -195,6 +205,7 @@ int main(int argc, char** argv) {
   options.workers = absl::GetFlag(FLAGS_workers);
   options.watch_timeout_seconds = absl::GetFlag(FLAGS_watch_timeout_s);
   options.throughput_interval = absl::Seconds(absl::GetFlag(FLAGS_throughput_interval_s));
+  options.reconciler.shared_memory_dir = absl::GetFlag(FLAGS_shared_memory_dir);
 
   // /readyz: a standby replica is ready (healthy, waiting); the leader once its caches synced.
   std::mutex active_mu;

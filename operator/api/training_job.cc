@@ -10,7 +10,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "core/status_macros.h"
 #include "worker/models/model_file.h"
 
@@ -322,30 +321,17 @@ absl::StatusOr<NetworkPolicySpec> ParseNetworkPolicy(const YAML::Node& node) {
 absl::StatusOr<SharedMemorySpec> ParseSharedMemory(const YAML::Node& node) {
   SharedMemorySpec s;
   if (!node) return s;
-  if (!node.IsMap()) return Bad("spec.sharedMemory", "must be an object (enabled, hostPath)");
+  if (!node.IsMap()) return Bad("spec.sharedMemory", "must be an object (enabled)");
   for (const auto& field : node) {
     const std::string key = field.first.as<std::string>();
-    if (key != "enabled" && key != "hostPath") {
-      return Bad("spec.sharedMemory." + key, "unknown field (known: enabled, hostPath)");
+    if (key != "enabled") {
+      // No hostPath: the node's directory is the operator's to choose (--shared_memory_dir).
+      return Bad("spec.sharedMemory." + key, "unknown field (known: enabled)");
     }
   }
   if (node["enabled"]) {
     ASSIGN_OR_RETURN(s.enabled,
                      Scalar<bool>(node["enabled"], "spec.sharedMemory.enabled", "a boolean"));
-  }
-  if (node["hostPath"]) {
-    ASSIGN_OR_RETURN(s.host_path,
-                     Scalar<std::string>(node["hostPath"], "spec.sharedMemory.hostPath",
-                                         "a string: a directory of the node"));
-    bool plain = s.host_path.size() > 1 && s.host_path[0] == '/';
-    for (absl::string_view part : absl::StrSplit(s.host_path.substr(1), '/')) {
-      if (part == "." || part == "..") plain = false;
-    }
-    if (!plain) {
-      return Bad("spec.sharedMemory.hostPath",
-                 absl::StrCat("must be an absolute path below / without . or .. parts, not \"",
-                              s.host_path, "\""));
-    }
   }
   return s;
 }

@@ -124,12 +124,11 @@ struct NetworkPolicySpec {
 
 // spec.sharedMemory: tensor bytes between a ps task and the replicas on its node through shared
 // memory instead of TCP (controller/shared_memory_channel.h). Off by default: it takes a hostPath
-// volume, which the baseline and restricted Pod Security Standards refuse. `psflow run` ignores it
-// (its replicas always share a host: it uses shared memory unless a network is emulated).
+// volume, which the baseline and restricted Pod Security Standards refuse. Which directory of
+// the node is the operator's to say (--shared_memory_dir), never the job's. `psflow run` ignores
+// it (its replicas always share a host: it uses shared memory unless a network is emulated).
 struct SharedMemorySpec {
   bool enabled = false;
-  // The directory on each node that holds the ps tasks' sockets (made if missing).
-  std::string host_path = "/run/psflow";
 };
 
 struct TrainingJob {
@@ -157,8 +156,8 @@ struct TrainingJob {
 // replicas, more than MaxReplicas of a type, no Worker or Chief replica, a replica spec with no
 // container, bad enum values, a checkpoint on a replica other than PS or a persistentVolumeClaim
 // one without claimName, a networkPolicy.metricsFrom that is not a list of objects, a spec.tls
-// that is not {enabled: <boolean>}; a spec.sharedMemory that is not {enabled: <boolean>,
-// hostPath: <an absolute path without "." or ".." parts>}; a spec.modelFile that is not a valid
+// that is not {enabled: <boolean>}; a spec.sharedMemory that is not {enabled: <boolean>}; a
+// spec.modelFile that is not a valid
 // model file (its error, "spec.modelFile:<line>: ...") or beside a --model, --model_file or
 // --model_config in the args of a Chief, Worker or Evaluator.
 absl::StatusOr<TrainingJob> ParseTrainingJob(absl::string_view yaml, absl::string_view source);

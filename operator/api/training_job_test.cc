@@ -75,20 +75,13 @@ TEST(TrainingJob, SpecTlsEnabledFalseOptsOutOfMutualTls) {
   EXPECT_TRUE(on->tls);
 }
 
-TEST(TrainingJob, SpecSharedMemoryIsOffByDefaultAndNamesANodeDirectory) {
+TEST(TrainingJob, SpecSharedMemoryIsOffByDefault) {
   auto none = ParseTrainingJob(kValid, "job.yaml");
   ASSERT_TRUE(none.ok()) << none.status();
   EXPECT_FALSE(none->shared_memory.enabled);
-  EXPECT_EQ(none->shared_memory.host_path, "/run/psflow");
   auto on = ParseTrainingJob(std::string(kValid) + "  sharedMemory: {enabled: true}\n", "job.yaml");
   ASSERT_TRUE(on.ok()) << on.status();
   EXPECT_TRUE(on->shared_memory.enabled);
-  EXPECT_EQ(on->shared_memory.host_path, "/run/psflow");
-  auto at = ParseTrainingJob(
-      std::string(kValid) + "  sharedMemory: {enabled: true, hostPath: /var/run/psflow-x}\n",
-      "job.yaml");
-  ASSERT_TRUE(at.ok()) << at.status();
-  EXPECT_EQ(at->shared_memory.host_path, "/var/run/psflow-x");
 }
 
 // spec.modelFile: a model file's text, checked as the worker checks it, and the only model the
@@ -178,18 +171,14 @@ TEST(TrainingJob, BadManifestsGiveOneLineNamingTheField) {
        "spec.tls.enable: unknown field (known: enabled)"},
       {head + "spec:\n  tls: false\n  replicaSpecs:\n" + worker, "spec.tls: must be an object"},
       {head + "spec:\n  sharedMemory: true\n  replicaSpecs:\n" + worker,
-       "spec.sharedMemory: must be an object (enabled, hostPath)"},
+       "spec.sharedMemory: must be an object (enabled)"},
       {head + "spec:\n  sharedMemory: {enabled: yes please}\n  replicaSpecs:\n" + worker,
        "spec.sharedMemory.enabled: must be a boolean"},
-      {head + "spec:\n  sharedMemory: {path: /run}\n  replicaSpecs:\n" + worker,
-       "spec.sharedMemory.path: unknown field (known: enabled, hostPath)"},
-      {head + "spec:\n  sharedMemory: {hostPath: run/psflow}\n  replicaSpecs:\n" + worker,
-       "spec.sharedMemory.hostPath: must be an absolute path below / without . or .. parts, not "
-       "\"run/psflow\""},
-      {head + "spec:\n  sharedMemory: {hostPath: /run/../etc}\n  replicaSpecs:\n" + worker,
-       "spec.sharedMemory.hostPath: must be an absolute path"},
-      {head + "spec:\n  sharedMemory: {hostPath: /}\n  replicaSpecs:\n" + worker,
-       "spec.sharedMemory.hostPath: must be an absolute path"},
+      // The node's directory is the operator's (--shared_memory_dir), not the job author's.
+      {head + "spec:\n  sharedMemory: {enabled: true, hostPath: /etc}\n  replicaSpecs:\n" + worker,
+       "spec.sharedMemory.hostPath: unknown field (known: enabled)"},
+      {head + "spec:\n  sharedMemory: {hostPath: \"\"}\n  replicaSpecs:\n" + worker,
+       "spec.sharedMemory.hostPath: unknown field (known: enabled)"},
   };
   for (const Case& c : cases) {
     auto job = ParseTrainingJob(c.yaml, "bad.yaml");

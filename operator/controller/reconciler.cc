@@ -921,7 +921,8 @@ void Reconciler::MakePods(Pass& pass, const CreationPlan& plan, Made& made) {
   std::mutex mu;
   // Each pod is built when its turn comes: a large job never holds every pod at once.
   const auto make = [&](const ReplicaSlot& slot) -> absl::Status {
-    const Json pod = BuildPod(*pass.object, pass.job, slot.first, slot.second);
+    const Json pod =
+        BuildPod(*pass.object, pass.job, slot.first, slot.second, options_.shared_memory_dir);
     absl::StatusOr<Json> out = client_.Create(kube::Pods(), pass.ns, pod);
     if (out.ok()) {
       std::lock_guard<std::mutex> lock(mu);

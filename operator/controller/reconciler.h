@@ -68,6 +68,7 @@
 #include "operator/controller/event_recorder.h"
 #include "operator/controller/expectations.h"
 #include "operator/controller/job_decision.h"
+#include "operator/controller/shared_memory_channel.h"
 #include "operator/controller/throughput_rate.h"
 #include "operator/kube/kube_client.h"
 
@@ -85,6 +86,8 @@ struct ReconcilerOptions {
   // The latest measured throughput of a job ("namespace/name"), nullopt when none; called from
   // the reconcile workers, so thread-safe. Empty: nothing measured (status.throughput is kept).
   std::function<std::optional<Throughput>(const std::string& key)> throughput;
+  // The node directory under which a job with spec.sharedMemory gets its own (BuildPod).
+  std::string shared_memory_dir = kDefaultSharedMemoryDir;
 };
 
 struct ReconcileResult {

@@ -97,8 +97,8 @@ std::string WorkerSelector(const std::string& job_name) {
                       api::TaskTypeName(api::ReplicaType::kWorker));
 }
 
-json BuildPod(const json& job_object, const api::TrainingJob& job, api::ReplicaType type,
-              int index) {
+json BuildPod(const json& job_object, const api::TrainingJob& job, api::ReplicaType type, int index,
+              const std::string& shared_memory_dir) {
   const json& tmpl = Template(job_object, type);
   json pod = {{"apiVersion", "v1"}, {"kind", "Pod"}};
   pod["metadata"] =
@@ -143,7 +143,7 @@ json BuildPod(const json& job_object, const api::TrainingJob& job, api::ReplicaT
   // Last of the args: its --checkpoint_dir wins over one the template passes.
   if (replica.checkpoint) AddCheckpointVolume(*replica.checkpoint, spec, main);
   if (job.shared_memory.enabled) {
-    AddSharedMemoryChannel(job.shared_memory, kube::Uid(job_object), type, index, spec, main);
+    AddSharedMemoryChannel(shared_memory_dir, kube::Uid(job_object), type, index, spec, main);
   }
   ApplyRestrictedSecurity(spec, main);
   JoinPodGroup(job, type, pod["metadata"], spec);

@@ -8,7 +8,8 @@
 // PSFLOW_REPLICA_TYPE, PSFLOW_REPLICA_INDEX, PSFLOW_METRICS_PORT, and the ports "psflow-port"
 // (default 2222) and "metrics" (default 9100) when the template does not declare them; on a ps
 // pod also the port "psflow-bulk" (default psflow-port + 1) and PSFLOW_BULK_PORT naming it; a ps
-// pod's checkpoint volume (checkpoint_volume.h); with spec.tls.enabled, the replica's
+// pod's checkpoint volume (checkpoint_volume.h); with spec.sharedMemory, the node's socket
+// directory (shared_memory_channel.h); with spec.tls.enabled, the replica's
 // certificates mounted and its TLS flags (job_certificates.h); the restricted security defaults
 // (pod_security.h); with a gang scheduler, what makes it a member of the job's PodGroup
 // (pod_group.h). Its spec.hostname is the replica's name and spec.subdomain the job's Service,
@@ -25,6 +26,7 @@
 #include <string>
 
 #include "operator/api/training_job.h"
+#include "operator/controller/shared_memory_channel.h"
 
 namespace psflow::controller {
 
@@ -46,8 +48,10 @@ nlohmann::json JobOwnerReference(const nlohmann::json& job_object, const api::Tr
 // `job_object` is the TrainingJob as stored (its metadata.uid and spec.replicaSpecs.<T>.template
 // are read); `job` is its parsed form.
 
+// `shared_memory_dir`: the node directory of spec.sharedMemory (shared_memory_channel.h).
 nlohmann::json BuildPod(const nlohmann::json& job_object, const api::TrainingJob& job,
-                        api::ReplicaType type, int index);
+                        api::ReplicaType type, int index,
+                        const std::string& shared_memory_dir = kDefaultSharedMemoryDir);
 nlohmann::json BuildService(const nlohmann::json& job_object, const api::TrainingJob& job);
 
 // The job's Service: "<job>".

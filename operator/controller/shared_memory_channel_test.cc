@@ -1,5 +1,6 @@
-// What BuildPod adds for spec.sharedMemory: the node's socket directory on every pod, the socket
-// on the ps, and the init container that lets the ps's user make it.
+// What BuildPod adds for spec.sharedMemory: the job's socket directory of the node on every pod,
+// the socket on the ps, and the init container that lets the ps's user make it; and the check of
+// the operator's --shared_memory_dir.
 #include "operator/controller/shared_memory_channel.h"
 
 #include <gtest/gtest.h>
@@ -14,7 +15,7 @@ namespace {
 
 using nlohmann::json;
 
-// The test job with spec.sharedMemory `shared_memory` (JSON), its ps container `ps`.
+// The test job (uid u-1) with spec.sharedMemory `shared_memory` (JSON), its ps container `ps`.
 TestJob SharedMemoryJob(const std::string& shared_memory, json ps) {
   TestJob job = MakeTestJob({{"spec", {{"containers", json::array({std::move(ps)})}}}});
   job.object["spec"]["sharedMemory"] = json::parse(shared_memory);
@@ -34,17 +35,18 @@ std::string Env(const json& container, const std::string& name) {
 
 TEST(SharedMemoryChannel, EveryPodMountsTheNodesDirectoryAndThePsListensThere) {
   const TestJob job =
-      SharedMemoryJob(R"({"enabled": true, "hostPath": "/var/run/psflow-x"})",
+      SharedMemoryJob(R"({"enabled": true})",
                       {{"name", "psflow"}, {"image", "psflow/ps:1"}, {"imagePullPolicy", "Never"}});
   const json volume = json::parse(R"({"name": "psflow-bulk-sockets",
-      "hostPath": {"path": "/var/run/psflow-x", "type": "DirectoryOrCreate"}})");
+      "hostPath": {"path": "/var/run/psflow-x/u-1", "type": "DirectoryOrCreate"}})");
   const json mount =
       json::parse(R"({"name": "psflow-bulk-sockets", "mountPath": "/run/psflow-bulk"})");
 
-  const json ps = BuildPod(job.object, job.parsed, api::ReplicaType::kPS, 0)["spec"];
+  const json ps =
+      BuildPod(job.object, job.parsed, api::ReplicaType::kPS, 0, "/var/run/psflow-x")["spec"];
   EXPECT_EQ(ps["volumes"][0], volume);
   EXPECT_EQ(ps["containers"][0]["volumeMounts"][0], mount);
-  EXPECT_EQ(Env(ps["containers"][0], "PSFLOW_BULK_SOCKET"), "/run/psflow-bulk/u-1-ps-0.sock");
+  EXPECT_EQ(Env(ps["containers"][0], "PSFLOW_BULK_SOCKET"), "/run/psflow-bulk/ps-0.sock");
   ASSERT_EQ(ps["initContainers"].size(), 1u);
   EXPECT_EQ(ps["initContainers"][0], json::parse(R"({"name": "psflow-bulk-sockets",
       "image": "psflow/ps:1", "imagePullPolicy": "Never",
@@ -56,7 +58,8 @@ TEST(SharedMemoryChannel, EveryPodMountsTheNodesDirectoryAndThePsListensThere) {
   EXPECT_EQ(ps["securityContext"]["runAsUser"], 65532);
   EXPECT_EQ(ps["securityContext"]["runAsNonRoot"], true);
 
-  const json worker = BuildPod(job.object, job.parsed, api::ReplicaType::kWorker, 0)["spec"];
+  const json worker =
+      BuildPod(job.object, job.parsed, api::ReplicaType::kWorker, 0, "/var/run/psflow-x")["spec"];
   EXPECT_EQ(worker["volumes"][0], volume);
   EXPECT_EQ(worker["containers"][0]["volumeMounts"][0], mount);
   EXPECT_EQ(Env(worker["containers"][0], "PSFLOW_BULK_SOCKET"), "");
@@ -64,7 +67,7 @@ TEST(SharedMemoryChannel, EveryPodMountsTheNodesDirectoryAndThePsListensThere) {
 }
 
 TEST(SharedMemoryChannel, OffByDefaultAndWhenDisabled) {
-  for (const char* spec : {R"({})", R"({"enabled": false, "hostPath": "/run/x"})"}) {
+  for (const char* spec : {R"({})", R"({"enabled": false})"}) {
     const TestJob job = SharedMemoryJob(spec, {{"name", "psflow"}, {"image", "p"}});
     for (api::ReplicaType type : {api::ReplicaType::kPS, api::ReplicaType::kWorker}) {
       const json pod = BuildPod(job.object, job.parsed, type, 0)["spec"];
@@ -84,14 +87,28 @@ TEST(SharedMemoryChannel, TheOperatorsSocketReplacesTheTemplatesAndItsInitComesF
   job.object["spec"]["replicaSpecs"]["PS"]["template"]["spec"]["initContainers"] =
       json::array({{{"name", "fetch"}, {"image", "f"}}});
   const json ps = BuildPod(job.object, job.parsed, api::ReplicaType::kPS, 2)["spec"];
-  EXPECT_EQ(Env(ps["containers"][0], "PSFLOW_BULK_SOCKET"), "/run/psflow-bulk/u-1-ps-2.sock");
+  EXPECT_EQ(Env(ps["containers"][0], "PSFLOW_BULK_SOCKET"), "/run/psflow-bulk/ps-2.sock");
   int sockets = 0;  // one PSFLOW_BULK_SOCKET, the operator's
   for (const json& e : ps["containers"][0]["env"]) sockets += e["name"] == "PSFLOW_BULK_SOCKET";
   EXPECT_EQ(sockets, 1);
   ASSERT_EQ(ps["initContainers"].size(), 2u);
   EXPECT_EQ(ps["initContainers"][0]["name"], "psflow-bulk-sockets");
   EXPECT_EQ(ps["initContainers"][1]["name"], "fetch");
-  EXPECT_EQ(ps["volumes"][0]["hostPath"]["path"], "/run/psflow");
+  EXPECT_EQ(ps["volumes"][0]["hostPath"]["path"], "/run/psflow/u-1");  // the default directory
+}
+
+// --shared_memory_dir: the operator's, checked when it starts.
+TEST(SharedMemoryChannel, TheNodeDirectoryIsAnAbsolutePathWithoutDotParts) {
+  for (const char* good : {"/run/psflow", "/var/lib/psflow/", "/a"}) {
+    EXPECT_TRUE(CheckSharedMemoryDir(good).ok()) << good;
+  }
+  for (const char* bad : {"", "/", "run/psflow", "/run/../etc", "/run/./psflow", "/.."}) {
+    const absl::Status s = CheckSharedMemoryDir(bad);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_EQ(s.message(), std::string("the shared-memory directory must be an absolute path "
+                                       "below / without . or .. parts, not \"") +
+                               bad + "\"");
+  }
 }
 
 }  // namespace

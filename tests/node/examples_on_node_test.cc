@@ -69,17 +69,21 @@ TEST_F(ExamplesOnNodeTest, MnistMlpExampleSucceedsInContainers) {
 }
 
 // spec.sharedMemory on the real node (issue 27): the ps and both workers share the node, so the
-// workers take the ps's socket in the node's directory and move tensor bytes through shared
-// memory; the directory is the test's own (not the default /run/psflow), made by the kubelet and
-// opened (mode 1777) by the ps pod's init container; the ps removes its socket when it stops.
+// workers take the ps's socket in the job's directory of the node and move tensor bytes through
+// shared memory. The operator's --shared_memory_dir is the test's own (not the default
+// /run/psflow); the job's directory under it, <dir>/<job uid>, is made by the kubelet and opened
+// (mode 1777) by the ps pod's init container; the ps removes its socket when it stops.
 TEST_F(ExamplesOnNodeTest, MnistMlpWithSharedMemoryTrainsThroughTheNodesSocket) {
   Json job = JobOnNode("deploy/examples/mnist-mlp.yaml");
   ASSERT_TRUE(job.is_object()) << job;
-  const std::filesystem::path dir = "/run/psflow-test-" + ns();
-  std::filesystem::remove_all(dir);
-  job["spec"]["sharedMemory"] = {{"enabled", true}, {"hostPath", dir.string()}};
-  ASSERT_TRUE(client_->Create(kube::TrainingJobs(), ns(), job).ok());
-  OperatorProcess op(plane_->kubeconfig(), "op-node-shm", ns(), {"--namespace=" + ns()});
+  const std::filesystem::path base = "/run/psflow-test-" + ns();
+  std::filesystem::remove_all(base);
+  job["spec"]["sharedMemory"] = {{"enabled", true}};
+  const absl::StatusOr<Json> made = client_->Create(kube::TrainingJobs(), ns(), job);
+  ASSERT_TRUE(made.ok()) << made.status();
+  const std::filesystem::path dir = base / kube::Uid(*made);
+  OperatorProcess op(plane_->kubeconfig(), "op-node-shm", ns(),
+                     {"--namespace=" + ns(), "--shared_memory_dir=" + base.string()});
 
   ASSERT_EQ(WaitForEnd("mnist-mlp", kJobTimeout), "Succeeded") << Diagnosis(op.output());
   for (const char* worker : {"mnist-mlp-worker-0", "mnist-mlp-worker-1"}) {
@@ -96,7 +100,7 @@ TEST_F(ExamplesOnNodeTest, MnistMlpWithSharedMemoryTrainsThroughTheNodesSocket) 
   const auto emptied = [&] { return std::filesystem::is_empty(dir, error) && !error; };
   EXPECT_TRUE(Eventually(emptied, std::chrono::seconds(60)))
       << "left in " << dir << "; " << Diagnosis(op.output());
-  std::filesystem::remove_all(dir, error);
+  std::filesystem::remove_all(base, error);
 }
 
 // Issue 29: a worker asking for more CPU than the node has stayed Pending and the job said
