@@ -179,14 +179,14 @@ class TlsStream final : public BulkStream {
 
   absl::Status ReadAll(std::span<iovec> pieces, SteadyTime deadline,
                        absl::string_view what) override {
-    return Transfer(pieces, deadline, what, SSL_read, nullptr);
+    return Read(pieces, deadline, what, nullptr);
   }
 
   absl::StatusOr<bool> ReadAllOrEnd(void* data, size_t size, SteadyTime deadline,
                                     absl::string_view what) override {
     iovec piece{data, size};
     bool ended = false;
-    absl::Status s = Transfer(std::span<iovec>(&piece, 1), deadline, what, SSL_read, &ended);
+    absl::Status s = Read(std::span<iovec>(&piece, 1), deadline, what, &ended);
     if (!s.ok()) return s;
     return !ended;
   }
@@ -222,12 +222,10 @@ class TlsStream final : public BulkStream {
     SendTaken(SteadyTime::clock::now() + std::chrono::milliseconds(100), "TLS alert").IgnoreError();
   }
 
-  // Moves every byte of `pieces` through `op` (SSL_read into them), waiting for the socket as
-  // OpenSSL asks. `ended` (when not null): set, with OK, when the peer closed before the first
-  // byte.
-  template <class Op>
-  absl::Status Transfer(std::span<iovec> pieces, SteadyTime deadline, absl::string_view what, Op op,
-                        bool* ended) {
+  // Reads every byte of `pieces` (SSL_read), waiting for the socket as OpenSSL asks. `ended` (when
+  // not null): set, with OK, when the peer closed before the first byte.
+  absl::Status Read(std::span<iovec> pieces, SteadyTime deadline, absl::string_view what,
+                    bool* ended) {
     const size_t total = TotalBytes(pieces);
     size_t done = 0;
     for (const iovec& piece : pieces) {
@@ -238,7 +236,7 @@ class TlsStream final : public BulkStream {
         {
           std::lock_guard lock(mu_);
           ERR_clear_error();
-          n = op(ssl_, p, static_cast<int>(std::min<size_t>(left, 1 << 30)));
+          n = SSL_read(ssl_, p, static_cast<int>(std::min<size_t>(left, 1 << 30)));
           if (n <= 0) err = SSL_get_error(ssl_, n);
         }
         if (n > 0) {

@@ -47,6 +47,12 @@ void SetMount(json& container, const std::string& volume_name, const std::string
   mounts.push_back({{"name", volume_name}, {"mountPath", mount_path}});
 }
 
+void SetFirstInitContainer(json& pod_spec, const json& container) {
+  json& inits = ArrayAt(pod_spec, "initContainers");
+  EraseWhere(inits, "name", container.value("name", ""));
+  inits.insert(inits.begin(), container);
+}
+
 void SetEnv(json& container, const std::string& name, const std::string& value) {
   json& env = ArrayAt(container, "env");
   EraseWhere(env, "name", name);

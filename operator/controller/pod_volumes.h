@@ -18,6 +18,10 @@ bool MountsAt(const nlohmann::json& container, const std::string& mount_path);
 void SetMount(nlohmann::json& container, const std::string& volume_name,
               const std::string& mount_path);
 
+// Puts `container` (an object with its "name") first among spec.initContainers, replacing one of
+// the same name: it runs before the template's own.
+void SetFirstInitContainer(nlohmann::json& pod_spec, const nlohmann::json& container);
+
 // Sets env `name` on the container, replacing any value the template gave it.
 void SetEnv(nlohmann::json& container, const std::string& name, const std::string& value);
 

@@ -49,18 +49,7 @@ void AddSharedMemoryChannel(const std::string& node_dir, const std::string& job_
                  {"readOnlyRootFilesystem", true},
                  {"capabilities", {{"drop", {"ALL"}}}}}}};
   if (main.contains("imagePullPolicy")) init["imagePullPolicy"] = main["imagePullPolicy"];
-  if (!pod_spec.contains("initContainers") || !pod_spec["initContainers"].is_array()) {
-    pod_spec["initContainers"] = json::array();
-  }
-  json& inits = pod_spec["initContainers"];
-  for (auto it = inits.begin(); it != inits.end();) {
-    if (it->is_object() && it->value("name", "") == kSharedMemoryVolumeName) {
-      it = inits.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  inits.insert(inits.begin(), std::move(init));  // before the template's, which may need it
+  SetFirstInitContainer(pod_spec, init);  // before the template's, which may need the socket
 }
 
 }  // namespace psflow::controller

@@ -420,10 +420,10 @@ absl::Status JobRun::Start() {
                                    ") is for a cluster's gang scheduler: ignored here")));
   }
   if (job_.shared_memory.enabled) {
-    console_.Line(Say(absl::StrCat(
-        "spec.sharedMemory is for a cluster's nodes: ignored here, where ",
-        network_ ? "the emulated network carries every byte"
-                 : "each ps already serves the workers through shared memory")));
+    console_.Line(
+        Say(absl::StrCat("spec.sharedMemory is for a cluster's nodes: ignored here, where ",
+                         network_ ? "the emulated network carries every byte"
+                                  : "each ps already serves the workers through shared memory")));
   }
   for (const auto& [type, spec] : job_.replica_specs) {
     for (const api::FailureRule& rule : spec.failure_rules) {
