@@ -30,7 +30,13 @@ CampaignResult RunCampaign(const CampaignOptions& options, std::ostream& out) {
                     ? options.window
                     : std::chrono::milliseconds(static_cast<int64_t>(
                           1e3 * options.window_fraction * result.baseline.training_seconds));
-  out << "faults within " << plan.window.count() << " ms of the start of training" << std::endl;
+  job.steps_per_second = options.steps_per_second;
+  if (job.steps_per_second <= 0 && result.baseline.training_seconds > 0) {
+    job.steps_per_second =
+        static_cast<double>(result.baseline.global_step) / result.baseline.training_seconds;
+  }
+  out << "faults within " << plan.window.count() << " ms of the start of training"
+      << absl::StrFormat(", paced at %.1f global steps/s", job.steps_per_second) << std::endl;
   job.baseline_accuracy = result.baseline.accuracy;
 
   auto record = [&](uint64_t seed, TrialReport report, const std::string& label) {

@@ -25,6 +25,9 @@ struct CampaignOptions {
   // seed then replays the same faults in the same order at times scaled to that machine).
   std::chrono::milliseconds window{0};
   double window_fraction = 0.7;
+  // The faults' pace (TrialOptions::steps_per_second); zero: the undisturbed run's global steps
+  // per second of training, so a trial's faults hit where the undisturbed run was at their times.
+  double steps_per_second = 0;
   // With a positive value, one more trial: ps-0 partitioned from every replica that long, 2 s
   // into training, under --emulate_network=10gbit (needs root).
   std::chrono::seconds partition{0};

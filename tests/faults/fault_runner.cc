@@ -27,7 +27,11 @@ ABSL_FLAG(int, partition_s, 0,
           "Seconds of one more trial's partition of ps-0 (0: none; needs root)");
 ABSL_FLAG(int, window_ms, 0,
           "Faults fall within this many ms after training starts (0: within 70% of the "
-          "undisturbed run's training time); give the printed window to replay a seed exactly");
+          "undisturbed run's training time); give the printed window and pace (--steps_per_s) to "
+          "replay a seed exactly");
+ABSL_FLAG(double, steps_per_s, 0,
+          "A fault at t fires once the global step reaches t x this (0: the undisturbed run's "
+          "global steps per second of training); with --window_ms, replays a seed exactly");
 ABSL_FLAG(int, timeout_s, 240, "A trial's limit (psflow run is killed after it)");
 ABSL_FLAG(std::string, dir, "", "The campaign's folder (default: /tmp/psflow-faults-<pid>)");
 ABSL_FLAG(bool, keep, false, "Keep every trial's folder (a broken trial's is always kept)");
@@ -52,6 +56,7 @@ int main(int argc, char** argv) {
   o.partition = std::chrono::seconds(absl::GetFlag(FLAGS_partition_s));
   o.keep = absl::GetFlag(FLAGS_keep);
   o.window = std::chrono::milliseconds(absl::GetFlag(FLAGS_window_ms));
+  o.steps_per_second = absl::GetFlag(FLAGS_steps_per_s);
   std::cout << "fault campaign in " << o.job.dir << std::endl;
   const psflow::faults::CampaignResult r = psflow::faults::RunCampaign(o, std::cout);
   const bool all_held = r.baseline.held() && r.held == static_cast<int>(r.trials.size());

@@ -371,6 +371,14 @@ TrialReport RunTrial(const TrialOptions& o) {
       high = std::max(high, step);
     }
   };
+  const bool paced = o.steps_per_second > 0 && o.emulate_network.empty();
+  auto due = [&](const Fault& f, Clock::time_point now) {
+    if (!paced) return now >= *origin + f.at;
+    int64_t step = 0;
+    for (const auto& [name, high] : highest) step = std::max(step, high);
+    return static_cast<double>(step) >= 1e-3 * static_cast<double>(f.at.count()) *
+                                            o.steps_per_second;
+  };
   auto undo_one = [&](const Undo& u) {
     if (u.fault.kind == FaultKind::kPause) {
       // Only to the process paused: killed meanwhile, its pid may be another's by now.
@@ -405,7 +413,7 @@ TrialReport RunTrial(const TrialOptions& o) {
       undo_one(*it);
       it = undo.erase(it);
     }
-    if (!origin || next >= o.faults.size() || now < *origin + o.faults[next].at) continue;
+    if (!origin || next >= o.faults.size() || !due(o.faults[next], now)) continue;
     const Fault& f = o.faults[next++];
     if (replicas.empty()) replicas = FindReplicas(tag);
     const auto target = replicas.find(f.replica);
@@ -441,6 +449,7 @@ TrialReport RunTrial(const TrialOptions& o) {
     report.skipped.push_back(absl::StrCat(Describe(o.faults[next]), " (the job had ended)"));
   }
   report.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  for (const auto& [name, high] : highest) report.global_step = std::max(report.global_step, high);
   if (origin) {
     report.training_seconds = std::chrono::duration<double>(Clock::now() - *origin).count();
   }

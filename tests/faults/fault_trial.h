@@ -46,6 +46,12 @@ struct TrialOptions {
   // on two quiet cores at ~800 steps/s; the margin is for a loaded machine).
   int64_t rollback_slack = 100;
   std::vector<Fault> faults;
+  // When positive (loopback runs, whose ps metrics can be scraped), a fault at `at` fires once
+  // the ps tasks' highest global step reaches at x steps_per_second, the step an undisturbed run
+  // had reached by then, rather than `at` after training started: a machine faster or slower
+  // than during the undisturbed run (other work beside it) moves the clock, not the point in
+  // training the fault hits. Zero: by the clock.
+  double steps_per_second = 0;
   std::string emulate_network;  // psflow run --emulate_network (e.g. "10gbit"); empty: loopback
   std::chrono::seconds timeout{180};
   std::optional<double> baseline_accuracy;
@@ -61,6 +67,7 @@ struct TrialReport {
   std::map<std::string, int> injected_by;  // "kill ps", "pause worker", ... -> count
   std::optional<double> accuracy;          // the chief's test_accuracy
   int64_t max_rollback = 0;                // the largest fall of a ps's global step seen
+  int64_t global_step = 0;                 // the highest any ps task's /metrics showed
   int64_t allowed_rollback = 0;
   int checkpoints_read = 0;
   int temp_files = 0;  // a checkpoint writer's temporary files left behind (killed mid-write)
