@@ -376,8 +376,8 @@ TrialReport RunTrial(const TrialOptions& o) {
     if (!paced) return now >= *origin + f.at;
     int64_t step = 0;
     for (const auto& [name, high] : highest) step = std::max(step, high);
-    return static_cast<double>(step) >= 1e-3 * static_cast<double>(f.at.count()) *
-                                            o.steps_per_second;
+    return static_cast<double>(step) >=
+           1e-3 * static_cast<double>(f.at.count()) * o.steps_per_second;
   };
   auto undo_one = [&](const Undo& u) {
     if (u.fault.kind == FaultKind::kPause) {
