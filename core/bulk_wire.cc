@@ -56,12 +56,11 @@ absl::StatusOr<BulkPrefix> DecodeBulkPrefix(std::span<const std::byte, kBulkPref
   return p;
 }
 
-absl::StatusOr<uint32_t> ReplyFrameHeaderBytes(std::span<const std::byte, 4> first,
-                                               uint64_t length) {
+absl::StatusOr<uint32_t> FrameHeaderBytes(std::span<const std::byte, 4> first, uint64_t length) {
   const auto n = static_cast<uint32_t>(Get(first.data(), 4));
   if (length < 4 || n > kMaxFrameHeaderBytes || n > length - 4) {
     return absl::InvalidArgumentError(
-        absl::StrCat("a reply frame header of ", n, " bytes in a reply of ", length));
+        absl::StrCat("a frame header of ", n, " bytes in a message of ", length));
   }
   return n;
 }

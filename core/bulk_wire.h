@@ -49,11 +49,12 @@ enum class BulkReader { kPs, kWorker };
 absl::StatusOr<BulkPrefix> DecodeBulkPrefix(std::span<const std::byte, kBulkPrefixBytes> bytes,
                                             BulkReader reader, uint64_t max_body);
 
-// A reply body's frame starts with its header's length (core/frame.h); read from the body's first
-// 4 bytes, checked against kMaxFrameHeaderBytes and the body's `length`. The payload is then
-// length - 4 - that. INVALID_ARGUMENT for a length that does not fit.
-absl::StatusOr<uint32_t> ReplyFrameHeaderBytes(std::span<const std::byte, 4> first,
-                                               uint64_t length);
+// A frame body (a push request's or a reply's) starts with its header's length (core/frame.h);
+// read from the body's first 4 bytes, checked against kMaxFrameHeaderBytes and the body's
+// `length`. The payload is then length - 4 - that. INVALID_ARGUMENT for a length that does not
+// fit. A reader takes it first to place the payload (the worker: in the parameters; the ps:
+// aligned, for its update to read in place).
+absl::StatusOr<uint32_t> FrameHeaderBytes(std::span<const std::byte, 4> first, uint64_t length);
 
 // An error reply's body (s is not OK; the message cut at kMaxBulkErrorBytes), and back. Decoding
 // a body that is not an error's (or with code 0 or unknown) gives INVALID_ARGUMENT: never OK.

@@ -84,19 +84,19 @@ TEST(BulkWire, AnErrorBodyThatIsNotOneIsNeverOk) {
   EXPECT_TRUE(absl::IsInvalidArgument(DecodeBulkError({})));
 }
 
-TEST(BulkWire, ReplyFrameHeaderMustFitTheReply) {
+TEST(BulkWire, FrameHeaderMustFitTheBody) {
   const auto le = [](uint32_t n) {
     std::array<std::byte, 4> b{};
     for (int i = 0; i < 4; ++i) b[static_cast<size_t>(i)] = static_cast<std::byte>(n >> (8 * i));
     return b;
   };
-  EXPECT_EQ(ReplyFrameHeaderBytes(le(10), 14).value(), 10u);  // no payload
-  EXPECT_EQ(ReplyFrameHeaderBytes(le(0), 4).value(), 0u);
-  EXPECT_EQ(ReplyFrameHeaderBytes(le(10), 1 << 20).value(), 10u);
-  EXPECT_TRUE(absl::IsInvalidArgument(ReplyFrameHeaderBytes(le(11), 14).status()));
-  EXPECT_TRUE(absl::IsInvalidArgument(ReplyFrameHeaderBytes(le(0), 3).status()));
+  EXPECT_EQ(FrameHeaderBytes(le(10), 14).value(), 10u);  // no payload
+  EXPECT_EQ(FrameHeaderBytes(le(0), 4).value(), 0u);
+  EXPECT_EQ(FrameHeaderBytes(le(10), 1 << 20).value(), 10u);
+  EXPECT_TRUE(absl::IsInvalidArgument(FrameHeaderBytes(le(11), 14).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(FrameHeaderBytes(le(0), 3).status()));
   EXPECT_TRUE(absl::IsInvalidArgument(
-      ReplyFrameHeaderBytes(le(kMaxFrameHeaderBytes + 1), uint64_t{1} << 40).status()));
+      FrameHeaderBytes(le(kMaxFrameHeaderBytes + 1), uint64_t{1} << 40).status()));
 }
 
 }  // namespace

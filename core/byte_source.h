@@ -23,6 +23,13 @@ class ByteSource {
   size_t remaining() const { return remaining_; }
   // Copies the next n bytes into out. False (and nothing consumed) when fewer remain.
   bool Read(void* out, size_t n);
+  // The bytes from the cursor to the end of the current piece (empty when none remain): what the
+  // next ForEachRun would pass first.
+  std::span<const std::byte> Peek() const {
+    return remaining_ == 0 ? std::span<const std::byte>() : pieces_[index_].subspan(offset_);
+  }
+  // Consumes the next n bytes (n <= Peek().size()), as a ForEachRun that looked at them would.
+  void Skip(size_t n) { Advance(n); }
   // Calls fn(span) on successive runs making up the next n bytes, without copying: runs end
   // where pieces end, so they have any length and alignment. False when fewer than n remain.
   template <class Fn>

@@ -98,16 +98,47 @@ TEST(Transfer, FloatBlocksCoverLongRuns) {
   std::string bytes(reinterpret_cast<const char*>(values.data()), values.size() * 4);
   ByteSource source(Split(bytes, {3, 4097, 30001}));
   std::vector<float> out;
-  int blocks = 0;
+  std::vector<size_t> blocks;
   ASSERT_TRUE(ForEachFloatBlock(source, 10000, [&](std::span<const float> block) {
-    ++blocks;
+    blocks.push_back(block.size());
     out.insert(out.end(), block.begin(), block.end());
   }));
-  EXPECT_EQ(blocks, 3);  // 4096 + 4096 + 1808
+  // Through the buffer across the first cuts (no element whole in the 3-byte piece); in place
+  // from byte 16384 (aligned, in the third piece) to the last element whole before its cut at
+  // 30001; through the buffer again across that cut.
+  EXPECT_EQ(blocks, (std::vector<size_t>{4096, 3404, 2500}));
   EXPECT_EQ(out, values);
   ByteSource short_source(Split(bytes, {}));
   EXPECT_FALSE(ForEachFloatBlock(short_source, 10001, [](std::span<const float>) {}));
   EXPECT_EQ(short_source.remaining(), bytes.size());
+}
+
+TEST(Transfer, AlignedFloat32RunsArePassedInPlace) {
+  std::vector<float> values(10000);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = 0.5f * static_cast<float>(i);
+  const auto* bytes = reinterpret_cast<const std::byte*>(values.data());
+  // Cut at element boundaries: every block is the source's own memory, at most 4096 elements.
+  ByteSource source({{bytes, 4 * 100}, {bytes + 4 * 100, 4 * 9900}});
+  std::vector<const float*> starts;
+  std::vector<size_t> sizes;
+  ASSERT_TRUE(ForEachFloatBlock(source, 9999, [&](std::span<const float> block) {
+    starts.push_back(block.data());
+    sizes.push_back(block.size());
+  }));
+  const float* v = values.data();
+  EXPECT_EQ(starts, (std::vector<const float*>{v, v + 100, v + 4196, v + 8292}));
+  EXPECT_EQ(sizes, (std::vector<size_t>{100, 4096, 4096, 1707}));
+  EXPECT_EQ(source.remaining(), 4u);
+  // The same elements at an odd address are copied, and come out the same.
+  std::vector<std::byte> odd(4 * values.size() + 1);
+  std::memcpy(odd.data() + 1, bytes, 4 * values.size());
+  ByteSource shifted({std::span<const std::byte>(odd).subspan(1)});
+  std::vector<float> out;
+  ASSERT_TRUE(ForEachFloatBlock(shifted, 10000, [&](std::span<const float> block) {
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(block.data()) % 64, 0u);  // the aligned buffer
+    out.insert(out.end(), block.begin(), block.end());
+  }));
+  EXPECT_EQ(out, values);
 }
 
 TEST(Transfer, MalformedFramesAreRejected) {

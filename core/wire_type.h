@@ -33,15 +33,28 @@ void EncodeWire(std::span<const float> src, WireType type, std::byte* out);
 bool ReadFloats(ByteSource& source, std::span<float> dst, WireType type = WireType::kFloat32);
 
 // Calls fn(std::span<const float>) on successive blocks making up the next n elements of `type`
-// in `source`, each at most 4096 elements, read through an aligned buffer on the stack (the runs
-// of a received message need not be aligned or end on an element) and converted to float32.
-// The buffer stays in L1; the elements are read once. False when fewer than n elements remain.
+// in `source`, each at most 4096 elements. float32 elements lying whole and aligned in one of the
+// source's runs are passed in place (a message received into an aligned buffer: no copy); the
+// others (16-bit types, runs that are not aligned or end inside an element, as gRPC's slices may)
+// are read through an aligned buffer on the stack, converted to float32, and stay in L1. False
+// when fewer than n elements remain.
 template <class Fn>
 bool ForEachFloatBlock(ByteSource& source, int64_t n, Fn fn, WireType type = WireType::kFloat32) {
   constexpr int64_t kBlock = 4096;
   alignas(64) float block[kBlock];
   if (static_cast<uint64_t>(n) * WireBytes(type) > source.remaining()) return false;
   while (n > 0) {
+    if (type == WireType::kFloat32) {
+      const std::span<const std::byte> run = source.Peek();
+      const auto whole = std::min<int64_t>(n, std::min<int64_t>(kBlock, run.size() / 4));
+      if (whole > 0 && reinterpret_cast<uintptr_t>(run.data()) % alignof(float) == 0) {
+        fn(std::span<const float>(reinterpret_cast<const float*>(run.data()),
+                                  static_cast<size_t>(whole)));
+        source.Skip(static_cast<size_t>(whole) * 4);
+        n -= whole;
+        continue;
+      }
+    }
     const int64_t take = std::min(n, kBlock);
     ReadFloats(source, std::span<float>(block, static_cast<size_t>(take)), type);
     fn(std::span<const float>(block, static_cast<size_t>(take)));

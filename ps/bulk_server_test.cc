@@ -115,6 +115,12 @@ TEST_F(BulkServerTest, ABadFrameGetsAnErrorReplyAndTheConnectionStays) {
   auto [id, status] = ReadError(s);
   EXPECT_EQ(id, 7u);
   EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+  // A frame header longer than its body (the length the ps reads first to align the payload):
+  // the body is still read whole, and answered.
+  Send(s, Message(BulkKind::kPush, 9, std::string("\xff\x00\x00\x00", 4) + "012345", 10));
+  auto [id9, status9] = ReadError(s);
+  EXPECT_EQ(id9, 9u);
+  EXPECT_TRUE(absl::IsInvalidArgument(status9)) << status9;
   // A well-formed pull to a task that is not initialised: the answer a worker recovers from.
   proto::TransferHeader pull;
   pull.set_kind(proto::TK_PULL);

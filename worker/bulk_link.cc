@@ -229,7 +229,7 @@ absl::Status BulkLink::ReadReply(BulkCall& call, uint64_t length, SteadyTime dea
   std::byte* head = call.ReplyBuffer(4);
   RETURN_IF_ERROR(stream_->ReadAll(head, 4, deadline, "reply"));
   absl::StatusOr<uint32_t> header_bytes =
-      ReplyFrameHeaderBytes(std::span<const std::byte, 4>(head, 4), length);
+      FrameHeaderBytes(std::span<const std::byte, 4>(head, 4), length);
   if (!header_bytes.ok()) {
     return absl::UnavailableError(
         absl::StrCat("garbage from the ps: ", header_bytes.status().message()));

@@ -50,7 +50,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           accepted = false;
           break;
         }
-        absl::StatusOr<uint32_t> n = ReplyFrameHeaderBytes(body.first<4>(), body.size());
+        absl::StatusOr<uint32_t> n = FrameHeaderBytes(body.first<4>(), body.size());
         if (!n.ok()) {
           accepted = false;
           break;
