@@ -64,6 +64,10 @@ const kube::Resource& Roles() {
       new kube::Resource{"rbac.authorization.k8s.io", "v1", "roles", "Role", true};
   return *r;
 }
+const kube::Resource& LimitRanges() {
+  static const kube::Resource* r = new kube::Resource{"", "v1", "limitranges", "LimitRange", true};
+  return *r;
+}
 const kube::Resource& ClusterRoles() {
   static const kube::Resource* r =
       new kube::Resource{"rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", false};
@@ -97,7 +101,8 @@ class OperatorApiserverTest : public kubereal::RealApiserverTest {
     for (const auto& op : operators_) {
       EXPECT_FALSE(absl::StrContains(op->output(), "stored a different status")) << op->output();
       if (!service_account_kubeconfig_.empty()) {
-        EXPECT_FALSE(absl::StrContains(op->output(), "forbidden")) << op->output();
+        // RBAC's refusal ("... is forbidden: User ... cannot ..."), not an admission plugin's.
+        EXPECT_FALSE(absl::StrContains(op->output(), "forbidden: User")) << op->output();
       }
     }
     if (!cluster_role_.empty()) {
@@ -253,8 +258,8 @@ class OperatorApiserverTest : public kubereal::RealApiserverTest {
     auto lease = client_->Get(kube::Leases(), ns_, "psflow-operator");
     return lease.ok() ? kube::StringAt(*lease, "spec", "holderIdentity") : "";
   }
-  // Events about the job's objects with `reason` and `type`, summed by count.
-  // How many events of `reason` and `type` (and with `said` in their message) the namespace has.
+  // How many events of `reason` and `type` (and with `said` in their message) the namespace has,
+  // each counted `count` times (a repeat raises the stored Event's count).
   int Events(const std::string& reason, const std::string& type, const std::string& said = "") {
     absl::StatusOr<kube::ObjectList> list = client_->List(kube::Events(), ns_, {});
     int n = 0;
@@ -695,6 +700,47 @@ TEST_F(OperatorApiserverTest, APodTemplateTheApiRefusesFailsTheJobAndCleansUp) {
   EXPECT_TRUE(absl::StrContains(
       Metrics(*op), "psflow_operator_api_requests_total{code=\"422\",verb=\"create\"} 1\n"))
       << Metrics(*op);
+}
+
+// A pod the API server refuses for a while (a LimitRange's maximum: Forbidden, as a quota or Pod
+// Security would) is retried with backoff; each refusal is told by a FailedCreate warning, the
+// repeats counted on one Event; once the LimitRange goes, the pod is made.
+TEST_F(OperatorApiserverTest, APodRefusedByALimitRangeIsRetriedUnderOneFailedCreateEvent) {
+  const Json limits = {
+      {"apiVersion", "v1"},
+      {"kind", "LimitRange"},
+      {"metadata", {{"name", "small"}}},
+      {"spec", {{"limits", {{{"type", "Container"}, {"max", {{"cpu", "500m"}}}}}}}}};
+  ASSERT_TRUE(client_->Create(LimitRanges(), ns_, limits).ok());
+  auto op = StartOperator("op-a");
+  Json job = Job("limited", 1, 1, "OnFailure");
+  job["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["resources"] = {
+      {"limits", {{"cpu", "1"}}}};
+  CreateJob(job);
+  const std::string said = "maximum cpu usage per Container is 500m";
+  ASSERT_TRUE(Eventually([&] { return Events("FailedCreate", "Warning", said) >= 3; }))
+      << op->output();
+  int objects = 0;
+  absl::StatusOr<kube::ObjectList> events = client_->List(kube::Events(), ns_, {});
+  ASSERT_TRUE(events.ok()) << events.status();
+  for (const Json& event : events->items) {
+    if (event.value("reason", "") != "FailedCreate") continue;
+    ++objects;
+    // The request, the API server's answer and its message, as the operator's log has them.
+    EXPECT_TRUE(absl::StartsWith(event.value("message", ""), "Error creating: POST /api/v1/"))
+        << event;
+    EXPECT_TRUE(absl::StrContains(event.value("message", ""),
+                                  "403 Forbidden: pods \"limited-worker-0\" is forbidden"))
+        << event;
+    EXPECT_NE(event.value("firstTimestamp", ""), "");
+  }
+  EXPECT_EQ(objects, 1);
+  EXPECT_EQ(Pods("limited").size(), 1u);  // the ps: within the maximum (none given: 500m)
+  EXPECT_NE(State("limited"), "Failed");  // refused for now is not refused for good
+
+  ASSERT_TRUE(client_->Delete(LimitRanges(), ns_, "small", {}).ok());
+  EXPECT_TRUE(Eventually([&] { return Pods("limited").size() == 2; }, milliseconds(60000)))
+      << op->output();
 }
 
 // The kubelet restarts a container in place (restartPolicy OnFailure): status says which index,

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "core/log.h"
 #include "operator/controller/job_status.h"
 #include "operator/kube/object_meta.h"
@@ -34,13 +35,59 @@ void EventRecorder::Record(const kube::Json& object, EventType type, const std::
                       {"firstTimestamp", stamp},
                       {"lastTimestamp", stamp},
                       {"count", 1}};
+  const std::string key = absl::StrCat(kube::Uid(object), "\x1f", type == EventType::kNormal,
+                                       "\x1f", reason, "\x1f", message);
+  if (std::optional<Stored> earlier = Earlier(key)) {
+    kube::Json repeat = event;
+    repeat["metadata"] = {
+        {"name", earlier->name}, {"namespace", ns}, {"resourceVersion", earlier->resource_version}};
+    if (!earlier->first_timestamp.empty()) repeat["firstTimestamp"] = earlier->first_timestamp;
+    repeat["count"] = earlier->count + 1;
+    if (absl::StatusOr<kube::Json> updated = client_.Update(kube::Events(), ns, repeat);
+        updated.ok()) {
+      Remember(key, *updated);
+      ++recorded_;
+      return;
+    }
+    // Expired, deleted or changed meanwhile: a new Event.
+  }
   absl::StatusOr<kube::Json> created = client_.Create(kube::Events(), ns, event);
   if (!created.ok()) {
     PSFLOW_LOG(WARNING) << "event " << reason << " for " << kube::Key(object)
                         << " not recorded: " << created.status().message();
     return;
   }
+  Remember(key, *created);
   ++recorded_;
+}
+
+std::optional<EventRecorder::Stored> EventRecorder::Earlier(const std::string& key) {
+  std::lock_guard lock(mu_);
+  auto it = remembered_.find(key);
+  if (it == remembered_.end()) return std::nullopt;
+  return it->second.first;
+}
+
+void EventRecorder::Remember(const std::string& key, const kube::Json& stored) {
+  // Read defensively: a field the server left out or null is taken as a new Event's.
+  Stored s{kube::Name(stored), kube::ResourceVersion(stored), "", 1};
+  if (auto it = stored.find("firstTimestamp"); it != stored.end() && it->is_string()) {
+    s.first_timestamp = it->get<std::string>();
+  }
+  if (auto it = stored.find("count"); it != stored.end() && it->is_number_integer()) {
+    s.count = it->get<int64_t>();
+  }
+  std::lock_guard lock(mu_);
+  if (auto it = remembered_.find(key); it != remembered_.end()) {
+    order_.erase(it->second.second);
+    remembered_.erase(it);
+  }
+  order_.push_front(key);
+  remembered_.emplace(key, std::make_pair(std::move(s), order_.begin()));
+  if (remembered_.size() > kRemembered) {
+    remembered_.erase(order_.back());
+    order_.pop_back();
+  }
 }
 
 }  // namespace psflow::controller

@@ -777,6 +777,10 @@ bool Reconciler::CreationFailed(Pass& pass, const std::string& what, const absl:
   const std::string message =
       what.empty() ? std::string(s.message()) : absl::StrCat(what, ": ", s.message());
   PSFLOW_LOG(WARNING) << "TrainingJob " << pass.key << ": " << message;
+  // As the Job controller tells it (a quota, a LimitRange or Pod Security refusing a pod, the
+  // API server unreachable); the pass is retried with backoff, the repeats counted on one Event.
+  events_.Record(*pass.object, EventType::kWarning, "FailedCreate",
+                 absl::StrCat("Error creating", what.empty() ? "" : " ", what, ": ", s.message()));
   if (pass.result.status.ok()) pass.result.status = absl::Status(s.code(), message);
   return false;
 }

@@ -162,7 +162,9 @@ class Reconciler {
   bool MakeTlsSecrets(Pass& pass, Made& made);
   // The plan's pods in its slow-start batches, each batch on up to max_parallel_creates threads.
   void MakePods(Pass& pass, const CreationPlan& plan, Made& made);
-  // Logs why `what` could not be made and keeps the first error as the pass's; returns false.
+  // Logs why `what` could not be made, records a FailedCreate warning event ("Error creating
+  // <what>: <why>"; for pods the API's message names the pod) and keeps the first error as the
+  // pass's; returns false.
   bool CreationFailed(Pass& pass, const std::string& what, const absl::Status& s);
   void ReportMade(Pass& pass, Made& made);
   bool WriteStatus(Pass& pass);
