@@ -156,9 +156,11 @@ class BulkServer::Connection : public std::enable_shared_from_this<Connection> {
       absl::StatusOr<bool> readable =
           stream_->WaitReadable(std::chrono::steady_clock::now() + kForever);
       if (!readable.ok() || !*readable) return;
-      // A peer that closes between requests is done, not broken.
+      // A peer that closes between requests is done, not broken. The whole message is due
+      // within stall_timeout of its first byte.
+      const SteadyTime deadline = StallDeadline();
       absl::StatusOr<bool> more =
-          stream_->ReadAllOrEnd(prefix.data(), prefix.size(), StallDeadline(), "request");
+          stream_->ReadAllOrEnd(prefix.data(), prefix.size(), deadline, "request");
       if (!more.ok()) Drop(more.status());
       if (!more.ok() || !*more) return;
       absl::StatusOr<BulkPrefix> p =
@@ -167,7 +169,7 @@ class BulkServer::Connection : public std::enable_shared_from_this<Connection> {
         Drop(p.status());
         return;
       }
-      absl::StatusOr<std::span<const std::byte>> body = ReadBody(p->length, storage);
+      absl::StatusOr<std::span<const std::byte>> body = ReadBody(p->length, deadline, storage);
       if (!body.ok()) {
         Drop(body.status());
         return;
@@ -180,7 +182,7 @@ class BulkServer::Connection : public std::enable_shared_from_this<Connection> {
   // update reads float32 gradients in place (ForEachFloatBlock): the frame header's length
   // first, then the rest. A body whose header length does not fit is read whole, unaligned; its
   // request gets the frame's error.
-  absl::StatusOr<std::span<const std::byte>> ReadBody(uint64_t length,
+  absl::StatusOr<std::span<const std::byte>> ReadBody(uint64_t length, SteadyTime deadline,
                                                       std::vector<std::byte>& storage) {
     constexpr size_t kAlign = 64;
     if (storage.size() < length + 2 * kAlign) storage.resize(length + 2 * kAlign);
@@ -189,14 +191,14 @@ class BulkServer::Connection : public std::enable_shared_from_this<Connection> {
     size_t read = 0;
     if (length >= 4) {
       std::array<std::byte, 4> first{};
-      RETURN_IF_ERROR(stream_->ReadAll(first.data(), 4, StallDeadline(), "request body"));
+      RETURN_IF_ERROR(stream_->ReadAll(first.data(), 4, deadline, "request body"));
       if (absl::StatusOr<uint32_t> n = FrameHeaderBytes(first, length); n.ok()) {
         body += (kAlign - (4 + *n) % kAlign) % kAlign;
       }
       std::memcpy(body, first.data(), 4);
       read = 4;
     }
-    RETURN_IF_ERROR(stream_->ReadAll(body + read, length - read, StallDeadline(), "request body"));
+    RETURN_IF_ERROR(stream_->ReadAll(body + read, length - read, deadline, "request body"));
     return std::span<const std::byte>(body, length);
   }
 

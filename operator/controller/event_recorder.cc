@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/log.h"
 #include "operator/controller/job_status.h"
+#include "operator/kube/api_status.h"
 #include "operator/kube/object_meta.h"
 
 namespace psflow::controller {
@@ -43,13 +44,27 @@ void EventRecorder::Record(const kube::Json& object, EventType type, const std::
         {"name", earlier->name}, {"namespace", ns}, {"resourceVersion", earlier->resource_version}};
     if (!earlier->first_timestamp.empty()) repeat["firstTimestamp"] = earlier->first_timestamp;
     repeat["count"] = earlier->count + 1;
-    if (absl::StatusOr<kube::Json> updated = client_.Update(kube::Events(), ns, repeat);
-        updated.ok()) {
+    absl::StatusOr<kube::Json> updated = client_.Update(kube::Events(), ns, repeat);
+    if (updated.ok()) {
       Remember(key, *updated);
       ++recorded_;
       return;
     }
-    // Expired, deleted or changed meanwhile: a new Event.
+    const absl::StatusCode code = updated.status().code();
+    if (code == absl::StatusCode::kPermissionDenied) {
+      // A Role without `update` on events (a chart older than this operator): new Events then.
+      if (counting_.exchange(false)) {
+        PSFLOW_LOG(WARNING) << "events cannot be updated (" << updated.status().message()
+                            << "): each repeated event is a new Event from now on";
+      }
+    } else if (code != absl::StatusCode::kNotFound && !kube::IsConflict(updated.status())) {
+      // The API server unreachable or failing: as client-go, the event is dropped (a create
+      // would fail the same way, costing the pass another timeout).
+      PSFLOW_LOG(WARNING) << "event " << reason << " for " << kube::Key(object)
+                          << " not recorded: " << updated.status().message();
+      return;
+    }
+    // Expired (the API server keeps events an hour), deleted or changed meanwhile: a new Event.
   }
   absl::StatusOr<kube::Json> created = client_.Create(kube::Events(), ns, event);
   if (!created.ok()) {
@@ -62,6 +77,7 @@ void EventRecorder::Record(const kube::Json& object, EventType type, const std::
 }
 
 std::optional<EventRecorder::Stored> EventRecorder::Earlier(const std::string& key) {
+  if (!counting_.load()) return std::nullopt;
   std::lock_guard lock(mu_);
   auto it = remembered_.find(key);
   if (it == remembered_.end()) return std::nullopt;

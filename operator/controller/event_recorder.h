@@ -4,7 +4,9 @@
 // type, reason and message; the last kRemembered kept) is not created again: the stored Event's
 // count goes up by one and its lastTimestamp moves (one PUT), so an error retried every pass
 // shows as one Event ("x12 over 3m"), not a dozen. Where that Event is gone (the API server
-// expires events after an hour) or was changed by someone else, a new one starts at count 1.
+// expires events after an hour) or was changed by someone else, a new one starts at count 1;
+// where the operator may not update events (403), every event is created, as before; where the
+// update fails otherwise (the API server unreachable), the event is dropped and logged.
 #ifndef PSFLOW_OPERATOR_CONTROLLER_EVENT_RECORDER_H_
 #define PSFLOW_OPERATOR_CONTROLLER_EVENT_RECORDER_H_
 
@@ -54,6 +56,7 @@ class EventRecorder {
   std::string component_;
   std::function<absl::Time()> now_;
   std::atomic<int64_t> recorded_{0};
+  std::atomic<bool> counting_{true};  // false once an update was refused (RBAC)
   std::mutex mu_;
   // Keyed by uid, type, reason and message; order_ lists the keys, most recently recorded first.
   std::unordered_map<std::string, std::pair<Stored, std::list<std::string>::iterator>> remembered_

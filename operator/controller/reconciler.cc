@@ -773,14 +773,20 @@ bool Reconciler::Make(Pass& pass, JobObject object, Made& made) {
   return false;
 }
 
-bool Reconciler::CreationFailed(Pass& pass, const std::string& what, const absl::Status& s) {
+bool Reconciler::CreationFailed(Pass& pass, const std::string& what, const absl::Status& s,
+                                bool told) {
   const std::string message =
       what.empty() ? std::string(s.message()) : absl::StrCat(what, ": ", s.message());
   PSFLOW_LOG(WARNING) << "TrainingJob " << pass.key << ": " << message;
   // As the Job controller tells it (a quota, a LimitRange or Pod Security refusing a pod, the
-  // API server unreachable); the pass is retried with backoff, the repeats counted on one Event.
-  events_.Record(*pass.object, EventType::kWarning, "FailedCreate",
-                 absl::StrCat("Error creating", what.empty() ? "" : " ", what, ": ", s.message()));
+  // API server failing); the pass is retried with backoff, the repeats counted on one Event. Not
+  // for a conflict (someone wrote first: the next pass, at once, reads it again) nor in a
+  // namespace being deleted (the Job controller skips that too).
+  if (!told && !kube::IsConflict(s) && !kube::IsNamespaceTerminating(s)) {
+    events_.Record(
+        *pass.object, EventType::kWarning, "FailedCreate",
+        absl::StrCat("Error creating", what.empty() ? "" : " ", what, ": ", s.message()));
+  }
   if (pass.result.status.ok()) pass.result.status = absl::Status(s.code(), message);
   return false;
 }
@@ -865,7 +871,7 @@ bool Reconciler::MakePodGroup(Pass& pass, Made& made) {
         ", which this cluster does not serve (is ", volcano ? "Volcano" : "scheduler-plugins",
         " installed?); no pod is made until it is");
     events_.Record(*pass.object, EventType::kWarning, "GangSchedulerMissing", message);
-    return CreationFailed(pass, "PodGroup", absl::UnavailableError(message));
+    return CreationFailed(pass, "PodGroup", absl::UnavailableError(message), /*told=*/true);
   }
   if (out.status().code() != absl::StatusCode::kAlreadyExists) {
     return CreationFailed(pass, "PodGroup " + name, out.status());

@@ -163,9 +163,11 @@ class Reconciler {
   // The plan's pods in its slow-start batches, each batch on up to max_parallel_creates threads.
   void MakePods(Pass& pass, const CreationPlan& plan, Made& made);
   // Logs why `what` could not be made, records a FailedCreate warning event ("Error creating
-  // <what>: <why>"; for pods the API's message names the pod) and keeps the first error as the
-  // pass's; returns false.
-  bool CreationFailed(Pass& pass, const std::string& what, const absl::Status& s);
+  // <what>: <why>"; for pods the API's message names the pod) unless `told` (an event of its own
+  // said it), a conflict or a namespace being deleted, and keeps the first error as the pass's;
+  // returns false.
+  bool CreationFailed(Pass& pass, const std::string& what, const absl::Status& s,
+                      bool told = false);
   void ReportMade(Pass& pass, Made& made);
   bool WriteStatus(Pass& pass);
   // True while the cached job is still at a version this reconciler's last pass wrote over (its

@@ -1,5 +1,6 @@
 #include "operator/kube/api_status.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace psflow::kube {
@@ -7,8 +8,8 @@ namespace {
 
 absl::Status Make(absl::StatusCode code, absl::string_view what, int http_code,
                   absl::string_view reason, absl::string_view message) {
-  return absl::Status(code, absl::StrCat(what, ": ", http_code, " ", reason,
-                                         message.empty() ? "" : ": ", message));
+  return absl::Status(
+      code, absl::StrCat(what, ": ", http_code, " ", reason, message.empty() ? "" : ": ", message));
 }
 
 absl::StatusCode CodeFor(int http_code, absl::string_view reason) {
@@ -43,7 +44,8 @@ absl::Status StatusFromStatusObject(const nlohmann::json& status_object, absl::s
   std::string reason = "Unknown";
   std::string message;
   if (status_object.is_object()) {
-    if (auto it = status_object.find("code"); it != status_object.end() && it->is_number_integer()) {
+    if (auto it = status_object.find("code");
+        it != status_object.end() && it->is_number_integer()) {
       code = it->get<int>();
     }
     if (auto it = status_object.find("reason"); it != status_object.end() && it->is_string()) {
@@ -97,17 +99,33 @@ nlohmann::json StatusObjectFor(const absl::Status& status) {
   const int code = HttpCodeFor(status);
   std::string reason;
   switch (code) {
-    case 401: reason = "Unauthorized"; break;
-    case 403: reason = "Forbidden"; break;
-    case 404: reason = "NotFound"; break;
+    case 401:
+      reason = "Unauthorized";
+      break;
+    case 403:
+      reason = "Forbidden";
+      break;
+    case 404:
+      reason = "NotFound";
+      break;
     case 409:
       reason = status.code() == absl::StatusCode::kAlreadyExists ? "AlreadyExists" : "Conflict";
       break;
-    case 410: reason = "Expired"; break;
-    case 422: reason = "Invalid"; break;
-    case 429: reason = "TooManyRequests"; break;
-    case 503: reason = "ServiceUnavailable"; break;
-    default: reason = "InternalError"; break;
+    case 410:
+      reason = "Expired";
+      break;
+    case 422:
+      reason = "Invalid";
+      break;
+    case 429:
+      reason = "TooManyRequests";
+      break;
+    case 503:
+      reason = "ServiceUnavailable";
+      break;
+    default:
+      reason = "InternalError";
+      break;
   }
   return {{"kind", "Status"},
           {"apiVersion", "v1"},
@@ -116,6 +134,11 @@ nlohmann::json StatusObjectFor(const absl::Status& status) {
           {"message", std::string(status.message())},
           {"reason", reason},
           {"code", code}};
+}
+
+bool IsNamespaceTerminating(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kPermissionDenied &&
+         absl::StrContains(status.message(), "because it is being terminated");
 }
 
 }  // namespace psflow::kube

@@ -14,9 +14,8 @@
 #ifndef PSFLOW_OPERATOR_KUBE_API_STATUS_H_
 #define PSFLOW_OPERATOR_KUBE_API_STATUS_H_
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -43,6 +42,9 @@ inline bool IsGone(const absl::Status& status) {
 inline bool IsConflict(const absl::Status& status) {
   return status.code() == absl::StatusCode::kAborted;
 }
+// The NamespaceLifecycle admission plugin's refusal of anything new in a namespace being deleted
+// (403, "... because it is being terminated"): nothing to retry or report.
+bool IsNamespaceTerminating(const absl::Status& status);
 
 }  // namespace psflow::kube
 

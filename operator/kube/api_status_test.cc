@@ -109,6 +109,21 @@ TEST(HttpCodeFor, CodesAndReasonsAsKubernetesWritesThem) {
   EXPECT_EQ(StatusObjectFor(absl::UnauthenticatedError(""))["reason"], "Unauthorized");
 }
 
+TEST(IsNamespaceTerminating, OnlyTheLifecyclePluginsRefusal) {
+  // As a 1.26 API server answers a create in a namespace being deleted.
+  const std::string body =
+      R"({"kind":"Status","apiVersion":"v1","status":"Failure","message":"pods \"j-ps-0\" is )"
+      R"(forbidden: unable to create new content in namespace team-a because it is being )"
+      R"(terminated","reason":"Forbidden","code":403})";
+  EXPECT_TRUE(
+      IsNamespaceTerminating(StatusFromHttp(403, body, "POST /api/v1/namespaces/team-a/pods")));
+  EXPECT_FALSE(IsNamespaceTerminating(
+      absl::PermissionDeniedError("pods \"j-worker-0\" is forbidden: maximum cpu usage per "
+                                  "Container is 500m, but limit is 1")));
+  EXPECT_FALSE(IsNamespaceTerminating(absl::UnavailableError("because it is being terminated")));
+  EXPECT_FALSE(IsNamespaceTerminating(absl::OkStatus()));
+}
+
 TEST(IsGoneAndIsConflict, NameTheirCodes) {
   EXPECT_TRUE(IsGone(absl::OutOfRangeError("")));
   EXPECT_FALSE(IsGone(absl::NotFoundError("")));

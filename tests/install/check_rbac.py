@@ -49,8 +49,9 @@ EXPECTED = {
         # updated when the spec's model was edited.
         ("", "configmaps", "create", ""), ("", "configmaps", "get", ""),
         ("", "configmaps", "update", ""),
-        # event_recorder.cc: Events on the TrainingJob (created, never updated).
-        ("", "events", "create", ""),
+        # event_recorder.cc: Events on the TrainingJob, created, and updated when one repeats
+        # (its count).
+        ("", "events", "create", ""), ("", "events", "update", ""),
         # reconciler.cc: the NetworkPolicy of a job with spec.networkPolicy.enabled, created
         # before its pods (deleted with the job by the garbage collector: no delete, no watch).
         ("networking.k8s.io", "networkpolicies", "create", ""),
