@@ -10,6 +10,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "core/read_file.h"
 #include "operator/kube/object_meta.h"
 #include "operator/kube/resource.h"
@@ -95,11 +96,22 @@ int64_t LastGlobalStep(const std::string& log) {
 std::string NodeTest::EventReasons() {
   std::string out;
   if (plane_->Kubectl({"get", "events", "-n", ns(), "--sort-by=.metadata.creationTimestamp", "-o",
-                       "jsonpath={range .items[*]}{.reason}{\"\\n\"}{end}"},
+                       "jsonpath={range .items[*]}{.reason} {.count}{\"\\n\"}{end}"},
                       &out) != 0) {
     return "<kubectl failed: " + out + ">";
   }
-  return out;
+  std::string reasons;
+  for (absl::string_view line : absl::StrSplit(out, '\n', absl::SkipEmpty())) {
+    const size_t space = line.rfind(' ');
+    int count = 1;  // an Event without a count (a kubelet's new-style one) was recorded once
+    if (space != absl::string_view::npos && !absl::SimpleAtoi(line.substr(space + 1), &count)) {
+      count = 1;
+    }
+    for (int n = 0; n < std::max(count, 1); ++n) {
+      absl::StrAppend(&reasons, line.substr(0, space), "\n");
+    }
+  }
+  return reasons;
 }
 
 double NodeTest::ChiefAccuracy(const std::string& job) {

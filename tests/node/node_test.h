@@ -43,8 +43,9 @@ class NodeTest : public kubereal::RealApiserverTest {
   // What a failure should show: the job, its pods and events (kubectl's view), and `extra`
   // (the operator's log).
   std::string Diagnosis(const std::string& extra);
-  // The reasons of the events in this test's namespace, one per line, oldest first ("<kubectl
-  // failed: ...>" when it fails).
+  // The reasons of the events in this test's namespace, one line per time each was recorded (an
+  // Event's count: the operator counts a repeat on the Event it stored), oldest first
+  // ("<kubectl failed: ...>" when it fails).
   std::string EventReasons();
   // `kubectl logs` of a pod's container (the previous one's with previous); "" when it fails.
   std::string Logs(const std::string& pod, bool previous = false);
