@@ -9,11 +9,13 @@
 #include <poll.h>
 
 #include <algorithm>
-#include <mutex>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/sealed_records.h"
+#include "core/status_macros.h"
 
 namespace psflow {
 namespace {
@@ -85,6 +87,27 @@ BIO_METHOD* SinkMethod() {
   return method;
 }
 
+// The cipher of sealed records matching the TLS 1.3 suite the handshake chose.
+absl::StatusOr<SealCipher> SealCipherOf(const SSL* ssl) {
+  const SSL_CIPHER* suite = SSL_get_current_cipher(ssl);
+  switch (suite != nullptr ? SSL_CIPHER_get_id(suite) : 0) {
+    case TLS1_3_CK_AES_128_GCM_SHA256:
+      return SealCipher::kAes128Gcm;
+    case TLS1_3_CK_AES_256_GCM_SHA384:
+      return SealCipher::kAes256Gcm;
+    case TLS1_3_CK_CHACHA20_POLY1305_SHA256:
+      return SealCipher::kChaCha20Poly1305;
+    default:
+      return absl::UnavailableError(
+          absl::StrCat("TLS: no sealed records for the suite ",
+                       suite != nullptr ? SSL_CIPHER_get_name(suite) : "(none)"));
+  }
+}
+
+// TLS 1.3 for the handshake, then sealed records (core/sealed_records.h) for the stream's bytes:
+// the writer seals from the caller's buffer into one of its own and sends it; the reader opens
+// records where the caller wants them. The two directions share nothing but the socket, so a
+// reader and a writer never wait for each other.
 class TlsStream final : public BulkStream {
  public:
   TlsStream(Socket socket, std::shared_ptr<const BulkTlsContext> tls, std::string host)
@@ -103,13 +126,14 @@ class TlsStream final : public BulkStream {
     }
     BIO_set_data(out, &pending_);
     SSL_set_bio(ssl_, in, out);
-    pending_.reserve(kBatch + kBatch / 8);
-    sending_.reserve(kBatch + kBatch / 8);
   }
   ~TlsStream() override {
     if (ssl_ != nullptr) SSL_free(ssl_);
   }
 
+  // The TLS handshake; then the server confirms it in one TLS record (so that a client whose
+  // certificate the server refused reads the server's alert, not a broken record), and each end
+  // keys its sealed records from the session.
   absl::Status Handshake(SteadyTime deadline) override {
     if (ssl_ == nullptr) return absl::UnavailableError("TLS: " + SslErrors());
     const bool client = tls_context_->role() == BulkTlsContext::Role::kClient;
@@ -122,22 +146,96 @@ class TlsStream final : public BulkStream {
                            : X509_VERIFY_PARAM_set1_host(param, host_.c_str(), 0);
       if (ok != 1) return absl::UnavailableError(absl::StrCat("TLS: bad peer name ", host_));
     }
-    std::lock_guard sending(send_mu_);
-    for (;;) {
-      int rc, err = SSL_ERROR_NONE;
-      {
-        std::lock_guard lock(mu_);
-        ERR_clear_error();
-        rc = client ? SSL_connect(ssl_) : SSL_accept(ssl_);
-        if (rc != 1) err = SSL_get_error(ssl_, rc);
-        sending_.swap(pending_);
+    RETURN_IF_ERROR(Step(deadline, [&] { return client ? SSL_connect(ssl_) : SSL_accept(ssl_); }));
+    char confirmation = kConfirmation;
+    RETURN_IF_ERROR(Step(deadline, [&] {
+      return client ? SSL_read(ssl_, &confirmation, 1) : SSL_write(ssl_, &confirmation, 1);
+    }));
+    if (confirmation != kConfirmation) {
+      return absl::UnavailableError("TLS handshake failed: not a psflow bulk server");
+    }
+    ASSIGN_OR_RETURN(const SealCipher cipher, SealCipherOf(ssl_));
+    ASSIGN_OR_RETURN(std::string to_server, Export("client to server"));
+    ASSIGN_OR_RETURN(std::string to_client, Export("server to client"));
+    using Role = SealedDirection::Role;
+    ASSIGN_OR_RETURN(SealedDirection sealer,
+                     SealedDirection::Make(Role::kSeal, cipher, client ? to_server : to_client));
+    ASSIGN_OR_RETURN(SealedDirection opener,
+                     SealedDirection::Make(Role::kOpen, cipher, client ? to_client : to_server));
+    OPENSSL_cleanse(to_server.data(), to_server.size());
+    OPENSSL_cleanse(to_client.data(), to_client.size());
+    sealer_.emplace(std::move(sealer));
+    reader_.emplace(std::move(opener));
+    out_.resize(kSendBatch);
+    return absl::OkStatus();
+  }
+
+  // Seals each piece in records of up to kMaxSealedRecord bytes, sending whenever the next one
+  // would not fit in the send buffer.
+  absl::Status WriteAll(std::span<iovec> pieces, SteadyTime deadline,
+                        absl::string_view what) override {
+    if (!sealer_) return absl::FailedPreconditionError(absl::StrCat(what, ": no TLS handshake"));
+    size_t used = 0;
+    for (const iovec& piece : pieces) {
+      const char* p = static_cast<const char*>(piece.iov_base);
+      size_t left = piece.iov_len;
+      while (left > 0) {
+        const size_t size = std::min(left, kMaxSealedRecord);
+        if (used + size + kSealedOverhead > out_.size()) {
+          RETURN_IF_ERROR(Send(used, deadline, what));
+          used = 0;
+        }
+        if (absl::Status s = sealer_->Seal(p, size, out_.data() + used); !s.ok()) {
+          return absl::UnavailableError(absl::StrCat(what, ": ", s.message()));
+        }
+        used += size + kSealedOverhead;
+        p += size;
+        left -= size;
       }
+    }
+    return Send(used, deadline, what);
+  }
+
+  absl::Status ReadAll(std::span<iovec> pieces, SteadyTime deadline,
+                       absl::string_view what) override {
+    return Read(pieces, deadline, what, nullptr);
+  }
+
+  absl::StatusOr<bool> ReadAllOrEnd(void* data, size_t size, SteadyTime deadline,
+                                    absl::string_view what) override {
+    iovec piece{data, size};
+    bool ended = false;
+    RETURN_IF_ERROR(Read(std::span<iovec>(&piece, 1), deadline, what, &ended));
+    return !ended;
+  }
+
+  absl::StatusOr<bool> WaitReadable(SteadyTime deadline) override {
+    if (reader_ && reader_->buffered()) return true;
+    return psflow::WaitReadable(socket_, deadline);
+  }
+
+ private:
+  static constexpr char kConfirmation = 'k';
+  // Two full records and their overhead per send.
+  static constexpr size_t kSendBatch = 2 * (kMaxSealedRecord + kSealedOverhead);
+
+  // Runs an OpenSSL handshake step until it is done (> 0), sending what it wrote and waiting for
+  // the socket as it asks, by `deadline`.
+  template <typename Call>
+  absl::Status Step(SteadyTime deadline, Call call) {
+    for (;;) {
+      ERR_clear_error();
+      const int rc = call();
+      const int err = rc > 0 ? SSL_ERROR_NONE : SSL_get_error(ssl_, rc);
       // What the step wrote goes out before its failure is judged: an alert tells the peer why.
-      const absl::Status sent = SendTaken(deadline, "TLS handshake");
-      if (rc == 1) return sent;
+      iovec written{pending_.data(), pending_.size()};
+      const absl::Status sent =
+          psflow::WriteAll(socket_, std::span<iovec>(&written, 1), deadline, "TLS handshake");
+      pending_.clear();
+      if (rc > 0) return sent;
       if (err != SSL_ERROR_WANT_READ) {
         const long verify = SSL_get_verify_result(ssl_);
-        std::string why = SslErrors();
+        std::string why = Closed(err) ? "the peer closed the connection" : SslErrors();
         if (verify != X509_V_OK) {
           why = absl::StrCat("the peer's certificate: ", X509_verify_cert_error_string(verify));
         }
@@ -150,141 +248,38 @@ class TlsStream final : public BulkStream {
     }
   }
 
-  // Encrypts up to kBatch bytes at a time under the lock, then sends those records outside it
-  // (with any record a read made meanwhile, in order): one send per batch, not per 16 KiB record,
-  // and the reading thread is never held up by this one's system calls.
-  absl::Status WriteAll(std::span<iovec> pieces, SteadyTime deadline,
-                        absl::string_view what) override {
-    std::lock_guard sending(send_mu_);
-    for (const iovec& piece : pieces) {
-      const char* p = static_cast<const char*>(piece.iov_base);
-      size_t left = piece.iov_len;
-      while (left > 0) {
-        const int size = static_cast<int>(std::min(left, kBatch));
-        int n;
-        {
-          std::lock_guard lock(mu_);
-          ERR_clear_error();
-          n = SSL_write(ssl_, p, size);  // the sink never blocks: all of it, or an error
-          sending_.swap(pending_);
-        }
-        if (absl::Status s = SendTaken(deadline, what); !s.ok()) return s;
-        if (n <= 0) return absl::UnavailableError(absl::StrCat(what, ": TLS: ", SslErrors()));
-        p += n;
-        left -= static_cast<size_t>(n);
-      }
+  // 32 bytes of the session's exporter for one direction (RFC 8446 section 7.5).
+  absl::StatusOr<std::string> Export(absl::string_view direction) {
+    const std::string label = absl::StrCat("EXPORTER-psflow-sealed-records ", direction);
+    std::string secret(kSealedSecretBytes, '\0');
+    if (SSL_export_keying_material(ssl_, reinterpret_cast<unsigned char*>(secret.data()),
+                                   secret.size(), label.data(), label.size(), nullptr, 0, 0) != 1) {
+      return absl::UnavailableError("TLS: no keying material: " + SslErrors());
     }
-    return absl::OkStatus();
+    return secret;
   }
 
-  absl::Status ReadAll(std::span<iovec> pieces, SteadyTime deadline,
-                       absl::string_view what) override {
-    return Read(pieces, deadline, what, nullptr);
+  absl::Status Send(size_t used, SteadyTime deadline, absl::string_view what) {
+    if (used == 0) return absl::OkStatus();
+    iovec all{out_.data(), used};
+    return psflow::WriteAll(socket_, std::span<iovec>(&all, 1), deadline, what);
   }
 
-  absl::StatusOr<bool> ReadAllOrEnd(void* data, size_t size, SteadyTime deadline,
-                                    absl::string_view what) override {
-    iovec piece{data, size};
-    bool ended = false;
-    absl::Status s = Read(std::span<iovec>(&piece, 1), deadline, what, &ended);
-    if (!s.ok()) return s;
-    return !ended;
-  }
-
-  absl::StatusOr<bool> WaitReadable(SteadyTime deadline) override {
-    {
-      std::lock_guard lock(mu_);
-      if (SSL_has_pending(ssl_) == 1) return true;  // read ahead, not yet decrypted too
-    }
-    return psflow::WaitReadable(socket_, deadline);
-  }
-
- private:
-  // Sends the records taken from `pending_` (in `sending_`), by `deadline`. Under send_mu_.
-  absl::Status SendTaken(SteadyTime deadline, absl::string_view what) {
-    if (sending_.empty()) return absl::OkStatus();
-    iovec all{sending_.data(), sending_.size()};
-    absl::Status s = psflow::WriteAll(socket_, std::span<iovec>(&all, 1), deadline, what);
-    sending_.clear();
-    return s;
-  }
-
-  // Sends, within 100 ms, what OpenSSL wrote while reading: after a read fails, the alert that
-  // tells the peer why. Not when a write is under way (it sends it with its next batch). (A
-  // KeyUpdate's answer also waits for the next write: psflow's peers never ask for one.)
-  void SendWhatAReadWrote() {
-    std::unique_lock sending(send_mu_, std::try_to_lock);
-    if (!sending.owns_lock()) return;
-    {
-      std::lock_guard lock(mu_);
-      sending_.swap(pending_);
-    }
-    SendTaken(SteadyTime::clock::now() + std::chrono::milliseconds(100), "TLS alert").IgnoreError();
-  }
-
-  // Reads every byte of `pieces` (SSL_read), waiting for the socket as OpenSSL asks. `ended` (when
-  // not null): set, with OK, when the peer closed before the first byte.
   absl::Status Read(std::span<iovec> pieces, SteadyTime deadline, absl::string_view what,
                     bool* ended) {
-    const size_t total = TotalBytes(pieces);
-    size_t done = 0;
-    for (const iovec& piece : pieces) {
-      char* p = static_cast<char*>(piece.iov_base);
-      size_t left = piece.iov_len;
-      while (left > 0) {
-        int n, err = 0;
-        {
-          std::lock_guard lock(mu_);
-          ERR_clear_error();
-          n = SSL_read(ssl_, p, static_cast<int>(std::min<size_t>(left, 1 << 30)));
-          if (n <= 0) err = SSL_get_error(ssl_, n);
-        }
-        if (n > 0) {
-          p += n;
-          left -= static_cast<size_t>(n);
-          done += static_cast<size_t>(n);
-          continue;
-        }
-        if (Closed(err) && done == 0 && ended != nullptr) {
-          *ended = true;
-          return absl::OkStatus();
-        }
-        if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE) SendWhatAReadWrote();
-        if (absl::Status s = Wait(err, deadline, what, total - done); !s.ok()) return s;
-      }
-    }
-    return absl::OkStatus();
+    if (!reader_) return absl::FailedPreconditionError(absl::StrCat(what, ": no TLS handshake"));
+    return reader_->Read(
+        pieces, [&](std::span<iovec> into) { return ReadSome(socket_, into, deadline, what); },
+        what, ended);
   }
-
-  // After an SSL call wants the socket: waits for it, or the error.
-  absl::Status Wait(int err, SteadyTime deadline, absl::string_view what, size_t left) {
-    if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
-      absl::StatusOr<bool> ready =
-          WaitFor(socket_, err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline, what);
-      if (!ready.ok()) return ready.status();
-      if (!*ready) {
-        return absl::DeadlineExceededError(
-            absl::StrCat(what, ": not all through by the deadline (", left, " bytes to go)"));
-      }
-      return absl::OkStatus();
-    }
-    if (Closed(err)) {
-      return absl::UnavailableError(
-          absl::StrCat(what, ": connection closed with ", left, " bytes to go"));
-    }
-    return absl::UnavailableError(absl::StrCat(what, ": TLS: ", SslErrors()));
-  }
-
-  // Plaintext bytes per SSL_write: 16 records of 16 KiB.
-  static constexpr size_t kBatch = 256 << 10;
 
   std::shared_ptr<const BulkTlsContext> tls_context_;
   const std::string host_;
-  std::mutex mu_;  // serializes every call into ssl_, and guards pending_
-  SSL* ssl_ = nullptr;
-  std::vector<char> pending_;  // records OpenSSL wrote, not yet taken to send
-  std::mutex send_mu_;         // one sender at a time, so records go out in order
-  std::vector<char> sending_;  // records being sent (under send_mu_)
+  SSL* ssl_ = nullptr;                     // the handshake's; unused after it
+  std::vector<char> pending_;              // records OpenSSL wrote in the handshake, not yet sent
+  std::optional<SealedDirection> sealer_;  // this end's records, once handshaken (the writer's)
+  std::vector<char> out_;                  // sealed records to send (the writer's)
+  std::optional<SealedReader> reader_;     // the peer's records (the reader's)
 };
 
 }  // namespace
@@ -302,14 +297,10 @@ absl::StatusOr<std::shared_ptr<const BulkTlsContext>> BulkTlsContext::Make(
   // AES-128-GCM first: the cheapest of TLS 1.3's ciphers where the CPU has AES instructions.
   SSL_CTX_set_ciphersuites(
       ctx, "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256");
-  // A peer that closes without close_notify reads as a close: every bulk message says its
-  // length, so a cut one is still found ("closed with N bytes to go").
+  // A peer that closes in the handshake reads as a close, not an OpenSSL error.
   SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
-  // No SSL_MODE_ENABLE_PARTIAL_WRITE: with it SSL_write returns after each record, and the
-  // stream's batches of records (TlsStream::WriteAll) would be one record each.
-  // Read several records per recv (without it, two recvs per 16 KiB record: header, then body).
-  SSL_CTX_set_read_ahead(ctx, 1);
-  SSL_CTX_set_default_read_buffer_len(ctx, 256 << 10);
+  // No read ahead: OpenSSL reads the handshake's records and not a byte more, so the sealed
+  // records after it are all the stream's.
   SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
   auto load = [](const std::string& pem, auto reader) {
     BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));

@@ -4,12 +4,12 @@
 // core/transport_security.h: each side presents its certificate, signed by the job's CA; the
 // client also checks that the ps's certificate names the host it dialled).
 //
-// One thread may read while another writes. Under TLS both go through one OpenSSL connection, so
-// calls into it are serialized by a mutex that is never held while waiting for the socket (the
-// socket is non-blocking; a thread that must wait polls outside the lock). A write encrypts up to
-// 256 KiB into records under that mutex and sends them with one system call outside it. TLS 1.3
-// prefers AES-128-GCM. Every wait ends at a deadline. Errors as core/socket.h: UNAVAILABLE for a
-// closed or broken connection (and a failed handshake or certificate check, naming why),
+// One thread may read while another writes. Under TLS, OpenSSL does the handshake (TLS 1.3,
+// AES-128-GCM preferred) and the bytes after it move as sealed records keyed from the session
+// (core/sealed_records.h): a write seals from the caller's buffer and sends up to two 256 KiB
+// records per system call; a read opens each record where the caller wants its bytes. The two
+// directions share no lock. Every wait ends at a deadline. Errors as core/socket.h: UNAVAILABLE for
+// a closed or broken connection (and a failed handshake or certificate check, naming why),
 // DEADLINE_EXCEEDED at a deadline.
 #ifndef PSFLOW_CORE_BULK_STREAM_H_
 #define PSFLOW_CORE_BULK_STREAM_H_

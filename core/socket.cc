@@ -236,6 +236,22 @@ absl::Status Read(const Socket& s, std::span<iovec> pieces, SteadyTime deadline,
 
 }  // namespace
 
+absl::StatusOr<size_t> ReadSome(const Socket& s, std::span<iovec> pieces, SteadyTime deadline,
+                                absl::string_view what) {
+  for (;;) {
+    msghdr msg{};
+    msg.msg_iov = pieces.data();
+    msg.msg_iovlen = std::min<size_t>(pieces.size(), IOV_MAX);
+    const ssize_t n = recvmsg(s.fd(), &msg, MSG_DONTWAIT);
+    if (n >= 0) return static_cast<size_t>(n);
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) return ErrnoError(what, errno);
+    absl::StatusOr<bool> readable = WaitFor(s, POLLIN, deadline, what);
+    if (!readable.ok()) return readable.status();
+    if (!*readable) return absl::DeadlineExceededError(absl::StrCat(what, ": nothing arrived"));
+  }
+}
+
 absl::Status ReadAll(const Socket& s, std::span<iovec> pieces, SteadyTime deadline,
                      absl::string_view what) {
   return Read(s, pieces, deadline, what, nullptr);

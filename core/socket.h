@@ -66,6 +66,11 @@ absl::Status ReadAll(const Socket& s, std::span<iovec> pieces, SteadyTime deadli
                      absl::string_view what);
 absl::Status ReadAll(const Socket& s, void* data, size_t size, SteadyTime deadline,
                      absl::string_view what);
+// Reads into `pieces` (not advancing them) what the socket has, waiting for the first byte at
+// most until `deadline`: the bytes read (> 0), 0 when the peer closed, DEADLINE_EXCEEDED when
+// none came in time.
+absl::StatusOr<size_t> ReadSome(const Socket& s, std::span<iovec> pieces, SteadyTime deadline,
+                                absl::string_view what);
 // ReadAll of a message that may not come: false (OK) when the peer closes the connection before
 // its first byte.
 absl::StatusOr<bool> ReadAllOrEnd(const Socket& s, void* data, size_t size, SteadyTime deadline,

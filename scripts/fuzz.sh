@@ -22,7 +22,7 @@ cd "$(dirname "$0")/.."
 declare -A max_len=(
   [frame]=4096 [checkpoint]=4096 [tf_config]=2048 [prometheus_text]=4096 [training_job]=4096
   [kubeconfig]=4096 [watch_stream]=8192 [kube_object]=4096 [mnist]=4096 [cifar10]=9300
-  [ptb]=4096
+  [ptb]=4096 [sealed_records]=8192
 )
 
 check_libfuzzer() {

@@ -1,0 +1,315 @@
+#include "core/sealed_records.h"
+
+#include <openssl/core_names.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/kdf.h>
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+
+namespace psflow {
+namespace {
+
+std::string OpenSslError() {
+  const unsigned long e = ERR_get_error();
+  ERR_clear_error();
+  if (e == 0) return "no detail";
+  char buf[256];
+  ERR_error_string_n(e, buf, sizeof(buf));
+  return buf;
+}
+
+const EVP_CIPHER* EvpCipher(SealCipher cipher) {
+  switch (cipher) {
+    case SealCipher::kAes128Gcm:
+      return EVP_aes_128_gcm();
+    case SealCipher::kAes256Gcm:
+      return EVP_aes_256_gcm();
+    case SealCipher::kChaCha20Poly1305:
+      return EVP_chacha20_poly1305();
+  }
+  return nullptr;
+}
+
+size_t KeyBytes(SealCipher cipher) { return cipher == SealCipher::kAes128Gcm ? 16 : 32; }
+
+constexpr size_t kIvBytes = 12;
+
+// HKDF-Expand (SHA-256) of `secret` with info "psflow sealed records, epoch " and the epoch as 8
+// big-endian bytes: the epoch's key, then its IV.
+absl::Status ExpandEpoch(absl::string_view secret, uint64_t epoch, unsigned char* out,
+                         size_t size) {
+  std::string info = "psflow sealed records, epoch ";
+  for (int i = 7; i >= 0; --i) info.push_back(static_cast<char>((epoch >> (8 * i)) & 0xff));
+  EVP_KDF* kdf = EVP_KDF_fetch(nullptr, "HKDF", nullptr);
+  EVP_KDF_CTX* ctx = kdf != nullptr ? EVP_KDF_CTX_new(kdf) : nullptr;
+  EVP_KDF_free(kdf);
+  if (ctx == nullptr) return absl::InternalError("HKDF: " + OpenSslError());
+  int mode = EVP_KDF_HKDF_MODE_EXPAND_ONLY;
+  char digest[] = "SHA256";
+  OSSL_PARAM params[] = {
+      OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, digest, 0),
+      OSSL_PARAM_construct_int(OSSL_KDF_PARAM_MODE, &mode),
+      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, const_cast<char*>(secret.data()),
+                                        secret.size()),
+      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, info.data(), info.size()),
+      OSSL_PARAM_construct_end()};
+  const int ok = EVP_KDF_derive(ctx, out, size, params);
+  EVP_KDF_CTX_free(ctx);
+  if (ok != 1) return absl::InternalError("HKDF: " + OpenSslError());
+  return absl::OkStatus();
+}
+
+uint32_t BigEndian32(const char* p) {
+  const auto* u = reinterpret_cast<const unsigned char*>(p);
+  return (uint32_t{u[0]} << 24) | (uint32_t{u[1]} << 16) | (uint32_t{u[2]} << 8) | u[3];
+}
+
+}  // namespace
+
+struct SealedDirection::Cipher {
+  EVP_CIPHER_CTX* ctx = nullptr;
+  unsigned char iv[kIvBytes] = {};
+  ~Cipher() { EVP_CIPHER_CTX_free(ctx); }
+};
+
+SealedDirection::SealedDirection(Role role, SealCipher cipher, std::string secret,
+                                 uint64_t records_per_epoch)
+    : role_(role),
+      cipher_(cipher),
+      secret_(std::move(secret)),
+      records_per_epoch_(records_per_epoch),
+      state_(std::make_unique<Cipher>()) {}
+SealedDirection::SealedDirection(SealedDirection&&) noexcept = default;
+SealedDirection& SealedDirection::operator=(SealedDirection&&) noexcept = default;
+SealedDirection::~SealedDirection() = default;
+
+absl::StatusOr<SealedDirection> SealedDirection::Make(Role role, SealCipher cipher,
+                                                      absl::string_view secret,
+                                                      uint64_t records_per_epoch) {
+  if (secret.size() != kSealedSecretBytes || records_per_epoch == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("sealed records: a secret of ", secret.size(),
+                                                   " bytes (", kSealedSecretBytes, " wanted)"));
+  }
+  SealedDirection d(role, cipher, std::string(secret), records_per_epoch);
+  d.state_->ctx = EVP_CIPHER_CTX_new();
+  if (d.state_->ctx == nullptr) return absl::InternalError("sealed records: " + OpenSslError());
+  RETURN_IF_ERROR(d.EnterEpoch());
+  return d;
+}
+
+absl::Status SealedDirection::EnterEpoch() {
+  const size_t key_bytes = KeyBytes(cipher_);
+  unsigned char material[32 + kIvBytes];
+  RETURN_IF_ERROR(
+      ExpandEpoch(secret_, records_ / records_per_epoch_, material, key_bytes + kIvBytes));
+  const int enc = role_ == Role::kSeal ? 1 : 0;
+  const bool ok =
+      EVP_CipherInit_ex(state_->ctx, EvpCipher(cipher_), nullptr, nullptr, nullptr, enc) == 1 &&
+      EVP_CIPHER_CTX_ctrl(state_->ctx, EVP_CTRL_AEAD_SET_IVLEN, kIvBytes, nullptr) == 1 &&
+      EVP_CipherInit_ex(state_->ctx, nullptr, nullptr, material, nullptr, enc) == 1;
+  std::memcpy(state_->iv, material + key_bytes, kIvBytes);
+  OPENSSL_cleanse(material, sizeof(material));
+  if (!ok) return absl::InternalError("sealed records: " + OpenSslError());
+  return absl::OkStatus();
+}
+
+void SealedDirection::Nonce(unsigned char (&nonce)[12]) const {
+  std::memcpy(nonce, state_->iv, kIvBytes);
+  const uint64_t n = records_ % records_per_epoch_;
+  for (int i = 0; i < 8; ++i) nonce[kIvBytes - 1 - i] ^= static_cast<unsigned char>(n >> (8 * i));
+}
+
+absl::Status SealedDirection::Seal(const char* plain, size_t size, char* out) {
+  if (size == 0 || size > kMaxSealedRecord) {
+    return absl::InvalidArgumentError(absl::StrCat("sealed records: a record of ", size, " bytes"));
+  }
+  if (records_ % records_per_epoch_ == 0 && records_ > 0) RETURN_IF_ERROR(EnterEpoch());
+  out[0] = static_cast<char>(size >> 24);
+  out[1] = static_cast<char>(size >> 16);
+  out[2] = static_cast<char>(size >> 8);
+  out[3] = static_cast<char>(size);
+  unsigned char nonce[kIvBytes];
+  Nonce(nonce);
+  auto* u = reinterpret_cast<unsigned char*>(out);
+  int len = 0, tail = 0;
+  const bool ok = EVP_EncryptInit_ex(state_->ctx, nullptr, nullptr, nullptr, nonce) == 1 &&
+                  EVP_EncryptUpdate(state_->ctx, nullptr, &len, u, kSealedHeaderBytes) == 1 &&
+                  EVP_EncryptUpdate(state_->ctx, u + kSealedHeaderBytes, &len,
+                                    reinterpret_cast<const unsigned char*>(plain),
+                                    static_cast<int>(size)) == 1 &&
+                  EVP_EncryptFinal_ex(state_->ctx, u + kSealedHeaderBytes + len, &tail) == 1 &&
+                  EVP_CIPHER_CTX_ctrl(state_->ctx, EVP_CTRL_AEAD_GET_TAG, kSealedTagBytes,
+                                      u + kSealedHeaderBytes + size) == 1;
+  if (!ok) return absl::InternalError("sealed records: " + OpenSslError());
+  ++records_;
+  return absl::OkStatus();
+}
+
+absl::Status SealedDirection::Open(const char (&header)[kSealedHeaderBytes], char* data,
+                                   const char (&tag)[kSealedTagBytes]) {
+  ASSIGN_OR_RETURN(const size_t size, SealedRecordLength(header));
+  if (records_ % records_per_epoch_ == 0 && records_ > 0) RETURN_IF_ERROR(EnterEpoch());
+  unsigned char nonce[kIvBytes];
+  Nonce(nonce);
+  auto* u = reinterpret_cast<unsigned char*>(data);
+  unsigned char tag_copy[kSealedTagBytes];
+  std::memcpy(tag_copy, tag, kSealedTagBytes);
+  int len = 0, tail = 0;
+  const bool ready =
+      EVP_DecryptInit_ex(state_->ctx, nullptr, nullptr, nullptr, nonce) == 1 &&
+      EVP_DecryptUpdate(state_->ctx, nullptr, &len, reinterpret_cast<const unsigned char*>(header),
+                        kSealedHeaderBytes) == 1 &&
+      EVP_DecryptUpdate(state_->ctx, u, &len, u, static_cast<int>(size)) == 1 &&
+      EVP_CIPHER_CTX_ctrl(state_->ctx, EVP_CTRL_AEAD_SET_TAG, kSealedTagBytes, tag_copy) == 1;
+  if (!ready) return absl::InternalError("sealed records: " + OpenSslError());
+  if (EVP_DecryptFinal_ex(state_->ctx, u + len, &tail) != 1) {
+    ERR_clear_error();
+    return absl::DataLossError(
+        absl::StrCat("record ", records_,
+                     " does not open: its bytes were altered, cut or reordered, or the "
+                     "ends hold different keys"));
+  }
+  ++records_;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<size_t> SealedRecordLength(const char (&header)[kSealedHeaderBytes]) {
+  const uint32_t size = BigEndian32(header);
+  if (size == 0 || size > kMaxSealedRecord) {
+    return absl::DataLossError(absl::StrCat("a record of ", size, " bytes (1 to ", kMaxSealedRecord,
+                                            " allowed): not a sealed record"));
+  }
+  return size;
+}
+
+SealedReader::SealedReader(SealedDirection opener) : opener_(std::move(opener)), ahead_(kAhead) {}
+
+namespace {
+
+size_t Total(std::span<const iovec> pieces) {
+  size_t n = 0;
+  for (const iovec& p : pieces) n += p.iov_len;
+  return n;
+}
+
+// `pieces` less their first `n` bytes (the iovecs adjusted in place), empty ones dropped.
+std::span<iovec> Consume(std::span<iovec> pieces, size_t n) {
+  while (!pieces.empty() && n >= pieces.front().iov_len) {
+    n -= pieces.front().iov_len;
+    pieces = pieces.subspan(1);
+  }
+  if (!pieces.empty()) {
+    pieces.front().iov_base = static_cast<char*>(pieces.front().iov_base) + n;
+    pieces.front().iov_len -= n;
+  }
+  return pieces;
+}
+
+}  // namespace
+
+absl::Status SealedReader::Fill(std::span<iovec> need, Source source, absl::string_view what,
+                                size_t to_go, bool* ended) {
+  const size_t wanted = Total(need);
+  size_t got = 0;
+  while (ahead_begin_ < ahead_end_ && !need.empty()) {
+    const size_t n = std::min(ahead_end_ - ahead_begin_, need.front().iov_len);
+    std::memcpy(need.front().iov_base, ahead_.data() + ahead_begin_, n);
+    ahead_begin_ += n;
+    got += n;
+    need = Consume(need, n);
+  }
+  if (ahead_begin_ == ahead_end_) ahead_begin_ = ahead_end_ = 0;
+  while (!need.empty()) {
+    // Everything ahead was used, so the whole ahead buffer is free; it takes bytes only once
+    // every piece of `need` is full.
+    iovec pieces[4];
+    const size_t count = std::min<size_t>(need.size(), 3);
+    std::copy_n(need.begin(), count, pieces);
+    const bool ahead = count == need.size();
+    if (ahead) pieces[count] = iovec{ahead_.data(), kAhead};
+    absl::StatusOr<size_t> n = source(std::span<iovec>(pieces, count + (ahead ? 1 : 0)));
+    if (!n.ok()) {
+      if (absl::IsDeadlineExceeded(n.status())) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            what, ": it did not all arrive by the deadline (", to_go, " bytes to go)"));
+      }
+      return n.status();
+    }
+    if (*n == 0) {
+      if (ended != nullptr && got == 0 && wanted > 0) {
+        *ended = true;
+        return absl::OkStatus();
+      }
+      return absl::UnavailableError(
+          absl::StrCat(what, ": connection closed with ", to_go, " bytes to go"));
+    }
+    const size_t into_need = std::min(*n, Total(need));
+    got += into_need;
+    need = Consume(need, into_need);
+    ahead_end_ = *n - into_need;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SealedReader::Read(std::span<iovec> pieces, Source source, absl::string_view what,
+                                bool* ended) {
+  const size_t total = Total(pieces);
+  size_t done = 0;
+  auto failed = [&](const absl::Status& s) {
+    return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
+  };
+  for (const iovec& piece : pieces) {
+    char* p = static_cast<char*>(piece.iov_base);
+    size_t left = piece.iov_len;
+    while (left > 0) {
+      if (plain_begin_ < plain_.size()) {
+        const size_t n = std::min(left, plain_.size() - plain_begin_);
+        std::memcpy(p, plain_.data() + plain_begin_, n);
+        plain_begin_ += n;
+        p += n;
+        left -= n;
+        done += n;
+        continue;
+      }
+      char header[kSealedHeaderBytes];
+      iovec h{header, sizeof(header)};
+      bool at_end = false;
+      RETURN_IF_ERROR(Fill(std::span<iovec>(&h, 1), source, what, total - done,
+                           done == 0 && ended != nullptr ? &at_end : nullptr));
+      if (at_end) {
+        *ended = true;
+        return absl::OkStatus();
+      }
+      absl::StatusOr<size_t> length = SealedRecordLength(header);
+      if (!length.ok()) return failed(length.status());
+      char tag[kSealedTagBytes];
+      // A record that fits lands where it is wanted; a longer one in plain_, handed out in parts.
+      const bool direct = *length <= left;
+      if (!direct) {
+        plain_.resize(*length);
+        plain_begin_ = 0;
+      }
+      char* data = direct ? p : plain_.data();
+      iovec body[2] = {{data, *length}, {tag, sizeof(tag)}};
+      RETURN_IF_ERROR(Fill(body, source, what, total - done, nullptr));
+      if (absl::Status s = opener_.Open(header, data, tag); !s.ok()) {
+        plain_.clear();
+        return failed(s);
+      }
+      if (direct) {
+        p += *length;
+        left -= *length;
+        done += *length;
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace psflow
