@@ -87,6 +87,27 @@ BIO_METHOD* SinkMethod() {
   return method;
 }
 
+// The ALPN protocol both ends offer, in ALPN's wire form (a length byte, then the name): a peer
+// without it speaks OpenSSL's records after the handshake, and the connection fails at once,
+// saying so, instead of misreading them.
+constexpr absl::string_view kSealedProtocol = "\x13psflow-bulk-sealed1";
+static_assert(kSealedProtocol.size() == 20);
+
+// The server's ALPN choice: the sealed protocol if the client offers it; else the handshake
+// ends with a no_application_protocol alert (an older client offers none, and the server's check
+// after the handshake refuses it).
+int SelectSealedProtocol(SSL*, const unsigned char** out, unsigned char* out_bytes,
+                         const unsigned char* offered, unsigned int offered_bytes, void*) {
+  unsigned char* chosen = nullptr;
+  const auto* ours = reinterpret_cast<const unsigned char*>(kSealedProtocol.data());
+  if (SSL_select_next_proto(&chosen, out_bytes, ours, kSealedProtocol.size(), offered,
+                            offered_bytes) != OPENSSL_NPN_NEGOTIATED) {
+    return SSL_TLSEXT_ERR_ALERT_FATAL;
+  }
+  *out = chosen;
+  return SSL_TLSEXT_ERR_OK;
+}
+
 // The cipher of sealed records matching the TLS 1.3 suite the handshake chose.
 absl::StatusOr<SealCipher> SealCipherOf(const SSL* ssl) {
   const SSL_CIPHER* suite = SSL_get_current_cipher(ssl);
@@ -147,6 +168,15 @@ class TlsStream final : public BulkStream {
       if (ok != 1) return absl::UnavailableError(absl::StrCat("TLS: bad peer name ", host_));
     }
     RETURN_IF_ERROR(Step(deadline, [&] { return client ? SSL_connect(ssl_) : SSL_accept(ssl_); }));
+    const unsigned char* protocol = nullptr;
+    unsigned int protocol_bytes = 0;
+    SSL_get0_alpn_selected(ssl_, &protocol, &protocol_bytes);
+    if (protocol == nullptr || absl::string_view(reinterpret_cast<const char*>(protocol),
+                                                 protocol_bytes) != kSealedProtocol.substr(1)) {
+      return absl::UnavailableError(
+          "TLS: the peer does not speak sealed bulk records (another psflow version?): run one "
+          "psflow version on every replica of a job");
+    }
     char confirmation = kConfirmation;
     RETURN_IF_ERROR(Step(deadline, [&] {
       return client ? SSL_read(ssl_, &confirmation, 1) : SSL_write(ssl_, &confirmation, 1);
@@ -164,36 +194,25 @@ class TlsStream final : public BulkStream {
                      SealedDirection::Make(Role::kOpen, cipher, client ? to_client : to_server));
     OPENSSL_cleanse(to_server.data(), to_server.size());
     OPENSSL_cleanse(to_client.data(), to_client.size());
-    sealer_.emplace(std::move(sealer));
+    writer_.emplace(std::move(sealer));
     reader_.emplace(std::move(opener));
-    out_.resize(kSendBatch);
+    // The session's secrets are not needed any more.
+    SSL_free(ssl_);
+    ssl_ = nullptr;
     return absl::OkStatus();
   }
 
-  // Seals each piece in records of up to kMaxSealedRecord bytes, sending whenever the next one
-  // would not fit in the send buffer.
   absl::Status WriteAll(std::span<iovec> pieces, SteadyTime deadline,
                         absl::string_view what) override {
-    if (!sealer_) return absl::FailedPreconditionError(absl::StrCat(what, ": no TLS handshake"));
-    size_t used = 0;
-    for (const iovec& piece : pieces) {
-      const char* p = static_cast<const char*>(piece.iov_base);
-      size_t left = piece.iov_len;
-      while (left > 0) {
-        const size_t size = std::min(left, kMaxSealedRecord);
-        if (used + size + kSealedOverhead > out_.size()) {
-          RETURN_IF_ERROR(Send(used, deadline, what));
-          used = 0;
-        }
-        if (absl::Status s = sealer_->Seal(p, size, out_.data() + used); !s.ok()) {
-          return absl::UnavailableError(absl::StrCat(what, ": ", s.message()));
-        }
-        used += size + kSealedOverhead;
-        p += size;
-        left -= size;
-      }
+    if (!writer_) return absl::FailedPreconditionError(absl::StrCat(what, ": no TLS handshake"));
+    absl::Status s = writer_->Write(pieces, [&](const char* data, size_t size) {
+      iovec all{const_cast<char*>(data), size};
+      return psflow::WriteAll(socket_, std::span<iovec>(&all, 1), deadline, what);
+    });
+    if (!s.ok() && !absl::IsDeadlineExceeded(s) && !absl::IsUnavailable(s)) {
+      return absl::UnavailableError(absl::StrCat(what, ": ", s.message()));
     }
-    return Send(used, deadline, what);
+    return s;
   }
 
   absl::Status ReadAll(std::span<iovec> pieces, SteadyTime deadline,
@@ -216,8 +235,6 @@ class TlsStream final : public BulkStream {
 
  private:
   static constexpr char kConfirmation = 'k';
-  // Two full records and their overhead per send.
-  static constexpr size_t kSendBatch = 2 * (kMaxSealedRecord + kSealedOverhead);
 
   // Runs an OpenSSL handshake step until it is done (> 0), sending what it wrote and waiting for
   // the socket as it asks, by `deadline`.
@@ -259,27 +276,23 @@ class TlsStream final : public BulkStream {
     return secret;
   }
 
-  absl::Status Send(size_t used, SteadyTime deadline, absl::string_view what) {
-    if (used == 0) return absl::OkStatus();
-    iovec all{out_.data(), used};
-    return psflow::WriteAll(socket_, std::span<iovec>(&all, 1), deadline, what);
-  }
-
   absl::Status Read(std::span<iovec> pieces, SteadyTime deadline, absl::string_view what,
                     bool* ended) {
     if (!reader_) return absl::FailedPreconditionError(absl::StrCat(what, ": no TLS handshake"));
-    return reader_->Read(
+    absl::Status s = reader_->Read(
         pieces, [&](std::span<iovec> into) { return ReadSome(socket_, into, deadline, what); },
         what, ended);
+    // A record that does not open is a broken connection, as core/socket.h's errors are.
+    if (absl::IsDataLoss(s)) return absl::UnavailableError(s.message());
+    return s;
   }
 
   std::shared_ptr<const BulkTlsContext> tls_context_;
   const std::string host_;
-  SSL* ssl_ = nullptr;                     // the handshake's; unused after it
-  std::vector<char> pending_;              // records OpenSSL wrote in the handshake, not yet sent
-  std::optional<SealedDirection> sealer_;  // this end's records, once handshaken (the writer's)
-  std::vector<char> out_;                  // sealed records to send (the writer's)
-  std::optional<SealedReader> reader_;     // the peer's records (the reader's)
+  SSL* ssl_ = nullptr;                  // the handshake's; freed after it
+  std::vector<char> pending_;           // records OpenSSL wrote in the handshake, not yet sent
+  std::optional<SealedWriter> writer_;  // this end's records, once handshaken (the writer's)
+  std::optional<SealedReader> reader_;  // the peer's records (the reader's)
 };
 
 }  // namespace
@@ -301,6 +314,15 @@ absl::StatusOr<std::shared_ptr<const BulkTlsContext>> BulkTlsContext::Make(
   SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
   // No read ahead: OpenSSL reads the handshake's records and not a byte more, so the sealed
   // records after it are all the stream's.
+  if (role == Role::kClient) {
+    // (0 is success here.)
+    if (SSL_CTX_set_alpn_protos(ctx, reinterpret_cast<const unsigned char*>(kSealedProtocol.data()),
+                                kSealedProtocol.size()) != 0) {
+      return absl::InvalidArgumentError("TLS: " + SslErrors());
+    }
+  } else {
+    SSL_CTX_set_alpn_select_cb(ctx, SelectSealedProtocol, nullptr);
+  }
   SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
   auto load = [](const std::string& pem, auto reader) {
     BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));

@@ -5,10 +5,12 @@
 // client also checks that the ps's certificate names the host it dialled).
 //
 // One thread may read while another writes. Under TLS, OpenSSL does the handshake (TLS 1.3,
-// AES-128-GCM preferred) and the bytes after it move as sealed records keyed from the session
-// (core/sealed_records.h): a write seals from the caller's buffer and sends up to two 256 KiB
-// records per system call; a read opens each record where the caller wants its bytes. The two
-// directions share no lock. Every wait ends at a deadline. Errors as core/socket.h: UNAVAILABLE for
+// AES-128-GCM preferred, ALPN "psflow-bulk-sealed1": a peer without it is refused at once, saying
+// so), the server confirms it in one TLS record (a client it refused reads its alert), and the
+// bytes after it move as sealed records keyed from the session (core/sealed_records.h): a write
+// seals from the caller's buffer and sends up to two 256 KiB records per system call; a read
+// opens each record where the caller wants its bytes. The two directions share no lock. Every
+// wait ends at a deadline. Errors as core/socket.h: UNAVAILABLE for
 // a closed or broken connection (and a failed handshake or certificate check, naming why),
 // DEADLINE_EXCEEDED at a deadline.
 #ifndef PSFLOW_CORE_BULK_STREAM_H_

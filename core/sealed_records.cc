@@ -87,12 +87,15 @@ SealedDirection::SealedDirection(Role role, SealCipher cipher, std::string secre
       state_(std::make_unique<Cipher>()) {}
 SealedDirection::SealedDirection(SealedDirection&&) noexcept = default;
 SealedDirection& SealedDirection::operator=(SealedDirection&&) noexcept = default;
-SealedDirection::~SealedDirection() = default;
+SealedDirection::~SealedDirection() { OPENSSL_cleanse(secret_.data(), secret_.size()); }
 
 absl::StatusOr<SealedDirection> SealedDirection::Make(Role role, SealCipher cipher,
                                                       absl::string_view secret,
                                                       uint64_t records_per_epoch) {
-  if (secret.size() != kSealedSecretBytes || records_per_epoch == 0) {
+  if (records_per_epoch == 0) {
+    return absl::InvalidArgumentError("sealed records: an epoch of 0 records");
+  }
+  if (secret.size() != kSealedSecretBytes) {
     return absl::InvalidArgumentError(absl::StrCat("sealed records: a secret of ", secret.size(),
                                                    " bytes (", kSealedSecretBytes, " wanted)"));
   }
@@ -125,7 +128,9 @@ void SealedDirection::Nonce(unsigned char (&nonce)[12]) const {
   for (int i = 0; i < 8; ++i) nonce[kIvBytes - 1 - i] ^= static_cast<unsigned char>(n >> (8 * i));
 }
 
-absl::Status SealedDirection::Seal(const char* plain, size_t size, char* out) {
+absl::Status SealedDirection::Seal(std::span<const iovec> plain, char* out) {
+  size_t size = 0;
+  for (const iovec& p : plain) size += p.iov_len;
   if (size == 0 || size > kMaxSealedRecord) {
     return absl::InvalidArgumentError(absl::StrCat("sealed records: a record of ", size, " bytes"));
   }
@@ -137,46 +142,67 @@ absl::Status SealedDirection::Seal(const char* plain, size_t size, char* out) {
   unsigned char nonce[kIvBytes];
   Nonce(nonce);
   auto* u = reinterpret_cast<unsigned char*>(out);
-  int len = 0, tail = 0;
-  const bool ok = EVP_EncryptInit_ex(state_->ctx, nullptr, nullptr, nullptr, nonce) == 1 &&
-                  EVP_EncryptUpdate(state_->ctx, nullptr, &len, u, kSealedHeaderBytes) == 1 &&
-                  EVP_EncryptUpdate(state_->ctx, u + kSealedHeaderBytes, &len,
-                                    reinterpret_cast<const unsigned char*>(plain),
-                                    static_cast<int>(size)) == 1 &&
-                  EVP_EncryptFinal_ex(state_->ctx, u + kSealedHeaderBytes + len, &tail) == 1 &&
-                  EVP_CIPHER_CTX_ctrl(state_->ctx, EVP_CTRL_AEAD_GET_TAG, kSealedTagBytes,
-                                      u + kSealedHeaderBytes + size) == 1;
+  ERR_clear_error();
+  int len = 0;
+  bool ok = EVP_EncryptInit_ex(state_->ctx, nullptr, nullptr, nullptr, nonce) == 1 &&
+            EVP_EncryptUpdate(state_->ctx, nullptr, &len, u, kSealedHeaderBytes) == 1;
+  unsigned char* at = u + kSealedHeaderBytes;
+  for (const iovec& p : plain) {
+    if (!ok || p.iov_len == 0) continue;
+    ok = EVP_EncryptUpdate(state_->ctx, at, &len, static_cast<const unsigned char*>(p.iov_base),
+                           static_cast<int>(p.iov_len)) == 1;
+    at += len;
+  }
+  ok = ok && EVP_EncryptFinal_ex(state_->ctx, at, &len) == 1 &&
+       EVP_CIPHER_CTX_ctrl(state_->ctx, EVP_CTRL_AEAD_GET_TAG, kSealedTagBytes,
+                           u + kSealedHeaderBytes + size) == 1;
   if (!ok) return absl::InternalError("sealed records: " + OpenSslError());
   ++records_;
   return absl::OkStatus();
 }
 
-absl::Status SealedDirection::Open(const char (&header)[kSealedHeaderBytes], char* data,
+absl::Status SealedDirection::Open(const char (&header)[kSealedHeaderBytes],
+                                   std::span<const iovec> data,
                                    const char (&tag)[kSealedTagBytes]) {
   ASSIGN_OR_RETURN(const size_t size, SealedRecordLength(header));
+  size_t total = 0;
+  for (const iovec& p : data) total += p.iov_len;
+  if (total != size) {
+    return absl::InternalError(
+        absl::StrCat("sealed records: ", total, " bytes to open a record of ", size));
+  }
   if (records_ % records_per_epoch_ == 0 && records_ > 0) RETURN_IF_ERROR(EnterEpoch());
   unsigned char nonce[kIvBytes];
   Nonce(nonce);
-  auto* u = reinterpret_cast<unsigned char*>(data);
   unsigned char tag_copy[kSealedTagBytes];
   std::memcpy(tag_copy, tag, kSealedTagBytes);
-  int len = 0, tail = 0;
-  const bool ready =
+  ERR_clear_error();
+  int len = 0;
+  bool ok =
       EVP_DecryptInit_ex(state_->ctx, nullptr, nullptr, nullptr, nonce) == 1 &&
       EVP_DecryptUpdate(state_->ctx, nullptr, &len, reinterpret_cast<const unsigned char*>(header),
-                        kSealedHeaderBytes) == 1 &&
-      EVP_DecryptUpdate(state_->ctx, u, &len, u, static_cast<int>(size)) == 1 &&
-      EVP_CIPHER_CTX_ctrl(state_->ctx, EVP_CTRL_AEAD_SET_TAG, kSealedTagBytes, tag_copy) == 1;
-  if (!ready) return absl::InternalError("sealed records: " + OpenSslError());
-  if (EVP_DecryptFinal_ex(state_->ctx, u + len, &tail) != 1) {
-    ERR_clear_error();
-    return absl::DataLossError(
-        absl::StrCat("record ", records_,
-                     " does not open: its bytes were altered, cut or reordered, or the "
-                     "ends hold different keys"));
+                        kSealedHeaderBytes) == 1;
+  // Piece by piece, in place; GCM and Poly1305 carry a partial block across calls, so a piece
+  // may end anywhere.
+  for (const iovec& p : data) {
+    if (!ok || p.iov_len == 0) continue;
+    auto* u = static_cast<unsigned char*>(p.iov_base);
+    ok = EVP_DecryptUpdate(state_->ctx, u, &len, u, static_cast<int>(p.iov_len)) == 1 &&
+         static_cast<size_t>(len) == p.iov_len;
   }
-  ++records_;
-  return absl::OkStatus();
+  ok =
+      ok && EVP_CIPHER_CTX_ctrl(state_->ctx, EVP_CTRL_AEAD_SET_TAG, kSealedTagBytes, tag_copy) == 1;
+  unsigned char none[16];
+  if (ok && EVP_DecryptFinal_ex(state_->ctx, none, &len) == 1) {
+    ++records_;
+    return absl::OkStatus();
+  }
+  for (const iovec& p : data) std::memset(p.iov_base, 0, p.iov_len);
+  ERR_clear_error();
+  return absl::DataLossError(
+      absl::StrCat("record ", records_,
+                   " does not open: its bytes were altered, cut or reordered, or the "
+                   "ends hold different keys"));
 }
 
 absl::StatusOr<size_t> SealedRecordLength(const char (&header)[kSealedHeaderBytes]) {
@@ -186,6 +212,43 @@ absl::StatusOr<size_t> SealedRecordLength(const char (&header)[kSealedHeaderByte
                                             " allowed): not a sealed record"));
   }
   return size;
+}
+
+SealedWriter::SealedWriter(SealedDirection sealer)
+    : sealer_(std::move(sealer)), out_(kSealedSendBatch) {}
+
+absl::Status SealedWriter::SealPending(Sink send) {
+  if (pending_bytes_ == 0) return absl::OkStatus();
+  if (used_ + pending_bytes_ + kSealedOverhead > out_.size()) {
+    RETURN_IF_ERROR(send(out_.data(), used_));
+    used_ = 0;
+  }
+  RETURN_IF_ERROR(sealer_.Seal(pending_, out_.data() + used_));
+  used_ += pending_bytes_ + kSealedOverhead;
+  pending_.clear();
+  pending_bytes_ = 0;
+  return absl::OkStatus();
+}
+
+absl::Status SealedWriter::Write(std::span<const iovec> pieces, Sink send) {
+  for (const iovec& piece : pieces) {
+    const char* p = static_cast<const char*>(piece.iov_base);
+    size_t left = piece.iov_len;
+    const bool own = left >= kSealedOwnRecordBytes;
+    if (own) RETURN_IF_ERROR(SealPending(send));
+    while (left > 0) {
+      const size_t take = std::min(left, kMaxSealedRecord - pending_bytes_);
+      pending_.push_back({const_cast<char*>(p), take});
+      pending_bytes_ += take;
+      p += take;
+      left -= take;
+      if (pending_bytes_ == kMaxSealedRecord) RETURN_IF_ERROR(SealPending(send));
+    }
+    if (own) RETURN_IF_ERROR(SealPending(send));
+  }
+  RETURN_IF_ERROR(SealPending(send));
+  const size_t used = std::exchange(used_, 0);
+  return used > 0 ? send(out_.data(), used) : absl::OkStatus();
 }
 
 SealedReader::SealedReader(SealedDirection opener) : opener_(std::move(opener)), ahead_(kAhead) {}
@@ -198,42 +261,43 @@ size_t Total(std::span<const iovec> pieces) {
   return n;
 }
 
-// `pieces` less their first `n` bytes (the iovecs adjusted in place), empty ones dropped.
-std::span<iovec> Consume(std::span<iovec> pieces, size_t n) {
-  while (!pieces.empty() && n >= pieces.front().iov_len) {
-    n -= pieces.front().iov_len;
-    pieces = pieces.subspan(1);
+// The first `n` bytes of `pieces` into `out` (as pieces, none empty), and `pieces` advanced past
+// them (the first iovec adjusted in place; fully used ones dropped).
+std::span<iovec> Take(std::span<iovec> pieces, size_t n, std::vector<iovec>* out) {
+  while (n > 0 && !pieces.empty()) {
+    iovec& front = pieces.front();
+    const size_t k = std::min(n, front.iov_len);
+    if (k > 0 && out != nullptr) out->push_back({front.iov_base, k});
+    front.iov_base = static_cast<char*>(front.iov_base) + k;
+    front.iov_len -= k;
+    n -= k;
+    if (front.iov_len == 0) pieces = pieces.subspan(1);
   }
-  if (!pieces.empty()) {
-    pieces.front().iov_base = static_cast<char*>(pieces.front().iov_base) + n;
-    pieces.front().iov_len -= n;
-  }
+  while (!pieces.empty() && pieces.front().iov_len == 0) pieces = pieces.subspan(1);
   return pieces;
 }
 
 }  // namespace
 
-absl::Status SealedReader::Fill(std::span<iovec> need, Source source, absl::string_view what,
+absl::Status SealedReader::Fill(std::vector<iovec>& need, Source source, absl::string_view what,
                                 size_t to_go, bool* ended) {
   const size_t wanted = Total(need);
+  std::span<iovec> rest(need);
   size_t got = 0;
-  while (ahead_begin_ < ahead_end_ && !need.empty()) {
-    const size_t n = std::min(ahead_end_ - ahead_begin_, need.front().iov_len);
-    std::memcpy(need.front().iov_base, ahead_.data() + ahead_begin_, n);
+  while (ahead_begin_ < ahead_end_ && !rest.empty()) {
+    const size_t n = std::min(ahead_end_ - ahead_begin_, rest.front().iov_len);
+    std::memcpy(rest.front().iov_base, ahead_.data() + ahead_begin_, n);
     ahead_begin_ += n;
     got += n;
-    need = Consume(need, n);
+    rest = Take(rest, n, nullptr);
   }
   if (ahead_begin_ == ahead_end_) ahead_begin_ = ahead_end_ = 0;
-  while (!need.empty()) {
+  while (!rest.empty()) {
     // Everything ahead was used, so the whole ahead buffer is free; it takes bytes only once
     // every piece of `need` is full.
-    iovec pieces[4];
-    const size_t count = std::min<size_t>(need.size(), 3);
-    std::copy_n(need.begin(), count, pieces);
-    const bool ahead = count == need.size();
-    if (ahead) pieces[count] = iovec{ahead_.data(), kAhead};
-    absl::StatusOr<size_t> n = source(std::span<iovec>(pieces, count + (ahead ? 1 : 0)));
+    source_pieces_.assign(rest.begin(), rest.end());
+    source_pieces_.push_back({ahead_.data(), kAhead});
+    absl::StatusOr<size_t> n = source(std::span<iovec>(source_pieces_));
     if (!n.ok()) {
       if (absl::IsDeadlineExceeded(n.status())) {
         return absl::DeadlineExceededError(absl::StrCat(
@@ -249,9 +313,9 @@ absl::Status SealedReader::Fill(std::span<iovec> need, Source source, absl::stri
       return absl::UnavailableError(
           absl::StrCat(what, ": connection closed with ", to_go, " bytes to go"));
     }
-    const size_t into_need = std::min(*n, Total(need));
+    const size_t into_need = std::min(*n, Total(rest));
     got += into_need;
-    need = Consume(need, into_need);
+    rest = Take(rest, into_need, nullptr);
     ahead_end_ = *n - into_need;
   }
   return absl::OkStatus();
@@ -259,55 +323,65 @@ absl::Status SealedReader::Fill(std::span<iovec> need, Source source, absl::stri
 
 absl::Status SealedReader::Read(std::span<iovec> pieces, Source source, absl::string_view what,
                                 bool* ended) {
+  if (!failed_.ok()) return failed_;
+  absl::Status s = ReadRecords(pieces, source, what, ended);
+  if (!s.ok()) {
+    failed_ = s;
+    plain_begin_ = plain_end_ = ahead_begin_ = ahead_end_ = 0;
+  }
+  return s;
+}
+
+absl::Status SealedReader::ReadRecords(std::span<iovec> caller, Source source,
+                                       absl::string_view what, bool* ended) {
+  // A copy of the caller's iovecs, consumed as bytes are handed out.
+  caller_.assign(caller.begin(), caller.end());
+  std::span<iovec> pieces = Take(std::span<iovec>(caller_), 0, nullptr);
   const size_t total = Total(pieces);
   size_t done = 0;
   auto failed = [&](const absl::Status& s) {
     return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
   };
-  for (const iovec& piece : pieces) {
-    char* p = static_cast<char*>(piece.iov_base);
-    size_t left = piece.iov_len;
-    while (left > 0) {
-      if (plain_begin_ < plain_.size()) {
-        const size_t n = std::min(left, plain_.size() - plain_begin_);
-        std::memcpy(p, plain_.data() + plain_begin_, n);
-        plain_begin_ += n;
-        p += n;
-        left -= n;
-        done += n;
-        continue;
+  while (!pieces.empty()) {
+    if (plain_begin_ < plain_end_) {
+      size_t n = std::min(plain_end_ - plain_begin_, Total(pieces));
+      record_.clear();
+      pieces = Take(pieces, n, &record_);
+      for (const iovec& p : record_) {
+        std::memcpy(p.iov_base, plain_.get() + plain_begin_, p.iov_len);
+        plain_begin_ += p.iov_len;
       }
-      char header[kSealedHeaderBytes];
-      iovec h{header, sizeof(header)};
-      bool at_end = false;
-      RETURN_IF_ERROR(Fill(std::span<iovec>(&h, 1), source, what, total - done,
-                           done == 0 && ended != nullptr ? &at_end : nullptr));
-      if (at_end) {
-        *ended = true;
-        return absl::OkStatus();
-      }
-      absl::StatusOr<size_t> length = SealedRecordLength(header);
-      if (!length.ok()) return failed(length.status());
-      char tag[kSealedTagBytes];
-      // A record that fits lands where it is wanted; a longer one in plain_, handed out in parts.
-      const bool direct = *length <= left;
-      if (!direct) {
-        plain_.resize(*length);
-        plain_begin_ = 0;
-      }
-      char* data = direct ? p : plain_.data();
-      iovec body[2] = {{data, *length}, {tag, sizeof(tag)}};
-      RETURN_IF_ERROR(Fill(body, source, what, total - done, nullptr));
-      if (absl::Status s = opener_.Open(header, data, tag); !s.ok()) {
-        plain_.clear();
-        return failed(s);
-      }
-      if (direct) {
-        p += *length;
-        left -= *length;
-        done += *length;
-      }
+      done += n;
+      continue;
     }
+    char header[kSealedHeaderBytes];
+    need_.assign(1, iovec{header, sizeof(header)});
+    bool at_end = false;
+    RETURN_IF_ERROR(
+        Fill(need_, source, what, total - done, done == 0 && ended != nullptr ? &at_end : nullptr));
+    if (at_end) {
+      *ended = true;
+      return absl::OkStatus();
+    }
+    absl::StatusOr<size_t> length = SealedRecordLength(header);
+    if (!length.ok()) return failed(length.status());
+    char tag[kSealedTagBytes];
+    // A record that fits lands where it is wanted; a longer one in plain_, handed out in parts.
+    record_.clear();
+    const bool direct = *length <= Total(pieces);
+    if (direct) {
+      pieces = Take(pieces, *length, &record_);
+      done += *length;
+    } else {
+      if (plain_ == nullptr) plain_ = std::make_unique_for_overwrite<char[]>(kMaxSealedRecord);
+      record_.push_back({plain_.get(), *length});
+      plain_begin_ = 0;
+      plain_end_ = *length;
+    }
+    need_.assign(record_.begin(), record_.end());
+    need_.push_back({tag, sizeof(tag)});
+    RETURN_IF_ERROR(Fill(need_, source, what, total - done + (direct ? *length : 0), nullptr));
+    if (absl::Status s = opener_.Open(header, record_, tag); !s.ok()) return failed(s);
   }
   return absl::OkStatus();
 }

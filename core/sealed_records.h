@@ -57,12 +57,13 @@ class SealedDirection {
   SealedDirection& operator=(SealedDirection&&) noexcept;
   ~SealedDirection();
 
-  // Seals plain[0, size) (1..kMaxSealedRecord bytes) as the next record into
-  // out[0, size + kSealedOverhead).
-  absl::Status Seal(const char* plain, size_t size, char* out);
-  // Opens the next record in place: `data` holds the L bytes of ciphertext `header` announced and
-  // is left holding the plaintext; DATA_LOSS (saying which record) when the tag does not match.
-  absl::Status Open(const char (&header)[kSealedHeaderBytes], char* data,
+  // Seals the bytes of `plain`'s pieces, in order (1..kMaxSealedRecord in all), as the next
+  // record into out[0, total + kSealedOverhead).
+  absl::Status Seal(std::span<const iovec> plain, char* out);
+  // Opens the next record in place: `data`'s pieces hold, in order, the L bytes of ciphertext
+  // `header` announced, and are left holding the plaintext. When the tag does not match:
+  // DATA_LOSS (saying which record), with the pieces zeroed (never bytes an attacker chose).
+  absl::Status Open(const char (&header)[kSealedHeaderBytes], std::span<const iovec> data,
                     const char (&tag)[kSealedTagBytes]);
 
   uint64_t records() const { return records_; }
@@ -85,13 +86,44 @@ class SealedDirection {
 // The record length a header announces; DATA_LOSS when it is 0 or over kMaxSealedRecord.
 absl::StatusOr<size_t> SealedRecordLength(const char (&header)[kSealedHeaderBytes]);
 
+// Pieces of kSealedOwnRecordBytes or more get records of their own (see SealedWriter).
+inline constexpr size_t kSealedOwnRecordBytes = 4 << 10;
+
+// Seals a stream's writes. How a write's pieces are cut into records: consecutive small pieces
+// share a record while they fit in kMaxSealedRecord; a piece of kSealedOwnRecordBytes or more is
+// sealed in records of its own (the last one short). So a reader that reads such a piece by itself
+// (a payload after its headers) gets whole records for it, and small pieces (headers, an
+// embedding's rows) cost few records. Sealed records are sent in batches of up to
+// kSealedSendBatch bytes. Not thread-safe (one writer at a time).
+inline constexpr size_t kSealedSendBatch = 2 * (kMaxSealedRecord + kSealedOverhead);
+class SealedWriter {
+ public:
+  // Sends bytes (all of them, or an error).
+  using Sink = absl::FunctionRef<absl::Status(const char* data, size_t size)>;
+
+  explicit SealedWriter(SealedDirection sealer);
+  // Seals every byte of `pieces` and sends the records; the sink's error, or INTERNAL from
+  // OpenSSL. After an error the stream is done with.
+  absl::Status Write(std::span<const iovec> pieces, Sink send);
+
+ private:
+  // Seals the pending record into out_ (sending out_ first when it would not fit).
+  absl::Status SealPending(Sink send);
+
+  SealedDirection sealer_;
+  std::vector<char> out_;  // kSealedSendBatch bytes: [0, used_) sealed, not yet sent
+  size_t used_ = 0;
+  std::vector<iovec> pending_;  // the next record's pieces
+  size_t pending_bytes_ = 0;
+};
+
 // Reads the plaintext of a sealed record stream. Each record that fits in what a read still
-// wants is received straight into the caller's buffer and opened there; a longer one is opened
-// in a buffer of its own and handed out in parts. A read that succeeds gave only bytes whose
-// records' tags matched; one that fails leaves its pieces' bytes unspecified (a record is
-// decrypted in place before its tag is checked), and the stream is done with. At most 4 KiB past
-// the record being read are taken from the source ahead of need (the next header, small records),
-// so little is copied twice.
+// wants (across its pieces) is received straight into the caller's pieces and opened there; a
+// longer one is opened in a buffer of its own and handed out in parts. A read that succeeds gave
+// only bytes whose records' tags matched. After any error the reader is done: every later read
+// returns the same error (its pieces' bytes are unspecified; a record that failed its tag left
+// zeros). At most 4 KiB past the record being read are taken from the source ahead of need (the
+// next header, small records), so little is copied twice.
 class SealedReader {
  public:
   // Reads into `pieces` some of the bytes the source has: > 0 bytes, 0 at the end of the
@@ -107,22 +139,32 @@ class SealedReader {
   absl::Status Read(std::span<iovec> pieces, Source source, absl::string_view what,
                     bool* ended = nullptr);
   // True while bytes read from the source wait here (so a read needs no wait for the source).
-  bool buffered() const { return plain_begin_ < plain_.size() || ahead_begin_ < ahead_end_; }
+  bool buffered() const {
+    return failed_.ok() && (plain_begin_ < plain_end_ || ahead_begin_ < ahead_end_);
+  }
 
  private:
-  // Fills `need` (advancing it) from the ahead buffer, then from the source, letting the source
+  absl::Status ReadRecords(std::span<iovec> pieces, Source source, absl::string_view what,
+                           bool* ended);
+  // Fills `need` (consuming it) from the ahead buffer, then from the source, letting the source
   // also fill the ahead buffer's free space (at most kAhead). `to_go`: the caller's bytes still
   // wanted, for the messages.
-  absl::Status Fill(std::span<iovec> need, Source source, absl::string_view what, size_t to_go,
+  absl::Status Fill(std::vector<iovec>& need, Source source, absl::string_view what, size_t to_go,
                     bool* ended);
 
   static constexpr size_t kAhead = 4 << 10;
   SealedDirection opener_;
+  absl::Status failed_;
   std::vector<char> ahead_;  // kAhead bytes: [ahead_begin_, ahead_end_) taken, not yet used
   size_t ahead_begin_ = 0;
   size_t ahead_end_ = 0;
-  std::vector<char> plain_;  // a record's plaintext: [plain_begin_, size) not yet handed out
-  size_t plain_begin_ = 0;
+  std::unique_ptr<char[]> plain_;  // kMaxSealedRecord bytes, made on first use: a record's
+  size_t plain_begin_ = 0;         // plaintext, [plain_begin_, plain_end_) not yet handed out
+  size_t plain_end_ = 0;
+  std::vector<iovec> caller_;  // the pieces of the read under way
+  std::vector<iovec> record_;  // where the record being read lands
+  std::vector<iovec> need_;    // what Fill still has to fill
+  std::vector<iovec> source_pieces_;
 };
 
 }  // namespace psflow

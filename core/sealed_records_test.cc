@@ -38,7 +38,8 @@ std::string SealAll(SealedDirection& sealer, const std::vector<std::string>& pla
   std::string wire;
   for (const std::string& p : plain) {
     std::string record(p.size() + kSealedOverhead, '\0');
-    EXPECT_TRUE(sealer.Seal(p.data(), p.size(), record.data()).ok());
+    iovec piece{const_cast<char*>(p.data()), p.size()};
+    EXPECT_TRUE(sealer.Seal(std::span<const iovec>(&piece, 1), record.data()).ok());
     wire += record;
   }
   return wire;
@@ -109,9 +110,10 @@ TEST(SealedRecords, BytesAreThoseOfTheSpecification) {
       char header[kSealedHeaderBytes], tag[kSealedTagBytes];
       std::memcpy(header, record.data(), sizeof(header));
       std::memcpy(tag, record.data() + record.size() - sizeof(tag), sizeof(tag));
-      char* data = record.data() + kSealedHeaderBytes;
-      ASSERT_TRUE(opener.Open(header, data, tag).ok()) << "record " << i;
-      EXPECT_EQ(std::string(data, plain[i].size()), plain[i]);
+      iovec data{record.data() + kSealedHeaderBytes, plain[i].size()};
+      ASSERT_TRUE(opener.Open(header, std::span<const iovec>(&data, 1), tag).ok())
+          << "record " << i;
+      EXPECT_EQ(std::string(static_cast<char*>(data.iov_base), data.iov_len), plain[i]);
     }
   }
 }
@@ -275,6 +277,146 @@ TEST(SealedRecords, TheEndAndTheDeadlineAreToldApart) {
         "r");
     EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
     EXPECT_TRUE(absl::StrContains(s.message(), "(1 bytes to go)")) << s;
+  }
+}
+
+// The record lengths of a wire of records.
+std::vector<size_t> RecordLengths(const std::string& wire) {
+  std::vector<size_t> out;
+  for (size_t at = 0; at + kSealedHeaderBytes <= wire.size();) {
+    char header[kSealedHeaderBytes];
+    std::memcpy(header, wire.data() + at, sizeof(header));
+    absl::StatusOr<size_t> n = SealedRecordLength(header);
+    if (!n.ok()) break;
+    out.push_back(*n);
+    at += *n + kSealedOverhead;
+  }
+  return out;
+}
+
+// A writer's cut: small pieces share records, a piece of 4 KiB or more has records of its own;
+// every send at most a batch. Read back in the writer's own pieces, each record lands straight in
+// them, and in any other split the bytes are the same.
+TEST(SealedRecords, AWriterCutsSmallPiecesTogetherAndLargeOnesApart) {
+  struct Case {
+    std::vector<size_t> pieces;
+    std::vector<size_t> records;
+  };
+  const std::vector<size_t> ten_rows(10, 800);
+  std::vector<size_t> rows_and_payload = {16, 100, 64 << 10};
+  rows_and_payload.insert(rows_and_payload.end(), ten_rows.begin(), ten_rows.end());
+  rows_and_payload.push_back(5000);
+  const Case cases[] = {
+      {rows_and_payload, {116, 64 << 10, 8000, 5000}},
+      {{600 << 10}, {kMaxSealedRecord, kMaxSealedRecord, 88 << 10}},
+      {std::vector<size_t>(400, 1000), {kMaxSealedRecord, 400000 - kMaxSealedRecord}},
+      {{0, 3, 0, 4096, 0}, {3, 4096}},
+  };
+  std::mt19937 rng(3);
+  for (const Case& c : cases) {
+    std::vector<std::string> buffers;
+    std::vector<iovec> pieces;
+    std::string stream;
+    for (size_t n : c.pieces) {
+      std::string b(n, '\0');
+      for (char& ch : b) ch = static_cast<char>(rng());
+      stream += b;
+      buffers.push_back(std::move(b));
+    }
+    for (std::string& b : buffers) pieces.push_back({b.data(), b.size()});
+    SealedWriter writer(Make(Role::kSeal));
+    std::string wire;
+    size_t most = 0;
+    ASSERT_TRUE(writer
+                    .Write(pieces,
+                           [&](const char* data, size_t size) {
+                             wire.append(data, size);
+                             most = std::max(most, size);
+                             return absl::OkStatus();
+                           })
+                    .ok());
+    EXPECT_EQ(RecordLengths(wire), c.records);
+    EXPECT_LE(most, kSealedSendBatch);
+    // Into pieces shaped as the writer's: every record straight into them.
+    std::vector<std::string> got(buffers.size());
+    std::vector<iovec> into;
+    for (size_t i = 0; i < buffers.size(); ++i) {
+      got[i].assign(buffers[i].size(), '\0');
+      into.push_back({got[i].data(), got[i].size()});
+    }
+    MemorySource source(wire, 0);
+    SealedReader reader(Make(Role::kOpen));
+    ASSERT_TRUE(reader
+                    .Read(
+                        into, [&](std::span<iovec> p) { return source(p); }, "r")
+                    .ok());
+    EXPECT_EQ(got, buffers);
+    EXPECT_FALSE(reader.buffered());
+  }
+}
+
+// After any error a reader is done: the same error again, nothing buffered handed out.
+TEST(SealedRecords, AReaderStaysFailedAfterAnError) {
+  SealedDirection sealer = Make(Role::kSeal);
+  const std::string wire = SealAll(sealer, {std::string(1000, 'x'), std::string(10, 'y')});
+  for (size_t cut : {size_t{2}, size_t{500}}) {
+    // The source gives `cut` bytes, then nothing in time, then the rest.
+    size_t at = 0;
+    bool late = false;
+    auto source = [&](std::span<iovec> pieces) -> absl::StatusOr<size_t> {
+      if (at == cut && !late) {
+        late = true;
+        return absl::DeadlineExceededError("late");
+      }
+      size_t n = 0;
+      const size_t end = late ? wire.size() : cut;
+      for (const iovec& p : pieces) {
+        const size_t k = std::min(p.iov_len, end - at);
+        std::memcpy(p.iov_base, wire.data() + at, k);
+        at += k;
+        n += k;
+      }
+      return n;
+    };
+    SealedReader reader(Make(Role::kOpen));
+    std::string got(600, '\0');
+    iovec piece{got.data(), got.size()};
+    const absl::Status first = reader.Read(std::span<iovec>(&piece, 1), source, "r");
+    EXPECT_EQ(first.code(), absl::StatusCode::kDeadlineExceeded) << first;
+    const absl::Status again = reader.Read(std::span<iovec>(&piece, 1), source, "r");
+    EXPECT_EQ(again, first);
+    EXPECT_FALSE(reader.buffered());
+  }
+  // A record that does not open leaves zeros where its bytes were to land, not what an attacker
+  // flipped.
+  std::string altered = wire;
+  altered[kSealedHeaderBytes + 7] ^= 0x40;
+  MemorySource source(altered, 0);
+  SealedReader reader(Make(Role::kOpen));
+  std::string got(1000, '?');
+  const absl::Status s = ReadInto(reader, source, got);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_EQ(got, std::string(1000, '\0'));
+  EXPECT_EQ(ReadInto(reader, source, got), s);
+}
+
+// Keys change at the epoch's first record on both ends: a record altered there, or just before,
+// fails as itself, and the records around it open.
+TEST(SealedRecords, TheEpochBoundaryHoldsBothWays) {
+  for (size_t altered : {size_t{1}, size_t{2}}) {
+    SealedDirection sealer = Make(Role::kSeal, SealCipher::kAes128Gcm, Secret(), 2);
+    const std::vector<std::string> plain = {"r0", "r1", "r2", "r3"};
+    std::string wire = SealAll(sealer, plain);
+    const size_t record = 2 + kSealedOverhead;
+    wire[altered * record + kSealedHeaderBytes] ^= 1;
+    MemorySource source(wire, 0);
+    SealedReader reader(Make(Role::kOpen, SealCipher::kAes128Gcm, Secret(), 2));
+    std::string got(2 * altered, '\0');
+    ASSERT_TRUE(ReadInto(reader, source, got).ok());
+    got.assign(2, '\0');
+    const absl::Status s = ReadInto(reader, source, got);
+    EXPECT_TRUE(absl::StrContains(s.message(), absl::StrCat("record ", altered, " does not open")))
+        << s;
   }
 }
 

@@ -56,9 +56,17 @@ bool ReadAll(const std::string& wire, size_t expected, std::string* out) {
     size_t want = kReadSizes[i % kReadSizes.size()];
     if (expected > 0 && out->size() < expected) want = std::min(want, expected - out->size());
     std::string part(want, '\0');
-    iovec piece{part.data(), part.size()};
+    // Read into 1 to 3 pieces (the middle one may be empty).
+    std::array<iovec, 3> pieces{};
+    const size_t count = 1 + i % 3;
+    const size_t a = count > 1 ? want / 3 : want;
+    const size_t b = count > 2 ? (i % 2 == 0 ? 0 : want / 3) : 0;
+    pieces[0] = {part.data(), a};
+    pieces[1] = {part.data() + a, count > 2 ? b : want - a};
+    pieces[2] = {part.data() + a + b, want - a - b};
     bool ended = false;
-    const absl::Status s = reader.Read(std::span<iovec>(&piece, 1), source, "fuzz", &ended);
+    const absl::Status s =
+        reader.Read(std::span<iovec>(pieces.data(), count), source, "fuzz", &ended);
     if (ended) return true;
     if (!s.ok()) return s.code() != absl::StatusCode::kDataLoss;
     *out += part;
@@ -83,7 +91,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const auto pick = static_cast<unsigned char>(rest[sizes_at++ % rest.size()]);
     const size_t n = std::min(rest.size() - at, 1 + (size_t{pick} * 37) % 5000);
     std::string record(n + psflow::kSealedOverhead, '\0');
-    PSFLOW_FUZZ_CHECK(sealer.Seal(rest.data() + at, n, record.data()).ok());
+    iovec piece{const_cast<char*>(rest.data() + at), n};
+    PSFLOW_FUZZ_CHECK(sealer.Seal(std::span<const iovec>(&piece, 1), record.data()).ok());
     wire += record;
     at += n;
   }
