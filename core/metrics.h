@@ -21,6 +21,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "prometheus/counter.h"
 #include "prometheus/gauge.h"
@@ -67,9 +68,9 @@ class MetricsEndpoint {
   void Answer(int fd);
 
   prometheus::Registry registry_;
-  std::mutex collect_mu_;
+  std::mutex collect_mu_;  // held by the endpoint while it collects an answer (collect_mutex)
   std::mutex readiness_mu_;
-  std::function<absl::Status()> readiness_;
+  std::function<absl::Status()> readiness_ ABSL_GUARDED_BY(readiness_mu_);
   int listen_fd_;
   int port_;
   int wake_pipe_[2] = {-1, -1};  // written by the destructor to stop Serve()

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "operator/local/child_process.h"
 
 namespace psflow::testing {
@@ -36,13 +37,13 @@ class OperatorProcess {
   int MetricsPort();
 
  private:
-  std::mutex child_mu_;  // guards child_, used by the reader and Signal
-  std::unique_ptr<local::ChildProcess> child_;
+  std::mutex child_mu_;  // the reader and Signal share child_
+  std::unique_ptr<local::ChildProcess> child_ ABSL_GUARDED_BY(child_mu_);
   std::thread reader_;
   std::atomic<bool> stop_reading_{false};
   std::mutex mu_;
-  std::string output_;
-  std::optional<local::ExitStatus> exit_;
+  std::string output_ ABSL_GUARDED_BY(mu_);
+  std::optional<local::ExitStatus> exit_ ABSL_GUARDED_BY(mu_);
 };
 
 // A TrainingJob of `ps` ps tasks and `workers` workers under `policy`, each a container

@@ -27,6 +27,7 @@
 #include <mutex>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "worker/nn/parameter_set.h"
 #include "worker/parameter_sync.h"
@@ -77,14 +78,14 @@ class BackgroundExchange {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  // Guarded by mu_. The background thread owns buffers_ from Start (started_) until it sets
-  // done_; the trainer thread owns them otherwise.
-  bool started_ = false;
-  bool done_ = false;
-  bool stop_ = false;
-  int64_t examples_ = 0;
-  absl::Status status_;
-  Exchange result_;
+  // The background thread owns buffers_ from Start (started_) until it sets done_; the trainer
+  // thread owns them otherwise.
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t examples_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  Exchange result_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;  // last: started once the members above exist
 };
 

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "core/metrics.h"
 #include "prometheus/gauge.h"
@@ -85,8 +86,8 @@ class GpuMetricsExporter {
   std::vector<Gauges> gauges_;
   std::mutex mu_;
   std::condition_variable wake_;
-  bool stopping_ = false;  // guarded by mu_
-  bool warned_ = false;    // a failed read is logged once
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool warned_ = false;  // a failed read is logged once
   std::thread thread_;
 };
 

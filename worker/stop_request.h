@@ -19,6 +19,8 @@
 #include <chrono>
 #include <mutex>
 
+#include "absl/base/thread_annotations.h"
+
 namespace psflow {
 
 // The exit code of a worker stopped by SIGTERM.
@@ -48,7 +50,7 @@ class StopRequest {
  private:
   std::atomic<bool> requested_{false};
   std::mutex mu_;
-  bool stoppable_ = false;  // guarded by mu_
+  bool stoppable_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // The process's StopRequest, which InstallStopSignal feeds.

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
@@ -39,7 +40,7 @@ class Expectations {
   absl::Duration ttl_;
   std::function<absl::Time()> now_;
   mutable std::mutex mu_;
-  std::map<std::string, Entry> entries_;
+  std::map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace psflow::controller

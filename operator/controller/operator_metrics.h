@@ -7,6 +7,7 @@
 #include <mutex>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
@@ -47,8 +48,9 @@ class OperatorMetrics {
   prometheus::Counter& throughput_scrapes_ok_;
   prometheus::Counter& throughput_scrapes_error_;
   std::mutex mu_;
-  std::map<std::string, prometheus::Gauge*> jobs_by_state_;
-  std::map<std::pair<std::string, int>, prometheus::Counter*> api_by_verb_code_;
+  std::map<std::string, prometheus::Gauge*> jobs_by_state_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<std::string, int>, prometheus::Counter*> api_by_verb_code_
+      ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace psflow::controller

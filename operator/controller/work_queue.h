@@ -37,6 +37,8 @@
 #include <unordered_set>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
+
 namespace psflow::controller {
 
 // WorkQueue::Options (declared here so that it can be a default argument of the constructor).
@@ -97,18 +99,18 @@ class WorkQueue {
   mutable std::mutex mu_;
   // Signalled when a key becomes ready, a delay is shortened, and on shutdown.
   std::condition_variable cv_;
-  // Everything below is guarded by mu_.
   // Ready keys, each once, first in first out.
-  std::deque<std::string> queue_;
+  std::deque<std::string> queue_ ABSL_GUARDED_BY(mu_);
   // Keys that need processing: those in queue_, and those added again while being processed.
-  std::unordered_set<std::string> dirty_;
+  std::unordered_set<std::string> dirty_ ABSL_GUARDED_BY(mu_);
   // Keys handed out by Get and not yet Done.
-  std::unordered_set<std::string> processing_;
+  std::unordered_set<std::string> processing_ ABSL_GUARDED_BY(mu_);
   // Delayed keys: when each is to be added, and the same ordered by time.
-  std::map<std::string, TimePoint> delayed_;
-  std::set<std::pair<TimePoint, std::string>> delayed_order_;
-  std::unordered_map<std::string, int> failures_;  // AddRateLimited calls since the last Forget
-  bool shutting_down_ = false;
+  std::map<std::string, TimePoint> delayed_ ABSL_GUARDED_BY(mu_);
+  std::set<std::pair<TimePoint, std::string>> delayed_order_ ABSL_GUARDED_BY(mu_);
+  // AddRateLimited calls since the last Forget.
+  std::unordered_map<std::string, int> failures_ ABSL_GUARDED_BY(mu_);
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace psflow::controller

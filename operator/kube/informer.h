@@ -44,6 +44,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "operator/kube/kube_client.h"
 #include "operator/kube/label_selector.h"
@@ -133,21 +134,21 @@ class Informer {
   const Handlers handlers_;
 
   mutable std::shared_mutex cache_mu_;
-  ObjectMap objects_;  // guarded by cache_mu_
-  // (label key, label value) -> the objects carrying it; guarded by cache_mu_.
-  std::map<std::pair<std::string, std::string>, ObjectMap> label_index_;
+  ObjectMap objects_ ABSL_GUARDED_BY(cache_mu_);
+  // (label key, label value) -> the objects carrying it.
+  std::map<std::pair<std::string, std::string>, ObjectMap> label_index_ ABSL_GUARDED_BY(cache_mu_);
 
   mutable std::mutex mu_;
   mutable std::condition_variable synced_cv_;
-  bool synced_ = false;  // guarded by mu_
-  Stats stats_{};        // guarded by mu_
+  bool synced_ ABSL_GUARDED_BY(mu_) = false;
+  Stats stats_ ABSL_GUARDED_BY(mu_) = {};
 
   // Informer thread only.
   std::string resource_version_;
   std::minstd_rand rng_;
 
   std::mutex lifecycle_mu_;  // serialises Start and Stop
-  std::jthread thread_;      // guarded by lifecycle_mu_
+  std::jthread thread_ ABSL_GUARDED_BY(lifecycle_mu_);
 };
 
 }  // namespace psflow::kube

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "operator/local/child_process.h"
 
@@ -40,11 +41,11 @@ class BackgroundProcess {
   void Read();
 
   std::mutex child_mu_;  // ChildProcess is not thread-safe: the reader and Signal share it
-  std::unique_ptr<local::ChildProcess> child_;
+  std::unique_ptr<local::ChildProcess> child_ ABSL_GUARDED_BY(child_mu_);
   std::atomic<bool> stop_{false};
   std::mutex mu_;
-  std::string output_;
-  std::optional<local::ExitStatus> exit_;
+  std::string output_ ABSL_GUARDED_BY(mu_);
+  std::optional<local::ExitStatus> exit_ ABSL_GUARDED_BY(mu_);
   std::thread reader_;
 };
 

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "worker/data/batch_source.h"
 
 namespace psflow::data {
@@ -49,9 +50,9 @@ class Prefetcher {
   std::mutex mu_;
   std::condition_variable filled_cv_;
   std::condition_variable freed_cv_;
-  int64_t produced_ = 0;  // guarded by mu_
-  int64_t consumed_ = 0;  // guarded by mu_; batches handed out
-  bool stop_ = false;     // guarded by mu_
+  int64_t produced_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t consumed_ ABSL_GUARDED_BY(mu_) = 0;  // batches handed out
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
   double wait_seconds_ = 0;
   std::thread thread_;
 };

@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "worker/nn/model.h"
 #include "worker/nn/trainable.h"
@@ -87,11 +88,10 @@ class Towers final : public Trainable {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  // Guarded by mu_.
-  Job job_ = Job::kStep;
-  uint64_t generation_ = 0;  // bumped for every job
-  int pending_ = 0;          // towers still running the current job
-  bool stop_ = false;
+  Job job_ ABSL_GUARDED_BY(mu_) = Job::kStep;
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;  // bumped for every job
+  int pending_ ABSL_GUARDED_BY(mu_) = 0;          // towers still running the current job
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };
 
