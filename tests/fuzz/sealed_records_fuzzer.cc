@@ -1,13 +1,16 @@
 // libFuzzer target: sealed records (core/sealed_records.h), the bulk channel's bytes under TLS.
 // The input's first byte picks how the rest is used:
 // - even: as a record stream from the peer, opened with the seeds' secret (00 01 .. 1f,
-//   AES-128-GCM, two records per epoch) and read in reads of several sizes. Any input must end in
-//   the stream's end, a cut, or DATA_LOSS: never a crash, an out-of-bounds access, or an
-//   allocation a header asked for beyond one record. Accepted: no record failed to open.
+//   AES-128-GCM, two records per epoch) and read in reads of 1 to 3 pieces of several sizes;
+//   byte 0's bits 1-7, when not 0, number the read from the source that gets nothing in time.
+//   Any input must end in the stream's end, a cut, a deadline or DATA_LOSS: never a crash, an
+//   out-of-bounds access, or an allocation a header asked for beyond one record; after an error
+//   the reader gives it again. Accepted: no record failed to open.
 // - odd: as plaintext, cut into records of sizes the bytes pick, sealed, and read back in other
 //   sizes: every byte as it was (a failed check aborts).
-// The seeds (corpus/sealed_records) are two records of the spec's test vectors, the same with a
-// tag byte changed, and a round trip.
+// The seeds (corpus/sealed_records) are two records of the spec's test vectors (also with the
+// source late at its second read), the same with a tag byte changed or the records swapped, and
+// a round trip.
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -38,11 +41,15 @@ SealedDirection Make(SealedDirection::Role role) {
 constexpr std::array<size_t, 5> kReadSizes = {1, 7, 100, 4096, 70000};
 
 // Reads `wire` to its end or its first error, each read at most what `expected` bytes leave (when
-// not 0); the plaintext read in *out. True when it ended without a record failing to open.
-bool ReadAll(const std::string& wire, size_t expected, std::string* out) {
+// not 0); the plaintext read in *out. The source's call number `late` (when not 0) gets nothing in
+// time. True when it ended without a record failing to open. After an error, the reader must
+// give the same error again.
+bool ReadAll(const std::string& wire, size_t expected, size_t late, std::string* out) {
   psflow::SealedReader reader(Make(SealedDirection::Role::kOpen));
   size_t at = 0;
+  size_t calls = 0;
   auto source = [&](std::span<iovec> pieces) -> absl::StatusOr<size_t> {
+    if (++calls == late) return absl::DeadlineExceededError("late");
     size_t n = 0;
     for (const iovec& p : pieces) {
       const size_t k = std::min(p.iov_len, wire.size() - at);
@@ -68,7 +75,11 @@ bool ReadAll(const std::string& wire, size_t expected, std::string* out) {
     const absl::Status s =
         reader.Read(std::span<iovec>(pieces.data(), count), source, "fuzz", &ended);
     if (ended) return true;
-    if (!s.ok()) return s.code() != absl::StatusCode::kDataLoss;
+    if (!s.ok()) {
+      PSFLOW_FUZZ_CHECK(!reader.buffered());
+      PSFLOW_FUZZ_CHECK(reader.Read(std::span<iovec>(pieces.data(), count), source, "fuzz") == s);
+      return s.code() != absl::StatusCode::kDataLoss;
+    }
     *out += part;
   }
 }
@@ -80,7 +91,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string rest(reinterpret_cast<const char*>(data + 1), size - 1);
   if ((data[0] & 1) == 0) {
     std::string plain;
-    psflow::fuzz::RecordOutcome(ReadAll(rest, 0, &plain));
+    psflow::fuzz::RecordOutcome(ReadAll(rest, 0, data[0] >> 1, &plain));
     return 0;
   }
   // Round trip: record i holds 1 + (byte i * 37) % 5000 bytes of the plaintext.
@@ -97,7 +108,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     at += n;
   }
   std::string plain;
-  PSFLOW_FUZZ_CHECK(ReadAll(wire, rest.size(), &plain));
+  PSFLOW_FUZZ_CHECK(ReadAll(wire, rest.size(), 0, &plain));
   PSFLOW_FUZZ_CHECK(plain == rest);
   psflow::fuzz::RecordOutcome(true);
   return 0;
