@@ -14,22 +14,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/openssl_errors.h"
 #include "core/sealed_records.h"
 #include "core/status_macros.h"
 
 namespace psflow {
 namespace {
-
-// The oldest OpenSSL error of this thread, as text (and the queue cleared).
-std::string SslErrors() {
-  std::string out;
-  while (const unsigned long e = ERR_get_error()) {
-    char buf[256];
-    ERR_error_string_n(e, buf, sizeof(buf));
-    if (out.empty()) out = buf;
-  }
-  return out.empty() ? "no detail" : out;
-}
 
 // OpenSSL's report that the peer closed the connection (cleanly, or without close_notify, which
 // SSL_OP_IGNORE_UNEXPECTED_EOF turns into a clean close).
@@ -156,7 +146,7 @@ class TlsStream final : public BulkStream {
   // certificate the server refused reads the server's alert, not a broken record), and each end
   // keys its sealed records from the session.
   absl::Status Handshake(SteadyTime deadline) override {
-    if (ssl_ == nullptr) return absl::UnavailableError("TLS: " + SslErrors());
+    if (ssl_ == nullptr) return absl::UnavailableError("TLS: " + OpenSslErrors());
     const bool client = tls_context_->role() == BulkTlsContext::Role::kClient;
     if (client) {
       unsigned char ip[sizeof(in6_addr)];
@@ -252,7 +242,7 @@ class TlsStream final : public BulkStream {
       if (rc > 0) return sent;
       if (err != SSL_ERROR_WANT_READ) {
         const long verify = SSL_get_verify_result(ssl_);
-        std::string why = Closed(err) ? "the peer closed the connection" : SslErrors();
+        std::string why = Closed(err) ? "the peer closed the connection" : OpenSslErrors();
         if (verify != X509_V_OK) {
           why = absl::StrCat("the peer's certificate: ", X509_verify_cert_error_string(verify));
         }
@@ -271,7 +261,7 @@ class TlsStream final : public BulkStream {
     std::string secret(kSealedSecretBytes, '\0');
     if (SSL_export_keying_material(ssl_, reinterpret_cast<unsigned char*>(secret.data()),
                                    secret.size(), label.data(), label.size(), nullptr, 0, 0) != 1) {
-      return absl::UnavailableError("TLS: no keying material: " + SslErrors());
+      return absl::UnavailableError("TLS: no keying material: " + OpenSslErrors());
     }
     return secret;
   }
@@ -303,7 +293,7 @@ absl::StatusOr<std::shared_ptr<const BulkTlsContext>> BulkTlsContext::Make(
   // OpenSSL never writes to the socket (its records go to the stream's sink, which sends them
   // with MSG_NOSIGNAL), so a peer that closed costs an error, never a SIGPIPE.
   SSL_CTX* ctx = SSL_CTX_new(role == Role::kClient ? TLS_client_method() : TLS_server_method());
-  if (ctx == nullptr) return absl::InvalidArgumentError("TLS: " + SslErrors());
+  if (ctx == nullptr) return absl::InvalidArgumentError("TLS: " + OpenSslErrors());
   std::shared_ptr<const BulkTlsContext> out(new BulkTlsContext(ctx, role));
   SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
   SSL_CTX_set_num_tickets(ctx, 0);
@@ -318,7 +308,7 @@ absl::StatusOr<std::shared_ptr<const BulkTlsContext>> BulkTlsContext::Make(
     // (0 is success here.)
     if (SSL_CTX_set_alpn_protos(ctx, reinterpret_cast<const unsigned char*>(kSealedProtocol.data()),
                                 kSealedProtocol.size()) != 0) {
-      return absl::InvalidArgumentError("TLS: " + SslErrors());
+      return absl::InvalidArgumentError("TLS: " + OpenSslErrors());
     }
   } else {
     SSL_CTX_set_alpn_select_cb(ctx, SelectSealedProtocol, nullptr);
@@ -347,7 +337,7 @@ absl::StatusOr<std::shared_ptr<const BulkTlsContext>> BulkTlsContext::Make(
                   SSL_CTX_use_PrivateKey(ctx, key) == 1 && SSL_CTX_check_private_key(ctx) == 1;
   if (cert != nullptr) X509_free(cert);
   if (key != nullptr) EVP_PKEY_free(key);
-  if (!ok) return absl::InvalidArgumentError("TLS certificates do not load: " + SslErrors());
+  if (!ok) return absl::InvalidArgumentError("TLS certificates do not load: " + OpenSslErrors());
   return out;
 }
 

@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -42,22 +43,38 @@ Certificates Issue() {
   return {ca->pem().certificate, *std::move(server_pem), *std::move(client_pem)};
 }
 
-// A client and a server over a socket pair, both handshaken.
-Pair Handshaken() {
-  Certificates c = Issue();
+// A client presenting `client_pem` and a server presenting c.server, over a socket pair, before
+// their handshakes.
+Pair Connected(const Certificates& c, const PemCertificate& client_pem) {
   auto server_tls = BulkTlsContext::Make(TransportSecurity::MutualTls(c.ca, c.server),
                                          BulkTlsContext::Role::kServer);
-  auto client_tls = BulkTlsContext::Make(TransportSecurity::MutualTls(c.ca, c.client),
+  auto client_tls = BulkTlsContext::Make(TransportSecurity::MutualTls(c.ca, client_pem),
                                          BulkTlsContext::Role::kClient);
   EXPECT_TRUE(server_tls.ok() && client_tls.ok());
   int fds[2];
   EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
-  Pair p{BulkStream::Tls(Socket(fds[0]), *client_tls, "127.0.0.1"),
-         BulkStream::Tls(Socket(fds[1]), *server_tls, "")};
+  return {BulkStream::Tls(Socket(fds[0]), *client_tls, "127.0.0.1"),
+          BulkStream::Tls(Socket(fds[1]), *server_tls, "")};
+}
+
+// Both handshakes at once, each within 10 s: the client's outcome, then the server's. A server
+// whose handshake fails closes its end, as the ps does.
+std::pair<absl::Status, absl::Status> HandshakeBoth(Pair& p) {
   absl::Status server_ok;
-  std::thread server([&] { server_ok = p.server->Handshake(In(milliseconds(10000))); });
+  std::thread server([&] {
+    server_ok = p.server->Handshake(In(milliseconds(10000)));
+    if (!server_ok.ok()) p.server.reset();
+  });
   const absl::Status client_ok = p.client->Handshake(In(milliseconds(10000)));
   server.join();
+  return {client_ok, server_ok};
+}
+
+// A client and a server over a socket pair, both handshaken.
+Pair Handshaken() {
+  Certificates c = Issue();
+  Pair p = Connected(c, c.client);
+  const auto [client_ok, server_ok] = HandshakeBoth(p);
   EXPECT_TRUE(client_ok.ok()) << client_ok;
   EXPECT_TRUE(server_ok.ok()) << server_ok;
   return p;
@@ -137,22 +154,8 @@ TEST(BulkStreamTls, APeerWithoutSealedRecordsIsRefusedSayingWhy) {
 TEST(BulkStreamTls, AClientTheServerRefusesReadsItsAlert) {
   Certificates c = Issue();
   Certificates other = Issue();  // another job's CA
-  auto server_tls = BulkTlsContext::Make(TransportSecurity::MutualTls(c.ca, c.server),
-                                         BulkTlsContext::Role::kServer);
-  auto client_tls = BulkTlsContext::Make(TransportSecurity::MutualTls(c.ca, other.client),
-                                         BulkTlsContext::Role::kClient);
-  ASSERT_TRUE(server_tls.ok() && client_tls.ok());
-  int fds[2];
-  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
-  Pair p{BulkStream::Tls(Socket(fds[0]), *client_tls, "127.0.0.1"),
-         BulkStream::Tls(Socket(fds[1]), *server_tls, "")};
-  absl::Status server_ok;
-  std::thread server([&] {
-    server_ok = p.server->Handshake(In(milliseconds(10000)));
-    p.server.reset();
-  });
-  const absl::Status client_ok = p.client->Handshake(In(milliseconds(10000)));
-  server.join();
+  Pair p = Connected(c, other.client);
+  const auto [client_ok, server_ok] = HandshakeBoth(p);
   EXPECT_TRUE(absl::StrContains(server_ok.message(), "the peer's certificate")) << server_ok;
   EXPECT_EQ(client_ok.code(), absl::StatusCode::kUnavailable) << client_ok;
   EXPECT_TRUE(absl::StrContains(client_ok.message(), "alert")) << client_ok;

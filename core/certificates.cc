@@ -14,6 +14,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "core/openssl_errors.h"
 #include "core/status_macros.h"
 
 namespace psflow {
@@ -31,17 +32,6 @@ using StoreCtx = std::unique_ptr<X509_STORE_CTX, Deleter<X509_STORE_CTX, X509_ST
 using Names = std::unique_ptr<GENERAL_NAMES, Deleter<GENERAL_NAMES, GENERAL_NAMES_free>>;
 using BasicConstraints =
     std::unique_ptr<BASIC_CONSTRAINTS, Deleter<BASIC_CONSTRAINTS, BASIC_CONSTRAINTS_free>>;
-
-// OpenSSL's queued errors as text (and the queue cleared), for INTERNAL errors.
-std::string OpenSslErrors() {
-  std::string out;
-  for (unsigned long e = ERR_get_error(); e != 0; e = ERR_get_error()) {
-    char buf[256];
-    ERR_error_string_n(e, buf, sizeof(buf));
-    absl::StrAppend(&out, out.empty() ? "" : "; ", buf);
-  }
-  return out.empty() ? "unknown OpenSSL error" : out;
-}
 
 absl::Status Internal(absl::string_view what) {
   return absl::InternalError(absl::StrCat(what, ": ", OpenSslErrors()));

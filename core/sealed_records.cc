@@ -10,19 +10,12 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/openssl_errors.h"
+#include "core/socket.h"
 #include "core/status_macros.h"
 
 namespace psflow {
 namespace {
-
-std::string OpenSslError() {
-  const unsigned long e = ERR_get_error();
-  ERR_clear_error();
-  if (e == 0) return "no detail";
-  char buf[256];
-  ERR_error_string_n(e, buf, sizeof(buf));
-  return buf;
-}
 
 const EVP_CIPHER* EvpCipher(SealCipher cipher) {
   switch (cipher) {
@@ -49,7 +42,7 @@ absl::Status ExpandEpoch(absl::string_view secret, uint64_t epoch, unsigned char
   EVP_KDF* kdf = EVP_KDF_fetch(nullptr, "HKDF", nullptr);
   EVP_KDF_CTX* ctx = kdf != nullptr ? EVP_KDF_CTX_new(kdf) : nullptr;
   EVP_KDF_free(kdf);
-  if (ctx == nullptr) return absl::InternalError("HKDF: " + OpenSslError());
+  if (ctx == nullptr) return absl::InternalError("HKDF: " + OpenSslErrors());
   int mode = EVP_KDF_HKDF_MODE_EXPAND_ONLY;
   char digest[] = "SHA256";
   OSSL_PARAM params[] = {
@@ -61,7 +54,7 @@ absl::Status ExpandEpoch(absl::string_view secret, uint64_t epoch, unsigned char
       OSSL_PARAM_construct_end()};
   const int ok = EVP_KDF_derive(ctx, out, size, params);
   EVP_KDF_CTX_free(ctx);
-  if (ok != 1) return absl::InternalError("HKDF: " + OpenSslError());
+  if (ok != 1) return absl::InternalError("HKDF: " + OpenSslErrors());
   return absl::OkStatus();
 }
 
@@ -101,7 +94,7 @@ absl::StatusOr<SealedDirection> SealedDirection::Make(Role role, SealCipher ciph
   }
   SealedDirection d(role, cipher, std::string(secret), records_per_epoch);
   d.state_->ctx = EVP_CIPHER_CTX_new();
-  if (d.state_->ctx == nullptr) return absl::InternalError("sealed records: " + OpenSslError());
+  if (d.state_->ctx == nullptr) return absl::InternalError("sealed records: " + OpenSslErrors());
   RETURN_IF_ERROR(d.EnterEpoch());
   return d;
 }
@@ -118,7 +111,7 @@ absl::Status SealedDirection::EnterEpoch() {
       EVP_CipherInit_ex(state_->ctx, nullptr, nullptr, material, nullptr, enc) == 1;
   std::memcpy(state_->iv, material + key_bytes, kIvBytes);
   OPENSSL_cleanse(material, sizeof(material));
-  if (!ok) return absl::InternalError("sealed records: " + OpenSslError());
+  if (!ok) return absl::InternalError("sealed records: " + OpenSslErrors());
   return absl::OkStatus();
 }
 
@@ -129,8 +122,7 @@ void SealedDirection::Nonce(unsigned char (&nonce)[12]) const {
 }
 
 absl::Status SealedDirection::Seal(std::span<const iovec> plain, char* out) {
-  size_t size = 0;
-  for (const iovec& p : plain) size += p.iov_len;
+  const size_t size = TotalBytes(plain);
   if (size == 0 || size > kMaxSealedRecord) {
     return absl::InvalidArgumentError(absl::StrCat("sealed records: a record of ", size, " bytes"));
   }
@@ -156,7 +148,7 @@ absl::Status SealedDirection::Seal(std::span<const iovec> plain, char* out) {
   ok = ok && EVP_EncryptFinal_ex(state_->ctx, at, &len) == 1 &&
        EVP_CIPHER_CTX_ctrl(state_->ctx, EVP_CTRL_AEAD_GET_TAG, kSealedTagBytes,
                            u + kSealedHeaderBytes + size) == 1;
-  if (!ok) return absl::InternalError("sealed records: " + OpenSslError());
+  if (!ok) return absl::InternalError("sealed records: " + OpenSslErrors());
   ++records_;
   return absl::OkStatus();
 }
@@ -165,8 +157,7 @@ absl::Status SealedDirection::Open(const char (&header)[kSealedHeaderBytes],
                                    std::span<const iovec> data,
                                    const char (&tag)[kSealedTagBytes]) {
   ASSIGN_OR_RETURN(const size_t size, SealedRecordLength(header));
-  size_t total = 0;
-  for (const iovec& p : data) total += p.iov_len;
+  const size_t total = TotalBytes(data);
   if (total != size) {
     return absl::InternalError(
         absl::StrCat("sealed records: ", total, " bytes to open a record of ", size));
@@ -255,12 +246,6 @@ SealedReader::SealedReader(SealedDirection opener) : opener_(std::move(opener)),
 
 namespace {
 
-size_t Total(std::span<const iovec> pieces) {
-  size_t n = 0;
-  for (const iovec& p : pieces) n += p.iov_len;
-  return n;
-}
-
 // The first `n` bytes of `pieces` into `out` (as pieces, none empty), and `pieces` advanced past
 // them (the first iovec adjusted in place; fully used ones dropped).
 std::span<iovec> Take(std::span<iovec> pieces, size_t n, std::vector<iovec>* out) {
@@ -281,7 +266,7 @@ std::span<iovec> Take(std::span<iovec> pieces, size_t n, std::vector<iovec>* out
 
 absl::Status SealedReader::Fill(std::vector<iovec>& need, Source source, absl::string_view what,
                                 size_t to_go, bool* ended) {
-  const size_t wanted = Total(need);
+  const size_t wanted = TotalBytes(need);
   std::span<iovec> rest(need);
   size_t got = 0;
   while (ahead_begin_ < ahead_end_ && !rest.empty()) {
@@ -313,7 +298,7 @@ absl::Status SealedReader::Fill(std::vector<iovec>& need, Source source, absl::s
       return absl::UnavailableError(
           absl::StrCat(what, ": connection closed with ", to_go, " bytes to go"));
     }
-    const size_t into_need = std::min(*n, Total(rest));
+    const size_t into_need = std::min(*n, TotalBytes(rest));
     got += into_need;
     rest = Take(rest, into_need, nullptr);
     ahead_end_ = *n - into_need;
@@ -337,14 +322,14 @@ absl::Status SealedReader::ReadRecords(std::span<iovec> caller, Source source,
   // A copy of the caller's iovecs, consumed as bytes are handed out.
   caller_.assign(caller.begin(), caller.end());
   std::span<iovec> pieces = Take(std::span<iovec>(caller_), 0, nullptr);
-  const size_t total = Total(pieces);
+  const size_t total = TotalBytes(pieces);
   size_t done = 0;
   auto failed = [&](const absl::Status& s) {
     return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
   };
   while (!pieces.empty()) {
     if (plain_begin_ < plain_end_) {
-      size_t n = std::min(plain_end_ - plain_begin_, Total(pieces));
+      size_t n = std::min(plain_end_ - plain_begin_, TotalBytes(pieces));
       record_.clear();
       pieces = Take(pieces, n, &record_);
       for (const iovec& p : record_) {
@@ -368,7 +353,7 @@ absl::Status SealedReader::ReadRecords(std::span<iovec> caller, Source source,
     char tag[kSealedTagBytes];
     // A record that fits lands where it is wanted; a longer one in plain_, handed out in parts.
     record_.clear();
-    const bool direct = *length <= Total(pieces);
+    const bool direct = *length <= TotalBytes(pieces);
     if (direct) {
       pieces = Take(pieces, *length, &record_);
       done += *length;

@@ -206,30 +206,22 @@ absl::Status Read(const Socket& s, std::span<iovec> pieces, SteadyTime deadline,
   pieces = SkipEmpty(pieces);
   const size_t total = TotalBytes(pieces);
   while (!pieces.empty()) {
-    msghdr msg{};
-    msg.msg_iov = pieces.data();
-    msg.msg_iovlen = std::min<size_t>(pieces.size(), IOV_MAX);
-    const ssize_t n = recvmsg(s.fd(), &msg, MSG_DONTWAIT);
-    if (n > 0) {
-      pieces = SkipEmpty(Advance(pieces, static_cast<size_t>(n)));
-      continue;
-    }
-    if (n == 0) {
-      if (ended != nullptr && TotalBytes(pieces) == total) {
-        *ended = true;
-        return absl::OkStatus();
-      }
-      return absl::UnavailableError(
-          absl::StrCat(what, ": connection closed with ", TotalBytes(pieces), " bytes to go"));
-    }
-    if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) return ErrnoError(what, errno);
-    absl::StatusOr<bool> readable = WaitFor(s, POLLIN, deadline, what);
-    if (!readable.ok()) return readable.status();
-    if (!*readable) {
+    absl::StatusOr<size_t> n = ReadSome(s, pieces, deadline, what);
+    if (!n.ok()) {
+      if (!absl::IsDeadlineExceeded(n.status())) return n.status();
       return absl::DeadlineExceededError(absl::StrCat(
           what, ": it did not all arrive by the deadline (", TotalBytes(pieces), " bytes to go)"));
     }
+    if (*n > 0) {
+      pieces = SkipEmpty(Advance(pieces, *n));
+      continue;
+    }
+    if (ended != nullptr && TotalBytes(pieces) == total) {
+      *ended = true;
+      return absl::OkStatus();
+    }
+    return absl::UnavailableError(
+        absl::StrCat(what, ": connection closed with ", TotalBytes(pieces), " bytes to go"));
   }
   return absl::OkStatus();
 }
