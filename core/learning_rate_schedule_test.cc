@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 namespace psflow {
 namespace {
 
@@ -31,6 +33,19 @@ TEST(LearningRateSchedule, CifarIsAStaircase) {
   EXPECT_FLOAT_EQ(cifar.At(0.1f, 700), 0.001f);
   const LearningRateSchedule zero_every{.decay = 0.5f, .decay_every_epochs = 0};
   EXPECT_EQ(zero_every.At(1.0f, 1), 0.25f);  // counted as 1
+}
+
+// PTB's halving, run for a long job (10000 epochs of the test config's 100 steps: --train_seconds
+// with a large --train_steps): it stops at the smallest normal float, never 0, which the ps would
+// refuse and end the job with.
+TEST(LearningRateSchedule, ARateNeverUnderflowsToZeroNorOverflows) {
+  const LearningRateSchedule halving{.decay = 0.5f};
+  EXPECT_EQ(halving.At(1.0f, 125), 0x1p-126f);
+  EXPECT_EQ(halving.At(1.0f, 126), 0x1p-126f);
+  EXPECT_EQ(halving.At(1.0f, 149), std::numeric_limits<float>::min());
+  EXPECT_EQ(halving.At(1.0f, 10000), std::numeric_limits<float>::min());
+  const LearningRateSchedule growth{.decay = 2.0f};
+  EXPECT_EQ(growth.At(1.0f, 10000), std::numeric_limits<float>::max());
 }
 
 }  // namespace
