@@ -334,6 +334,9 @@ TEST_F(BadInput, WorkerFlagsAndEnvironmentOutOfRange) {
       RunCommand({Binary("psflow-worker"), "--train_epochs=-1"}, no_cluster, kTimeout), 1,
       {"--train_epochs must be >= 1"});
   ExpectOneLineError(
+      RunCommand({Binary("psflow-worker"), "--train_seconds=nan"}, no_cluster, kTimeout), 1,
+      {"--train_seconds must be a number of seconds >= 0, got nan"});
+  ExpectOneLineError(
       RunCommand({Binary("psflow-worker"), "--metrics_port=70000"}, no_cluster, kTimeout), 1,
       {"metrics port 70000 is above 65535"});
   ExpectOneLineError(

@@ -93,6 +93,9 @@ ABSL_FLAG(int, replicas_to_aggregate, 0,
 ABSL_FLAG(int, train_epochs, 0,
           "Passes over this worker's shard (ignored if --train_steps > 0; 0: the model's)");
 ABSL_FLAG(int64_t, train_steps, 0, "Steps this worker runs; 0 means use --train_epochs");
+ABSL_FLAG(double, train_seconds, 0,
+          "A time budget: no step starts after the training loop has run this long, and the "
+          "worker ends as after its last step (a success). 0: none");
 ABSL_FLAG(std::string, data_source, "real",
           "real: read the model's dataset from --data_path; synthetic: random batches of the "
           "right shape, for throughput measurements (no evaluation)");
@@ -177,6 +180,7 @@ WorkerFlags FlagsGiven() {
                      .replicas_to_aggregate = absl::GetFlag(FLAGS_replicas_to_aggregate),
                      .train_epochs = absl::GetFlag(FLAGS_train_epochs),
                      .train_steps = absl::GetFlag(FLAGS_train_steps),
+                     .train_seconds = absl::GetFlag(FLAGS_train_seconds),
                      .data_source = absl::GetFlag(FLAGS_data_source),
                      .data_path = absl::GetFlag(FLAGS_data_path),
                      .eval_steps = absl::GetFlag(FLAGS_eval_steps),
@@ -438,6 +442,7 @@ absl::Status Main(const TransportSecurity& security) {
   TrainerOptions options;
   options.train_steps = config.train_steps;
   options.train_epochs = config.train_epochs;
+  options.train_seconds = config.train_seconds;
   options.is_chief = config.is_chief;
   options.seed = config.seed;
   options.log_every_steps = config.log_every_steps;

@@ -56,7 +56,14 @@ absl::StatusOr<TrainResult> Trainer::Run() {
   bool stopped = false;
   std::optional<StopRequest::StoppableScope> stoppable;
   if (options_.stop != nullptr) stoppable.emplace(*options_.stop);
+  bool out_of_time = false;
   for (int64_t step = 0; step < total_steps; ++step) {
+    if (options_.train_seconds > 0 && Seconds(Clock::now() - start) >= options_.train_seconds) {
+      PSFLOW_LOG(INFO) << "trained for " << options_.train_seconds
+                       << " s (--train_seconds): " << step << " of " << total_steps << " steps";
+      out_of_time = true;
+      break;
+    }
     if (options_.stop != nullptr && options_.stop->requested()) {
       PSFLOW_LOG(WARNING) << "stopped after " << step << " of " << total_steps
                           << " steps: leaving the job";
@@ -78,6 +85,7 @@ absl::StatusOr<TrainResult> Trainer::Run() {
   if (last->has_value()) recorder.Pushed(**last);
   TrainResult& result = recorder.Finish();
   result.seconds = Seconds(Clock::now() - start);
+  result.out_of_time = out_of_time;
   result.loss_scale = scaler_.scale();
   result.input_wait_seconds = input_.wait_seconds() - input_wait_before;
   // Sync mode stops waiting for this worker; its last push still counts.

@@ -34,6 +34,10 @@ namespace psflow {
 struct TrainerOptions {
   int64_t train_steps = 0;  // when > 0, overrides train_epochs
   int train_epochs = 1;     // passes over this worker's input
+  // > 0: a time budget. No step starts once the loop has run this long (counted from its first
+  // step); the loop then ends as if its last step were done, and Run goes on as it does then
+  // (a success, TrainResult::out_of_time). 0: none.
+  double train_seconds = 0;
   bool is_chief = true;
   uint64_t seed = 1;              // the chief's initial parameters
   int64_t log_every_steps = 100;  // 0: no progress lines
@@ -63,6 +67,7 @@ struct TrainResult {
   int64_t examples = 0;
   int64_t words = 0;   // predictions trained on: examples x time steps (= examples if not a LM)
   double seconds = 0;  // training loop only (not initialisation or evaluation)
+  bool out_of_time = false;  // TrainerOptions::train_seconds ended the loop before its last step
   // Where the loop's time went: pulling parameters, computing gradients, pushing gradients, and
   // waiting for input (the background thread falling behind). With overlap, pull is the time the
   // loop waited for the background exchange (the push and pull that computing did not hide) and

@@ -1,10 +1,13 @@
 // Trainer's overlap within a step: each streaming step hands every layer's final gradients to the
 // ParameterSync before it pushes them, with the batch's size; a clipped step hands none, nor does
-// a trainer told not to stream. A stop request (SIGTERM) ends training after the step in progress.
+// a trainer told not to stream. A stop request (SIGTERM) ends training after the step in progress;
+// a time budget ends it as its last step would.
 #include "worker/trainer.h"
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include "worker/data/prefetcher.h"
@@ -38,6 +41,7 @@ class RecordingSync final : public ParameterSync {
     if (stop_at_push == static_cast<int>(pushes.size())) {
       stoppable_when_asked = stop.Request();  // SIGTERM mid-step
     }
+    std::this_thread::sleep_for(push_takes);
     return SyncResult{};
   }
   absl::Status SetLearningRate(float) override { return absl::OkStatus(); }
@@ -48,6 +52,7 @@ class RecordingSync final : public ParameterSync {
 
   StopRequest stop;
   int stop_at_push = -1;  // requests `stop` during this push (1: the first)
+  std::chrono::milliseconds push_takes{0};
   bool stoppable_when_asked = false;
   int pulls = 0;
   bool left = false;
@@ -135,6 +140,34 @@ TEST(Trainer, AStopRequestEndsTrainingAfterTheStepInProgressAndLeaves) {
   EXPECT_FALSE(r->stopped);
   EXPECT_EQ(whole.pushes.size(), 5u);
   EXPECT_EQ(whole.pulls_after_leave, 1);
+}
+
+// --train_seconds=0.1 with pushes of 20 ms: no step starts after 0.1 s, so 1 to 5 of the million
+// steps run (1 on a machine too busy to run the first in time), and the run ends as a whole one
+// does: it leaves, then pulls once.
+TEST(Trainer, ATimeBudgetEndsTrainingAsItsLastStepWould) {
+  TinyTraining s;
+  RecordingSync sync;
+  sync.push_takes = std::chrono::milliseconds(20);
+  TrainerOptions options;
+  options.train_steps = 1'000'000;
+  options.train_seconds = 0.1;
+  options.log_every_steps = 0;
+  options.stop = &sync.stop;
+  absl::StatusOr<TrainResult> r;
+  {
+    Trainer trainer(*s.model, sync, *s.input, options, nullptr);
+    r = trainer.Run();
+  }
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->out_of_time);
+  EXPECT_FALSE(r->stopped);
+  EXPECT_GE(r->steps, 1);
+  EXPECT_LE(r->steps, 5);
+  EXPECT_GE(r->seconds, 0.1);
+  EXPECT_EQ(sync.pushes.size(), static_cast<size_t>(r->steps));
+  EXPECT_TRUE(sync.left);
+  EXPECT_EQ(sync.pulls_after_leave, 1);
 }
 
 TEST(Trainer, AClippedStepTellsTheSyncNothingEarly) {

@@ -135,6 +135,7 @@ absl::Status ResolveTraining(const WorkerFlags& f, WorkerConfig& c) {
   c.max_grad_norm = f.max_grad_norm < 0 ? recipe.max_grad_norm : f.max_grad_norm;
   c.train_epochs = Or(f.train_epochs, 0, recipe.epochs);
   c.train_steps = f.train_steps;
+  c.train_seconds = f.train_seconds;
   if (c.batch_size < 1) return absl::InvalidArgumentError("--batch_size must be >= 1");
   if (!(c.learning_rate > 0)) return absl::InvalidArgumentError("--learning_rate must be > 0");
   // Checked before anything else, also where no ps is used, so a typo never passes silently.
@@ -164,6 +165,10 @@ absl::Status ResolveTraining(const WorkerFlags& f, WorkerConfig& c) {
   RETURN_IF_ERROR(LocalUpdate::Create(t).status());
   if (c.train_steps < 0 || (c.train_steps == 0 && c.train_epochs < 1)) {
     return absl::InvalidArgumentError("--train_epochs must be >= 1 (or --train_steps >= 1)");
+  }
+  if (!(c.train_seconds >= 0) || std::isinf(c.train_seconds)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--train_seconds must be a number of seconds >= 0, got ", c.train_seconds));
   }
   c.overlap = f.overlap && !c.ps_hosts.empty() && !f.sync_replicas;
   c.stream_gradients = f.stream_gradients;

@@ -45,6 +45,7 @@ struct WorkerFlags {
   int replicas_to_aggregate = 0;
   int train_epochs = 0;
   int64_t train_steps = 0;
+  double train_seconds = 0;
   std::string data_source = "real";
   std::string data_path{};
   int64_t eval_steps = 0;
@@ -95,8 +96,9 @@ struct WorkerConfig {
   float learning_rate = 0;
   float max_grad_norm = 0;  // 0: no clipping
   int train_epochs = 0;
-  int64_t train_steps = 0;  // 0: train_epochs
-  TrainingConfig training;  // optimizer and sync settings, as the ps gets them
+  int64_t train_steps = 0;   // 0: train_epochs
+  double train_seconds = 0;  // > 0: a time budget for the training loop (TrainerOptions)
+  TrainingConfig training;   // optimizer and sync settings, as the ps gets them
   WireType wire_type = WireType::kFloat32;
   PlacementStrategy placement = PlacementStrategy::kBalanced;  // of the variables on the ps tasks
   Transport transport = Transport::kBulk;  // of the tensor bytes to and from the ps tasks

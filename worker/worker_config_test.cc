@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 #include <string>
 #include <vector>
@@ -60,6 +61,7 @@ TEST(WorkerConfig, FlagsGivenWinAndTheClusterPlacesTheTask) {
                           .max_grad_norm = 0,
                           .replicas_to_aggregate = 2,
                           .train_steps = 11,
+                          .train_seconds = 2.5,
                           .device = "gpu",
                           .num_gpus = 2,
                           .use_fp16 = true};
@@ -78,6 +80,7 @@ TEST(WorkerConfig, FlagsGivenWinAndTheClusterPlacesTheTask) {
   EXPECT_EQ(c->precision, nn::Precision::kFp16);
   EXPECT_EQ(c->loss_scale.mode, nn::LossScaleOptions::Mode::kDynamic);  // auto with fp16
   EXPECT_EQ(c->train_steps, 11);
+  EXPECT_EQ(c->train_seconds, 2.5);
   const absl::StatusOr<WorkerConfig> sync =
       MakeWorkerConfig(WorkerFlags{.sync_replicas = true}, Cluster("chief", 0), false);
   ASSERT_TRUE(sync.ok()) << sync.status();
@@ -128,6 +131,12 @@ std::vector<Refused> RefusedConfigs() {
        "--train_epochs must be >= 1"},
       {"steps", [](F f) { f.train_steps = -1; }, Alone(), true, kInvalid,
        "--train_epochs must be >= 1 (or --train_steps >= 1)"},
+      {"seconds negative", [](F f) { f.train_seconds = -1; }, Alone(), true, kInvalid,
+       "--train_seconds must be a number of seconds >= 0, got -1"},
+      {"seconds NaN", [](F f) { f.train_seconds = std::nan(""); }, Alone(), true, kInvalid,
+       "--train_seconds must be a number of seconds >= 0, got nan"},
+      {"seconds infinite", [](F f) { f.train_seconds = HUGE_VAL; }, Alone(), true, kInvalid,
+       "--train_seconds must be a number of seconds >= 0, got inf"},
       {"data source", [](F f) { f.data_source = "imagenet"; }, Alone(), true, kInvalid,
        "--data_source must be real or synthetic, got \"imagenet\""},
       {"synthetic evaluator", [](F f) { f.data_source = "synthetic"; }, Cluster("evaluator", 0),

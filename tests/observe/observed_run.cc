@@ -26,7 +26,9 @@ using kube::Json;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-// Each worker trains ~20 s on this machine (2 cores shared by everything here).
+// Each worker trains 20 s, however fast the machine: a number of steps took 20 s on one CPU model
+// and 8 s on another, too short for Prometheus, which starts scraping a target up to 5 s after
+// its file lists it, to see the workers train together for 5 s.
 constexpr char kJobManifest[] = R"(apiVersion: psflow.io/v1alpha1
 kind: TrainingJob
 metadata: {name: observe-lm}
@@ -37,8 +39,7 @@ spec:
       template:
         spec:
           containers:
-            # TCP, not psflow run's shared memory: through it these 10000 steps end too soon for
-            # Prometheus's scrapes to see the workers train together (seen on a quiet machine).
+            # TCP, not psflow run's shared memory, as a pod's ps would be reached.
             - command: [psflow-ps]
               env: [{name: PSFLOW_BULK_SOCKET, value: ""}]
     Worker:
@@ -48,7 +49,8 @@ spec:
           containers:
             - command: [psflow-worker]
               args: [--model=ptb_lstm, --model_config=test, --data_source=synthetic,
-                     --compute_threads=1, --train_steps=10000, --log_every_steps=1000]
+                     --compute_threads=1, --train_steps=1000000, --train_seconds=20,
+                     --log_every_steps=1000]
 )";
 
 // Where prometheus-local.yml's file_sd looks; the test points it at its own directory.

@@ -3,7 +3,7 @@
 //     through Created, Running and Succeeded (this code plays the kubelet, setting pod phases);
 //   - `psflow run --prometheus_targets=...` training a small language model (ptb_lstm's `test`
 //     config on synthetic data: words and examples both count) with 1 ps + 2 workers for
-//     ~20 s;
+//     20 s (--train_seconds);
 //   - Prometheus with deploy/prometheus/prometheus-local.yml and psflow-alerts.yml, only the
 //     file_sd path changed to the run's directory, scraping both every second.
 // Run() returns once the training run has ended; Prometheus and the operator keep running (and
