@@ -11,6 +11,7 @@ StepRecorder::StepRecorder(WorkerMetrics* metrics, int64_t total_steps, int64_t 
                            int64_t log_every_steps)
     : metrics_(metrics),
       total_steps_(total_steps),
+      expected_steps_(total_steps),
       positions_(positions),
       log_every_steps_(log_every_steps) {
   // The total `psflow run` draws its progress bar against.
@@ -53,6 +54,12 @@ void StepRecorder::Pushed(const SyncResult& pushed) {
   }
 }
 
+void StepRecorder::ExpectSteps(int64_t steps) {
+  if (steps == expected_steps_) return;
+  expected_steps_ = steps;
+  if (metrics_ != nullptr) metrics_->train_steps.Set(static_cast<double>(steps));
+}
+
 void StepRecorder::Skipped() {
   ++result_.skipped_steps;
   if (metrics_ != nullptr) metrics_->skipped_steps.Increment();
@@ -88,7 +95,7 @@ void StepRecorder::Step(const StepTimes& t, int64_t examples, double loss, bool 
     m.compute_seconds.Increment(t.compute);
     if (applied) m.push_seconds.Increment(t.push);
   }
-  if (log_every_steps_ <= 0 || (r.steps % log_every_steps_ != 0 && r.steps != total_steps_)) {
+  if (log_every_steps_ <= 0 || (r.steps % log_every_steps_ != 0 && r.steps != expected_steps_)) {
     return;
   }
   const Clock::time_point now = Clock::now();
@@ -97,11 +104,11 @@ void StepRecorder::Step(const StepTimes& t, int64_t examples, double loss, bool 
   if (positions_ > 1) {
     // The seed's progress line: perplexity so far this epoch and words per second.
     PSFLOW_LOG(INFO) << absl::StrFormat("step %d/%d global_step %d perplexity %.3f speed: %.0f wps",
-                                        r.steps, total_steps_, r.global_step, EpochPerplexity(),
+                                        r.steps, expected_steps_, r.global_step, EpochPerplexity(),
                                         rate);
   } else {
     PSFLOW_LOG(INFO) << absl::StrFormat("step %d/%d global_step %d loss %.4f examples/s %.0f",
-                                        r.steps, total_steps_, r.global_step, loss, rate);
+                                        r.steps, expected_steps_, r.global_step, loss, rate);
   }
   window_start_ = now;
   window_words_ = 0;

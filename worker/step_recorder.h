@@ -40,6 +40,10 @@ class StepRecorder {
   void Step(const StepTimes& times, int64_t examples, double loss, bool applied, float loss_scale);
   // A skipped step's counters.
   void Skipped();
+  // The steps this trainer now expects to run in all, when a time budget ends it sooner than the
+  // constructor's total (time_budget.h): the psflow_worker_train_steps gauge and the progress
+  // lines count against it from now on.
+  void ExpectSteps(int64_t steps);
   int64_t steps() const { return result_.steps; }
 
   // The result, with the last epoch's train perplexity; seconds, input wait and the final loss
@@ -52,6 +56,7 @@ class StepRecorder {
 
   WorkerMetrics* const metrics_;
   const int64_t total_steps_;
+  int64_t expected_steps_;  // total_steps_, or what ExpectSteps said last
   const int64_t positions_;
   const int64_t log_every_steps_;
   TrainResult result_;

@@ -9,6 +9,7 @@
 #include "core/log.h"
 #include "core/status_macros.h"
 #include "worker/step_recorder.h"
+#include "worker/time_budget.h"
 
 namespace psflow {
 namespace {
@@ -58,11 +59,16 @@ absl::StatusOr<TrainResult> Trainer::Run() {
   if (options_.stop != nullptr) stoppable.emplace(*options_.stop);
   bool out_of_time = false;
   for (int64_t step = 0; step < total_steps; ++step) {
-    if (options_.train_seconds > 0 && Seconds(Clock::now() - start) >= options_.train_seconds) {
-      PSFLOW_LOG(INFO) << "trained for " << options_.train_seconds
-                       << " s (--train_seconds): " << step << " of " << total_steps << " steps";
-      out_of_time = true;
-      break;
+    if (options_.train_seconds > 0) {
+      const double elapsed = Seconds(Clock::now() - start);
+      if (elapsed >= options_.train_seconds) {
+        PSFLOW_LOG(INFO) << "trained for " << options_.train_seconds
+                         << " s (--train_seconds): " << step << " of " << total_steps << " steps";
+        recorder.ExpectSteps(step);
+        out_of_time = true;
+        break;
+      }
+      recorder.ExpectSteps(StepsWithinBudget(total_steps, step, elapsed, options_.train_seconds));
     }
     if (options_.stop != nullptr && options_.stop->requested()) {
       PSFLOW_LOG(WARNING) << "stopped after " << step << " of " << total_steps

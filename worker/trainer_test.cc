@@ -14,6 +14,7 @@
 #include "worker/data/synthetic.h"
 #include "worker/nn/backend.h"
 #include "worker/nn/model.h"
+#include "worker/worker_metrics.h"
 
 namespace psflow {
 namespace {
@@ -154,13 +155,17 @@ TEST(Trainer, ATimeBudgetEndsTrainingAsItsLastStepWould) {
   options.train_seconds = 0.1;
   options.log_every_steps = 0;
   options.stop = &sync.stop;
+  prometheus::Registry registry;
+  WorkerMetrics metrics(registry, {});
   absl::StatusOr<TrainResult> r;
   {
-    Trainer trainer(*s.model, sync, *s.input, options, nullptr);
+    Trainer trainer(*s.model, sync, *s.input, options, &metrics);
     r = trainer.Run();
   }
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->out_of_time);
+  // What psflow run's progress bar counts against: the steps done, not the million.
+  EXPECT_EQ(metrics.train_steps.Value(), static_cast<double>(r->steps));
   EXPECT_FALSE(r->stopped);
   EXPECT_GE(r->steps, 1);
   EXPECT_LE(r->steps, 5);

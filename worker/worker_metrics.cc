@@ -26,7 +26,8 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r, const Labels& labels, std:
       steps(AddCounter(r, "psflow_worker_steps_total", "Training steps completed.", labels)),
       train_steps(AddGauge(r, "psflow_worker_train_steps",
                            "Steps this worker trains in all: --train_steps, or its epochs times "
-                           "the batches in one epoch of its shard.",
+                           "the batches in one epoch of its shard; with --train_seconds, the "
+                           "steps its rate so far fits in the budget.",
                            labels)),
       step_time(
           prometheus::BuildHistogram()

@@ -26,7 +26,7 @@ struct WorkerMetrics {
   prometheus::Counter& examples;       // psflow_worker_examples_total
   prometheus::Counter& words;          // psflow_worker_words_total (language models)
   prometheus::Counter& steps;          // psflow_worker_steps_total
-  prometheus::Gauge& train_steps;      // psflow_worker_train_steps (this worker's total, set once)
+  prometheus::Gauge& train_steps;      // psflow_worker_train_steps (this worker's total)
   prometheus::Histogram& step_time;    // psflow_worker_step_duration_seconds
   prometheus::Gauge& loss;             // psflow_worker_loss (last step's mean loss)
   prometheus::Counter& skipped_steps;  // psflow_worker_skipped_steps_total (non-finite gradients)
