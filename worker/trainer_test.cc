@@ -14,6 +14,7 @@
 #include "worker/data/synthetic.h"
 #include "worker/nn/backend.h"
 #include "worker/nn/model.h"
+#include "worker/nn/towers.h"
 #include "worker/worker_metrics.h"
 
 namespace psflow {
@@ -101,6 +102,33 @@ TEST(Trainer, EachStepTellsTheSyncOfEveryParameterOnceBeforeItsPush) {
   for (const auto& push : sync.pushes) {
     EXPECT_EQ(push.ready, std::vector<int>(handles, 1));
     EXPECT_EQ(push.told_examples, std::vector<int64_t>(2, 8));  // two layers, 8 examples each
+    EXPECT_EQ(push.examples, 8);
+  }
+}
+
+// Towers (--num_gpus, here on two CPU backends) stream too: each layer's sum over the towers.
+TEST(Trainer, TowersTellTheSyncOfEveryParameterOnceBeforeItsPush) {
+  TinyTraining s;
+  std::unique_ptr<nn::Backend> b0 = nn::MakeCpuBackend(1), b1 = nn::MakeCpuBackend(1);
+  nn::ModelSpec spec{.name = "tiny", .input_shape = {16}, .num_classes = 4, .layers = {}};
+  spec.layers.push_back(nn::DenseSpec{.units = 8});
+  spec.layers.push_back(nn::DenseSpec{.units = 4});
+  absl::StatusOr<std::unique_ptr<nn::Towers>> towers =
+      nn::Towers::Create(spec, {b0.get(), b1.get()}, 8);
+  ASSERT_TRUE(towers.ok()) << towers.status();
+  RecordingSync sync;
+  TrainerOptions options;
+  options.train_steps = 3;
+  options.log_every_steps = 0;
+  {
+    Trainer trainer(**towers, sync, *s.input, options, nullptr);
+    ASSERT_TRUE(trainer.Run().ok());
+  }
+  const size_t handles = (*towers)->params().descs().size();
+  ASSERT_EQ(sync.pushes.size(), 3u);
+  for (const auto& push : sync.pushes) {
+    EXPECT_EQ(push.ready, std::vector<int>(handles, 1));
+    EXPECT_EQ(push.told_examples, std::vector<int64_t>(2, 8));  // two layers, the whole batch
     EXPECT_EQ(push.examples, 8);
   }
 }

@@ -17,4 +17,10 @@ absl::StatusOr<double> Backend::ReduceGradients(ParameterSet& into,
   return FinishGradients(into, f);
 }
 
+void Backend::AddLayerGradients(ParameterSet& into, std::span<ParameterSet* const> from,
+                                std::span<Backend* const> /*from_backends*/,
+                                std::span<const float> weights, int first, int last, int /*mark*/) {
+  AddWeightedGradients(into, from, weights, reduce_scratch_, HandleRange{first, last});
+}
+
 }  // namespace psflow::nn

@@ -112,6 +112,21 @@ class Backend {
                                                  std::span<const float> weights,
                                                  const GradientFinish& f);
 
+  // ---- Towers that stream each layer's gradients (towers.h). Right after the Backward of each
+  // layer that has parameters, tower k >= 1 calls MarkGradients (its step's marks count from 0):
+  // a GPU records an event on its stream, the CPU (whose Backward is done when it returns) does
+  // nothing. Tower 0, right after its own Backward of that layer, once every tower of `from`
+  // with a weight has marked the layer (the caller orders the calls), calls AddLayerGradients:
+  // its gradients of handles [first, last) := weights[0] * its own + the weighted sum of
+  // theirs, and the touched rows the union, as ReduceGradients (with where kRaw) does for every
+  // handle; `from_backends[k]` is from[k]'s backend, of this backend's kind. On a GPU the sum
+  // runs on this backend's stream after the towers' marks, so the layer's gradients can go to the
+  // host (GradientsReady) while backward goes on below. Errors as FinishGradients reports them.
+  virtual void MarkGradients(int /*mark*/) {}
+  virtual void AddLayerGradients(ParameterSet& into, std::span<ParameterSet* const> from,
+                                 std::span<Backend* const> from_backends,
+                                 std::span<const float> weights, int first, int last, int mark);
+
   // Copies params' device gradients, as the step left them, to params.grads() on the host and
   // waits (a check that needs gradients the step left on the device). Nothing on the CPU.
   virtual absl::Status CopyGradientsToHost(ParameterSet& /*params*/) { return absl::OkStatus(); }

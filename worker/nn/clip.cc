@@ -6,11 +6,12 @@
 namespace psflow::nn {
 namespace {
 
-// Calls fn(handle, span) on each run of gradient elements that takes part: whole dense
-// parameters, the touched rows of sparse ones.
+// Calls fn(handle, span) on each run of gradient elements of `range` that takes part: whole
+// dense parameters, the touched rows of sparse ones.
 template <class Fn>
-void ForEachGradientRun(ParameterSet& params, Fn fn) {
-  for (size_t i = 0; i < params.descs().size(); ++i) {
+void ForEachGradientRun(ParameterSet& params, Fn fn, HandleRange range = {}) {
+  const auto end = static_cast<size_t>(range.end(params));
+  for (size_t i = static_cast<size_t>(range.first); i < end; ++i) {
     const auto h = static_cast<ParameterSet::Handle>(i);
     std::span<float> g = params.grad(h);
     if (!params.sparse(h)) {
@@ -23,10 +24,13 @@ void ForEachGradientRun(ParameterSet& params, Fn fn) {
   }
 }
 
-void Scale(ParameterSet& params, float factor) {
-  ForEachGradientRun(params, [factor](int, std::span<float> g) {
-    for (float& x : g) x *= factor;
-  });
+void Scale(ParameterSet& params, float factor, HandleRange range = {}) {
+  ForEachGradientRun(
+      params,
+      [factor](int, std::span<float> g) {
+        for (float& x : g) x *= factor;
+      },
+      range);
 }
 
 }  // namespace
@@ -47,8 +51,9 @@ double UnscaleAndClip(ParameterSet& params, float unscale, float clip_norm, bool
 
 void MergeTouchedRows(ParameterSet& into, std::span<ParameterSet* const> from,
                       std::span<const float> weights, bool zero_new_rows,
-                      std::vector<int64_t>& scratch) {
-  for (size_t i = 0; i < into.descs().size(); ++i) {
+                      std::vector<int64_t>& scratch, HandleRange range) {
+  const auto end = static_cast<size_t>(range.end(into));
+  for (size_t i = static_cast<size_t>(range.first); i < end; ++i) {
     const auto h = static_cast<ParameterSet::Handle>(i);
     if (!into.sparse(h)) continue;
     const std::span<const int64_t> own = into.touched_rows(h);
@@ -72,21 +77,25 @@ void MergeTouchedRows(ParameterSet& into, std::span<ParameterSet* const> from,
 }
 
 void AddWeightedGradients(ParameterSet& into, std::span<ParameterSet* const> from,
-                          std::span<const float> weights, std::vector<int64_t>& scratch) {
+                          std::span<const float> weights, std::vector<int64_t>& scratch,
+                          HandleRange range) {
   // Rows only others touched are zeroed before anything reads them; then every run of into
   // (dense whole, sparse touched rows: the union) is scaled by its weight.
-  MergeTouchedRows(into, from, weights, /*zero_new_rows=*/true, scratch);
-  Scale(into, weights[0]);
+  MergeTouchedRows(into, from, weights, /*zero_new_rows=*/true, scratch, range);
+  Scale(into, weights[0], range);
   for (size_t k = 0; k < from.size(); ++k) {
     const float w = weights[k + 1];
     if (w == 0) continue;
     ParameterSet& other = *from[k];
     // Their runs: dense parameters whole, their own touched rows of sparse ones.
-    ForEachGradientRun(other, [&](int h, std::span<float> theirs) {
-      const size_t offset = static_cast<size_t>(theirs.data() - other.grad(h).data());
-      float* dst = into.grad(h).data() + offset;
-      for (size_t e = 0; e < theirs.size(); ++e) dst[e] += w * theirs[e];
-    });
+    ForEachGradientRun(
+        other,
+        [&](int h, std::span<float> theirs) {
+          const size_t offset = static_cast<size_t>(theirs.data() - other.grad(h).data());
+          float* dst = into.grad(h).data() + offset;
+          for (size_t e = 0; e < theirs.size(); ++e) dst[e] += w * theirs[e];
+        },
+        range);
   }
 }
 

@@ -19,19 +19,29 @@ namespace psflow::nn {
 // when not measured; not finite (nothing clipped) when some gradient is not.
 double UnscaleAndClip(ParameterSet& params, float unscale, float clip_norm, bool measure = false);
 
-// into's gradients := weights[0] * into's + sum over k of weights[k + 1] * from[k]'s, on the
-// host; a sparse parameter's touched rows become the union (rows only others touched start from
-// zero: into's untouched rows are never read). Sets with weight 0 are skipped. `scratch` keeps its
-// capacity between calls.
-void AddWeightedGradients(ParameterSet& into, std::span<ParameterSet* const> from,
-                          std::span<const float> weights, std::vector<int64_t>& scratch);
+// The handles [first, last) of a parameter set; {0, -1} means all of them.
+struct HandleRange {
+  int first = 0;
+  int last = -1;
+  int end(const ParameterSet& params) const {
+    return last < 0 ? static_cast<int>(params.descs().size()) : last;
+  }
+};
 
-// Only the touched rows of AddWeightedGradients: each sparse parameter of `into` gets the union of
-// its rows and those of every set in `from` whose weight (weights[k + 1]) is not 0. Rows new to
-// `into` are zeroed in into's host gradients when zero_new_rows.
+// into's gradients := weights[0] * into's + sum over k of weights[k + 1] * from[k]'s, on the
+// host, for the parameters of `range`; a sparse parameter's touched rows become the union (rows
+// only others touched start from zero: into's untouched rows are never read). Sets with weight 0
+// are skipped. `scratch` keeps its capacity between calls.
+void AddWeightedGradients(ParameterSet& into, std::span<ParameterSet* const> from,
+                          std::span<const float> weights, std::vector<int64_t>& scratch,
+                          HandleRange range = {});
+
+// Only the touched rows of AddWeightedGradients: each sparse parameter of `range` in `into` gets
+// the union of its rows and those of every set in `from` whose weight (weights[k + 1]) is not 0.
+// Rows new to `into` are zeroed in into's host gradients when zero_new_rows.
 void MergeTouchedRows(ParameterSet& into, std::span<ParameterSet* const> from,
                       std::span<const float> weights, bool zero_new_rows,
-                      std::vector<int64_t>& scratch);
+                      std::vector<int64_t>& scratch, HandleRange range = {});
 
 }  // namespace psflow::nn
 

@@ -132,7 +132,7 @@ absl::StatusOr<double> Model::ComputeGradients(const Batch& batch, const Gradien
   const bool tell = listener_ != nullptr && StreamsToHost(finish);
   const bool final_when_ready = backend_.host_gradients_final_when_ready();
   told_ = false;
-  if (batch.size == max_batch_ &&
+  if (batch.size == max_batch_ && hook_ == nullptr &&
       (graph_state_ == GraphState::kUnchecked || graph_state_ == GraphState::kReplaying)) {
     // A replay tells as its copies land; a graph check, which may run the step more than once,
     // tells of the result only.
@@ -188,6 +188,9 @@ void Model::RunStep(int64_t rows, const GradientFinish& finish) {
   for (size_t l = n; l-- > 0;) {
     layers_[l]->Backward(ctx, views_[l], views_[l + 1], grad_views_[l + 1],
                          l == 0 ? nullptr : &grad_views_[l]);
+    if (hook_ != nullptr && param_begin_[l] < param_begin_[l + 1]) {
+      hook_->LayerDone(params_, param_begin_[l], param_begin_[l + 1]);
+    }
     if (stream_to_host && param_begin_[l] < param_begin_[l + 1]) {
       backend_.GradientsReady(params_, param_begin_[l], param_begin_[l + 1]);
       if (tell_per_layer_) {

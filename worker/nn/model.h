@@ -33,6 +33,16 @@ struct LayerTime {
   double backward_seconds = 0;
 };
 
+// Told by a Model, on the thread of its training step, right after the Backward of each layer
+// that has parameters (handles [first, last)), the last layer's first, before anything else of
+// that layer's gradients happens (their finish, their copy to the host). Towers reduce each
+// layer across towers there (towers.h).
+class BackwardHook {
+ public:
+  virtual ~BackwardHook() = default;
+  virtual void LayerDone(ParameterSet& params, int first, int last) = 0;
+};
+
 class Model final : public Trainable {
  public:
   // INVALID_ARGUMENT when the layers do not fit together or do not end in num_classes outputs.
@@ -93,6 +103,9 @@ class Model final : public Trainable {
   // were told: the step's error is what counts (the trainer stops on it).
   absl::StatusOr<double> ComputeGradients(const Batch& batch, float clip_norm = 0) override;
   void SetGradientListener(GradientListener* listener) override { listener_ = listener; }
+  // From the next step on, tells `hook` (null: nobody) of each layer with parameters right after
+  // its Backward (BackwardHook). A step with a hook runs eagerly, never as a graph.
+  void SetBackwardHook(BackwardHook* hook) { hook_ = hook; }
   // The same, finished as `finish` says (towers keep the gradients on the device as backward
   // made them, where kRaw; its unscale should then be 1 / the loss scale or 1).
   absl::StatusOr<double> ComputeGradients(const Batch& batch, const GradientFinish& finish);
@@ -187,6 +200,7 @@ class Model final : public Trainable {
   bool gradients_on_device_ = false;  // SetGradientsOnDevice
   bool last_step_finite_ = true;
   GradientListener* listener_ = nullptr;
+  BackwardHook* hook_ = nullptr;
   // This step's RunStep tells listener_ per layer (a streaming step on a backend whose host
   // gradients are final at GradientsReady).
   bool tell_per_layer_ = false;

@@ -175,7 +175,15 @@ TEST(SteadyState, TrainerStepsAllocateNothing) {
   }
 }
 
-// Towers: the hand-off to the tower threads, the slices and the average allocate nothing.
+// Towers: the hand-off to the tower threads, the slices and the average allocate nothing; nor
+// does a streaming step (a listener, no clip): the marks, the layer sums and the relay to the
+// caller's thread.
+class CountingListener final : public GradientListener {
+ public:
+  void GradientsReady(ParameterSet::Handle, ParameterSet::Handle) override { ++told; }
+  int told = 0;
+};
+
 TEST(SteadyState, LstmTowersStepAllocatesNothing) {
   models::PtbConfig c = models::PtbConfigByName("test").value();
   c.num_layers = 2;
@@ -196,6 +204,20 @@ TEST(SteadyState, LstmTowersStepAllocatesNothing) {
     ASSERT_TRUE((*towers)->ComputeGradients(b, 1.0f).ok());
   }
   EXPECT_EQ(g_allocations.load() - before, 0);
+
+  CountingListener listener;
+  (*towers)->SetGradientListener(&listener);
+  ASSERT_TRUE((*towers)->ComputeGradients(b, 0).ok());
+  const int per_step = listener.told;
+  ASSERT_GT(per_step, 1);
+  const int64_t streaming = g_allocations.load();
+  for (int s = 0; s < 3; ++s) {
+    (*towers)->params().ValuesChanged();
+    ASSERT_TRUE((*towers)->ComputeGradients(b, 0).ok());
+  }
+  EXPECT_EQ(g_allocations.load() - streaming, 0);
+  EXPECT_EQ(listener.told, 4 * per_step);
+  (*towers)->SetGradientListener(nullptr);
 }
 
 }  // namespace

@@ -25,7 +25,11 @@ absl::StatusOr<std::unique_ptr<Towers>> Towers::Create(const ModelSpec& spec,
       return absl::Status(m.status().code(), absl::StrCat("tower ", k, ": ", m.status().message()));
     }
     t->towers_.push_back(*std::move(m));
-    if (k > 0) t->others_.push_back(&t->towers_.back()->params());
+    if (k > 0) {
+      t->others_.push_back(&t->towers_.back()->params());
+      t->other_backends_.push_back(backends[k]);
+    }
+    t->hooks_.push_back(std::make_unique<LayerHook>(*t, static_cast<int>(k)));
   }
   backends[0]->BindThread();
   t->begin_.resize(backends.size());
@@ -33,6 +37,13 @@ absl::StatusOr<std::unique_ptr<Towers>> Towers::Create(const ModelSpec& spec,
   t->rows_.resize(backends.size());
   t->weight_.resize(backends.size());
   t->losses_.resize(backends.size(), 0.0);
+  {
+    std::lock_guard lock(t->mu_);
+    t->marked_.resize(backends.size(), 0);
+    t->finished_.resize(backends.size(), 0);
+    // At most one entry per parameter: no allocation in a step.
+    t->ready_.reserve(t->towers_[0]->params().descs().size());
+  }
   for (size_t k = 0; k < backends.size(); ++k) {
     t->threads_.emplace_back([p = t.get(), k] { p->ThreadLoop(static_cast<int>(k)); });
   }
@@ -73,21 +84,80 @@ void Towers::ThreadLoop(int k) {
     }
     {
       std::lock_guard lock(mu_);
-      if (--pending_ == 0) cv_.notify_all();
+      finished_[static_cast<size_t>(k)] = 1;
+      --pending_;
     }
+    // Also the caller of a streaming step, and tower 0 waiting for this tower's marks.
+    cv_.notify_all();
   }
 }
 
-void Towers::RunOnEveryTower(Job job) {
+void Towers::StartJob(Job job) {
   {
     std::lock_guard lock(mu_);
     job_ = job;
     pending_ = static_cast<int>(towers_.size());
+    std::fill(marked_.begin(), marked_.end(), 0);
+    std::fill(finished_.begin(), finished_.end(), 0);
+    ready_.clear();
+    told_ = 0;
     ++generation_;
   }
   cv_.notify_all();
+}
+
+void Towers::RunOnEveryTower(Job job) {
+  StartJob(job);
   std::unique_lock lock(mu_);
   cv_.wait(lock, [this] { return pending_ == 0; });
+}
+
+void Towers::RunStreamingStep() {
+  StartJob(Job::kStep);
+  std::unique_lock lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [this] { return told_ < ready_.size() || pending_ == 0; });
+    if (told_ == ready_.size()) return;  // every tower is done, and every layer told
+    const auto [first, last] = ready_[told_++];
+    lock.unlock();
+    listener_->GradientsReady(first, last);
+    lock.lock();
+  }
+}
+
+void Towers::LayerHook::LayerDone(ParameterSet& params, int first, int last) {
+  if (k_ == 0) {
+    towers_.AddLayer(params, first, last, marks++);
+    return;
+  }
+  towers_.backends_[static_cast<size_t>(k_)]->MarkGradients(marks++);
+  {
+    std::lock_guard lock(towers_.mu_);
+    ++towers_.marked_[static_cast<size_t>(k_)];
+  }
+  towers_.cv_.notify_all();
+}
+
+void Towers::AddLayer(ParameterSet& params, int first, int last, int mark) {
+  {
+    // Every tower with rows has made the layer's gradients (or ended: its error is the step's).
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] {
+      for (size_t k = 1; k < towers_.size(); ++k) {
+        if (weight_[k] != 0 && marked_[k] <= mark && finished_[k] == 0) return false;
+      }
+      return true;
+    });
+  }
+  backends_[0]->AddLayerGradients(params, others_, other_backends_, weight_, first, last, mark);
+}
+
+void Towers::Relay::GradientsReady(ParameterSet::Handle first, ParameterSet::Handle last) {
+  {
+    std::lock_guard lock(towers_.mu_);
+    towers_.ready_.emplace_back(first, last);
+  }
+  towers_.cv_.notify_all();
 }
 
 void Towers::Step(int k) {
@@ -107,8 +177,11 @@ void Towers::Step(int k) {
   const int64_t elements = NumElements(m.spec().input_shape);
   const Batch slice{batch_.inputs + begin_[i] * elements,
                     batch_.labels + begin_[i] * m.labels_per_example(), rows_[i]};
-  // Left on the device, scaled: the unscaling and the clip apply to the sum.
-  losses_[i] = m.ComputeGradients(slice, GradientFinish{0, 1, GradientFinish::Where::kRaw});
+  // Left on the device, scaled: the unscaling and the clip apply to the sum. Streaming, tower 0
+  // adds the others' layers up as it goes and streams the sums to the host.
+  const GradientFinish::Where where =
+      streaming_ && k == 0 ? GradientFinish::Where::kToHost : GradientFinish::Where::kRaw;
+  losses_[i] = m.ComputeGradients(slice, GradientFinish{0, 1, where});
 }
 
 void Towers::SetLossScale(float scale) {
@@ -128,7 +201,19 @@ absl::StatusOr<double> Towers::ComputeGradients(const Batch& batch, float clip_n
     begin += rows_[i];
   }
   batch_ = batch;
-  RunOnEveryTower(Job::kStep);
+  const GradientFinish finish = towers_[0]->Finish(clip_norm);
+  streaming_ = listener_ != nullptr && !graphs_ && finish.where == GradientFinish::Where::kToHost &&
+               !finish.measures();
+  for (size_t k = 0; k < towers_.size(); ++k) {
+    hooks_[k]->marks = 0;
+    towers_[k]->SetBackwardHook(streaming_ ? hooks_[k].get() : nullptr);
+  }
+  towers_[0]->SetGradientListener(streaming_ ? &relay_ : nullptr);
+  if (streaming_) {
+    RunStreamingStep();
+  } else {
+    RunOnEveryTower(Job::kStep);
+  }
   double loss = 0;
   for (size_t k = 0; k < towers_.size(); ++k) {
     if (!losses_[k].ok()) {
@@ -137,8 +222,11 @@ absl::StatusOr<double> Towers::ComputeGradients(const Batch& batch, float clip_n
     }
     loss += weight_[k] * *losses_[k];
   }
+  if (streaming_) {  // added up and on the host: nothing measured
+    last_step_finite_ = true;
+    return loss;
+  }
   // The sum is finished as one model's gradients would be (every tower has the same scale).
-  const GradientFinish finish = towers_[0]->Finish(clip_norm);
   absl::StatusOr<double> norm = backends_[0]->ReduceGradients(params(), others_, weight_, finish);
   if (!norm.ok()) return norm.status();
   last_step_finite_ = !finish.measures() || std::isfinite(*norm);

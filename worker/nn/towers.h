@@ -12,12 +12,22 @@
 // for CPU ones), then unscales and clips the sum by global norm there, and copies it to the host
 // once.
 //
-// Towers do not stream gradients (SetGradientListener is Trainable's no-op): they are final only
-// after the reduction, when the whole backward is over, so Push sends them all at once.
+// Streaming (SetGradientListener, a step with no clipping and no loss scale, no CUDA graphs):
+// each layer is reduced as soon as every tower's backward has made its gradients, while backward
+// goes on with the layers below, and the listener hears of it as its sum lands on the host, the
+// last layer's first, on the caller's thread. Tower k >= 1 marks each layer after its Backward
+// (Backend::MarkGradients: an event on its GPU's stream); tower 0, after its own Backward of the
+// layer, waits for every other tower with rows to have marked it and adds their gradients into
+// its own (Backend::AddLayerGradients: on GPU 0, after their events, over peer copies), then
+// copies the layer to the host as a single model streams it (Backend::GradientsReady). The sum
+// is ReduceGradients' (the same weights and order of addition). A step that clips or scales the
+// loss needs every gradient first: it reduces them all after backward, as before, and tells
+// nobody (Trainer pushes them then). With --cuda_graphs the towers replay their recorded steps
+// and reduce after them.
 //
 // params() is tower 0's ParameterSet: the trainer pulls into it and pushes from it. Threads:
 // one thread per tower, each bound to its tower's backend (BindThread); the caller's thread
-// only waits. Not thread-safe otherwise.
+// waits, and in a streaming step tells the listener. Not thread-safe otherwise.
 #ifndef PSFLOW_WORKER_NN_TOWERS_H_
 #define PSFLOW_WORKER_NN_TOWERS_H_
 
@@ -58,9 +68,12 @@ class Towers final : public Trainable {
   absl::Status ListRowsRead(const Batch& batch, ParameterSet& into) override {
     return towers_[0]->ListRowsRead(batch, into);
   }
+  void SetGradientListener(GradientListener* listener) override { listener_ = listener; }
   // --cuda_graphs: every tower records and replays its own step (Model::EnableGraphs), on its
-  // own thread; a tower whose slice is short of its max_batch runs eagerly.
+  // own thread; a tower whose slice is short of its max_batch runs eagerly. Steps no longer
+  // stream (above).
   void EnableGraphs() {
+    graphs_ = true;
     for (auto& tower : towers_) tower->EnableGraphs();
   }
 
@@ -71,20 +84,54 @@ class Towers final : public Trainable {
   enum class Job { kStep, kResetState };
   // Runs `job` for every tower on its own thread; returns when all are done.
   void RunOnEveryTower(Job job);
+  // RunOnEveryTower(kStep) for a streaming step: tells listener_ of each layer tower 0 reduced,
+  // on this thread, until every tower is done.
+  void RunStreamingStep();
+  void StartJob(Job job);
   void ThreadLoop(int k);
   void Step(int k);
+
+  // Tower k's BackwardHook in a streaming step: k >= 1 marks the layer (MarkGradients) and says
+  // so; tower 0 waits for those marks and adds the layer up (AddLayer).
+  class LayerHook final : public BackwardHook {
+   public:
+    LayerHook(Towers& towers, int k) : towers_(towers), k_(k) {}
+    void LayerDone(ParameterSet& params, int first, int last) override;
+    int marks = 0;  // this step's, reset by the caller before the step
+
+   private:
+    Towers& towers_;
+    const int k_;
+  };
+  // Tower 0's listener in a streaming step: queues each layer for the caller's thread.
+  class Relay final : public GradientListener {
+   public:
+    explicit Relay(Towers& towers) : towers_(towers) {}
+    void GradientsReady(ParameterSet::Handle first, ParameterSet::Handle last) override;
+
+   private:
+    Towers& towers_;
+  };
+  void AddLayer(ParameterSet& params, int first, int last, int mark);
   std::vector<Backend*> backends_;
   std::vector<std::unique_ptr<Model>> towers_;
-  std::vector<int64_t> begin_;         // this step's first row of each tower's slice
-  std::vector<int64_t> rows_;          // and its row count
-  std::vector<float> weight_;          // rows_[k] / batch size
-  std::vector<ParameterSet*> others_;  // towers 1.. parameter sets, for ReduceGradients
+  std::vector<int64_t> begin_;            // this step's first row of each tower's slice
+  std::vector<int64_t> rows_;             // and its row count
+  std::vector<float> weight_;             // rows_[k] / batch size
+  std::vector<ParameterSet*> others_;     // towers 1.. parameter sets, for ReduceGradients
+  std::vector<Backend*> other_backends_;  // and their backends
   std::vector<absl::StatusOr<double>> losses_;
   Batch batch_;  // the step's whole batch
   // Towers 1..: tower 0's values_version() their values were last copied at (each written by
   // its tower's thread only).
   std::vector<uint64_t> copied_version_;
   bool last_step_finite_ = true;
+  GradientListener* listener_ = nullptr;
+  bool graphs_ = false;
+  // This step streams (set by the caller before the towers start it, read by them).
+  bool streaming_ = false;
+  std::vector<std::unique_ptr<LayerHook>> hooks_;  // one per tower
+  Relay relay_{*this};
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -92,6 +139,12 @@ class Towers final : public Trainable {
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;  // bumped for every job
   int pending_ ABSL_GUARDED_BY(mu_) = 0;          // towers still running the current job
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  // A streaming step's progress: the layers each tower marked, whether it is done, and the
+  // layers tower 0 reduced and the caller has yet to tell (from ready_[told_] on).
+  std::vector<int> marked_ ABSL_GUARDED_BY(mu_);
+  std::vector<char> finished_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::pair<int, int>> ready_ ABSL_GUARDED_BY(mu_);
+  size_t told_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::thread> threads_;
 };
 

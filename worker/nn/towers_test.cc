@@ -8,6 +8,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <set>
+#include <thread>
 #include <vector>
 
 #include "worker/models/model_zoo.h"
@@ -24,6 +27,15 @@ double RelativeError(std::span<const float> got, std::span<const float> want) {
     scale = std::max(scale, static_cast<double>(std::fabs(want[i])));
   }
   return scale == 0 ? diff : diff / scale;
+}
+
+// PTB's test model, small: 2 LSTM layers of 8 units over 50 words (ids below 50), 5 time steps.
+ModelSpec SmallLstm() {
+  models::PtbConfig c = models::PtbConfigByName("test").value();
+  c.num_layers = 2;
+  c.hidden_size = 8;
+  c.vocab_size = 50;
+  return models::PtbLstm(c, 5);
 }
 
 // One CPU model and `n` CPU towers of `spec` with the same parameters.
@@ -103,11 +115,7 @@ TEST_F(TowersTest, CnnTowersWithWeightDecayMatchOneModel) {
 // An embedding (sparse: the union of the towers' touched rows) and LSTM state carried over
 // steps: each tower keeps the rows of its slice.
 TEST_F(TowersTest, LstmTowersCarryTheirRowsStateAndUniteTheTouchedRows) {
-  models::PtbConfig c = models::PtbConfigByName("test").value();
-  c.num_layers = 2;
-  c.hidden_size = 8;
-  c.vocab_size = 50;
-  Make(models::PtbLstm(c, 5), 2, 6);
+  Make(SmallLstm(), 2, 6);
   ASSERT_FALSE(HasFatalFailure());
   for (uint64_t step = 0; step < 3; ++step) {
     ExpectSameStep(6, 1.0f, 10 + step, 50);
@@ -177,6 +185,113 @@ TEST_F(TowersTest, AnOverflowingScaleIsReportedByModelAndTowers) {
     ASSERT_TRUE(t->ComputeGradients(bad, 0).ok());
     EXPECT_TRUE(t->last_step_finite());
   }
+}
+
+// What a streaming step's listener heard: each handle, in the order told, with its host gradients
+// (of a sparse parameter: its touched rows and their values) as they were when told, and the
+// threads it was told on.
+class HeardGradients final : public GradientListener {
+ public:
+  explicit HeardGradients(ParameterSet& params) : params_(params) {}
+  void GradientsReady(ParameterSet::Handle first, ParameterSet::Handle last) override {
+    firsts.push_back(first);
+    threads.insert(std::this_thread::get_id());
+    for (auto h = first; h < last; ++h) {
+      order.push_back(h);
+      const std::span<const float> g = params_.grad(h);
+      values[h].assign(g.begin(), g.end());
+      const std::span<const int64_t> r = params_.touched_rows(h);
+      rows[h].assign(r.begin(), r.end());
+    }
+  }
+  std::vector<int> firsts;  // each call's first handle
+  std::vector<int> order;   // every handle told, in order
+  std::map<int, std::vector<float>> values;
+  std::map<int, std::vector<int64_t>> rows;
+  std::set<std::thread::id> threads;
+
+ private:
+  ParameterSet& params_;
+};
+
+// A streaming step: every parameter is told once, a layer at a time from the last, on the
+// caller's thread, and what it holds then is the reduced gradient, equal to one model's.
+void ExpectStreamedAsOneModel(Model& one, Towers& towers, const ModelSpec& spec, int64_t batch,
+                              uint64_t seed, int vocab = 0) {
+  HeardGradients heard(towers.params());
+  towers.SetGradientListener(&heard);
+  const GradientCheckInput in = RandomInput(spec, batch, one.labels_per_example(), seed, vocab);
+  const Batch b{in.inputs.data(), in.labels.data(), batch};
+  absl::StatusOr<double> want = one.ComputeGradients(b, 0);
+  absl::StatusOr<double> got = towers.ComputeGradients(b, 0);
+  towers.SetGradientListener(nullptr);
+  ASSERT_TRUE(want.ok() && got.ok()) << got.status();
+  EXPECT_NEAR(*got, *want, 1e-5 * std::fabs(*want));
+  EXPECT_TRUE(towers.last_step_finite());
+  const auto& descs = one.params().descs();
+  std::vector<int> every(descs.size());
+  for (size_t h = 0; h < descs.size(); ++h) every[h] = static_cast<int>(h);
+  std::vector<int> sorted = heard.order;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(sorted, every) << "each parameter told once";
+  EXPECT_TRUE(std::is_sorted(heard.firsts.rbegin(), heard.firsts.rend())) << "the last layer first";
+  EXPECT_GT(heard.firsts.size(), 1u) << "a layer at a time, not all at once";
+  EXPECT_EQ(heard.threads, std::set<std::thread::id>{std::this_thread::get_id()});
+  for (size_t i = 0; i < descs.size(); ++i) {
+    const int h = static_cast<int>(i);
+    SCOPED_TRACE(descs[i].name);
+    const std::span<const float> g = one.params().grad(h);
+    if (!descs[i].sparse) {
+      EXPECT_LE(RelativeError(heard.values[h], g), 1e-5);
+      continue;
+    }
+    const std::span<const int64_t> r = one.params().touched_rows(h);
+    ASSERT_EQ(heard.rows[h], std::vector<int64_t>(r.begin(), r.end()));
+    const auto width = static_cast<size_t>(descs[i].row_width());
+    for (int64_t row : heard.rows[h]) {
+      const size_t at = static_cast<size_t>(row) * width;
+      EXPECT_LE(RelativeError(std::span<const float>(heard.values[h]).subspan(at, width),
+                              g.subspan(at, width)),
+                1e-5)
+          << "row " << row;
+    }
+  }
+}
+
+TEST_F(TowersTest, StreamingTowersTellEachLayerItsSumAsOneModelHasIt) {
+  Make(models::MnistMlp(), 3, 16);
+  ASSERT_FALSE(HasFatalFailure());
+  ExpectStreamedAsOneModel(*one_, *towers_, spec_, 7, 50);  // 3, 2, 2 rows
+  ASSERT_FALSE(HasFatalFailure());
+  ExpectStreamedAsOneModel(*one_, *towers_, spec_, 1, 51);  // towers 1 and 2 sit it out
+}
+
+TEST_F(TowersTest, StreamingCnnTowersMatchOneModel) {
+  Make(models::Cifar10Cnn(), 2, 4);
+  ASSERT_FALSE(HasFatalFailure());
+  ExpectStreamedAsOneModel(*one_, *towers_, spec_, 4, 52);
+}
+
+// The embedding (sparse): its rows are the union when told, its row values the sum.
+TEST_F(TowersTest, StreamingLstmTowersTellTheUnionOfTheTouchedRows) {
+  Make(SmallLstm(), 2, 6);
+  ASSERT_FALSE(HasFatalFailure());
+  for (uint64_t step = 0; step < 3; ++step) {
+    ExpectStreamedAsOneModel(*one_, *towers_, spec_, 6, 60 + step, 50);
+    ASSERT_FALSE(HasFatalFailure());
+  }
+}
+
+// A step that clips (or scales the loss) needs every gradient first: it tells nobody, and its
+// gradients are still the clipped sum.
+TEST_F(TowersTest, AClippedStepTellsTheListenerNothing) {
+  Make(models::MnistMlp(), 2, 16);
+  ASSERT_FALSE(HasFatalFailure());
+  HeardGradients heard(towers_->params());
+  towers_->SetGradientListener(&heard);
+  ExpectSameStep(16, 0.05f, 53);
+  EXPECT_TRUE(heard.order.empty());
+  towers_->SetGradientListener(nullptr);
 }
 
 }  // namespace

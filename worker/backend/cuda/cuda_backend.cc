@@ -114,6 +114,13 @@ class CudaBackend final : public Backend {
     Attached& a = attached_[&params];
     a.mirror = *std::move(mirror);
     params.AttachDevice(a.mirror.get(), a.mirror.get() + total);
+    // A towers step marks each layer with parameters once: never more marks than parameters.
+    // Made here, so a step never grows marks_ while another tower's thread reads it.
+    while (marks_.size() < params.descs().size()) {
+      auto made = MakeEvent();
+      if (made == nullptr) return ctx_->Synchronize("creating the towers' events");
+      marks_.push_back(std::move(made));
+    }
     // Pinned host buffers: the copies run at full bus speed and truly asynchronously.
     // Best effort: unpinned memory still works, only slower.
     const size_t bytes = static_cast<size_t>(params.total_size()) * sizeof(float);
@@ -268,6 +275,66 @@ class CudaBackend final : public Backend {
                   "copying the gradients to the host");
     }
     return FinishGradients(into, f);
+  }
+
+  void MarkGradients(int mark) override {
+    const size_t m = static_cast<size_t>(mark);
+    if (m >= marks_.size()) {
+      ctx_->Fail(absl::InternalError(
+          absl::StrCat("gradient mark ", mark, " of a backend made for ", marks_.size())));
+      return;
+    }
+    ctx_->Check(cudaEventRecord(marks_[m].get(), ctx_->stream()), "marking a layer's gradients");
+  }
+
+  void AddLayerGradients(ParameterSet& into, std::span<ParameterSet* const> from,
+                         std::span<Backend* const> from_backends, std::span<const float> weights,
+                         int first, int last, int mark) override {
+    const auto& descs = into.descs();
+    const int64_t begin = descs[static_cast<size_t>(first)].offset;
+    const ParameterDesc& end_desc = descs[static_cast<size_t>(last - 1)];
+    const int64_t n = end_desc.offset + end_desc.size - begin;
+    const size_t m = static_cast<size_t>(mark);
+    bool added = false;
+    for (size_t k = 0; k < from.size(); ++k) {
+      const float w = weights[k + 1];
+      if (w == 0) continue;
+      auto* other = dynamic_cast<CudaBackend*>(from_backends[k]);
+      if (other == nullptr || m >= other->marks_.size()) {
+        ctx_->Fail(
+            absl::InternalError(absl::StrCat("tower ", k + 1, " has no CUDA mark ", mark, " for ",
+                                             descs[static_cast<size_t>(first)].name)));
+        return;
+      }
+      // After tower k + 1's backward of the layer, on its GPU.
+      ctx_->Check(cudaStreamWaitEvent(ctx_->stream(), other->marks_[m].get(), 0),
+                  "waiting for another tower's gradients");
+      if (absl::Status s = PrepareReduce(*from[k], into.total_size()); !s.ok()) {
+        ctx_->Fail(s);
+        return;
+      }
+      // Each layer its own part of the staging buffer: no layer's copy waits for another's sum.
+      if (cudaError_t e = cudaMemcpyAsync(
+              reduce_staging_.get() + begin, from[k]->device_grads() + begin,
+              static_cast<size_t>(n) * sizeof(float), cudaMemcpyDefault, ctx_->stream());
+          e != cudaSuccess) {
+        ctx_->Check(
+            e, absl::StrCat("copying tower ", k + 1, "'s gradients of ",
+                            descs[static_cast<size_t>(first)].name, " to GPU ", ctx_->device()));
+      }
+      cuda::LaunchAxpby(added ? 1.0f : weights[0], into.device_grads() + begin, w,
+                        reduce_staging_.get() + begin, n, ctx_->stream());
+      ctx_->CheckLaunch("adding up the towers' gradients of a layer");
+      added = true;
+    }
+    if (!added && weights[0] != 1.0f) {
+      cuda::LaunchAxpby(weights[0], into.device_grads() + begin, 0.0f, into.device_grads() + begin,
+                        n, ctx_->stream());
+      ctx_->CheckLaunch("weighting a layer's gradients");
+    }
+    // The rows on the device are summed whole (untouched ones are zero); the lists on the host.
+    MergeTouchedRows(into, from, weights, /*zero_new_rows=*/false, reduce_scratch_,
+                     HandleRange{first, last});
   }
 
   absl::Status CopyGradientsToHost(ParameterSet& params) override {
@@ -481,6 +548,9 @@ class CudaBackend final : public Backend {
   bool copy_stream_forked_ = false;                 // GradientsReady ran while capturing
   // copied_[k] marks the end of the step's k-th gradient copy (AwaitGradients); made as needed.
   std::vector<std::unique_ptr<CUevent_st, EventDestroy>> copied_;
+  // marks_[m]: where this backend's backward made a towers step's m-th layer (MarkGradients);
+  // read by tower 0's backend on its thread, so made before any step (AttachParameters).
+  std::vector<std::unique_ptr<CUevent_st, EventDestroy>> marks_;
   int ready_calls_ = 0;                       // GradientsReady calls since the step's ZeroGradients
   cuda::DeviceArray<char> cublas_workspace_;  // set by EnableGraphs
   cuda::DeviceArray<double> sum_sq_;

@@ -12,11 +12,14 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <map>
 #include <memory>
 #include <optional>
 #include <ostream>
 #include <random>
+#include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -58,8 +61,13 @@ std::vector<float> ToHost(const float* device, int64_t n) {
   return v;
 }
 
+struct CpuModelAndGpuTowers;
+
 class CudaBackendTest : public testing::Test {
  protected:
+  // Makes `t` (below); skips the test where a forced LSTM path cannot run on this GPU.
+  void MakeTowers(CpuModelAndGpuTowers& t);
+
   void SetUp() override {
     absl::StatusOr<std::unique_ptr<Backend>> gpu = MakeCudaBackend(0);
     if (!gpu.ok()) GTEST_SKIP() << "no GPU to test on: " << gpu.status().message();
@@ -521,42 +529,132 @@ TEST_F(CudaBackendTest, TwoModelsOnOneBackendKeepTheirOwnParameters) {
   EXPECT_LE(RelativeError(gg, cg), kFp32Tolerance);
 }
 
-// Towers (--num_gpus) on two backends of GPU 0 (so one GPU is enough to test them) against one
-// CPU model on the whole batch: each tower's thread binds its device; the towers' gradients are
-// added, unscaled and clipped on the first tower's GPU (ReduceGradients) and copied out once.
-TEST_F(CudaBackendTest, TowersOnOneGpuMatchOneCpuModel) {
+// PTB's test model (2 LSTM layers of 16 units over 100 words) as one CPU model and as towers on
+// two backends of GPU 0 (so one GPU is enough to test them), with the same parameters.
+struct CpuModelAndGpuTowers {
+  static constexpr int64_t kBatch = 6;
+  static constexpr int kVocab = 100;
+  std::unique_ptr<Backend> second;
+  ModelSpec spec;
+  std::unique_ptr<Model> cpu;
+  std::unique_ptr<Towers> towers;
+};
+
+void CudaBackendTest::MakeTowers(CpuModelAndGpuTowers& t) {
   absl::StatusOr<std::unique_ptr<Backend>> second = MakeCudaBackend(0);
   ASSERT_TRUE(second.ok()) << second.status();
+  t.second = *std::move(second);
   models::PtbConfig c = models::PtbConfigByName("test").value();
   c.num_layers = 2;
   c.hidden_size = 16;
-  c.vocab_size = 100;
-  const ModelSpec spec = models::PtbLstm(c, 5);
-  const int64_t batch = 6;
-  auto cpu = Model::Create(spec, *cpu_, batch);
-  auto towers = Towers::Create(spec, {gpu_.get(), second->get()}, batch);
+  c.vocab_size = t.kVocab;
+  t.spec = models::PtbLstm(c, 5);
+  auto cpu = Model::Create(t.spec, *cpu_, t.kBatch);
+  auto towers = Towers::Create(t.spec, {gpu_.get(), t.second.get()}, t.kBatch);
   if (const std::string why = ForcedLstmPathRefused(towers.status()); !why.empty()) {
     GTEST_SKIP() << why;
   }
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   ASSERT_TRUE(towers.ok()) << towers.status();
-  (*cpu)->params().Initialize(5);
-  std::copy((*cpu)->params().values().begin(), (*cpu)->params().values().end(),
-            (*towers)->params().values().begin());
-  (*towers)->params().ValuesChanged();
+  t.cpu = *std::move(cpu);
+  t.towers = *std::move(towers);
+  t.cpu->params().Initialize(5);
+  std::copy(t.cpu->params().values().begin(), t.cpu->params().values().end(),
+            t.towers->params().values().begin());
+  t.towers->params().ValuesChanged();
+}
+
+// Towers against one CPU model on the whole batch: each tower's thread binds its device; the
+// towers' gradients are added, unscaled and clipped on the first tower's GPU (ReduceGradients)
+// and copied out once.
+TEST_F(CudaBackendTest, TowersOnOneGpuMatchOneCpuModel) {
+  CpuModelAndGpuTowers t;
+  MakeTowers(t);
+  if (IsSkipped() || HasFatalFailure()) return;
   for (uint64_t step = 0; step < 2; ++step) {
     const GradientCheckInput in =
-        RandomInput(spec, batch, (*cpu)->labels_per_example(), 30 + step, c.vocab_size);
-    const Batch b{in.inputs.data(), in.labels.data(), batch};
-    if (step == 1) (*towers)->SetLossScale(1024.0f);  // unscaled on the device after the sum
-    auto cl = (*cpu)->ComputeGradients(b, 1.0f);
-    auto tl = (*towers)->ComputeGradients(b, 1.0f);
+        RandomInput(t.spec, t.kBatch, t.cpu->labels_per_example(), 30 + step, t.kVocab);
+    const Batch b{in.inputs.data(), in.labels.data(), t.kBatch};
+    if (step == 1) t.towers->SetLossScale(1024.0f);  // unscaled on the device after the sum
+    auto cl = t.cpu->ComputeGradients(b, 1.0f);
+    auto tl = t.towers->ComputeGradients(b, 1.0f);
     ASSERT_TRUE(cl.ok() && tl.ok()) << tl.status();
     EXPECT_NEAR(*tl, *cl, 1e-4 * std::fabs(*cl));
-    const std::vector<float> cg((*cpu)->params().grads().begin(), (*cpu)->params().grads().end());
-    const std::vector<float> tg((*towers)->params().grads().begin(),
-                                (*towers)->params().grads().end());
+    const std::vector<float> cg(t.cpu->params().grads().begin(), t.cpu->params().grads().end());
+    const std::vector<float> tg(t.towers->params().grads().begin(),
+                                t.towers->params().grads().end());
     EXPECT_LE(RelativeError(tg, cg), kFp32Tolerance);
+  }
+}
+
+// Towers that stream (no clip, no loss scale): each layer is added up on GPU 0 after the other
+// tower's events, copied to the host and told, the last layer first, on the caller's thread;
+// what it holds when told is the CPU model's gradient (the embedding: its rows and their values).
+class HeardOnHost final : public GradientListener {
+ public:
+  explicit HeardOnHost(ParameterSet& params) : params_(params) {}
+  void GradientsReady(ParameterSet::Handle first, ParameterSet::Handle last) override {
+    firsts.push_back(first);
+    if (std::this_thread::get_id() != caller) ++other_threads;
+    for (auto h = first; h < last; ++h) {
+      const std::span<const float> g = params_.grad(h);
+      values[h].assign(g.begin(), g.end());
+      const std::span<const int64_t> r = params_.touched_rows(h);
+      rows[h].assign(r.begin(), r.end());
+    }
+  }
+  std::thread::id caller = std::this_thread::get_id();
+  int other_threads = 0;
+  std::vector<int> firsts;
+  std::map<int, std::vector<float>> values;
+  std::map<int, std::vector<int64_t>> rows;
+
+ private:
+  ParameterSet& params_;
+};
+
+TEST_F(CudaBackendTest, StreamingTowersOnOneGpuTellEachLayerItsSum) {
+  CpuModelAndGpuTowers t;
+  MakeTowers(t);
+  if (IsSkipped() || HasFatalFailure()) return;
+  for (uint64_t step = 0; step < 2; ++step) {
+    HeardOnHost heard(t.towers->params());
+    t.towers->SetGradientListener(&heard);
+    const GradientCheckInput in =
+        RandomInput(t.spec, t.kBatch, t.cpu->labels_per_example(), 70 + step, t.kVocab);
+    const Batch b{in.inputs.data(), in.labels.data(), t.kBatch};
+    auto cl = t.cpu->ComputeGradients(b, 0);
+    auto tl = t.towers->ComputeGradients(b, 0);
+    t.towers->SetGradientListener(nullptr);
+    ASSERT_TRUE(cl.ok() && tl.ok()) << tl.status();
+    EXPECT_NEAR(*tl, *cl, 1e-4 * std::fabs(*cl));
+    EXPECT_EQ(heard.other_threads, 0);
+    EXPECT_GT(heard.firsts.size(), 1u);
+    EXPECT_TRUE(std::is_sorted(heard.firsts.rbegin(), heard.firsts.rend()));
+    const auto& descs = t.cpu->params().descs();
+    ASSERT_EQ(heard.values.size(), descs.size());
+    for (size_t i = 0; i < descs.size(); ++i) {
+      const int h = static_cast<int>(i);
+      SCOPED_TRACE(descs[i].name);
+      const std::span<const float> g = t.cpu->params().grad(h);
+      if (!descs[i].sparse) {
+        EXPECT_LE(RelativeError(heard.values[h], std::vector<float>(g.begin(), g.end())),
+                  kFp32Tolerance);
+        continue;
+      }
+      const std::span<const int64_t> r = t.cpu->params().touched_rows(h);
+      ASSERT_EQ(heard.rows[h], std::vector<int64_t>(r.begin(), r.end()));
+      const auto width = static_cast<size_t>(descs[i].row_width());
+      for (int64_t row : heard.rows[h]) {
+        const auto at = static_cast<std::ptrdiff_t>(static_cast<size_t>(row) * width);
+        const auto w = static_cast<std::ptrdiff_t>(width);
+        EXPECT_LE(RelativeError(std::vector<float>(heard.values[h].begin() + at,
+                                                   heard.values[h].begin() + at + w),
+                                std::vector<float>(g.begin() + at, g.begin() + at + w)),
+                  kFp32Tolerance)
+            << "row " << row;
+      }
+    }
   }
 }
 
