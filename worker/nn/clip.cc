@@ -60,19 +60,23 @@ void MergeTouchedRows(ParameterSet& into, std::span<ParameterSet* const> from,
     scratch.assign(own.begin(), own.end());
     const auto width = static_cast<size_t>(into.descs()[i].row_width());
     std::span<float> g = into.grad(h);
+    bool grew = false;
     for (size_t k = 0; k < from.size(); ++k) {
       if (weights[k + 1] == 0) continue;
       for (const int64_t r : from[k]->touched_rows(h)) {
         const auto at = std::lower_bound(scratch.begin(), scratch.end(), r);
         if (at != scratch.end() && *at == r) continue;
         scratch.insert(at, r);
+        grew = true;
         if (zero_new_rows) {
           std::fill_n(g.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(r) * width),
                       width, 0.0f);
         }
       }
     }
-    into.SetTouchedRows(h, scratch);
+    // Already the union (streaming towers merged them before the step's first GradientsReady):
+    // left as they are, so that readers on other threads see no write.
+    if (grew) into.SetTouchedRows(h, scratch);
   }
 }
 

@@ -38,7 +38,8 @@ void AddWeightedGradients(ParameterSet& into, std::span<ParameterSet* const> fro
 
 // Only the touched rows of AddWeightedGradients: each sparse parameter of `range` in `into` gets
 // the union of its rows and those of every set in `from` whose weight (weights[k + 1]) is not 0.
-// Rows new to `into` are zeroed in into's host gradients when zero_new_rows.
+// Rows new to `into` are zeroed in into's host gradients when zero_new_rows. A parameter whose
+// rows are the union already is not written.
 void MergeTouchedRows(ParameterSet& into, std::span<ParameterSet* const> from,
                       std::span<const float> weights, bool zero_new_rows,
                       std::vector<int64_t>& scratch, HandleRange range = {});

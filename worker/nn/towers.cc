@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "worker/nn/clip.h"
 
 namespace psflow::nn {
 
@@ -101,6 +102,7 @@ void Towers::StartJob(Job job) {
     std::fill(finished_.begin(), finished_.end(), 0);
     ready_.clear();
     told_ = 0;
+    abandoned_ = false;
     ++generation_;
   }
   cv_.notify_all();
@@ -140,7 +142,8 @@ void Towers::LayerHook::LayerDone(ParameterSet& params, int first, int last) {
 
 void Towers::AddLayer(ParameterSet& params, int first, int last, int mark) {
   {
-    // Every tower with rows has made the layer's gradients (or ended: its error is the step's).
+    // Every tower with rows has made the layer's gradients, or ended without them: it failed,
+    // and the step, whose error that is, tells nothing more.
     std::unique_lock lock(mu_);
     cv_.wait(lock, [&] {
       for (size_t k = 1; k < towers_.size(); ++k) {
@@ -148,6 +151,16 @@ void Towers::AddLayer(ParameterSet& params, int first, int last, int mark) {
       }
       return true;
     });
+    for (size_t k = 1; k < towers_.size(); ++k) {
+      if (weight_[k] != 0 && marked_[k] <= mark) abandoned_ = true;
+    }
+    if (abandoned_) return;
+  }
+  if (mark == 0) {
+    // Before the step's first GradientsReady, every sparse parameter's touched rows are the
+    // union of the towers' (their layers set them before forward): a ps client sizes its sparse
+    // sends on them then (ps_client.h).
+    MergeTouchedRows(params, others_, weight_, /*zero_new_rows=*/true, rows_scratch_);
   }
   backends_[0]->AddLayerGradients(params, others_, other_backends_, weight_, first, last, mark);
 }
@@ -155,6 +168,7 @@ void Towers::AddLayer(ParameterSet& params, int first, int last, int mark) {
 void Towers::Relay::GradientsReady(ParameterSet::Handle first, ParameterSet::Handle last) {
   {
     std::lock_guard lock(towers_.mu_);
+    if (towers_.abandoned_) return;
     towers_.ready_.emplace_back(first, last);
   }
   towers_.cv_.notify_all();
@@ -211,6 +225,9 @@ absl::StatusOr<double> Towers::ComputeGradients(const Batch& batch, float clip_n
   towers_[0]->SetGradientListener(streaming_ ? &relay_ : nullptr);
   if (streaming_) {
     RunStreamingStep();
+    // tower(0) used on its own is a model like any other.
+    for (auto& tower : towers_) tower->SetBackwardHook(nullptr);
+    towers_[0]->SetGradientListener(nullptr);
   } else {
     RunOnEveryTower(Job::kStep);
   }

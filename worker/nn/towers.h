@@ -20,7 +20,10 @@
 // layer, waits for every other tower with rows to have marked it and adds their gradients into
 // its own (Backend::AddLayerGradients: on GPU 0, after their events, over peer copies), then
 // copies the layer to the host as a single model streams it (Backend::GradientsReady). The sum
-// is ReduceGradients' (the same weights and order of addition). A step that clips or scales the
+// is ReduceGradients' (the same weights and order of addition). Before the first layer is told,
+// every sparse parameter's touched rows are the union of the towers' (a ps client reads them
+// then). A tower that fails mid-step ends the telling: what was told stays told, and
+// ComputeGradients returns the tower's error. A step that clips or scales the
 // loss needs every gradient first: it reduces them all after backward, as before, and tells
 // nobody (Trainer pushes them then). With --cuda_graphs the towers replay their recorded steps
 // and reduce after them.
@@ -132,6 +135,7 @@ class Towers final : public Trainable {
   bool streaming_ = false;
   std::vector<std::unique_ptr<LayerHook>> hooks_;  // one per tower
   Relay relay_{*this};
+  std::vector<int64_t> rows_scratch_;  // tower 0's thread: the first layer's union of rows
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -145,6 +149,9 @@ class Towers final : public Trainable {
   std::vector<char> finished_ ABSL_GUARDED_BY(mu_);
   std::vector<std::pair<int, int>> ready_ ABSL_GUARDED_BY(mu_);
   size_t told_ ABSL_GUARDED_BY(mu_) = 0;
+  // A tower with rows ended without a layer's gradients (it failed): tower 0 adds nothing more
+  // and the listener hears of nothing more this step.
+  bool abandoned_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };
 

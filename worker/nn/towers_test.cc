@@ -194,6 +194,14 @@ class HeardGradients final : public GradientListener {
  public:
   explicit HeardGradients(ParameterSet& params) : params_(params) {}
   void GradientsReady(ParameterSet::Handle first, ParameterSet::Handle last) override {
+    if (firsts.empty()) {
+      // What a ps client sizes its sparse sends on: every sparse parameter's rows, final now.
+      for (size_t h = 0; h < params_.descs().size(); ++h) {
+        if (!params_.descs()[h].sparse) continue;
+        const std::span<const int64_t> r = params_.touched_rows(static_cast<int>(h));
+        rows_at_first[static_cast<int>(h)].assign(r.begin(), r.end());
+      }
+    }
     firsts.push_back(first);
     threads.insert(std::this_thread::get_id());
     for (auto h = first; h < last; ++h) {
@@ -208,6 +216,7 @@ class HeardGradients final : public GradientListener {
   std::vector<int> order;   // every handle told, in order
   std::map<int, std::vector<float>> values;
   std::map<int, std::vector<int64_t>> rows;
+  std::map<int, std::vector<int64_t>> rows_at_first;  // at the step's first call
   std::set<std::thread::id> threads;
 
  private:
@@ -247,6 +256,7 @@ void ExpectStreamedAsOneModel(Model& one, Towers& towers, const ModelSpec& spec,
     }
     const std::span<const int64_t> r = one.params().touched_rows(h);
     ASSERT_EQ(heard.rows[h], std::vector<int64_t>(r.begin(), r.end()));
+    EXPECT_EQ(heard.rows_at_first[h], heard.rows[h]) << "the union before the first layer told";
     const auto width = static_cast<size_t>(descs[i].row_width());
     for (int64_t row : heard.rows[h]) {
       const size_t at = static_cast<size_t>(row) * width;
@@ -280,6 +290,27 @@ TEST_F(TowersTest, StreamingLstmTowersTellTheUnionOfTheTouchedRows) {
     ExpectStreamedAsOneModel(*one_, *towers_, spec_, 6, 60 + step, 50);
     ASSERT_FALSE(HasFatalFailure());
   }
+}
+
+// A tower whose slice it cannot take (a word id past the vocabulary in tower 1's rows) fails the
+// step naming it, and the listener hears of nothing; the next step streams as usual.
+TEST_F(TowersTest, AFailingTowerEndsTheTellingAndFailsTheStep) {
+  Make(SmallLstm(), 2, 6);
+  ASSERT_FALSE(HasFatalFailure());
+  GradientCheckInput in = RandomInput(spec_, 6, one_->labels_per_example(), 70, 50);
+  in.inputs[in.inputs.size() - 1] = 50;  // row 5: tower 1's (rows 3-5)
+  HeardGradients heard(towers_->params());
+  towers_->SetGradientListener(&heard);
+  const absl::StatusOr<double> got =
+      towers_->ComputeGradients(Batch{in.inputs.data(), in.labels.data(), 6}, 0);
+  towers_->SetGradientListener(nullptr);
+  ASSERT_FALSE(got.ok());
+  EXPECT_NE(std::string(got.status().message()).find("tower 1"), std::string::npos) << got.status();
+  EXPECT_TRUE(heard.order.empty());
+  // Tower 0 ran its slice (its LSTM state moved on): both start from zeros again.
+  one_->ResetState();
+  towers_->ResetState();
+  ExpectStreamedAsOneModel(*one_, *towers_, spec_, 6, 71, 50);
 }
 
 // A step that clips (or scales the loss) needs every gradient first: it tells nobody, and its

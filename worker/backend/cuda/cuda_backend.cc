@@ -309,7 +309,10 @@ class CudaBackend final : public Backend {
       // After tower k + 1's backward of the layer, on its GPU.
       ctx_->Check(cudaStreamWaitEvent(ctx_->stream(), other->marks_[m].get(), 0),
                   "waiting for another tower's gradients");
-      if (absl::Status s = PrepareReduce(*from[k], into.total_size()); !s.ok()) {
+      // The staging buffer and peer access, once a step (the first layer comes first).
+      if (absl::Status s =
+              mark == 0 ? PrepareReduce(*from[k], into.total_size()) : absl::OkStatus();
+          !s.ok()) {
         ctx_->Fail(s);
         return;
       }
