@@ -11,7 +11,7 @@ int64_t StepsWithinBudget(int64_t total, int64_t done, double elapsed_s, double 
   const double more = std::floor(static_cast<double>(done) / elapsed_s * left);
   // Compared in double: a rate over a tiny elapsed time can exceed int64_t.
   if (more >= static_cast<double>(total - done)) return total;
-  return std::max(done, done + static_cast<int64_t>(more));
+  return done + static_cast<int64_t>(more);  // more >= 0
 }
 
 }  // namespace psflow

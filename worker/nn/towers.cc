@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -26,10 +27,7 @@ absl::StatusOr<std::unique_ptr<Towers>> Towers::Create(const ModelSpec& spec,
       return absl::Status(m.status().code(), absl::StrCat("tower ", k, ": ", m.status().message()));
     }
     t->towers_.push_back(*std::move(m));
-    if (k > 0) {
-      t->others_.push_back(&t->towers_.back()->params());
-      t->other_backends_.push_back(backends[k]);
-    }
+    if (k > 0) t->others_.push_back(&t->towers_.back()->params());
     t->hooks_.push_back(std::make_unique<LayerHook>(*t, static_cast<int>(k)));
   }
   backends[0]->BindThread();
@@ -162,7 +160,8 @@ void Towers::AddLayer(ParameterSet& params, int first, int last, int mark) {
     // sends on them then (ps_client.h).
     MergeTouchedRows(params, others_, weight_, /*zero_new_rows=*/true, rows_scratch_);
   }
-  backends_[0]->AddLayerGradients(params, others_, other_backends_, weight_, first, last, mark);
+  backends_[0]->AddLayerGradients(params, others_, std::span<Backend* const>(backends_).subspan(1),
+                                  weight_, first, last, mark);
 }
 
 void Towers::Relay::GradientsReady(ParameterSet::Handle first, ParameterSet::Handle last) {

@@ -118,11 +118,10 @@ class Towers final : public Trainable {
   void AddLayer(ParameterSet& params, int first, int last, int mark);
   std::vector<Backend*> backends_;
   std::vector<std::unique_ptr<Model>> towers_;
-  std::vector<int64_t> begin_;            // this step's first row of each tower's slice
-  std::vector<int64_t> rows_;             // and its row count
-  std::vector<float> weight_;             // rows_[k] / batch size
-  std::vector<ParameterSet*> others_;     // towers 1.. parameter sets, for ReduceGradients
-  std::vector<Backend*> other_backends_;  // and their backends
+  std::vector<int64_t> begin_;         // this step's first row of each tower's slice
+  std::vector<int64_t> rows_;          // and its row count
+  std::vector<float> weight_;          // rows_[k] / batch size
+  std::vector<ParameterSet*> others_;  // towers 1.. parameter sets, for ReduceGradients
   std::vector<absl::StatusOr<double>> losses_;
   Batch batch_;  // the step's whole batch
   // Towers 1..: tower 0's values_version() their values were last copied at (each written by

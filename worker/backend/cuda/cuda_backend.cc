@@ -242,29 +242,8 @@ class CudaBackend final : public Backend {
     // The staging buffer, peer access and the kernels are this GPU's, whatever the thread did.
     BindThread();
     const int64_t n = into.total_size();
-    bool first = true;
-    for (size_t k = 0; k < from.size(); ++k) {
-      const float w = weights[k + 1];
-      if (w == 0) continue;
-      if (absl::Status s = PrepareReduce(*from[k], n); !s.ok()) return s;
-      // Unified addressing: a copy between two GPUs' memory, peer to peer where enabled.
-      if (cudaError_t e = cudaMemcpyAsync(reduce_staging_.get(), from[k]->device_grads(),
-                                          static_cast<size_t>(n) * sizeof(float), cudaMemcpyDefault,
-                                          ctx_->stream());
-          e != cudaSuccess) {
-        ctx_->Check(e,
-                    absl::StrCat("copying tower ", k + 1, "'s gradients to GPU ", ctx_->device()));
-      }
-      cuda::LaunchAxpby(first ? weights[0] : 1.0f, into.device_grads(), w, reduce_staging_.get(), n,
-                        ctx_->stream());
-      ctx_->CheckLaunch("adding up the towers' gradients");
-      first = false;
-    }
-    if (first && weights[0] != 1.0f) {
-      cuda::LaunchAxpby(weights[0], into.device_grads(), 0.0f, into.device_grads(), n,
-                        ctx_->stream());
-      ctx_->CheckLaunch("weighting the gradients");
-    }
+    RETURN_IF_ERROR(AddTowers(into, from, weights, 0, n, "the model",
+                              [&](size_t k) { return PrepareReduce(*from[k], n); }));
     // The rows on the device are summed whole (untouched ones are zero); the lists on the host.
     MergeTouchedRows(into, from, weights, /*zero_new_rows=*/false, reduce_scratch_);
     if (f.where == GradientFinish::Where::kToHost && !f.measures()) {
@@ -295,45 +274,23 @@ class CudaBackend final : public Backend {
     const ParameterDesc& end_desc = descs[static_cast<size_t>(last - 1)];
     const int64_t n = end_desc.offset + end_desc.size - begin;
     const size_t m = static_cast<size_t>(mark);
-    bool added = false;
-    for (size_t k = 0; k < from.size(); ++k) {
-      const float w = weights[k + 1];
-      if (w == 0) continue;
+    const std::string& name = descs[static_cast<size_t>(first)].name;
+    // Each layer its own part of the staging buffer: no layer's copy waits for another's sum.
+    const absl::Status added = AddTowers(into, from, weights, begin, n, name, [&](size_t k) {
       auto* other = dynamic_cast<CudaBackend*>(from_backends[k]);
       if (other == nullptr || m >= other->marks_.size()) {
-        ctx_->Fail(
-            absl::InternalError(absl::StrCat("tower ", k + 1, " has no CUDA mark ", mark, " for ",
-                                             descs[static_cast<size_t>(first)].name)));
-        return;
+        return absl::InternalError(
+            absl::StrCat("tower ", k + 1, " has no CUDA mark ", mark, " for ", name));
       }
       // After tower k + 1's backward of the layer, on its GPU.
       ctx_->Check(cudaStreamWaitEvent(ctx_->stream(), other->marks_[m].get(), 0),
                   "waiting for another tower's gradients");
       // The staging buffer and peer access, once a step (the first layer comes first).
-      if (absl::Status s =
-              mark == 0 ? PrepareReduce(*from[k], into.total_size()) : absl::OkStatus();
-          !s.ok()) {
-        ctx_->Fail(s);
-        return;
-      }
-      // Each layer its own part of the staging buffer: no layer's copy waits for another's sum.
-      if (cudaError_t e = cudaMemcpyAsync(
-              reduce_staging_.get() + begin, from[k]->device_grads() + begin,
-              static_cast<size_t>(n) * sizeof(float), cudaMemcpyDefault, ctx_->stream());
-          e != cudaSuccess) {
-        ctx_->Check(
-            e, absl::StrCat("copying tower ", k + 1, "'s gradients of ",
-                            descs[static_cast<size_t>(first)].name, " to GPU ", ctx_->device()));
-      }
-      cuda::LaunchAxpby(added ? 1.0f : weights[0], into.device_grads() + begin, w,
-                        reduce_staging_.get() + begin, n, ctx_->stream());
-      ctx_->CheckLaunch("adding up the towers' gradients of a layer");
-      added = true;
-    }
-    if (!added && weights[0] != 1.0f) {
-      cuda::LaunchAxpby(weights[0], into.device_grads() + begin, 0.0f, into.device_grads() + begin,
-                        n, ctx_->stream());
-      ctx_->CheckLaunch("weighting a layer's gradients");
+      return mark == 0 ? PrepareReduce(*from[k], into.total_size()) : absl::OkStatus();
+    });
+    if (!added.ok()) {
+      ctx_->Fail(added);
+      return;
     }
     // The rows on the device are summed whole (untouched ones are zero); the lists on the host.
     MergeTouchedRows(into, from, weights, /*zero_new_rows=*/false, reduce_scratch_,
@@ -369,6 +326,40 @@ class CudaBackend final : public Backend {
 
   void BindThread() override {
     ctx_->Check(cudaSetDevice(ctx_->device()), "making the GPU current for a thread");
+  }
+
+  // into's device gradients [begin, begin + n) := weights[0] * them + the sum over k of
+  // weights[k + 1] * from[k]'s, on this GPU's stream. Each tower's part goes through
+  // reduce_staging_ at the same offset (unified addressing: peer to peer where enabled);
+  // before(k), an absl::Status, runs first for each tower with a weight, and its error ends the
+  // sum. `what` names the gradients in errors.
+  template <class Before>
+  absl::Status AddTowers(ParameterSet& into, std::span<ParameterSet* const> from,
+                         std::span<const float> weights, int64_t begin, int64_t n,
+                         absl::string_view what, Before before) {
+    bool added = false;
+    for (size_t k = 0; k < from.size(); ++k) {
+      const float w = weights[k + 1];
+      if (w == 0) continue;
+      RETURN_IF_ERROR(before(k));
+      if (cudaError_t e = cudaMemcpyAsync(
+              reduce_staging_.get() + begin, from[k]->device_grads() + begin,
+              static_cast<size_t>(n) * sizeof(float), cudaMemcpyDefault, ctx_->stream());
+          e != cudaSuccess) {
+        ctx_->Check(e, absl::StrCat("copying tower ", k + 1, "'s gradients of ", what, " to GPU ",
+                                    ctx_->device()));
+      }
+      cuda::LaunchAxpby(added ? 1.0f : weights[0], into.device_grads() + begin, w,
+                        reduce_staging_.get() + begin, n, ctx_->stream());
+      ctx_->CheckLaunch("adding up the towers' gradients");
+      added = true;
+    }
+    if (!added && weights[0] != 1.0f) {
+      cuda::LaunchAxpby(weights[0], into.device_grads() + begin, 0.0f, into.device_grads() + begin,
+                        n, ctx_->stream());
+      ctx_->CheckLaunch("weighting the gradients");
+    }
+    return absl::OkStatus();
   }
 
   // Staging for another tower's gradients (n floats, allocated on first use: the first towers
