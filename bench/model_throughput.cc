@@ -42,7 +42,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
@@ -55,6 +54,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "bench/cpu_model.h"
 #include "core/command_line.h"
 #include "core/free_ports.h"
 #include "operator/local/child_process.h"
@@ -526,16 +526,6 @@ void PrintComparison(const std::vector<Measured>& measured, const std::vector<in
 
 // ---- PyTorch on this CPU (--pytorch without --device=gpu).
 
-std::string CpuModelName() {
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  for (std::string line; std::getline(cpuinfo, line);) {
-    if (absl::StartsWith(line, "model name")) {
-      return std::string(absl::StripAsciiWhitespace(line.substr(line.find(':') + 1)));
-    }
-  }
-  return "an unnamed CPU";
-}
-
 // The variables that steer either side's kernels or pools, as this process has them.
 std::string KernelEnvironment() {
   std::vector<std::string> set;
@@ -582,7 +572,7 @@ absl::Status CompareOnCpu(const std::vector<Subject>& subjects) {
   std::printf(
       "psflow / PyTorch on this CPU, same run: %s, %d cores; psflow's products: %s; "
       "environment: %s; median of %d, runs interleaved\n",
-      CpuModelName().c_str(), static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)),
+      bench::CpuModelName().c_str(), static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)),
       nn::CpuKernels().c_str(), KernelEnvironment().c_str(), repeats);
   std::printf("targets: >= 1.0x PyTorch on every model, >= 1.5x on ptb_lstm small and medium\n");
   std::printf("%-22s %7s %7s %10s %10s %7s  %s\n", "model", "threads", "unit", "psflow", "PyTorch",

@@ -6,9 +6,13 @@ parameters, the arithmetic replaced by MS milliseconds a step: worker/replay_tra
   standalone : alone, updating its own parameters (the baseline);
   grpc       : through one psflow-ps on loopback, tensor bytes as raw gRPC calls;
   bulk       : the same over the bulk channel (the default);
-each with the exchange overlapped with the next step (the default) and serial (--overlap=false),
-and for PTB also with whole pulls (--sparse_pulls=false: every embedding row every step, as before
-sparse pulls), in one call, --repeats times interleaved; the median rate, its ratio to
+  shm        : the bulk channel through shared memory (psflow-ps --bulk_socket, as `psflow run`
+               gives a ps and its workers on one host);
+each with the exchange overlapped with the next step (the default) and serial (--overlap=false);
+then, overlapped, with half the bytes on the wire (--wire_dtype=bfloat16, the ps keeping float32)
+over bulk and shm; and for PTB also with whole pulls (--sparse_pulls=false: every embedding row
+every step, as before sparse pulls), in one call, --repeats times interleaved; the median rate,
+its ratio to
 standalone and the MB pulled and pushed per step. The step
 times are the H100's of docs/scaling.md (compute only): mnist_cnn 1.38 ms, PTB small 1.97 ms,
 cifar10_cnn 3.3 ms. Prints the bytes per step each way and the CPU this ran on.
@@ -61,11 +65,16 @@ def run_worker(bin_dir, flags, timeout=600):
 
 
 def through_ps(bin_dir, flags, transport):
-    """One psflow-ps and one psflow-worker on loopback ports; the worker's run_worker()."""
+    """One psflow-ps and one psflow-worker on loopback ports; the worker's run_worker().
+    transport "shm": the bulk channel, the ps also serving it through shared memory."""
     ps_port, worker_port = free_port(), free_port()
     hosts = [f"--ps_hosts=127.0.0.1:{ps_port}", f"--worker_hosts=127.0.0.1:{worker_port}"]
+    ps_flags = []
+    if transport == "shm":
+        transport = "bulk"
+        ps_flags = [f"--bulk_socket=@psflow-replay-{os.getpid()}-{ps_port}"]
     ps = subprocess.Popen([os.path.join(bin_dir, "psflow-ps"), "--job_name=ps", "--task_index=0",
-                           f"--transport={transport}"] + hosts,
+                           f"--transport={transport}"] + hosts + ps_flags,
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         return run_worker(bin_dir, ["--job_name=worker", "--task_index=0",
@@ -100,11 +109,13 @@ def main():
     print(f"replayed GPU steps, 1 ps + 1 worker on loopback vs standalone; {os.cpu_count()} "
           f"cores, {cpu_name()}; OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '')} "
           f"(medians of {args.repeats}, {args.steps} steps each)")
-    # label, transport (None: standalone), overlap, sparse pulls
-    configs = [("standalone", None, True, True)] + [
-        (f"{t} {'overlap' if o else 'serial'}", t, o, True) for t in ("grpc", "bulk")
-        for o in (True, False)]
-    whole = [(f"bulk {'overlap' if o else 'serial'} whole", "bulk", o, False) for o in (True, False)]
+    # label, transport (None: standalone), overlap, sparse pulls, wire type
+    configs = [("standalone", None, True, True, "float32")] + [
+        (f"{t} {'overlap' if o else 'serial'}", t, o, True, "float32")
+        for t in ("grpc", "bulk", "shm") for o in (True, False)] + [
+        (f"{t} overlap bf16", t, True, True, "bfloat16") for t in ("bulk", "shm")]
+    whole = [(f"bulk {'overlap' if o else 'serial'} whole", "bulk", o, False, "float32")
+             for o in (True, False)]
     print(f"{'model':12} {'step ms':>7} {'MB':>6}  {'config':24} {'rate':>9} {'ratio':>6} "
           f"{'pull MB':>8} {'push MB':>8}")
     for name, flags, ms, rate_field in MODELS:
@@ -117,15 +128,17 @@ def main():
         lines = {c[0]: [] for c in runs}
         model_mb = None
         for _ in range(args.repeats):
-            for label, transport, overlap, sparse in runs:
+            for label, transport, overlap, sparse, wire in runs:
                 f = common + [f"--overlap={'true' if overlap else 'false'}",
                               f"--sparse_pulls={'true' if sparse else 'false'}"]
+                if transport is not None:
+                    f.append(f"--wire_dtype={wire}")
                 line, mb = run_worker(args.bin, f) if transport is None else through_ps(
                     args.bin, f, transport)
                 model_mb = mb or model_mb
                 lines[label].append(line)
         base = statistics.median(field(l, rate_field) for l in lines["standalone"])
-        for label, transport, _, _ in runs:
+        for label, transport, _, _, _ in runs:
             rate = statistics.median(field(l, rate_field) for l in lines[label])
             pulled = statistics.median(field(l, "pulled_mb_per_step") or 0 for l in lines[label])
             pushed = statistics.median(field(l, "pushed_mb_per_step") or 0 for l in lines[label])
@@ -136,7 +149,7 @@ def main():
     print(f"rates: {MODELS[0][3]} (words_per_sec for ptb_small); ratios to standalone; MB: the "
           "model's bytes on the ps; pull/push MB: per step, as the worker counted them (a dense "
           "pull moves the whole model, a sparse one the embedding's rows of the step's batch; a "
-          "push all but the embedding's untouched rows); 'whole': --sparse_pulls=false")
+          "push all but the embedding's untouched rows; bf16: half of that); 'whole': --sparse_pulls=false")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/vector_clones.h"
 #include "proto/ps.pb.h"
 
 namespace psflow {
@@ -75,27 +76,136 @@ float FromFloat16(uint16_t x) {
   return f;
 }
 
-void EncodeWire(std::span<const float> src, WireType type, std::byte* out) {
-  if (type == WireType::kFloat32) {
-    std::memcpy(out, src.data(), src.size_bytes());
-    return;
+namespace {
+
+// The array forms of the conversions above: the same arithmetic with every branch made a select
+// (each lane computes every case), unsigned 32-bit lanes, loads and stores through memcpy (any
+// alignment), so that GCC vectorises each loop (wire_type.cc compiles with -O3). Bit-equal to
+// the scalar functions for every input (wire_protocol_test).
+
+PSFLOW_VECTOR_CLONES void EncodeBfloat16(const float* __restrict src, size_t n,
+                                         std::byte* __restrict out) {
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, src + i, 4);
+    const uint32_t nan = (u >> 16) | 0x40u;
+    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    const auto h = static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
+    std::memcpy(out + 2 * i, &h, 2);
   }
-  for (size_t i = 0; i < src.size(); ++i) {
-    const uint16_t v = type == WireType::kBfloat16 ? ToBfloat16(src[i]) : ToFloat16(src[i]);
-    std::memcpy(out + 2 * i, &v, 2);
+}
+
+// In blocks: the arithmetic in 32-bit lanes, then the narrowing to 16 bits (GCC 12 vectorises
+// neither half with both in one loop).
+PSFLOW_VECTOR_CLONES void EncodeFloat16(const float* __restrict src, size_t n,
+                                        std::byte* __restrict out) {
+  constexpr size_t kBlock = 512;
+  alignas(64) uint32_t block[kBlock];
+  for (size_t at = 0; at < n; at += kBlock) {
+    const size_t m = std::min(kBlock, n - at);
+    for (size_t i = 0; i < m; ++i) {
+      uint32_t u;
+      std::memcpy(&u, src + at + i, 4);
+      const uint32_t abs = u & 0x7fffffffu;
+      const uint32_t sign = (u ^ abs) >> 16;
+      const uint32_t normal = (abs + 0xfffu + ((abs >> 13) & 1u) - (112u << 23)) >> 13;
+      // Below 2^-14: abs * 2^24 rounded to nearest even, by shifts of the significand (its
+      // implicit bit set; a float subnormal, exponent 0, shifts to 0 as its value must).
+      const int32_t wanted = 126 - static_cast<int32_t>(abs >> 23);
+      const auto shift = static_cast<uint32_t>(wanted < 1 ? 1 : wanted > 31 ? 31 : wanted);
+      const uint32_t significand = (abs & 0x7fffffu) | 0x800000u;
+      const uint32_t subnormal =
+          (significand + (1u << (shift - 1)) - 1u + ((significand >> shift) & 1u)) >> shift;
+      uint32_t h = abs >= 0x477ff000u ? 0x7c00u : normal;
+      h = abs < 0x38800000u ? subnormal : h;
+      h = abs > 0x7f800000u ? 0x7e00u : h;
+      block[i] = sign | h;
+    }
+    for (size_t i = 0; i < m; ++i) {
+      const auto h = static_cast<uint16_t>(block[i]);
+      std::memcpy(out + 2 * (at + i), &h, 2);
+    }
+  }
+}
+
+PSFLOW_VECTOR_CLONES void DecodeBfloat16(const std::byte* __restrict in, size_t n,
+                                         float* __restrict out) {
+  for (size_t i = 0; i < n; ++i) {
+    uint16_t h;
+    std::memcpy(&h, in + 2 * i, 2);
+    const uint32_t u = static_cast<uint32_t>(h) << 16;
+    std::memcpy(out + i, &u, 4);
+  }
+}
+
+PSFLOW_VECTOR_CLONES void DecodeFloat16(const std::byte* __restrict in, size_t n,
+                                        float* __restrict out) {
+  for (size_t i = 0; i < n; ++i) {
+    uint16_t x;
+    std::memcpy(&x, in + 2 * i, 2);
+    const uint32_t sign = static_cast<uint32_t>(x & 0x8000u) << 16;
+    const uint32_t exponent = (x >> 10) & 0x1fu;
+    const uint32_t mantissa = x & 0x3ffu;
+    // A subnormal: mantissa * 2^-24, exact in float32 (an integer below 2^10 times a power of 2).
+    uint32_t subnormal;
+    const float magnitude =
+        static_cast<float>(static_cast<int32_t>(mantissa)) * (1.0f / 16777216.0f);
+    std::memcpy(&subnormal, &magnitude, 4);
+    const uint32_t normal = ((exponent + 112u) << 23) | (mantissa << 13);
+    const uint32_t special = 0x7f800000u | (mantissa << 13);  // infinity or NaN
+    uint32_t u = exponent == 0 ? subnormal : normal;
+    u = exponent == 31 ? special : u;
+    u |= sign;
+    std::memcpy(out + i, &u, 4);
+  }
+}
+
+}  // namespace
+
+void EncodeWire(std::span<const float> src, WireType type, std::byte* out) {
+  switch (type) {
+    case WireType::kFloat32:
+      std::memcpy(out, src.data(), src.size_bytes());
+      return;
+    case WireType::kBfloat16:
+      EncodeBfloat16(src.data(), src.size(), out);
+      return;
+    case WireType::kFloat16:
+      EncodeFloat16(src.data(), src.size(), out);
+      return;
+  }
+}
+
+void DecodeWire(const std::byte* in, size_t n, WireType type, float* out) {
+  switch (type) {
+    case WireType::kFloat32:
+      std::memcpy(out, in, n * 4);
+      return;
+    case WireType::kBfloat16:
+      DecodeBfloat16(in, n, out);
+      return;
+    case WireType::kFloat16:
+      DecodeFloat16(in, n, out);
+      return;
   }
 }
 
 bool ReadFloats(ByteSource& source, std::span<float> dst, WireType type) {
   if (type == WireType::kFloat32) return source.Read(dst.data(), dst.size_bytes());
   if (dst.size() * 2 > source.remaining()) return false;
-  constexpr size_t kBlock = 2048;
-  uint16_t halves[kBlock];
-  for (size_t at = 0; at < dst.size(); at += kBlock) {
-    const size_t n = std::min(kBlock, dst.size() - at);
-    source.Read(halves, n * 2);
-    for (size_t i = 0; i < n; ++i) {
-      dst[at + i] = type == WireType::kBfloat16 ? FromBfloat16(halves[i]) : FromFloat16(halves[i]);
+  size_t at = 0;
+  while (at < dst.size()) {
+    const std::span<const std::byte> run = source.Peek();
+    const size_t whole = std::min(dst.size() - at, run.size() / 2);
+    if (whole > 0) {
+      DecodeWire(run.data(), whole, type, dst.data() + at);
+      source.Skip(whole * 2);
+      at += whole;
+    } else {  // an element split between two runs (or an empty piece)
+      std::byte element[2];
+      source.Read(element, 2);
+      DecodeWire(element, 1, type, dst.data() + at);
+      ++at;
     }
   }
   return true;

@@ -19,17 +19,24 @@ enum class WireType { kFloat32, kBfloat16, kFloat16 };
 absl::StatusOr<WireType> WireTypeOf(int proto_dtype);
 inline size_t WireBytes(WireType t) { return t == WireType::kFloat32 ? 4 : 2; }
 
-// float32 <-> 16-bit wire elements.
+// float32 <-> 16-bit wire elements, one at a time: the rule the array forms below follow bit for
+// bit (NaNs stay NaNs of the same sign; float16 overflows to infinity, rounds into subnormals).
 uint16_t ToBfloat16(float x);
 float FromBfloat16(uint16_t x);
 uint16_t ToFloat16(float x);
 float FromFloat16(uint16_t x);
 
-// Writes src as `type` elements to out (src.size() * WireBytes(type) bytes).
+// Writes src as `type` elements to out (src.size() * WireBytes(type) bytes, any alignment; not
+// overlapping src). The 16-bit conversions are branch-free loops compiled for the CPU's vector
+// width (core/vector_clones.h): a push or pull of 16-bit elements converts every element on
+// both ends, at memory speed rather than an element per call.
 void EncodeWire(std::span<const float> src, WireType type, std::byte* out);
+// Reads n elements of `type` at `in` (n * WireBytes(type) bytes, any alignment) into out.
+void DecodeWire(const std::byte* in, size_t n, WireType type, float* out);
 
-// Reads the next dst.size() elements of `type` out of `source` into dst (float32: a memcpy per
-// run). False (and nothing consumed) when fewer remain.
+// Reads the next dst.size() elements of `type` out of `source` into dst, converting each run of
+// the source where it lies (an element split between two runs is joined first). False (and
+// nothing consumed) when fewer remain.
 bool ReadFloats(ByteSource& source, std::span<float> dst, WireType type = WireType::kFloat32);
 
 // Calls fn(std::span<const float>) on successive blocks making up the next n elements of `type`

@@ -1,8 +1,7 @@
 // exp, sigmoid and tanh for the CPU backend's element-wise loops: branch-free arithmetic that GCC
-// vectorises (libm's expf and tanhf are calls, one element at a time), and PSFLOW_VECTOR_CLONES,
-// which compiles a loop for AVX-512, AVX2+FMA and baseline x86-64 and picks the clone for the
-// CPU at load time (the binary stays runnable on any x86-64). Files using them compile with
-// -fno-trapping-math (worker/CMakeLists.txt): without it GCC keeps the clamps as branches.
+// vectorises (libm's expf and tanhf are calls, one element at a time), for loops compiled as
+// PSFLOW_VECTOR_CLONES (core/vector_clones.h). Files using them compile with -fno-trapping-math
+// (worker/CMakeLists.txt): without it GCC keeps the clamps as branches.
 //
 // Accuracy (vector_math_test): Exp within 2 ulp of expf on [-87, 88] (0 below -87.3, clamped
 // to exp(88.3) above); Sigmoid and Tanh within 2e-7 absolute of the double-precision values.
@@ -13,14 +12,7 @@
 #include <bit>
 #include <cstdint>
 
-// Not under TSan: the loader runs the clones' resolvers (ifuncs) before TSan's runtime is set
-// up, and the instrumented resolvers crash the program at start-up (ASan builds keep the clones).
-#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
-#define PSFLOW_VECTOR_CLONES \
-  __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
-#else
-#define PSFLOW_VECTOR_CLONES
-#endif
+#include "core/vector_clones.h"
 
 namespace psflow::cpu {
 
