@@ -2,7 +2,10 @@
 // model (and PTB config), examples/s (words/s for PTB) three ways, on synthetic data of the
 // model's shape with the seed's batch size and optimizer:
 //   local   : in this process, no ps (Trainer + LocalUpdate): the baseline
-//   1ps+1w  : a psflow-ps process and one psflow-worker process over gRPC on loopback
+//   1ps+1w  : a psflow-ps process and one psflow-worker process on this host, the tensor bytes on
+//             the bulk channel: over TCP on loopback, or with --ps_channel=shm through shared
+//             memory (psflow-ps --bulk_socket, what `psflow run` gives a ps and its workers on
+//             one host); --wire_dtype: what the bytes travel as (the workers' flag)
 //   1ps+2w  : a psflow-ps process and two psflow-worker processes (aggregate rate)
 // The workers overlap push and pull with the next step (psflow-worker --overlap, the default);
 // with --serial_too each ps configuration runs again with --overlap=false, so the overlap's gain
@@ -32,6 +35,7 @@
 //
 //   build/bin/bench_model_throughput [--models=mnist_mlp,mnist_cnn,cifar10_cnn,ptb_lstm:small]
 //       [--seconds=10] [--repeats=1] [--compute_threads=1] [--workers=1,2] [--serial_too]
+//       [--ps_channel=tcp|shm] [--wire_dtype=float32|bfloat16|float16]
 //       [--pytorch=bench/torch_models.py [--compare_threads=1,2]]
 //       [--device=gpu [--gpu=0] [--dtype=fp32|tf32|bf16|fp16] [--cuda_graphs]
 //        [--pytorch=bench/torch_models.py]]
@@ -57,6 +61,7 @@
 #include "bench/cpu_model.h"
 #include "core/command_line.h"
 #include "core/free_ports.h"
+#include "core/wire_type.h"
 #include "operator/local/child_process.h"
 #include "worker/backend/cuda/devices.h"
 #include "worker/models/model_zoo.h"
@@ -70,6 +75,11 @@ ABSL_FLAG(int, compute_threads, 1, "OpenBLAS threads per worker (0: one per core
 ABSL_FLAG(int, repeats, 1, "Runs per configuration (median reported)");
 ABSL_FLAG(std::string, workers, "1,2",
           "Worker counts to run through one ps (empty: in-process runs only)");
+ABSL_FLAG(std::string, ps_channel, "tcp",
+          "How the workers reach the ps: tcp (the bulk channel on loopback) or shm (the bulk "
+          "channel through shared memory, as psflow run sets it up)");
+ABSL_FLAG(std::string, wire_dtype, "float32",
+          "The workers' --wire_dtype through the ps: float32, bfloat16 or float16");
 ABSL_FLAG(bool, serial_too, true,
           "Also run every ps configuration with the workers' --overlap=false (pull, compute and "
           "push one after the other)");
@@ -292,10 +302,13 @@ absl::StatusOr<Figures> RunThroughPs(const Subject& s, int workers, int64_t step
   // to every configuration alike.
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
-  auto ps_process =
-      local::ChildProcess::Spawn({BinDir() + "/psflow-ps", "--job_name=ps", "--task_index=0",
-                                  "--ps_hosts=" + ps, "--worker_hosts=" + hosts},
-                                 env);
+  std::vector<std::string> ps_argv = {BinDir() + "/psflow-ps", "--job_name=ps", "--task_index=0",
+                                      "--ps_hosts=" + ps, "--worker_hosts=" + hosts};
+  if (absl::GetFlag(FLAGS_ps_channel) == "shm") {
+    // An abstract socket name of this run's own (its port is free on this host).
+    ps_argv.push_back(absl::StrCat("--bulk_socket=@psflow-bench-", getpid(), "-", (*ports)[0]));
+  }
+  auto ps_process = local::ChildProcess::Spawn(ps_argv, env);
   if (!ps_process.ok()) return ps_process.status();
   std::vector<std::unique_ptr<local::ChildProcess>> procs;
   for (int i = 0; i < workers; ++i) {
@@ -310,6 +323,7 @@ absl::StatusOr<Figures> RunThroughPs(const Subject& s, int workers, int64_t step
         absl::StrCat("--train_steps=", steps),
         "--log_every_steps=0",
         absl::StrCat("--overlap=", overlap ? "true" : "false"),
+        "--wire_dtype=" + absl::GetFlag(FLAGS_wire_dtype),
         absl::StrCat("--compute_threads=", absl::GetFlag(FLAGS_compute_threads))};
     if (!s.config.empty()) argv.push_back("--model_config=" + s.config);
     if (OnGpu()) {
@@ -636,6 +650,14 @@ int Main() {
   if (absl::Status s = nn::ParsePrecision(absl::GetFlag(FLAGS_dtype)).status(); !s.ok()) {
     return Fail(absl::InvalidArgumentError(absl::StrCat("--dtype ", s.message())));
   }
+  if (absl::Status s = ParseWireType(absl::GetFlag(FLAGS_wire_dtype)).status(); !s.ok()) {
+    return Fail(s);
+  }
+  const std::string channel = absl::GetFlag(FLAGS_ps_channel);
+  if (channel != "tcp" && channel != "shm") {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("--ps_channel must be tcp or shm, got \"", channel, "\"")));
+  }
   const bool gpu = OnGpu();
   const bool with_pytorch = gpu && !absl::GetFlag(FLAGS_pytorch).empty();
   if (gpu) {
@@ -672,6 +694,9 @@ int Main() {
         static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)), absl::GetFlag(FLAGS_compute_threads),
         absl::GetFlag(FLAGS_repeats));
   }
+  std::printf("through the ps: the bulk channel %s, --wire_dtype=%s\n",
+              absl::GetFlag(FLAGS_ps_channel) == "shm" ? "through shared memory" : "over TCP",
+              absl::GetFlag(FLAGS_wire_dtype).c_str());
   std::printf("%-22s %-30s %7s %12s %9s %8s %10s %8s %11s\n", "model", "configuration", "steps",
               "rate", "vs local", "pull ms", "compute ms", "push ms", "exchange ms");
   std::vector<Measured> measured;

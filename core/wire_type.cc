@@ -24,6 +24,14 @@ absl::StatusOr<WireType> WireTypeOf(int proto_dtype) {
   }
 }
 
+absl::StatusOr<WireType> ParseWireType(absl::string_view name) {
+  if (name == "float32") return WireType::kFloat32;
+  if (name == "bfloat16") return WireType::kBfloat16;
+  if (name == "float16") return WireType::kFloat16;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--wire_dtype must be float32, bfloat16 or float16, got \"", name, "\""));
+}
+
 uint16_t ToBfloat16(float x) {
   uint32_t u;
   std::memcpy(&u, &x, 4);

@@ -8,6 +8,7 @@
 #include <span>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "core/byte_source.h"
 
 namespace psflow {
@@ -17,6 +18,9 @@ namespace psflow {
 enum class WireType { kFloat32, kBfloat16, kFloat16 };
 // The wire type of a frame's dtype; INVALID_ARGUMENT for any other dtype.
 absl::StatusOr<WireType> WireTypeOf(int proto_dtype);
+// The wire type the flag --wire_dtype names: "float32", "bfloat16" or "float16"; otherwise
+// INVALID_ARGUMENT "--wire_dtype must be float32, bfloat16 or float16, got \"...\"".
+absl::StatusOr<WireType> ParseWireType(absl::string_view name);
 inline size_t WireBytes(WireType t) { return t == WireType::kFloat32 ? 4 : 2; }
 
 // float32 <-> 16-bit wire elements, one at a time: the rule the array forms below follow bit for

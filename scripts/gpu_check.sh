@@ -19,12 +19,16 @@
 #      --num_gpus=2 when two GPUs are visible.
 #   4. bench_model_throughput --device=gpu on ptb_lstm:small with and without --cuda_graphs, and a
 #      worker with --cuda_graphs (its log says whether the graph's self-check passed).
-#   5. bench_model_throughput --device=gpu against PyTorch (bench/torch_models.py) when
+#   5. bench_model_throughput --device=gpu, cifar10_cnn and ptb_lstm:small through one ps with
+#      one worker against the local rate (issue 28's goal: >= 0.9): bench_exchange_shm through
+#      shared memory in float32 (what psflow run sets up on one host), bench_exchange_bf16 over
+#      TCP with --wire_dtype=bfloat16 (the half bytes a network link would want).
+#   6. bench_model_throughput --device=gpu against PyTorch (bench/torch_models.py) when
 #      python3 can import torch, fp32 then bf16 and fp16 (PyTorch under autocast); each local
 #      run twice, the update on the GPU and on the host, and (bench_ptb) each layer's time;
 #      --seconds=$SECONDS_PER_RUN (default 5), --repeats=$REPEATS (default 3), through one ps
 #      with one worker only (the PyTorch table compares the local rates).
-#   6. bench_ps_throughput (when BIN_DIR has it): the ps transport on that machine's cores, the
+#   7. bench_ps_throughput (when BIN_DIR has it): the ps transport on that machine's cores, the
 #      bulk channel and the gRPC path against the TCP pump in one call (no GPU used; issue 27).
 # SKIP='REGEX' skips the steps whose whole name matches (bash's =~), to fit a short device lease:
 #   SKIP='bench_ptb.*|bench_fp16' runs everything else.
@@ -66,7 +70,7 @@ echo "GPUs: $gpus $(tail -n +2 "$out/gpus.txt" 2>/dev/null | tr '\n' ' ')" | tee
 
 step cuda_backend_test "$bin/cuda_backend_test"
 # Without a usable GPU every case skips and gtest passes: say so.
-skipped=$(grep -c '^\[  SKIPPED \]' "$out/cuda_backend_test.log" || true)
+skipped=$(grep -c "^\[  SKIPPED \]" "$out/cuda_backend_test.log" 2>/dev/null || true)
 [ "${skipped:-0}" -gt 1 ] && echo "NOTE cuda_backend_test skipped $skipped cases" | tee -a "$summary"
 step cuda_backend_test_cudnn env PSFLOW_LSTM_IMPL=cudnn "$bin/cuda_backend_test" \
   --gtest_filter='*Lstm*:*Model*'
@@ -118,6 +122,11 @@ for graphs in false true; do
 done
 step worker_ptb_lstm_small_graphs "$bin/psflow-worker" --model=ptb_lstm --model_config=small \
   --data_source=synthetic --train_steps=30 --log_every_steps=10 --device=gpu --cuda_graphs
+
+exchange=(--device=gpu --seconds="$seconds" --repeats="$repeats" --workers=1 --serial_too=false
+          --models=cifar10_cnn,ptb_lstm:small)
+step bench_exchange_shm "$bin/bench_model_throughput" "${exchange[@]}" --ps_channel=shm
+step bench_exchange_bf16 "$bin/bench_model_throughput" "${exchange[@]}" --wire_dtype=bfloat16
 
 if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
   one=(--device=gpu --seconds="$seconds" --repeats="$repeats" --workers=1 --serial_too=false)

@@ -22,14 +22,6 @@ T Or(T value, T unset, T recipe_value) {
   return value == unset ? recipe_value : value;
 }
 
-absl::StatusOr<WireType> ParseWireType(const std::string& wire) {
-  if (wire == "float32") return WireType::kFloat32;
-  if (wire == "bfloat16") return WireType::kBfloat16;
-  if (wire == "float16") return WireType::kFloat16;
-  return absl::InvalidArgumentError(
-      absl::StrCat("--wire_dtype must be float32, bfloat16 or float16, got \"", wire, "\""));
-}
-
 // --dtype, with the older spellings --use_fp16 and --tf32 folded in.
 absl::StatusOr<nn::Precision> ResolvePrecision(const WorkerFlags& flags) {
   absl::StatusOr<nn::Precision> parsed = nn::ParsePrecision(flags.dtype);
