@@ -35,7 +35,7 @@
 //
 //   build/bin/bench_model_throughput [--models=mnist_mlp,mnist_cnn,cifar10_cnn,ptb_lstm:small]
 //       [--seconds=10] [--repeats=1] [--compute_threads=1] [--workers=1,2] [--serial_too]
-//       [--ps_channel=tcp|shm] [--wire_dtype=float32|bfloat16|float16]
+//       [--ps_channel=tcp|shm] [--wire_dtype=float32|bfloat16|float16] [--ps_connections=1]
 //       [--pytorch=bench/torch_models.py [--compare_threads=1,2]]
 //       [--device=gpu [--gpu=0] [--dtype=fp32|tf32|bf16|fp16] [--cuda_graphs]
 //        [--pytorch=bench/torch_models.py]]
@@ -80,6 +80,9 @@ ABSL_FLAG(std::string, ps_channel, "tcp",
           "channel through shared memory, as psflow run sets it up)");
 ABSL_FLAG(std::string, wire_dtype, "float32",
           "The workers' --wire_dtype through the ps: float32, bfloat16 or float16");
+ABSL_FLAG(int, ps_connections, 1,
+          "The workers' --ps_connections: connections to the ps, each served on threads of its "
+          "own there");
 ABSL_FLAG(bool, serial_too, true,
           "Also run every ps configuration with the workers' --overlap=false (pull, compute and "
           "push one after the other)");
@@ -324,6 +327,7 @@ absl::StatusOr<Figures> RunThroughPs(const Subject& s, int workers, int64_t step
         "--log_every_steps=0",
         absl::StrCat("--overlap=", overlap ? "true" : "false"),
         "--wire_dtype=" + absl::GetFlag(FLAGS_wire_dtype),
+        absl::StrCat("--ps_connections=", absl::GetFlag(FLAGS_ps_connections)),
         absl::StrCat("--compute_threads=", absl::GetFlag(FLAGS_compute_threads))};
     if (!s.config.empty()) argv.push_back("--model_config=" + s.config);
     if (OnGpu()) {
@@ -694,9 +698,9 @@ int Main() {
         static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)), absl::GetFlag(FLAGS_compute_threads),
         absl::GetFlag(FLAGS_repeats));
   }
-  std::printf("through the ps: the bulk channel %s, --wire_dtype=%s\n",
+  std::printf("through the ps: the bulk channel %s, --wire_dtype=%s, --ps_connections=%d\n",
               absl::GetFlag(FLAGS_ps_channel) == "shm" ? "through shared memory" : "over TCP",
-              absl::GetFlag(FLAGS_wire_dtype).c_str());
+              absl::GetFlag(FLAGS_wire_dtype).c_str(), absl::GetFlag(FLAGS_ps_connections));
   std::printf("%-22s %-30s %7s %12s %9s %8s %10s %8s %11s\n", "model", "configuration", "steps",
               "rate", "vs local", "pull ms", "compute ms", "push ms", "exchange ms");
   std::vector<Measured> measured;

@@ -18,6 +18,7 @@ times are the H100's of docs/scaling.md (compute only): mnist_cnn 1.38 ms, PTB s
 cifar10_cnn 3.3 ms. Prints the bytes per step each way and the CPU this ran on.
 
 Usage (after scripts/build.sh):  bench/replay_exchange.py [--steps=300] [--repeats=3]
+                                     [--ps_connections=1] (the workers' --ps_connections)
 Only the Python standard library is used.
 """
 
@@ -104,11 +105,14 @@ def main():
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--models", default=",".join(m[0] for m in MODELS))
+    p.add_argument("--ps_connections", type=int, default=1,
+                   help="the workers' --ps_connections through the ps")
     args = p.parse_args()
     wanted = args.models.split(",")
     print(f"replayed GPU steps, 1 ps + 1 worker on loopback vs standalone; {os.cpu_count()} "
           f"cores, {cpu_name()}; OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '')} "
-          f"(medians of {args.repeats}, {args.steps} steps each)")
+          f"(medians of {args.repeats}, {args.steps} steps each; --ps_connections="
+          f"{args.ps_connections})")
     # label, transport (None: standalone), overlap, sparse pulls, wire type
     configs = [("standalone", None, True, True, "float32")] + [
         (f"{t} {'overlap' if o else 'serial'}", t, o, True, "float32")
@@ -132,7 +136,7 @@ def main():
                 f = common + [f"--overlap={'true' if overlap else 'false'}",
                               f"--sparse_pulls={'true' if sparse else 'false'}"]
                 if transport is not None:
-                    f.append(f"--wire_dtype={wire}")
+                    f += [f"--wire_dtype={wire}", f"--ps_connections={args.ps_connections}"]
                 line, mb = run_worker(args.bin, f) if transport is None else through_ps(
                     args.bin, f, transport)
                 model_mb = mb or model_mb

@@ -21,8 +21,9 @@
 #      worker with --cuda_graphs (its log says whether the graph's self-check passed).
 #   5. bench_model_throughput --device=gpu, cifar10_cnn and ptb_lstm:small through one ps with
 #      one worker against the local rate (issue 28's goal: >= 0.9): bench_exchange_shm through
-#      shared memory in float32 (what psflow run sets up on one host), bench_exchange_bf16 over
-#      TCP with --wire_dtype=bfloat16 (the half bytes a network link would want).
+#      shared memory in float32 (what psflow run sets up on one host), again with 4 connections
+#      (--ps_connections=4: the ps applies a push on 4 threads), and bench_exchange_bf16 over TCP
+#      with --wire_dtype=bfloat16 (the half bytes a network link would want).
 #   6. bench_model_throughput --device=gpu against PyTorch (bench/torch_models.py) when
 #      python3 can import torch, fp32 then bf16 and fp16 (PyTorch under autocast); each local
 #      run twice, the update on the GPU and on the host, and (bench_ptb) each layer's time;
@@ -126,6 +127,8 @@ step worker_ptb_lstm_small_graphs "$bin/psflow-worker" --model=ptb_lstm --model_
 exchange=(--device=gpu --seconds="$seconds" --repeats="$repeats" --workers=1 --serial_too=false
           --models=cifar10_cnn,ptb_lstm:small)
 step bench_exchange_shm "$bin/bench_model_throughput" "${exchange[@]}" --ps_channel=shm
+step bench_exchange_shm_4conn "$bin/bench_model_throughput" "${exchange[@]}" --ps_channel=shm \
+  --ps_connections=4
 step bench_exchange_bf16 "$bin/bench_model_throughput" "${exchange[@]}" --wire_dtype=bfloat16
 
 if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then

@@ -141,6 +141,10 @@ ABSL_FLAG(std::string, compute, "real",
           "go out layer by layer as backward would make them). replay:measured: sleep the "
           "measured times themselves. CPU backend only; nothing is learned and the result is not "
           "evaluated; figures are labelled compute=replay:...");
+ABSL_FLAG(int, ps_connections, 1,
+          "Connections to each ps task for the tensor bytes (1-64; bulk channel or gRPC): a push "
+          "or pull's chunks are spread over them, and the ps reads and applies each connection's "
+          "on a thread of its own");
 ABSL_FLAG(int, ps_timeout_s, 60,
           "Seconds to keep retrying a ps that became unreachable during training (or waiting for "
           "the chief to re-create it); also the deadline of every call to a ps (a sync pull waits "
@@ -198,6 +202,7 @@ WorkerFlags FlagsGiven() {
                      .cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs),
                      .ps_timeout_s = absl::GetFlag(FLAGS_ps_timeout_s),
                      .startup_timeout_s = absl::GetFlag(FLAGS_startup_timeout_s),
+                     .ps_connections = absl::GetFlag(FLAGS_ps_connections),
                      .compute = absl::GetFlag(FLAGS_compute),
                      .export_dir = absl::GetFlag(FLAGS_export_dir),
                      .weights = absl::GetFlag(FLAGS_weights),

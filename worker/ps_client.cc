@@ -217,9 +217,10 @@ PsClient::~PsClient() { Quiesce(); }
 absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(Options options,
                                                            const nn::ParameterSet& params) {
   if (options.ps_addresses.empty()) return absl::InvalidArgumentError("no ps task to talk to");
-  if (options.connections_per_task < 1 || options.connections_per_task > 64) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "connections per ps task must be in [1, 64], got ", options.connections_per_task));
+  if (options.connections_per_task < 1 || options.connections_per_task > kMaxConnectionsPerTask) {
+    return absl::InvalidArgumentError(absl::StrCat("connections per ps task must be in [1, ",
+                                                   kMaxConnectionsPerTask, "], got ",
+                                                   options.connections_per_task));
   }
   std::vector<VariableInfo> infos;
   for (const auto& d : params.descs()) infos.push_back({d.name, d.shape});

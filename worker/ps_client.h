@@ -86,9 +86,11 @@ class PsClient final : public ParameterSync {
     // How the variables are spread over the ps tasks (--placement); every worker must agree (the
     // placement's fingerprint is checked against the ps's).
     PlacementStrategy placement = PlacementStrategy::kBalanced;
-    // TCP connections (gRPC channels with their own subchannel) per ps task; a task's chunks are
-    // spread over them. bench_ps_throughput --connections=1,2,4 on 2 cores: alike (medians 0.51,
-    // 0.48, 0.48 of the TCP pump, docs/benchmarks.md), so one; not yet measured with spare cores.
+    // Connections per ps task (--ps_connections): gRPC channels with their own subchannel and as
+    // many bulk links; a task's chunks are spread over them, and the ps serves each connection on
+    // a thread of its own (so one worker's push is applied on that many threads).
+    // bench_ps_throughput --connections=1,2,4 on 2 cores: alike (medians 0.51, 0.48, 0.48 of the
+    // TCP pump, docs/benchmarks.md), so one by default; not yet measured with spare cores.
     int connections_per_task = kDefaultConnectionsPerTask;
     // Plaintext or mutual TLS (--tls_ca, --tls_cert, --tls_key); every channel to a task is
     // opened by OpenPsChannel with it.
@@ -106,9 +108,11 @@ class PsClient final : public ParameterSync {
     const StopRequest* stop = nullptr;
   };
   static constexpr int kDefaultConnectionsPerTask = 1;
+  static constexpr int kMaxConnectionsPerTask = 64;
 
   // `params` fixes the variables (names, shapes) and must not change layout afterwards.
-  // INVALID_ARGUMENT when there is no ps address or connections_per_task is outside [1, 64].
+  // INVALID_ARGUMENT when there is no ps address or connections_per_task is outside
+  // [1, kMaxConnectionsPerTask].
   // Every ParameterSet handed to the calls below has params' layout (it may be another set of
   // that layout, e.g. OverlappedSync's); its buffers are read or written only during the call,
   // and for a step's GradientsReady ... Push, until that Push returns.

@@ -234,6 +234,12 @@ absl::Status ResolveDevice(const WorkerFlags& f, WorkerConfig& c) {
   if (f.startup_timeout_s < 0) {
     return absl::InvalidArgumentError("--startup_timeout_s must be >= 0 (0: no limit)");
   }
+  if (f.ps_connections < 1 || f.ps_connections > PsClient::kMaxConnectionsPerTask) {
+    return absl::InvalidArgumentError(absl::StrCat("--ps_connections must be in [1, ",
+                                                   PsClient::kMaxConnectionsPerTask, "], got ",
+                                                   f.ps_connections));
+  }
+  c.ps_connections = f.ps_connections;
   ASSIGN_OR_RETURN(c.compute, ParseComputeMode(f.compute));
   // The profile a replay spends is the CPU backend's, and its gradients are the CPU backend's:
   // a GPU would be named and never used.
@@ -276,6 +282,7 @@ PsClient::Options MakePsClientOptions(const WorkerConfig& c, const TransportSecu
   options.connect_timeout = c.ps_timeout;
   options.rpc_timeout = c.ps_timeout;
   options.startup_timeout = c.startup_timeout;
+  options.connections_per_task = c.ps_connections;
   options.security = security;
   return options;
 }

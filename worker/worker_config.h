@@ -63,6 +63,7 @@ struct WorkerFlags {
   bool cuda_graphs = false;
   int ps_timeout_s = 60;
   int startup_timeout_s = 0;
+  int ps_connections = 1;
   std::string compute = "real";
   std::string export_dir{};
   std::string weights{};
@@ -129,6 +130,8 @@ struct WorkerConfig {
   // --startup_timeout_s: how long the worker waits at the start for its ps tasks to be reachable
   // and initialised by the chief; 0: as long as it takes.
   std::chrono::seconds startup_timeout{0};
+  // --ps_connections: connections to each ps task (PsClient::Options::connections_per_task).
+  int ps_connections = 1;
   ComputeMode compute;
 
   // The model taken away and brought back (worker/model_weights.h).
@@ -146,7 +149,7 @@ absl::StatusOr<WorkerConfig> MakeWorkerConfig(const WorkerFlags& flags, const Cl
 
 // The ps client's options for a worker configured as `c` (ps_hosts not empty): its ps tasks,
 // training config, wire type and placement, `security`, c.ps_timeout as both the connect
-// timeout and the call deadline, and c.startup_timeout.
+// timeout and the call deadline, c.startup_timeout and c.ps_connections.
 PsClient::Options MakePsClientOptions(const WorkerConfig& c, const TransportSecurity& security);
 
 }  // namespace psflow
