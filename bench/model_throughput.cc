@@ -65,6 +65,7 @@
 #include "operator/local/child_process.h"
 #include "worker/backend/cuda/devices.h"
 #include "worker/models/model_zoo.h"
+#include "worker/ps_client.h"
 #include "worker/trainer.h"
 #include "worker/worker_input.h"
 
@@ -305,9 +306,14 @@ absl::StatusOr<Figures> RunThroughPs(const Subject& s, int workers, int64_t step
   // to every configuration alike.
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
+  // Only --ps_channel=shm's --bulk_socket offers shared memory (psflow run's variable is not
+  // inherited).
+  std::erase_if(env,
+                [](const std::string& e) { return absl::StartsWith(e, "PSFLOW_BULK_SOCKET="); });
+  const bool shm = absl::GetFlag(FLAGS_ps_channel) == "shm";
   std::vector<std::string> ps_argv = {BinDir() + "/psflow-ps", "--job_name=ps", "--task_index=0",
                                       "--ps_hosts=" + ps, "--worker_hosts=" + hosts};
-  if (absl::GetFlag(FLAGS_ps_channel) == "shm") {
+  if (shm) {
     // An abstract socket name of this run's own (its port is free on this host).
     ps_argv.push_back(absl::StrCat("--bulk_socket=@psflow-bench-", getpid(), "-", (*ports)[0]));
   }
@@ -346,6 +352,11 @@ absl::StatusOr<Figures> RunThroughPs(const Subject& s, int workers, int64_t step
     const double rate = Field(out, s.language_model() ? "words_per_sec" : "examples_per_sec");
     if (!p->exit_status() || !p->exit_status()->ok() || rate < 0) {
       return absl::InternalError(absl::StrCat("worker failed:\n", out));
+    }
+    if (shm != absl::StrContains(out, "through shared memory")) {
+      return absl::InternalError(absl::StrCat("the worker's tensor bytes did not go ",
+                                              shm ? "through shared memory" : "over TCP",
+                                              " as --ps_channel asked:\n", out));
     }
     total.rate += rate;
     total.pull_ms += Field(out, "pull_ms") / workers;
@@ -656,6 +667,11 @@ int Main() {
   }
   if (absl::Status s = ParseWireType(absl::GetFlag(FLAGS_wire_dtype)).status(); !s.ok()) {
     return Fail(s);
+  }
+  if (const int n = absl::GetFlag(FLAGS_ps_connections);
+      n < 1 || n > PsClient::kMaxConnectionsPerTask) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        "--ps_connections must be in [1, ", PsClient::kMaxConnectionsPerTask, "], got ", n)));
   }
   const std::string channel = absl::GetFlag(FLAGS_ps_channel);
   if (channel != "tcp" && channel != "shm") {

@@ -52,7 +52,7 @@ def field(line, name):
 
 
 def run_worker(bin_dir, flags, timeout=600):
-    """The worker's 'done:' line, and the bytes its placement line says the ps holds."""
+    """The worker's 'done:' line, the bytes its placement line says the ps holds, its log."""
     out = subprocess.run([os.path.join(bin_dir, "psflow-worker")] + flags, capture_output=True,
                          text=True, timeout=timeout)
     text = out.stdout + out.stderr
@@ -62,7 +62,7 @@ def run_worker(bin_dir, flags, timeout=600):
                  f"{out.stderr[-3000:]}")
     m = re.search(r"ps0 ([0-9.]+) (KiB|MiB)", text)
     model_mb = float(m.group(1)) * (1024 if m.group(2) == "KiB" else 1024 * 1024) / 1e6 if m else None
-    return done[0], model_mb
+    return done[0], model_mb, text
 
 
 def through_ps(bin_dir, flags, transport):
@@ -71,15 +71,23 @@ def through_ps(bin_dir, flags, transport):
     ps_port, worker_port = free_port(), free_port()
     hosts = [f"--ps_hosts=127.0.0.1:{ps_port}", f"--worker_hosts=127.0.0.1:{worker_port}"]
     ps_flags = []
-    if transport == "shm":
+    shm = transport == "shm"
+    if shm:
         transport = "bulk"
         ps_flags = [f"--bulk_socket=@psflow-replay-{os.getpid()}-{ps_port}"]
+    # Only this run's --bulk_socket offers shared memory (psflow run's variable is not inherited).
+    env = {k: v for k, v in os.environ.items() if k != "PSFLOW_BULK_SOCKET"}
     ps = subprocess.Popen([os.path.join(bin_dir, "psflow-ps"), "--job_name=ps", "--task_index=0",
-                           f"--transport={transport}"] + hosts + ps_flags,
+                           f"--transport={transport}"] + hosts + ps_flags, env=env,
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        return run_worker(bin_dir, ["--job_name=worker", "--task_index=0",
-                                    f"--transport={transport}"] + hosts + flags)
+        line, mb, text = run_worker(bin_dir, ["--job_name=worker", "--task_index=0",
+                                              f"--transport={transport}"] + hosts + flags)
+        if shm != ("through shared memory" in text):
+            sys.exit(f"psflow-worker {' '.join(flags)}: expected the bulk channel "
+                     f"{'through shared memory' if shm else 'over TCP'}, its log says otherwise:"
+                     f"\n{text[-3000:]}")
+        return line, mb
     finally:
         ps.send_signal(signal.SIGTERM)
         try:
@@ -136,8 +144,10 @@ def main():
                 f = common + [f"--overlap={'true' if overlap else 'false'}",
                               f"--sparse_pulls={'true' if sparse else 'false'}"]
                 if transport is not None:
-                    f += [f"--wire_dtype={wire}", f"--ps_connections={args.ps_connections}"]
-                line, mb = run_worker(args.bin, f) if transport is None else through_ps(
+                    f.append(f"--wire_dtype={wire}")
+                    if args.ps_connections != 1:  # (binaries before the flag run without it)
+                        f.append(f"--ps_connections={args.ps_connections}")
+                line, mb = run_worker(args.bin, f)[:2] if transport is None else through_ps(
                     args.bin, f, transport)
                 model_mb = mb or model_mb
                 lines[label].append(line)

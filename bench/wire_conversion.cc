@@ -1,8 +1,8 @@
 // The 16-bit wire types' conversions (core/wire_type.h), which a 16-bit push or pull makes for
 // every element on both ends, against the float32 wire's cost for the same elements (a memcpy of
-// their 4 bytes, what EncodeWire does for float32) and against converting one element per call
-// (the scalar ToBfloat16/FromBfloat16..., as EncodeWire and ReadFloats did before they became
-// vectorised loops), all in this process, on the same buffers. Prints the CPU, which of
+// their 4 bytes, what EncodeWire does for float32) and against the scalar reference functions
+// (ToBfloat16, FromBfloat16, ... called once per element from this file, the rule the loops
+// match bit for bit), all in this process, on the same buffers. Prints the CPU, which of
 // core/vector_clones.h's clones it runs, milliseconds per call and each one's speed relative to
 // the memcpy (above 1: faster than moving the float32 bytes).
 //
@@ -31,8 +31,10 @@ ABSL_FLAG(int, repeats, 50, "Timed calls per case (the median is printed)");
 namespace psflow::bench {
 namespace {
 
+// The clone GCC's resolver picks on this CPU (its arch levels; clang's builtin lacks them and
+// core/vector_clones.h's clones are GCC's).
 const char* CloneName() {
-#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__) && !defined(__clang__)
   __builtin_cpu_init();
   if (__builtin_cpu_supports("x86-64-v4")) return "x86-64-v4 (AVX-512)";
   if (__builtin_cpu_supports("x86-64-v3")) return "x86-64-v3 (AVX2)";
@@ -95,9 +97,9 @@ int Main() {
     });
     std::printf("%-9s %-28s %9.3f %8.2f\n", name, "EncodeWire", encode, copy / encode);
     std::printf("%-9s %-28s %9.3f %8.2f\n", name, "ReadFloats (one run)", read, copy / read);
-    std::printf("%-9s %-28s %9.3f %8.2f\n", name, "one element per call, encode", scalar_encode,
+    std::printf("%-9s %-28s %9.3f %8.2f\n", name, "scalar encode, per element", scalar_encode,
                 copy / scalar_encode);
-    std::printf("%-9s %-28s %9.3f %8.2f\n", name, "one element per call, decode", scalar_decode,
+    std::printf("%-9s %-28s %9.3f %8.2f\n", name, "scalar decode, per element", scalar_decode,
                 copy / scalar_decode);
   }
   // Keeps every conversion's output alive.

@@ -35,7 +35,8 @@ float FromFloat16(uint16_t x);
 // width (core/vector_clones.h): a push or pull of 16-bit elements converts every element on
 // both ends, at memory speed rather than an element per call.
 void EncodeWire(std::span<const float> src, WireType type, std::byte* out);
-// Reads n elements of `type` at `in` (n * WireBytes(type) bytes, any alignment) into out.
+// Reads n elements of `type` at `in` (n * WireBytes(type) bytes, any alignment; not overlapping
+// out) into out.
 void DecodeWire(const std::byte* in, size_t n, WireType type, float* out);
 
 // Reads the next dst.size() elements of `type` out of `source` into dst, converting each run of

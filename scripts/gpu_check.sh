@@ -23,7 +23,8 @@
 #      one worker against the local rate (issue 28's goal: >= 0.9): bench_exchange_shm through
 #      shared memory in float32 (what psflow run sets up on one host), again with 4 connections
 #      (--ps_connections=4: the ps applies a push on 4 threads), and bench_exchange_bf16 over TCP
-#      with --wire_dtype=bfloat16 (the half bytes a network link would want).
+#      with --wire_dtype=bfloat16 (the half bytes a network link would want). The ratios are in
+#      each step's log; PASS says the step ran, not that the goal was met.
 #   6. bench_model_throughput --device=gpu against PyTorch (bench/torch_models.py) when
 #      python3 can import torch, fp32 then bf16 and fp16 (PyTorch under autocast); each local
 #      run twice, the update on the GPU and on the host, and (bench_ptb) each layer's time;

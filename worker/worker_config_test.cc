@@ -239,5 +239,18 @@ TEST(WorkerConfig, StartupTimeoutIsTheClientsStartupWait) {
   EXPECT_EQ(MakePsClientOptions(*c, TransportSecurity{}).startup_timeout, std::chrono::seconds(45));
 }
 
+// --ps_connections reaches the client as its connections per task; 1 by default.
+TEST(WorkerConfig, PsConnectionsAreTheClientsConnectionsPerTask) {
+  for (const int n : {1, 4, 64}) {
+    const absl::StatusOr<WorkerConfig> c =
+        MakeWorkerConfig(WorkerFlags{.ps_connections = n}, Cluster("worker", 1), false);
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(MakePsClientOptions(*c, TransportSecurity{}).connections_per_task, n);
+  }
+  const absl::StatusOr<WorkerConfig> c = MakeWorkerConfig({}, Cluster("worker", 1), false);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(MakePsClientOptions(*c, TransportSecurity{}).connections_per_task, 1);
+}
+
 }  // namespace
 }  // namespace psflow
