@@ -668,10 +668,10 @@ int Main() {
   if (absl::Status s = ParseWireType(absl::GetFlag(FLAGS_wire_dtype)).status(); !s.ok()) {
     return Fail(s);
   }
-  if (const int n = absl::GetFlag(FLAGS_ps_connections);
-      n < 1 || n > PsClient::kMaxConnectionsPerTask) {
-    return Fail(absl::InvalidArgumentError(absl::StrCat(
-        "--ps_connections must be in [1, ", PsClient::kMaxConnectionsPerTask, "], got ", n)));
+  if (absl::Status s = PsClient::CheckConnectionsPerTask(absl::GetFlag(FLAGS_ps_connections),
+                                                         "--ps_connections");
+      !s.ok()) {
+    return Fail(s);
   }
   const std::string channel = absl::GetFlag(FLAGS_ps_channel);
   if (channel != "tcp" && channel != "shm") {

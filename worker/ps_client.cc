@@ -214,14 +214,16 @@ absl::StatusOr<Transport> ParseTransport(absl::string_view name) {
 PsClient::PsClient(Options options) : options_(std::move(options)) {}
 PsClient::~PsClient() { Quiesce(); }
 
+absl::Status PsClient::CheckConnectionsPerTask(int n, absl::string_view what) {
+  if (n >= 1 && n <= kMaxConnectionsPerTask) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, " must be in [1, ", kMaxConnectionsPerTask, "], got ", n));
+}
+
 absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(Options options,
                                                            const nn::ParameterSet& params) {
   if (options.ps_addresses.empty()) return absl::InvalidArgumentError("no ps task to talk to");
-  if (options.connections_per_task < 1 || options.connections_per_task > kMaxConnectionsPerTask) {
-    return absl::InvalidArgumentError(absl::StrCat("connections per ps task must be in [1, ",
-                                                   kMaxConnectionsPerTask, "], got ",
-                                                   options.connections_per_task));
-  }
+  RETURN_IF_ERROR(CheckConnectionsPerTask(options.connections_per_task, "connections per ps task"));
   std::vector<VariableInfo> infos;
   for (const auto& d : params.descs()) infos.push_back({d.name, d.shape});
   const int num_tasks = static_cast<int>(options.ps_addresses.size());

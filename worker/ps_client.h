@@ -109,6 +109,9 @@ class PsClient final : public ParameterSync {
   };
   static constexpr int kDefaultConnectionsPerTask = 1;
   static constexpr int kMaxConnectionsPerTask = 64;
+  // OK when n is in [1, kMaxConnectionsPerTask]; else INVALID_ARGUMENT "<what> must be in [1, 64],
+  // got <n>" (`what`: the flag or option that gave it).
+  static absl::Status CheckConnectionsPerTask(int n, absl::string_view what);
 
   // `params` fixes the variables (names, shapes) and must not change layout afterwards.
   // INVALID_ARGUMENT when there is no ps address or connections_per_task is outside

@@ -234,11 +234,7 @@ absl::Status ResolveDevice(const WorkerFlags& f, WorkerConfig& c) {
   if (f.startup_timeout_s < 0) {
     return absl::InvalidArgumentError("--startup_timeout_s must be >= 0 (0: no limit)");
   }
-  if (f.ps_connections < 1 || f.ps_connections > PsClient::kMaxConnectionsPerTask) {
-    return absl::InvalidArgumentError(absl::StrCat("--ps_connections must be in [1, ",
-                                                   PsClient::kMaxConnectionsPerTask, "], got ",
-                                                   f.ps_connections));
-  }
+  RETURN_IF_ERROR(PsClient::CheckConnectionsPerTask(f.ps_connections, "--ps_connections"));
   c.ps_connections = f.ps_connections;
   ASSIGN_OR_RETURN(c.compute, ParseComputeMode(f.compute));
   // The profile a replay spends is the CPU backend's, and its gradients are the CPU backend's:
