@@ -4,9 +4,10 @@
 // the same layout and goes on computing step t+1 while a background thread pushes step t's
 // gradients and then pulls the parameters as they are after that push. At the end of step t+1 the
 // trainer takes those parameters and hands over step t+1's gradients. A hand-over swaps the
-// buffers (HandOver::kSwap: no copy, for backends whose layers read the parameter set's buffers
-// at each step, as the CPU backend's do) or copies them (kCopy: for a backend that pins the host
-// buffers and records their addresses, as the CUDA backend does). A step's
+// buffers (HandOver::kSwap: no copy, for whoever reads the parameter set's host buffers where
+// they are at each step: the CPU backend's layers, the CUDA backend's copies, whose pinned memory
+// the second buffer pair shares (ParameterSet::SameLayoutAs)) or copies them (kCopy: for a
+// recorded CUDA graph, which copies gradients to the host buffer it was recorded with). A step's
 // gradients are thus computed on parameters that lack this worker's previous step (a delay of
 // one step, like the staleness another asynchronous worker causes), and a step costs
 // max(compute, push + pull) instead of their sum.

@@ -436,9 +436,10 @@ absl::Status Main(const TransportSecurity& security) {
   }
   std::unique_ptr<ParameterSync> overlapped;
   if (config.overlap) {
-    // The CPU backend's layers read the parameter set's buffers at each step: the hand-over
-    // swaps them. The CUDA backend pins them and records their addresses: it copies.
-    const HandOver hand_over = config.gpu ? HandOver::kCopy : HandOver::kSwap;
+    // Both backends read the parameter set's host buffers where they are at each step (the CUDA
+    // backend's are pinned, and the exchange's with them): the hand-over swaps them. A recorded
+    // CUDA graph copies gradients to the host buffer it was recorded with: it copies.
+    const HandOver hand_over = config.cuda_graphs ? HandOver::kCopy : HandOver::kSwap;
     overlapped = std::make_unique<OverlappedSync>(*direct, trainable.model->params(), hand_over);
     PSFLOW_LOG(INFO) << "push and pull overlapped with the next step (the hand-over "
                      << (hand_over == HandOver::kSwap ? "swaps buffers" : "copies the model")

@@ -152,6 +152,8 @@ class Model final : public Trainable {
   // replay that differs is logged as one WARNING and the model runs eagerly for good (after a
   // failed comparison that step runs eagerly again from the same start); the outcome of the check
   // is logged once at INFO. The results of ComputeGradients are what they are eagerly.
+  // A graph that streams gradients to the host copies them into the host buffer it was recorded
+  // with: a step after a hand-over swapped params().grads() for another buffer runs eagerly.
   // On a backend that cannot record graphs (the CPU) that first step logs the WARNING and runs
   // eagerly. The backend is readied (Backend::EnableGraphs) on the thread that runs the steps.
   void EnableGraphs() {
@@ -225,8 +227,10 @@ class Model final : public Trainable {
   GraphState graph_state_ = GraphState::kOff;
   std::unique_ptr<Backend::Graph> graph_;  // recorded for max_batch rows
   // What the graph was recorded with: whether backward streamed gradients to the host
-  // (StreamsToHost), and the loss scale (a kernel argument, frozen into the graph).
+  // (StreamsToHost), and then into which host buffer, and the loss scale (a kernel argument,
+  // frozen into the graph).
   bool graph_streams_to_host_ = false;
+  const float* graph_grads_ = nullptr;
   float graph_loss_scale_ = 1;
   std::vector<float> check_grads_;  // the eager step's gradients, for the graph's check
 };

@@ -22,9 +22,12 @@ absl::StatusOr<double> Model::GraphStep(const Batch& batch, const GradientFinish
     graph_state_ = GraphState::kUnchecked;
   }
   if (graph_state_ == GraphState::kUnchecked) return CheckGraph(batch, finish);
-  if (StreamsToHost(finish) != graph_streams_to_host_) {
+  if (StreamsToHost(finish) != graph_streams_to_host_ ||
+      (graph_streams_to_host_ && params_.grads().data() != graph_grads_)) {
     // Recorded with the other gradient path (copies per layer, or one copy after unscaling or
-    // clipping): this step runs eagerly. A run's finish does not change, so this is rare.
+    // clipping), or its copies per layer would land in a host buffer the set no longer holds (a
+    // hand-over swapped it): this step runs eagerly. Neither happens in psflow-worker, whose
+    // finish is the run's and whose hand-over copies under --cuda_graphs.
     RunStep(batch.size, finish);
   } else {
     graph_->Launch();
@@ -108,6 +111,7 @@ absl::StatusOr<double> Model::CheckGraph(const Batch& batch, const GradientFinis
                      << " examples replay a CUDA graph; checked against an eager step: " << numbers;
     graph_ = *std::move(graph);
     graph_streams_to_host_ = StreamsToHost(finish);
+    graph_grads_ = params_.grads().data();
     graph_loss_scale_ = loss_scale_;
     graph_state_ = GraphState::kReplaying;
     return graph_loss;

@@ -9,6 +9,8 @@
 #include <random>
 #include <utility>
 
+#include "core/log.h"
+
 namespace psflow::nn {
 namespace {
 
@@ -32,7 +34,22 @@ float TruncatedUnitNormal(std::mt19937_64& rng) {
 
 }  // namespace
 
-void ParameterSet::FreeDeleter::operator()(float* p) const { std::free(p); }
+void ParameterSet::FreeDeleter::operator()(float* p) const {
+  if (memory != nullptr) {
+    memory->Free(p);
+  } else {
+    std::free(p);
+  }
+}
+
+ParameterSet::HostBuffer ParameterSet::AllocateHost(const HostMemory* memory) const {
+  const size_t bytes = static_cast<size_t>(std::max<int64_t>(total_, kAlignFloats)) * sizeof(float);
+  if (memory != nullptr) return HostBuffer(memory->Allocate(bytes), FreeDeleter{memory});
+  void* p = std::aligned_alloc(64, bytes);
+  if (p == nullptr) throw std::bad_alloc();
+  std::memset(p, 0, bytes);
+  return HostBuffer(static_cast<float*>(p), FreeDeleter{nullptr});
+}
 
 ParameterSet::Handle ParameterSet::Declare(std::string name, Shape shape, Initializer init) {
   ParameterDesc d;
@@ -47,15 +64,21 @@ ParameterSet::Handle ParameterSet::Declare(std::string name, Shape shape, Initia
 }
 
 void ParameterSet::Finalize() {
-  const size_t bytes = static_cast<size_t>(std::max<int64_t>(total_, kAlignFloats)) * sizeof(float);
-  auto alloc = [bytes] {
-    void* p = std::aligned_alloc(64, bytes);
-    if (p == nullptr) throw std::bad_alloc();
-    std::memset(p, 0, bytes);
-    return static_cast<float*>(p);
-  };
-  values_.reset(alloc());
-  grads_.reset(alloc());
+  values_ = AllocateHost(nullptr);
+  grads_ = AllocateHost(nullptr);
+}
+
+bool ParameterSet::MoveHostBuffersTo(const HostMemory& memory) {
+  assert(finalized());
+  HostBuffer values = AllocateHost(&memory);
+  HostBuffer grads = AllocateHost(&memory);
+  if (values == nullptr || grads == nullptr) return false;
+  const size_t bytes = static_cast<size_t>(total_) * sizeof(float);
+  std::memcpy(values.get(), values_.get(), bytes);
+  std::memcpy(grads.get(), grads_.get(), bytes);
+  values_ = std::move(values);
+  grads_ = std::move(grads);
+  return true;
 }
 
 void ParameterSet::Initialize(uint64_t seed) {
@@ -113,6 +136,14 @@ std::unique_ptr<ParameterSet> ParameterSet::SameLayoutAs(const ParameterSet& oth
     const Handle h = set->Declare(d.name, d.shape, d.init);
     if (d.sparse) set->MarkSparse(h);
   }
+  if (const HostMemory* memory = other.host_memory(); memory != nullptr) {
+    set->values_ = set->AllocateHost(memory);
+    set->grads_ = set->AllocateHost(memory);
+    if (set->values_ != nullptr && set->grads_ != nullptr) return set;
+    PSFLOW_LOG(WARNING) << "no room for a second copy of the " << set->total_ * 2 * sizeof(float)
+                        << " bytes of host parameters and gradients in the memory of the first; "
+                        << "the copy is kept on the heap, and copies from and to it are slower";
+  }
   set->Finalize();
   return set;
 }
@@ -144,7 +175,6 @@ void ParameterSet::CopyGradientsFrom(const ParameterSet& other) {
 
 void ParameterSet::SwapValues(ParameterSet& other) {
   assert(other.total_ == total_ && other.descs_.size() == descs_.size());
-  assert(!on_device() && !other.on_device());
   std::swap(values_, other.values_);
   ValuesChanged();
   other.ValuesChanged();
@@ -152,7 +182,6 @@ void ParameterSet::SwapValues(ParameterSet& other) {
 
 void ParameterSet::SwapGradients(ParameterSet& other) {
   assert(other.total_ == total_ && other.descs_.size() == descs_.size());
-  assert(!on_device() && !other.on_device());
   std::swap(grads_, other.grads_);
   for (size_t i = 0; i < descs_.size(); ++i) {
     if (descs_[i].sparse) std::swap(descs_[i].touched_rows, other.descs_[i].touched_rows);

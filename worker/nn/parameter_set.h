@@ -7,6 +7,7 @@
 #ifndef PSFLOW_WORKER_NN_PARAMETER_SET_H_
 #define PSFLOW_WORKER_NN_PARAMETER_SET_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -35,6 +36,18 @@ struct Initializer {
   bool operator==(const Initializer&) const = default;
 };
 
+// Where a set's host buffers live: the heap unless a backend moves them (ParameterSet::
+// MoveHostBuffersTo). A GPU backend gives page-locked memory, which copies to and from the device
+// need to run at the bus's speed and asynchronously. A buffer goes back to the memory it came
+// from, whichever set a swap left it in. Must outlive every buffer it gave.
+class HostMemory {
+ public:
+  virtual ~HostMemory() = default;
+  // `bytes` (> 0) bytes, 64-byte aligned and zeroed, or null when it has none to give.
+  virtual float* Allocate(size_t bytes) const = 0;
+  virtual void Free(float* p) const = 0;
+};
+
 struct ParameterDesc {
   std::string name;  // unique, e.g. "dense0/kernel"
   Shape shape;
@@ -60,18 +73,27 @@ class ParameterSet {
   bool finalized() const { return values_ != nullptr; }
 
   // A finalized set with the same parameters (names, shapes, offsets, sparseness), zeroed: a
-  // second buffer pair for communication beside computation. No device mirror.
+  // second buffer pair for communication beside computation, in the same host memory as other's
+  // (the heap, with one WARNING, when that memory has no room). No device mirror.
   static std::unique_ptr<ParameterSet> SameLayoutAs(const ParameterSet& other);
+  // Moves both host buffers, with what they hold, into `memory` (the old ones freed). False,
+  // changing nothing, when `memory` cannot give both. Only on a finalized set.
+  bool MoveHostBuffersTo(const HostMemory& memory);
+  // Where the host value buffer is (null: the heap); the gradient buffer is in the same memory
+  // unless swaps mixed sets of different memories.
+  const HostMemory* host_memory() const { return values_.get_deleter().memory; }
   // Copies other's values (whole buffer). other must have this set's layout.
   void CopyValuesFrom(const ParameterSet& other);
   // Copies other's gradients as a push reads them: dense parameters whole, sparse ones only in
   // their touched rows, with the touched-row lists. other must have this set's layout. Allocates
   // only while a touched-row list outgrows every earlier one.
   void CopyGradientsFrom(const ParameterSet& other);
-  // The same hand-overs without a copy: exchange the value buffers (both sets say ValuesChanged),
-  // or the gradient buffers with the sparse parameters' touched-row lists. other must have this
-  // set's layout, and neither set may be attached to a device (a backend that mirrors the host
-  // buffers pins and records their addresses). Allocate nothing.
+  // The same hand-overs without a copy: exchange the host value buffers (both sets say
+  // ValuesChanged), or the host gradient buffers with the sparse parameters' touched-row lists;
+  // each buffer keeps its memory (MoveHostBuffersTo). other must have this set's layout. Either
+  // set may be attached to a device: device mirrors stay where they are, and a backend reads the
+  // host buffers' addresses at each copy (a recorded graph does not: Model::EnableGraphs).
+  // Allocate nothing.
   void SwapValues(ParameterSet& other);
   void SwapGradients(ParameterSet& other);
 
@@ -140,8 +162,13 @@ class ParameterSet {
 
  private:
   struct FreeDeleter {
+    const HostMemory* memory;  // null (as value-initialized): the heap
     void operator()(float* p) const;
   };
+  using HostBuffer = std::unique_ptr<float[], FreeDeleter>;
+  // total_ floats (at least one cache line), zeroed, from `memory` (null: the heap, which throws
+  // std::bad_alloc when it has none); null when `memory` has none.
+  HostBuffer AllocateHost(const HostMemory* memory) const;
   std::span<float> Slice(float* base, Handle h) const {
     const auto& d = descs_[static_cast<size_t>(h)];
     return {base + d.offset, static_cast<size_t>(d.size)};
@@ -149,10 +176,10 @@ class ParameterSet {
 
   std::vector<ParameterDesc> descs_;
   int64_t total_ = 0;
-  std::unique_ptr<float[], FreeDeleter> values_;
+  HostBuffer values_;
   uint64_t values_version_ = 1;
   bool pulls_rows_ = false;
-  std::unique_ptr<float[], FreeDeleter> grads_;
+  HostBuffer grads_;
   float* device_values_ = nullptr;  // owned by the backend
   float* device_grads_ = nullptr;
 };

@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <set>
 
 namespace psflow::nn {
 namespace {
@@ -96,6 +99,105 @@ TEST(ParameterSet, RowsToPullAreOffUntilSetAndCopyWithTheFlag) {
   p.set_pulls_rows(false);
   q->CopyRowsToPullFrom(p);
   EXPECT_FALSE(q->pulls_rows());
+}
+
+// Host memory that gives at most `capacity` buffers and knows which it gave: a GPU's pinned
+// memory as the tests can have it.
+class CountingMemory final : public HostMemory {
+ public:
+  explicit CountingMemory(int capacity) : capacity_(capacity) {}
+  ~CountingMemory() override { EXPECT_TRUE(given.empty()) << given.size() << " never returned"; }
+  float* Allocate(size_t bytes) const override {
+    if (static_cast<int>(given.size()) == capacity_) return nullptr;
+    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    std::memset(p, 0, bytes);
+    given.insert(p);
+    return static_cast<float*>(p);
+  }
+  void Free(float* p) const override {
+    EXPECT_EQ(given.erase(p), 1u) << "a buffer this memory did not give";
+    std::free(p);
+  }
+  mutable std::set<void*> given;
+
+ private:
+  const int capacity_;
+};
+
+std::unique_ptr<ParameterSet> Finalized() {
+  auto p = std::make_unique<ParameterSet>();
+  p->Declare("w", {3, 5}, Initializer::Uniform(1.0f));
+  const auto e = p->Declare("emb", {10, 4}, Initializer::Uniform(1.0f));
+  p->MarkSparse(e);
+  p->Finalize();
+  p->Initialize(4);
+  return p;
+}
+
+TEST(ParameterSet, HostBuffersMoveWithWhatTheyHold) {
+  CountingMemory memory(2);
+  auto p = Finalized();
+  p->grads()[3] = 7;
+  const std::vector<float> values(p->values().begin(), p->values().end());
+  EXPECT_EQ(p->host_memory(), nullptr);
+  ASSERT_TRUE(p->MoveHostBuffersTo(memory));
+  EXPECT_EQ(p->host_memory(), &memory);
+  EXPECT_EQ(memory.given, (std::set<void*>{p->values().data(), p->grads().data()}));
+  EXPECT_TRUE(std::equal(values.begin(), values.end(), p->values().begin()));
+  EXPECT_EQ(p->grads()[3], 7);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p->value(1).data()) % 64, 0u);
+}
+
+TEST(ParameterSet, AMemoryWithoutRoomChangesNothing) {
+  CountingMemory memory(1);  // one buffer of the two
+  auto p = Finalized();
+  const float* values = p->values().data();
+  EXPECT_FALSE(p->MoveHostBuffersTo(memory));
+  EXPECT_EQ(p->host_memory(), nullptr);
+  EXPECT_EQ(p->values().data(), values);
+  EXPECT_TRUE(memory.given.empty());  // the one it gave went back
+}
+
+// The second buffer pair of an overlapped exchange is pinned as the first is; where the memory
+// has no room, it is made on the heap (one WARNING) and works all the same.
+TEST(ParameterSet, SameLayoutAllocatesInTheSameMemory) {
+  CountingMemory memory(3);
+  auto p = Finalized();
+  ASSERT_TRUE(p->MoveHostBuffersTo(memory));
+  const std::unique_ptr<ParameterSet> q = ParameterSet::SameLayoutAs(*p);
+  EXPECT_EQ(q->host_memory(), nullptr);  // room for one more buffer only: the heap
+  EXPECT_EQ(memory.given.size(), 2u);
+  CountingMemory roomy(4);
+  auto r = Finalized();
+  ASSERT_TRUE(r->MoveHostBuffersTo(roomy));
+  const std::unique_ptr<ParameterSet> s = ParameterSet::SameLayoutAs(*r);
+  EXPECT_EQ(s->host_memory(), &roomy);
+  EXPECT_EQ(roomy.given.size(), 4u);
+  for (float v : s->values()) EXPECT_EQ(v, 0.0f);
+  for (float v : s->grads()) EXPECT_EQ(v, 0.0f);
+}
+
+// A swap exchanges buffers with their memory: each goes back to the memory that gave it, from
+// whichever set holds it then (CountingMemory's destructor checks that all came back, and Free
+// that none came back to another), attached to a device or not.
+TEST(ParameterSet, SwappedBuffersGoBackToTheirMemory) {
+  CountingMemory memory(2);
+  auto p = Finalized();
+  ASSERT_TRUE(p->MoveHostBuffersTo(memory));
+  float* const pinned_values = p->values().data();
+  float* const pinned_grads = p->grads().data();
+  std::vector<float> mirror(static_cast<size_t>(2 * p->total_size()));
+  p->AttachDevice(mirror.data(), mirror.data() + p->total_size());
+  auto heap = Finalized();
+  heap->values()[0] = 42;
+  p->SwapValues(*heap);
+  p->SwapGradients(*heap);
+  EXPECT_EQ(p->values()[0], 42);
+  EXPECT_EQ(heap->values().data(), pinned_values);
+  EXPECT_EQ(heap->grads().data(), pinned_grads);
+  EXPECT_EQ(p->device_values(), mirror.data());  // the device mirror stays
+  heap.reset();                                  // its buffers go back to `memory`
+  EXPECT_TRUE(memory.given.empty());
 }
 
 }  // namespace

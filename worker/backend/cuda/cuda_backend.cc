@@ -33,6 +33,28 @@
 namespace psflow::nn {
 namespace {
 
+// Page-locked host memory for parameter sets (ParameterSet::MoveHostBuffersTo): copies to and
+// from it run at the bus's speed and truly asynchronously. Portable: every GPU's copies treat it
+// as pinned (towers). One for the process, never destroyed: a set may outlive its backend.
+class PinnedHostMemory final : public HostMemory {
+ public:
+  float* Allocate(size_t bytes) const override {
+    void* p = nullptr;
+    if (cudaHostAlloc(&p, bytes, cudaHostAllocPortable) != cudaSuccess) {
+      cudaGetLastError();
+      return nullptr;
+    }
+    std::memset(p, 0, bytes);
+    return static_cast<float*>(p);
+  }
+  void Free(float* p) const override { cudaFreeHost(p); }
+};
+
+const HostMemory& Pinned() {
+  static const HostMemory* const memory = new PinnedHostMemory;
+  return *memory;
+}
+
 template <class... F>
 struct Overloaded : F... {
   using F::operator()...;
@@ -44,10 +66,6 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override {
     // Queued copies may still target the pinned buffers.
     (void)ctx_->Synchronize("shutdown");
-    // Models are destroyed (and detached) before their backend; anything left is unpinned.
-    for (auto& [params, a] : attached_) {
-      for (void* p : a.registered) cudaHostUnregister(p);
-    }
     if (host_sum_sq_ != nullptr) cudaFreeHost(host_sum_sq_);
     if (cublas_workspace_ != nullptr) cublasSetWorkspace(ctx_->cublas(), nullptr, 0);
   }
@@ -121,18 +139,14 @@ class CudaBackend final : public Backend {
       if (made == nullptr) return ctx_->Synchronize("creating the towers' events");
       marks_.push_back(std::move(made));
     }
-    // Pinned host buffers: the copies run at full bus speed and truly asynchronously.
-    // Best effort: unpinned memory still works, only slower.
-    const size_t bytes = static_cast<size_t>(params.total_size()) * sizeof(float);
-    for (float* p : {params.values().data(), params.grads().data()}) {
-      if (bytes == 0) break;
-      if (cudaHostRegister(p, bytes, cudaHostRegisterDefault) == cudaSuccess) {
-        a.registered.push_back(p);
-      } else {
-        cudaGetLastError();
-        PSFLOW_LOG(WARNING) << "could not pin " << bytes << " bytes of host parameters; "
-                            << "copies to and from the GPU will be slower";
-      }
+    // Pinned host buffers, which go with the values and gradients wherever a hand-over swaps
+    // them (a set made SameLayoutAs this one is pinned too). Best effort: unpinned memory still
+    // works, only slower.
+    if (params.total_size() > 0 && params.host_memory() != &Pinned() &&
+        !params.MoveHostBuffersTo(Pinned())) {
+      PSFLOW_LOG(WARNING) << "could not pin the " << 2 * params.total_size() * sizeof(float)
+                          << " bytes of host parameters and gradients; copies to and from the "
+                          << "GPU will be slower";
     }
     return ctx_->Synchronize("attaching the parameters");
   }
@@ -140,9 +154,8 @@ class CudaBackend final : public Backend {
   void DetachParameters(ParameterSet& params) override {
     auto it = attached_.find(&params);
     if (it == attached_.end()) return;
-    // Queued copies may still target the pinned buffers or the mirror.
+    // Queued copies may still target the host buffers or the mirror.
     (void)ctx_->Synchronize("detaching the parameters");
-    for (void* p : it->second.registered) cudaHostUnregister(p);
     params.AttachDevice(nullptr, nullptr);
     attached_.erase(it);
   }
@@ -531,7 +544,6 @@ class CudaBackend final : public Backend {
   // What AttachParameters made for one parameter set.
   struct Attached {
     cuda::DeviceArray<float> mirror;  // values then gradients
-    std::vector<void*> registered;    // pinned host buffers
   };
 
   std::unique_ptr<cuda::Context> ctx_;
