@@ -5,31 +5,29 @@
 namespace psflow {
 
 absl::StatusOr<std::unique_ptr<LocalUpdate>> LocalUpdate::Create(const TrainingConfig& config,
-                                                                 nn::Model* model) {
+                                                                 nn::Trainable* trainable) {
   ASSIGN_OR_RETURN(auto optimizer, MakeOptimizer(config.optimizer));
-  return std::unique_ptr<LocalUpdate>(new LocalUpdate(std::move(optimizer), model));
+  return std::unique_ptr<LocalUpdate>(new LocalUpdate(std::move(optimizer), trainable));
 }
 
-LocalUpdate::LocalUpdate(std::unique_ptr<Optimizer> optimizer, nn::Model* model)
+LocalUpdate::LocalUpdate(std::unique_ptr<Optimizer> optimizer, nn::Trainable* trainable)
     : optimizer_(std::move(optimizer)),
-      model_(model),
+      trainable_(trainable),
       learning_rate_(optimizer_->config().learning_rate()) {}
 
-LocalUpdate::~LocalUpdate() {
-  if (model_ != nullptr) model_->SetGradientsOnDevice(false);
-}
+LocalUpdate::~LocalUpdate() = default;
 
 absl::Status LocalUpdate::Prepare(const nn::ParameterSet& params, bool) {
-  if (model_ == nullptr) {
+  if (trainable_ == nullptr) {
     update_ = nn::MakeHostUpdate(*optimizer_, params);
     return absl::OkStatus();
   }
-  if (&params != &model_->params()) {
+  if (&params != &trainable_->params()) {
     return absl::InvalidArgumentError(
         "LocalUpdate: Prepare with a parameter set other than its model's");
   }
-  ASSIGN_OR_RETURN(update_, model_->backend().MakeUpdate(*optimizer_, model_->params()));
-  model_->SetGradientsOnDevice(update_->on_device());
+  update_.reset();  // a second Prepare: the first update's end comes before the next's start
+  ASSIGN_OR_RETURN(update_, trainable_->MakeUpdate(*optimizer_));
   return absl::OkStatus();
 }
 
@@ -44,9 +42,9 @@ absl::StatusOr<SyncResult> LocalUpdate::Push(nn::ParameterSet& params, int64_t) 
   return SyncResult{.global_step = ++global_step_};
 }
 
-absl::StatusOr<std::optional<SyncResult>> LocalUpdate::Flush(nn::ParameterSet& params) {
+absl::StatusOr<std::optional<SyncResult>> LocalUpdate::Flush(nn::ParameterSet&) {
   if (!device_ahead_) return std::nullopt;
-  RETURN_IF_ERROR(model_->backend().DownloadParameters(params));
+  RETURN_IF_ERROR(trainable_->DownloadParameters());
   device_ahead_ = false;
   return std::nullopt;
 }

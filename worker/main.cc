@@ -84,9 +84,10 @@ ABSL_FLAG(bool, sparse_pulls, true,
           "TensorFlow 1.x gathered them on the ps); false: every row of every variable each step "
           "(for comparisons)");
 ABSL_FLAG(bool, update_on_device, true,
-          "With no ps task and --device=gpu (one GPU): the optimizer runs on the GPU, its slots "
-          "in device memory, and no parameter or gradient crosses the bus per step; false: on "
-          "the host, as the ps runs it (for comparisons)");
+          "With no ps task and --device=gpu: the optimizer runs on the GPU (with --num_gpus, on "
+          "the first, which then copies the values to the others), its slots in device memory, "
+          "and no parameter or gradient crosses to the host per step; false: on the host, as "
+          "the ps runs it (for comparisons)");
 ABSL_FLAG(int, replicas_to_aggregate, 0,
           "Sync mode: gradients per step (0: every worker). Fewer than the workers leaves the "
           "rest as backup workers");
@@ -348,18 +349,17 @@ absl::StatusOr<std::unique_ptr<ReplayTrainable>> MakeReplay(const WorkerConfig& 
 }
 
 // LocalUpdate when there is no ps task, else a client of the ps tasks.
-// Alone, the update runs where a single model computes (on its GPU) unless
-// --update_on_device=false; towers and replayed steps update on the host.
+// Alone, the update runs where the model computes (on its GPU; towers: on the first) unless
+// --update_on_device=false; replayed steps update on the host.
 absl::StatusOr<std::unique_ptr<ParameterSync>> MakeSync(const WorkerConfig& c,
                                                         const TransportSecurity& security,
                                                         TrainableModel& trainable) {
   nn::ParameterSet& params = trainable.model->params();
   if (c.ps_hosts.empty()) {
-    const bool device =
-        c.gpu && c.update_on_device && trainable.single != nullptr && !c.compute.replay();
+    const bool device = c.gpu && c.update_on_device && !c.compute.replay();
     PSFLOW_LOG(INFO) << "no ps task: training in process, the update on the "
                      << (device ? "GPU" : "host");
-    return LocalUpdate::Create(c.training, device ? trainable.single.get() : nullptr);
+    return LocalUpdate::Create(c.training, device ? trainable.trainable : nullptr);
   }
   PsClient::Options options = MakePsClientOptions(c, security);
   options.stop = &ProcessStopRequest();

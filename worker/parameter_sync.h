@@ -12,6 +12,7 @@
 #include "worker/nn/model.h"
 #include "worker/nn/parameter_set.h"
 #include "worker/nn/parameter_update.h"
+#include "worker/nn/trainable.h"
 
 namespace psflow {
 
@@ -85,22 +86,23 @@ class ParameterSync {
 // params' values (sparse parameters only in their touched rows, as the ps). The baseline the ps
 // path is measured against.
 //
-// Where the update runs (nn::ParameterUpdate): without a model, over the host values and
-// gradients. With the model that trains (Create's `model`), where that model computes: on a GPU
-// the slots live in device memory, the model keeps its gradients there
-// (Model::SetGradientsOnDevice, from Prepare on) and Push queues one fused kernel, so no
-// parameter or gradient crosses the bus per step; the host values then lag behind until Flush
-// (called at every epoch's start and at the end of training) copies the device's values down.
+// Where the update runs (nn::ParameterUpdate): without a trainable, over the host values and
+// gradients. With the trainable that trains (Create's `trainable`: a Model or Towers), where it
+// computes (Trainable::MakeUpdate): on a GPU the slots live in device memory, the steps keep
+// their gradients there (from Prepare on) and Push queues one fused kernel (towers: on the first
+// GPU, whose values then go to the others' over peer copies), so no parameter or gradient
+// crosses the bus to the host per step; the host values then lag behind until Flush (called at
+// every epoch's start and at the end of training) copies the device's values down.
 class LocalUpdate final : public ParameterSync {
  public:
-  // INVALID_ARGUMENT for a bad optimizer config (MakeOptimizer). `model`, when given, must be the
-  // one whose params() are pushed and must outlive this.
+  // INVALID_ARGUMENT for a bad optimizer config (MakeOptimizer). `trainable`, when given, must be
+  // the one whose params() are pushed and must outlive this.
   static absl::StatusOr<std::unique_ptr<LocalUpdate>> Create(const TrainingConfig& config,
-                                                             nn::Model* model = nullptr);
+                                                             nn::Trainable* trainable = nullptr);
   ~LocalUpdate() override;
 
-  // With a model: makes its backend's update (RESOURCE_EXHAUSTED when the GPU has no room for
-  // the optimizer's slots).
+  // With a trainable: makes its update (RESOURCE_EXHAUSTED when the GPU has no room for the
+  // optimizer's slots).
   absl::Status Prepare(const nn::ParameterSet& params, bool is_chief) override;
   absl::StatusOr<SyncResult> Pull(nn::ParameterSet& params) override;
   absl::StatusOr<SyncResult> Push(nn::ParameterSet& params, int64_t examples) override;
@@ -114,9 +116,9 @@ class LocalUpdate final : public ParameterSync {
   bool on_device() const { return update_ != nullptr && update_->on_device(); }
 
  private:
-  LocalUpdate(std::unique_ptr<Optimizer> optimizer, nn::Model* model);
+  LocalUpdate(std::unique_ptr<Optimizer> optimizer, nn::Trainable* trainable);
   std::unique_ptr<Optimizer> optimizer_;
-  nn::Model* model_;  // null: the update runs on the host
+  nn::Trainable* trainable_;  // null: the update runs on the host
   float learning_rate_;
   std::unique_ptr<nn::ParameterUpdate> update_;  // made by Prepare
   bool device_ahead_ = false;  // the device values changed since the host's were brought up

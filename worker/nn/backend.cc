@@ -1,5 +1,7 @@
 #include "worker/nn/backend.h"
 
+#include <algorithm>
+
 #include "worker/nn/clip.h"
 
 namespace psflow::nn {
@@ -21,6 +23,12 @@ void Backend::AddLayerGradients(ParameterSet& into, std::span<ParameterSet* cons
                                 std::span<Backend* const> /*from_backends*/,
                                 std::span<const float> weights, int first, int last, int /*mark*/) {
   AddWeightedGradients(into, from, weights, reduce_scratch_, HandleRange{first, last});
+}
+
+void Backend::BroadcastParameters(ParameterSet& from, std::span<ParameterSet* const> to,
+                                  std::span<Backend* const> /*to_backends*/) {
+  const float* values = from.device_values();
+  for (ParameterSet* set : to) std::copy_n(values, from.total_size(), set->device_values());
 }
 
 }  // namespace psflow::nn

@@ -139,6 +139,13 @@ class Backend {
                                                                       ParameterSet& params) {
     return MakeHostUpdate(optimizer, params);
   }
+  // Towers updating on the device (Towers::MakeUpdate): copies `from`'s device values, as the
+  // work queued on this backend so far leaves them, to each set of `to` (attached to
+  // `to_backends[k]`, of this backend's kind: other GPUs, over peer copies where they allow
+  // them), and makes those backends' later work wait for the copies. The default copies
+  // device_values() on the caller's thread (the CPU's are the host buffers).
+  virtual void BroadcastParameters(ParameterSet& from, std::span<ParameterSet* const> to,
+                                   std::span<Backend* const> to_backends);
   // Copies the device values to params.values() on the host and waits: after an update on the
   // device, before anyone reads the host values. The first error so far, as Synchronize. Nothing
   // on the CPU.

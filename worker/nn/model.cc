@@ -123,6 +123,14 @@ Model::~Model() {
   backend_.DetachParameters(params_);
 }
 
+absl::StatusOr<std::unique_ptr<ParameterUpdate>> Model::MakeUpdate(const Optimizer& optimizer) {
+  ASSIGN_OR_RETURN(std::unique_ptr<ParameterUpdate> update,
+                   backend_.MakeUpdate(optimizer, params_));
+  if (!update->on_device()) return update;
+  SetGradientsOnDevice(true);
+  return WithHooks(std::move(update), nullptr, [this] { SetGradientsOnDevice(false); });
+}
+
 absl::StatusOr<double> Model::ComputeGradients(const Batch& batch, float clip_norm) {
   return ComputeGradients(batch, Finish(clip_norm));
 }

@@ -122,6 +122,10 @@ class Model final : public Trainable {
   // (Backend::MakeUpdate): params().grads() on the host are no longer written, and nothing
   // streams to a GradientListener. false (the default) brings them to the host again.
   void SetGradientsOnDevice(bool on_device) { gradients_on_device_ = on_device; }
+  // The backend's update (Backend::MakeUpdate); while one on the device lives, the steps leave
+  // their gradients there (SetGradientsOnDevice).
+  absl::StatusOr<std::unique_ptr<ParameterUpdate>> MakeUpdate(const Optimizer& optimizer) override;
+  absl::Status DownloadParameters() override { return backend_.DownloadParameters(params_); }
   Backend& backend() { return backend_; }
   void SetLossScale(float scale) override {
     loss_scale_ = scale > 0 ? scale : 1;

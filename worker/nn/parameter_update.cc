@@ -1,6 +1,7 @@
 #include "worker/nn/parameter_update.h"
 
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace psflow::nn {
@@ -44,7 +45,36 @@ class HostUpdate final : public ParameterUpdate {
   std::vector<std::span<float>> run_slots_;   // the slots of the run being applied
 };
 
+class HookedUpdate final : public ParameterUpdate {
+ public:
+  HookedUpdate(std::unique_ptr<ParameterUpdate> update, std::function<void()> after_apply,
+               std::function<void()> at_end)
+      : update_(std::move(update)),
+        after_apply_(std::move(after_apply)),
+        at_end_(std::move(at_end)) {}
+  ~HookedUpdate() override {
+    if (at_end_) at_end_();
+  }
+  bool on_device() const override { return update_->on_device(); }
+  void Apply(ParameterSet& params, float learning_rate, int64_t step) override {
+    update_->Apply(params, learning_rate, step);
+    if (after_apply_) after_apply_();
+  }
+
+ private:
+  std::unique_ptr<ParameterUpdate> update_;
+  std::function<void()> after_apply_;
+  std::function<void()> at_end_;
+};
+
 }  // namespace
+
+std::unique_ptr<ParameterUpdate> WithHooks(std::unique_ptr<ParameterUpdate> update,
+                                           std::function<void()> after_apply,
+                                           std::function<void()> at_end) {
+  return std::make_unique<HookedUpdate>(std::move(update), std::move(after_apply),
+                                        std::move(at_end));
+}
 
 std::unique_ptr<ParameterUpdate> MakeHostUpdate(const Optimizer& optimizer,
                                                 const ParameterSet& params) {

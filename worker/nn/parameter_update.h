@@ -10,6 +10,7 @@
 #define PSFLOW_WORKER_NN_PARAMETER_UPDATE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "core/optimizer.h"
@@ -38,6 +39,14 @@ class ParameterUpdate {
 // on the CPU backend, whose device buffers are the host ones). `optimizer` must outlive it.
 std::unique_ptr<ParameterUpdate> MakeHostUpdate(const Optimizer& optimizer,
                                                 const ParameterSet& params);
+
+// `update`, with `after_apply` run after each of its Apply calls and `at_end` when it is
+// destroyed (either may be empty): how a trainable keeps its gradients on the device for as long
+// as an update there lives, and gives what the update wrote to its replicas
+// (Trainable::MakeUpdate).
+std::unique_ptr<ParameterUpdate> WithHooks(std::unique_ptr<ParameterUpdate> update,
+                                           std::function<void()> after_apply,
+                                           std::function<void()> at_end);
 
 }  // namespace psflow::nn
 

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
 #include "worker/nn/clip.h"
 
 namespace psflow::nn {
@@ -250,5 +251,24 @@ absl::StatusOr<double> Towers::ComputeGradients(const Batch& batch, float clip_n
 }
 
 void Towers::ResetState() { RunOnEveryTower(Job::kResetState); }
+
+absl::StatusOr<std::unique_ptr<ParameterUpdate>> Towers::MakeUpdate(const Optimizer& optimizer) {
+  // The caller's thread queues the update on the first GPU.
+  backends_[0]->BindThread();
+  ASSIGN_OR_RETURN(std::unique_ptr<ParameterUpdate> update, towers_[0]->MakeUpdate(optimizer));
+  if (!update->on_device() || towers_.size() == 1) return update;
+  return WithHooks(
+      std::move(update),
+      [this] {
+        backends_[0]->BroadcastParameters(params(), others_,
+                                          std::span<Backend* const>(backends_).subspan(1));
+      },
+      nullptr);
+}
+
+absl::Status Towers::DownloadParameters() {
+  backends_[0]->BindThread();
+  return towers_[0]->DownloadParameters();
+}
 
 }  // namespace psflow::nn

@@ -72,6 +72,13 @@ class Towers final : public Trainable {
     return towers_[0]->ListRowsRead(batch, into);
   }
   void SetGradientListener(GradientListener* listener) override { listener_ = listener; }
+  // Tower 0's backend's update over params() (Model::MakeUpdate). On the device, the sum of the
+  // towers' gradients stays on the first GPU (ReduceGradients finishes it there), the update runs
+  // there, and after each Apply its values go to every other tower's device
+  // (Backend::BroadcastParameters) before that tower's next step: no parameter or gradient
+  // crosses to the host per step. Called and applied on the caller's thread.
+  absl::StatusOr<std::unique_ptr<ParameterUpdate>> MakeUpdate(const Optimizer& optimizer) override;
+  absl::Status DownloadParameters() override;
   // --cuda_graphs: every tower records and replays its own step (Model::EnableGraphs), on its
   // own thread; a tower whose slice is short of its max_batch runs eagerly. Steps no longer
   // stream (above).

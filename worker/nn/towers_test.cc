@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/optimizer.h"
 #include "worker/models/model_zoo.h"
 #include "worker/models/reference_models.h"
 #include "worker/nn/gradient_check.h"
@@ -323,6 +324,50 @@ TEST_F(TowersTest, AClippedStepTellsTheListenerNothing) {
   ExpectSameStep(16, 0.05f, 53);
   EXPECT_TRUE(heard.order.empty());
   towers_->SetGradientListener(nullptr);
+}
+
+// Training alone (LocalUpdate), towers make their update as one model does (Trainable::
+// MakeUpdate; on the CPU over the host values, which each tower takes at its next step): five
+// momentum steps of both on the same batches agree in every step's loss and gradients (so every
+// tower computed on the updated values) and in the values at the end.
+TEST_F(TowersTest, TowersUpdateAsOneModel) {
+  Make(SmallLstm(), 2, 8);
+  proto::OptimizerConfig config;
+  config.set_name("momentum");
+  config.set_learning_rate(0.5f);
+  absl::StatusOr<std::unique_ptr<Optimizer>> optimizer = MakeOptimizer(config);
+  ASSERT_TRUE(optimizer.ok()) << optimizer.status();
+  auto one_update = one_->MakeUpdate(**optimizer);
+  auto towers_update = towers_->MakeUpdate(**optimizer);
+  ASSERT_TRUE(one_update.ok() && towers_update.ok());
+  EXPECT_FALSE((*towers_update)->on_device());
+  for (int64_t step = 1; step <= 5; ++step) {
+    ExpectSameStep(8, 1.0f, 40 + static_cast<uint64_t>(step), 50);
+    (*one_update)->Apply(one_->params(), 0.5f, step);
+    (*towers_update)->Apply(towers_->params(), 0.5f, step);
+  }
+  EXPECT_LE(RelativeError(towers_->params().values(), one_->params().values()), 1e-5);
+  EXPECT_TRUE(towers_->DownloadParameters().ok());  // nothing to bring: the CPU's are the host's
+}
+
+// The default broadcast (a backend whose device values are the host's): every set gets the
+// first's values.
+TEST(Backend, BroadcastParametersCopiesTheValuesToEverySet) {
+  auto backend = MakeCpuBackend(1);
+  std::vector<std::unique_ptr<ParameterSet>> sets;
+  for (int k = 0; k < 3; ++k) {
+    sets.push_back(std::make_unique<ParameterSet>());
+    sets.back()->Declare("w", {4, 5}, Initializer::Uniform(1.0f));
+    sets.back()->Finalize();
+    sets.back()->Initialize(static_cast<uint64_t>(k));
+  }
+  std::vector<ParameterSet*> to = {sets[1].get(), sets[2].get()};
+  std::vector<Backend*> backends = {backend.get(), backend.get()};
+  backend->BroadcastParameters(*sets[0], to, backends);
+  for (int k = 1; k < 3; ++k) {
+    EXPECT_TRUE(std::equal(sets[0]->values().begin(), sets[0]->values().end(),
+                           sets[static_cast<size_t>(k)]->values().begin()));
+  }
 }
 
 }  // namespace

@@ -5,9 +5,11 @@
 #define PSFLOW_WORKER_NN_TRAINABLE_H_
 
 #include <cstdint>
+#include <memory>
 
 #include "absl/status/statusor.h"
 #include "worker/nn/parameter_set.h"
+#include "worker/nn/parameter_update.h"
 
 namespace psflow::nn {
 
@@ -68,6 +70,21 @@ class Trainable {
   // look (no clipping, no loss scale) streams; other steps never call the listener, and neither
   // does a Trainable that cannot stream (this default).
   virtual void SetGradientListener(GradientListener* /*listener*/) {}
+
+  // ---- Training alone (LocalUpdate): the optimizer's update where the steps compute.
+  // The update of params() by `optimizer` (which must outlive it) where the steps compute
+  // (Backend::MakeUpdate): on a GPU over the device values, its slots in device memory. While an
+  // update on the device lives, the steps leave their gradients on the device for it
+  // (params().grads() on the host are not written, nothing streams to a listener), each Apply
+  // reaches every replica, and params()' host values lag behind until DownloadParameters.
+  // Default: the update over the host buffers (MakeHostUpdate). RESOURCE_EXHAUSTED when the
+  // device has no room for the slots.
+  virtual absl::StatusOr<std::unique_ptr<ParameterUpdate>> MakeUpdate(const Optimizer& optimizer) {
+    return MakeHostUpdate(optimizer, params());
+  }
+  // After updates on the device: their values to params()' host values, and the first device
+  // error since the last step. Nothing where the update runs on the host (the default).
+  virtual absl::Status DownloadParameters() { return absl::OkStatus(); }
 };
 
 }  // namespace psflow::nn

@@ -310,6 +310,33 @@ class CudaBackend final : public Backend {
                      HandleRange{first, last});
   }
 
+  void BroadcastParameters(ParameterSet& from, std::span<ParameterSet* const> to,
+                           std::span<Backend* const> to_backends) override {
+    BindThread();
+    if (broadcast_ == nullptr && (broadcast_ = MakeEvent()) == nullptr) return;  // recorded
+    const size_t bytes = static_cast<size_t>(from.total_size()) * sizeof(float);
+    // On this GPU's stream, after the update queued there: peer to peer where the GPUs allow it
+    // (ReduceGradients enabled it), through the host otherwise.
+    for (ParameterSet* set : to) {
+      ctx_->Check(cudaMemcpyAsync(set->device_values(), from.device_values(), bytes,
+                                  cudaMemcpyDefault, ctx_->stream()),
+                  "copying the updated parameters to another tower's GPU");
+    }
+    ctx_->Check(cudaEventRecord(broadcast_.get(), ctx_->stream()),
+                "marking the updated parameters' copies");
+    // Each tower's next step waits for its copy on its own GPU (an event of another device is
+    // fine to wait for).
+    for (Backend* backend : to_backends) {
+      auto* other = dynamic_cast<CudaBackend*>(backend);
+      if (other == nullptr) {
+        ctx_->Fail(absl::InternalError("a tower on another kind of backend than the first's"));
+        return;
+      }
+      other->ctx_->Check(cudaStreamWaitEvent(other->ctx_->stream(), broadcast_.get(), 0),
+                         "waiting for the updated parameters");
+    }
+  }
+
   absl::Status CopyGradientsToHost(ParameterSet& params) override {
     ctx_->Check(cudaMemcpyAsync(params.grads().data(), params.device_grads(),
                                 static_cast<size_t>(params.total_size()) * sizeof(float),
@@ -557,6 +584,8 @@ class CudaBackend final : public Backend {
   // marks_[m]: where this backend's backward made a towers step's m-th layer (MarkGradients);
   // read by tower 0's backend on its thread, so made before any step (AttachParameters).
   std::vector<std::unique_ptr<CUevent_st, EventDestroy>> marks_;
+  // Where BroadcastParameters' copies end (made at its first call).
+  std::unique_ptr<CUevent_st, EventDestroy> broadcast_;
   int ready_calls_ = 0;                       // GradientsReady calls since the step's ZeroGradients
   cuda::DeviceArray<char> cublas_workspace_;  // set by EnableGraphs
   cuda::DeviceArray<double> sum_sq_;

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "core/optimizer.h"
 #include "worker/backend/cuda/forced_lstm_path.h"
 #include "worker/models/model_zoo.h"
 #include "worker/models/reference_models.h"
@@ -656,6 +657,52 @@ TEST_F(CudaBackendTest, StreamingTowersOnOneGpuTellEachLayerItsSum) {
       }
     }
   }
+}
+
+// Towers training alone with the update on the device (Towers::MakeUpdate): the sum stays on the
+// first GPU, the update runs there and its values go to the other tower's device before that
+// tower's next step. Against one CPU model updating on the host: every step's loss agrees (so the
+// second tower computed on the updated values), the host values stay as they were until
+// DownloadParameters and then agree, and the second tower's device values are the first's.
+TEST_F(CudaBackendTest, TowersOnOneGpuUpdateOnTheDevice) {
+  CpuModelAndGpuTowers t;
+  MakeTowers(t);
+  if (IsSkipped() || HasFatalFailure()) return;
+  proto::OptimizerConfig config;
+  config.set_name("momentum");
+  config.set_learning_rate(0.5f);
+  absl::StatusOr<std::unique_ptr<Optimizer>> optimizer = MakeOptimizer(config);
+  ASSERT_TRUE(optimizer.ok()) << optimizer.status();
+  auto on_host = t.cpu->MakeUpdate(**optimizer);
+  auto on_device = t.towers->MakeUpdate(**optimizer);
+  ASSERT_TRUE(on_host.ok()) << on_host.status();
+  ASSERT_TRUE(on_device.ok()) << on_device.status();
+  ASSERT_FALSE((*on_host)->on_device());
+  ASSERT_TRUE((*on_device)->on_device());
+  ParameterSet& p = t.towers->params();
+  const std::vector<float> initial(p.values().begin(), p.values().end());
+  for (uint64_t step = 0; step < 4; ++step) {
+    const GradientCheckInput in =
+        RandomInput(t.spec, t.kBatch, t.cpu->labels_per_example(), 90 + step, t.kVocab);
+    const Batch b{in.inputs.data(), in.labels.data(), t.kBatch};
+    auto cl = t.cpu->ComputeGradients(b, 1.0f);
+    auto tl = t.towers->ComputeGradients(b, 1.0f);
+    ASSERT_TRUE(cl.ok() && tl.ok()) << tl.status();
+    EXPECT_NEAR(*tl, *cl, 1e-4 * std::fabs(*cl)) << "step " << step;
+    (*on_host)->Apply(t.cpu->params(), 0.5f, static_cast<int64_t>(step) + 1);
+    (*on_device)->Apply(p, 0.5f, static_cast<int64_t>(step) + 1);
+  }
+  EXPECT_TRUE(std::equal(initial.begin(), initial.end(), p.values().begin()))
+      << "the host values moved before DownloadParameters";
+  ASSERT_TRUE(t.towers->DownloadParameters().ok());
+  EXPECT_LE(RelativeError(std::vector<float>(p.values().begin(), p.values().end()),
+                          std::vector<float>(t.cpu->params().values().begin(),
+                                             t.cpu->params().values().end())),
+            kFp32Tolerance);
+  ParameterSet& second = t.towers->tower(1).params();
+  ASSERT_TRUE(t.towers->tower(1).DownloadParameters().ok());
+  EXPECT_TRUE(std::equal(p.values().begin(), p.values().end(), second.values().begin()))
+      << "the second tower's device values are not the first's";
 }
 
 TEST(CudaBackendWithoutGpu, SaysWhyInOneLine) {

@@ -97,6 +97,8 @@ class DeviceUpdate final : public nn::ParameterUpdate {
   bool on_device() const override { return true; }
 
   void Apply(nn::ParameterSet& params, float learning_rate, int64_t step) override {
+    // Whichever thread calls (towers: the trainer's, whose current GPU may be another).
+    ctx_.Check(cudaSetDevice(ctx_.device()), "making the GPU current for its update");
     int64_t row_tiles = 0;
     if (row_capacity_ > 0) {
       // The last step's copy of the row tiles read this pinned buffer: it must be done.
