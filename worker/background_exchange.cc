@@ -15,8 +15,10 @@ double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 BackgroundExchange::BackgroundExchange(ParameterSync& sync, const nn::ParameterSet& layout,
                                        HandOver hand_over)
     : sync_(sync),
-      hand_over_(hand_over),
       buffers_(nn::ParameterSet::SameLayoutAs(layout)),
+      // Buffers swapped between two memories would leave the trainer's set on the heap every
+      // other step (a GPU's copies to pageable memory wait for the device): copy instead.
+      hand_over_(buffers_->host_memory() == layout.host_memory() ? hand_over : HandOver::kCopy),
       thread_([this] { Run(); }) {}
 
 BackgroundExchange::~BackgroundExchange() {

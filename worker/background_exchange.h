@@ -47,7 +47,9 @@ enum class HandOver { kCopy, kSwap };
 
 class BackgroundExchange {
  public:
-  // `sync` must outlive this object; `layout` fixes the parameters (it is not kept).
+  // `sync` must outlive this object; `layout` fixes the parameters (it is not kept). The second
+  // buffer pair is made in layout's host memory (ParameterSet::SameLayoutAs); where that memory
+  // has no room for it, the hand-over copies whatever `hand_over` says.
   BackgroundExchange(ParameterSync& sync, const nn::ParameterSet& layout,
                      HandOver hand_over = HandOver::kCopy);
   // Waits for an exchange in flight (its outcome is dropped), then stops the thread.
@@ -73,8 +75,8 @@ class BackgroundExchange {
   void Run();
 
   ParameterSync& sync_;
-  const HandOver hand_over_;
   std::unique_ptr<nn::ParameterSet> buffers_;  // the gradients pushed, the values pulled
+  const HandOver hand_over_;                   // after buffers_: it depends on their memory
   bool in_flight_ = false;                     // the trainer thread's view
 
   std::mutex mu_;

@@ -11,6 +11,7 @@
 #include "worker/data/prefetcher.h"
 #include "worker/data/synthetic.h"
 #include "worker/nn/backend.h"
+#include "worker/nn/counting_host_memory.h"
 #include "worker/nn/model.h"
 #include "worker/overlapped_sync.h"
 #include "worker/trainer.h"
@@ -156,6 +157,30 @@ std::string HandOverName(const ::testing::TestParamInfo<HandOver>& param) {
 
 INSTANTIATE_TEST_SUITE_P(BackgroundExchange, HandOverTest,
                          ::testing::Values(HandOver::kCopy, HandOver::kSwap), HandOverName);
+
+// A GPU model's buffers are pinned; where the memory has no room for the exchange's pair, that
+// pair is on the heap and a swap would leave the model's set there half the steps: the exchange
+// copies instead. With room, it swaps, and its buffers are in the same memory.
+TEST(BackgroundExchange, SwapsOnlyBuffersOfTheSameMemory) {
+  for (const int capacity : {2, 4}) {
+    SCOPED_TRACE(capacity == 2 ? "no room" : "room");
+    nn::CountingHostMemory memory(capacity);
+    std::unique_ptr<nn::ParameterSet> params = TwoParameters();
+    ASSERT_TRUE(params->MoveHostBuffersTo(memory));
+    const float* grads_before = params->grads().data();
+    {
+      RecordingSync sync;
+      BackgroundExchange exchange(sync, *params, HandOver::kSwap);
+      EXPECT_EQ(memory.given.size(), static_cast<size_t>(capacity));
+      exchange.Start(*params, 1);
+      EXPECT_EQ(params->grads().data() != grads_before, capacity == 4);
+      ASSERT_TRUE(exchange.Finish(*params).ok());
+      EXPECT_EQ(params->host_memory(), &memory);
+    }
+    params.reset();
+    EXPECT_TRUE(memory.given.empty());
+  }
+}
 
 TEST(BackgroundExchange, AFailedPushSkipsThePullAndLeavesTheValues) {
   RecordingSync sync;

@@ -436,10 +436,7 @@ absl::Status Main(const TransportSecurity& security) {
   }
   std::unique_ptr<ParameterSync> overlapped;
   if (config.overlap) {
-    // Both backends read the parameter set's host buffers where they are at each step (the CUDA
-    // backend's are pinned, and the exchange's with them): the hand-over swaps them. A recorded
-    // CUDA graph copies gradients to the host buffer it was recorded with: it copies.
-    const HandOver hand_over = config.cuda_graphs ? HandOver::kCopy : HandOver::kSwap;
+    const HandOver hand_over = HandOverFor(config);
     overlapped = std::make_unique<OverlappedSync>(*direct, trainable.model->params(), hand_over);
     PSFLOW_LOG(INFO) << "push and pull overlapped with the next step (the hand-over "
                      << (hand_over == HandOver::kSwap ? "swaps buffers" : "copies the model")

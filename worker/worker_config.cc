@@ -268,6 +268,12 @@ absl::StatusOr<WorkerConfig> MakeWorkerConfig(const WorkerFlags& flags, const Cl
   return c;
 }
 
+HandOver HandOverFor(const WorkerConfig& c) {
+  const bool streams =
+      c.max_grad_norm <= 0 && c.loss_scale.mode == nn::LossScaleOptions::Mode::kNone;
+  return c.cuda_graphs && c.num_gpus == 1 && streams ? HandOver::kCopy : HandOver::kSwap;
+}
+
 PsClient::Options MakePsClientOptions(const WorkerConfig& c, const TransportSecurity& security) {
   PsClient::Options options;
   options.ps_addresses = c.ps_hosts;

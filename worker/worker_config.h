@@ -14,6 +14,7 @@
 #include "core/cluster_spec.h"
 #include "core/placement.h"
 #include "core/wire_type.h"
+#include "worker/background_exchange.h"
 #include "worker/models/model_definition.h"
 #include "worker/nn/loss_scale.h"
 #include "worker/nn/precision.h"
@@ -151,6 +152,12 @@ absl::StatusOr<WorkerConfig> MakeWorkerConfig(const WorkerFlags& flags, const Cl
 // training config, wire type and placement, `security`, c.ps_timeout as both the connect
 // timeout and the call deadline, c.startup_timeout and c.ps_connections.
 PsClient::Options MakePsClientOptions(const WorkerConfig& c, const TransportSecurity& security);
+
+// The overlapped exchange's hand-over (background_exchange.h) for a worker configured as `c`:
+// kSwap, except where a recorded CUDA graph writes each layer's gradients to the host buffer it
+// was recorded with: --cuda_graphs on one GPU with steps that stream their gradients to the host
+// per layer (no clipping, no loss scaling). Towers never record such copies.
+HandOver HandOverFor(const WorkerConfig& c);
 
 }  // namespace psflow
 

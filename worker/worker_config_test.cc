@@ -252,5 +252,33 @@ TEST(WorkerConfig, PsConnectionsAreTheClientsConnectionsPerTask) {
   EXPECT_EQ(MakePsClientOptions(*c, TransportSecurity{}).connections_per_task, 1);
 }
 
+TEST(WorkerConfig, TheHandOverCopiesOnlyForGraphsThatStreamToTheHost) {
+  struct Row {
+    bool cuda_graphs;
+    int num_gpus;
+    float max_grad_norm;
+    nn::LossScaleOptions::Mode loss_scale;
+    HandOver want;
+  };
+  using Mode = nn::LossScaleOptions::Mode;
+  const Row rows[] = {
+      {false, 1, 0, Mode::kNone, HandOver::kSwap},   {false, 2, 5, Mode::kDynamic, HandOver::kSwap},
+      {true, 1, 0, Mode::kNone, HandOver::kCopy},     // per-layer copies recorded
+      {true, 1, 5, Mode::kNone, HandOver::kSwap},     // clipped: one copy after the graph
+      {true, 1, 0, Mode::kStatic, HandOver::kSwap},   // loss scaling: the same
+      {true, 1, 0, Mode::kDynamic, HandOver::kSwap},  //
+      {true, 2, 0, Mode::kNone, HandOver::kSwap},     // towers reduce after their graphs
+  };
+  for (const Row& r : rows) {
+    WorkerConfig c;
+    c.cuda_graphs = r.cuda_graphs;
+    c.num_gpus = r.num_gpus;
+    c.max_grad_norm = r.max_grad_norm;
+    c.loss_scale.mode = r.loss_scale;
+    EXPECT_EQ(HandOverFor(c), r.want) << r.cuda_graphs << " " << r.num_gpus << " "
+                                      << r.max_grad_norm << " " << static_cast<int>(r.loss_scale);
+  }
+}
+
 }  // namespace
 }  // namespace psflow

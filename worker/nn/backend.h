@@ -64,10 +64,13 @@ class Backend {
   // every one of these is trivial there; a GPU backend keeps a mirror in device memory.
 
   // Called once by Model::Create after params.Finalize(): allocates the device mirror of values
-  // and gradients (ParameterSet::AttachDevice) and pins the host buffers for fast copies.
+  // and gradients (ParameterSet::AttachDevice) and, on a GPU, moves the host buffers into pinned
+  // memory for fast copies (ParameterSet::MoveHostBuffersTo: their addresses change, so take
+  // them after attaching; a backend reads them afresh at each copy).
   virtual absl::Status AttachParameters(ParameterSet& /*params*/) { return absl::OkStatus(); }
-  // Called by ~Model while params is still alive: releases what AttachParameters made for it
-  // (the host buffers are unpinned before they are freed). A no-op for a set never attached.
+  // Called by ~Model while params is still alive: releases the device mirror AttachParameters
+  // made for it, once the copies queued to and from the host buffers are done (the buffers stay
+  // with the set, which frees them into their memory). A no-op for a set never attached.
   // Several models may be attached to one backend at once.
   virtual void DetachParameters(ParameterSet& /*params*/) {}
 

@@ -34,7 +34,7 @@ float TruncatedUnitNormal(std::mt19937_64& rng) {
 
 }  // namespace
 
-void ParameterSet::FreeDeleter::operator()(float* p) const {
+void HostBufferDeleter::operator()(float* p) const {
   if (memory != nullptr) {
     memory->Free(p);
   } else {
@@ -44,11 +44,11 @@ void ParameterSet::FreeDeleter::operator()(float* p) const {
 
 ParameterSet::HostBuffer ParameterSet::AllocateHost(const HostMemory* memory) const {
   const size_t bytes = static_cast<size_t>(std::max<int64_t>(total_, kAlignFloats)) * sizeof(float);
-  if (memory != nullptr) return HostBuffer(memory->Allocate(bytes), FreeDeleter{memory});
+  if (memory != nullptr) return HostBuffer(memory->Allocate(bytes), HostBufferDeleter{memory});
   void* p = std::aligned_alloc(64, bytes);
   if (p == nullptr) throw std::bad_alloc();
   std::memset(p, 0, bytes);
-  return HostBuffer(static_cast<float*>(p), FreeDeleter{nullptr});
+  return HostBuffer(static_cast<float*>(p), HostBufferDeleter{nullptr});
 }
 
 ParameterSet::Handle ParameterSet::Declare(std::string name, Shape shape, Initializer init) {

@@ -48,6 +48,12 @@ class HostMemory {
   virtual void Free(float* p) const = 0;
 };
 
+// How a ParameterSet's host buffer goes back to its memory (null: the heap).
+struct HostBufferDeleter {
+  const HostMemory* memory = nullptr;
+  void operator()(float* p) const;
+};
+
 struct ParameterDesc {
   std::string name;  // unique, e.g. "dense0/kernel"
   Shape shape;
@@ -161,11 +167,7 @@ class ParameterSet {
   std::span<const float> grad(Handle h) const { return Slice(grads_.get(), h); }
 
  private:
-  struct FreeDeleter {
-    const HostMemory* memory;  // null (as value-initialized): the heap
-    void operator()(float* p) const;
-  };
-  using HostBuffer = std::unique_ptr<float[], FreeDeleter>;
+  using HostBuffer = std::unique_ptr<float[], HostBufferDeleter>;
   // total_ floats (at least one cache line), zeroed, from `memory` (null: the heap, which throws
   // std::bad_alloc when it has none); null when `memory` has none.
   HostBuffer AllocateHost(const HostMemory* memory) const;

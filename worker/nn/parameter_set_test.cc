@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <set>
+
+#include "worker/nn/counting_host_memory.h"
 
 namespace psflow::nn {
 namespace {
@@ -101,29 +101,6 @@ TEST(ParameterSet, RowsToPullAreOffUntilSetAndCopyWithTheFlag) {
   EXPECT_FALSE(q->pulls_rows());
 }
 
-// Host memory that gives at most `capacity` buffers and knows which it gave: a GPU's pinned
-// memory as the tests can have it.
-class CountingMemory final : public HostMemory {
- public:
-  explicit CountingMemory(int capacity) : capacity_(capacity) {}
-  ~CountingMemory() override { EXPECT_TRUE(given.empty()) << given.size() << " never returned"; }
-  float* Allocate(size_t bytes) const override {
-    if (static_cast<int>(given.size()) == capacity_) return nullptr;
-    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-    std::memset(p, 0, bytes);
-    given.insert(p);
-    return static_cast<float*>(p);
-  }
-  void Free(float* p) const override {
-    EXPECT_EQ(given.erase(p), 1u) << "a buffer this memory did not give";
-    std::free(p);
-  }
-  mutable std::set<void*> given;
-
- private:
-  const int capacity_;
-};
-
 std::unique_ptr<ParameterSet> Finalized() {
   auto p = std::make_unique<ParameterSet>();
   p->Declare("w", {3, 5}, Initializer::Uniform(1.0f));
@@ -135,7 +112,7 @@ std::unique_ptr<ParameterSet> Finalized() {
 }
 
 TEST(ParameterSet, HostBuffersMoveWithWhatTheyHold) {
-  CountingMemory memory(2);
+  CountingHostMemory memory(2);
   auto p = Finalized();
   p->grads()[3] = 7;
   const std::vector<float> values(p->values().begin(), p->values().end());
@@ -149,7 +126,7 @@ TEST(ParameterSet, HostBuffersMoveWithWhatTheyHold) {
 }
 
 TEST(ParameterSet, AMemoryWithoutRoomChangesNothing) {
-  CountingMemory memory(1);  // one buffer of the two
+  CountingHostMemory memory(1);  // one buffer of the two
   auto p = Finalized();
   const float* values = p->values().data();
   EXPECT_FALSE(p->MoveHostBuffersTo(memory));
@@ -161,13 +138,13 @@ TEST(ParameterSet, AMemoryWithoutRoomChangesNothing) {
 // The second buffer pair of an overlapped exchange is pinned as the first is; where the memory
 // has no room, it is made on the heap (one WARNING) and works all the same.
 TEST(ParameterSet, SameLayoutAllocatesInTheSameMemory) {
-  CountingMemory memory(3);
+  CountingHostMemory memory(3);
   auto p = Finalized();
   ASSERT_TRUE(p->MoveHostBuffersTo(memory));
   const std::unique_ptr<ParameterSet> q = ParameterSet::SameLayoutAs(*p);
   EXPECT_EQ(q->host_memory(), nullptr);  // room for one more buffer only: the heap
   EXPECT_EQ(memory.given.size(), 2u);
-  CountingMemory roomy(4);
+  CountingHostMemory roomy(4);
   auto r = Finalized();
   ASSERT_TRUE(r->MoveHostBuffersTo(roomy));
   const std::unique_ptr<ParameterSet> s = ParameterSet::SameLayoutAs(*r);
@@ -178,10 +155,10 @@ TEST(ParameterSet, SameLayoutAllocatesInTheSameMemory) {
 }
 
 // A swap exchanges buffers with their memory: each goes back to the memory that gave it, from
-// whichever set holds it then (CountingMemory's destructor checks that all came back, and Free
+// whichever set holds it then (CountingHostMemory's destructor checks that all came back, and Free
 // that none came back to another), attached to a device or not.
 TEST(ParameterSet, SwappedBuffersGoBackToTheirMemory) {
-  CountingMemory memory(2);
+  CountingHostMemory memory(2);
   auto p = Finalized();
   ASSERT_TRUE(p->MoveHostBuffersTo(memory));
   float* const pinned_values = p->values().data();

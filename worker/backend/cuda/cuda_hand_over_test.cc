@@ -90,6 +90,8 @@ struct Case {
   ModelSpec (*spec)();
   int64_t batch;
   float clip_norm;  // 0: backward streams each layer's gradients to the host buffer
+  bool graphs;      // --cuda_graphs: a step whose gradient buffer is not the recorded one runs
+                    // eagerly (Model::EnableGraphs)
 };
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
@@ -97,7 +99,9 @@ class GpuHandOverModel : public testing::TestWithParam<Case> {};
 
 // The same model, seeds and batches, eight overlapped steps through the same in-memory ps with
 // each hand-over: the ps's values agree (within what the order of the GPU's atomic sums moves
-// them), and the swapping run did swap (the host buffers alternate).
+// them), and the swapping run did swap (the host buffers alternate). With CUDA graphs: a graph
+// that streams per layer was recorded with one gradient buffer, so every other swapped step runs
+// eagerly; one that clips copies after the replay, wherever the buffer is.
 TEST_P(GpuHandOverModel, SwappingTrainsAsCopying) {
   const Case& c = GetParam();
   absl::StatusOr<std::unique_ptr<Backend>> gpu = MakeCudaBackend(0);
@@ -111,6 +115,7 @@ TEST_P(GpuHandOverModel, SwappingTrainsAsCopying) {
       GTEST_SKIP() << why;
     }
     ASSERT_TRUE(model.ok()) << model.status();
+    if (c.graphs) (*model)->EnableGraphs();
     ParameterSet& p = (*model)->params();
     p.Initialize(5);
     SgdSync ps;
@@ -130,6 +135,9 @@ TEST_P(GpuHandOverModel, SwappingTrainsAsCopying) {
       EXPECT_TRUE(Pinned(p.values().data()) && Pinned(p.grads().data())) << "step " << step;
     }
     ASSERT_TRUE(sync.Flush(p).ok());
+    if (c.graphs) {
+      EXPECT_EQ((*model)->graph_state(), Model::GraphState::kReplaying);
+    }
     if (hand_over == HandOver::kSwap) {
       EXPECT_NE(grads_buffers[0], grads_buffers[1]);
       EXPECT_EQ(grads_buffers[0], grads_buffers[2]);
@@ -147,9 +155,11 @@ TEST_P(GpuHandOverModel, SwappingTrainsAsCopying) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Models, GpuHandOverModel,
-    testing::Values(Case{"mnist_cnn_streamed", models::MnistCnn, 32, 0},
-                    Case{"ptb_small_clipped", [] { return SmallVocabularyPtb(); }, 20, 5}),
+    GpuHandOver, GpuHandOverModel,
+    testing::Values(Case{"mnist_cnn_streamed", models::MnistCnn, 32, 0, false},
+                    Case{"mnist_cnn_streamed_graphs", models::MnistCnn, 32, 0, true},
+                    Case{"ptb_clipped", [] { return SmallVocabularyPtb(); }, 20, 5, false},
+                    Case{"ptb_clipped_graphs", [] { return SmallVocabularyPtb(); }, 20, 5, true}),
     [](const testing::TestParamInfo<Case>& p) { return std::string(p.param.name); });
 
 }  // namespace
