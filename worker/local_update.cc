@@ -1,3 +1,4 @@
+#include "absl/strings/str_cat.h"
 #include "core/optimizer.h"
 #include "core/status_macros.h"
 #include "worker/parameter_sync.h"
@@ -27,7 +28,14 @@ absl::Status LocalUpdate::Prepare(const nn::ParameterSet& params, bool) {
         "LocalUpdate: Prepare with a parameter set other than its model's");
   }
   update_.reset();  // a second Prepare: the first update's end comes before the next's start
-  ASSIGN_OR_RETURN(update_, trainable_->MakeUpdate(*optimizer_));
+  absl::StatusOr<std::unique_ptr<nn::ParameterUpdate>> update = trainable_->MakeUpdate(*optimizer_);
+  if (absl::IsResourceExhausted(update.status())) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        update.status().message(),
+        " (psflow-worker --update_on_device=false keeps the optimizer in host memory)"));
+  }
+  if (!update.ok()) return update.status();
+  update_ = *std::move(update);
   return absl::OkStatus();
 }
 

@@ -86,8 +86,8 @@ ABSL_FLAG(bool, sparse_pulls, true,
 ABSL_FLAG(bool, update_on_device, true,
           "With no ps task and --device=gpu: the optimizer runs on the GPU (with --num_gpus, on "
           "the first, which then copies the values to the others), its slots in device memory, "
-          "and no parameter or gradient crosses to the host per step; false: on the host, as "
-          "the ps runs it (for comparisons)");
+          "and no parameter or gradient crosses to the host per step (towers: where the GPUs "
+          "have peer access); false: on the host, as the ps runs it (for comparisons)");
 ABSL_FLAG(int, replicas_to_aggregate, 0,
           "Sync mode: gradients per step (0: every worker). Fewer than the workers leaves the "
           "rest as backup workers");
@@ -468,7 +468,8 @@ absl::Status Main(const TransportSecurity& security) {
   // Stopped (SIGTERM): no evaluation or export; main exits 143.
   if (r.stopped || ProcessStopRequest().requested()) return absl::OkStatus();
   // Tower 0 evaluates here, on this thread (bound to its GPU): its Model uploads the final
-  // parameters as the evaluation starts.
+  // parameters as the evaluation starts where they were pulled from a ps (updated on the device,
+  // they are there already).
   RETURN_IF_ERROR(
       EvaluateAndReport(config, *trainable.model, *backends.all[0], *input, r, metrics.get()));
   if (config.is_chief && !config.export_dir.empty()) {

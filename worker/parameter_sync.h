@@ -90,9 +90,10 @@ class ParameterSync {
 // gradients. With the trainable that trains (Create's `trainable`: a Model or Towers), where it
 // computes (Trainable::MakeUpdate): on a GPU the slots live in device memory, the steps keep
 // their gradients there (from Prepare on) and Push queues one fused kernel (towers: on the first
-// GPU, whose values then go to the others' over peer copies), so no parameter or gradient
-// crosses the bus to the host per step; the host values then lag behind until Flush (called at
-// every epoch's start and at the end of training) copies the device's values down.
+// GPU, whose values then go to the others, over peer copies where the GPUs allow them, else
+// through the host), so no parameter or gradient crosses the bus to the host per step; the host
+// values then lag behind until Flush (called at every epoch's start and at the end of training)
+// copies the device's values down.
 class LocalUpdate final : public ParameterSync {
  public:
   // INVALID_ARGUMENT for a bad optimizer config (MakeOptimizer). `trainable`, when given, must be

@@ -107,7 +107,7 @@ struct WorkerConfig {
   bool overlap = false;                    // asynchronous through ps tasks only
   bool stream_gradients = true;
   bool sparse_pulls = true;      // pulls bring only the embedding rows a step reads
-  bool update_on_device = true;  // no ps, one GPU: the optimizer on the GPU
+  bool update_on_device = true;  // no ps, on GPUs: the optimizer on the (first) GPU
   nn::LossScaleOptions loss_scale;
 
   // Data and reporting.

@@ -84,6 +84,10 @@ class Model final : public Trainable {
     backend_.UploadParameters(params_);
     uploaded_version_ = params_.values_version();
   }
+  // The device values were written there directly (Backend::BroadcastParameters) and are the
+  // ones to compute with: the host values, whatever they are, are not uploaded over them until
+  // they change again (ParameterSet::ValuesChanged).
+  void DeviceValuesAreCurrent() { uploaded_version_ = params_.values_version(); }
 
   // Sets params().grads() (on the host) to the gradient of the loss on `batch` and returns the
   // loss: the cross-entropy summed over each example's predictions, averaged over the examples

@@ -262,6 +262,15 @@ absl::StatusOr<std::unique_ptr<ParameterUpdate>> Towers::MakeUpdate(const Optimi
       [this] {
         backends_[0]->BroadcastParameters(params(), others_,
                                           std::span<Backend* const>(backends_).subspan(1));
+        // Every other tower now computes with tower 0's device values, including one that sat
+        // out the steps since tower 0's host values last changed: neither those host values
+        // (behind the device's) nor its own are to be uploaded over them. The towers' threads
+        // are parked (RunOnEveryTower hands each step over under mu_).
+        const uint64_t version = params().values_version();
+        for (size_t k = 1; k < towers_.size(); ++k) {
+          copied_version_[k] = version;
+          towers_[k]->DeviceValuesAreCurrent();
+        }
       },
       nullptr);
 }

@@ -10,7 +10,7 @@
 // differ: each tower draws its own). The towers' gradients stay on their devices; tower 0's backend
 // adds them up (Backend::ReduceGradients: on GPU 0 over peer copies for CUDA towers, on the host
 // for CPU ones), then unscales and clips the sum by global norm there, and copies it to the host
-// once.
+// once (or, training alone with the update on the device, leaves it there: MakeUpdate).
 //
 // Streaming (SetGradientListener, a step with no clipping and no loss scale, no CUDA graphs):
 // each layer is reduced as soon as every tower's backward has made its gradients, while backward
@@ -75,8 +75,10 @@ class Towers final : public Trainable {
   // Tower 0's backend's update over params() (Model::MakeUpdate). On the device, the sum of the
   // towers' gradients stays on the first GPU (ReduceGradients finishes it there), the update runs
   // there, and after each Apply its values go to every other tower's device
-  // (Backend::BroadcastParameters) before that tower's next step: no parameter or gradient
-  // crosses to the host per step. Called and applied on the caller's thread.
+  // (Backend::BroadcastParameters) before that tower's next step, which then computes with them
+  // (a tower with no rows for a while too): where the GPUs have peer access, no parameter or
+  // gradient crosses to the host per step. Made and applied on the caller's thread, while no
+  // step runs.
   absl::StatusOr<std::unique_ptr<ParameterUpdate>> MakeUpdate(const Optimizer& optimizer) override;
   absl::Status DownloadParameters() override;
   // --cuda_graphs: every tower records and replays its own step (Model::EnableGraphs), on its
@@ -132,7 +134,7 @@ class Towers final : public Trainable {
   std::vector<absl::StatusOr<double>> losses_;
   Batch batch_;  // the step's whole batch
   // Towers 1..: tower 0's values_version() their values were last copied at (each written by
-  // its tower's thread only).
+  // its tower's thread, or by an update's broadcast while the towers are parked).
   std::vector<uint64_t> copied_version_;
   bool last_step_finite_ = true;
   GradientListener* listener_ = nullptr;

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <set>
@@ -17,6 +19,7 @@
 #include "worker/models/model_zoo.h"
 #include "worker/models/reference_models.h"
 #include "worker/nn/gradient_check.h"
+#include "worker/parameter_sync.h"
 
 namespace psflow::nn {
 namespace {
@@ -332,6 +335,7 @@ TEST_F(TowersTest, AClippedStepTellsTheListenerNothing) {
 // tower computed on the updated values) and in the values at the end.
 TEST_F(TowersTest, TowersUpdateAsOneModel) {
   Make(SmallLstm(), 2, 8);
+  ASSERT_FALSE(HasFatalFailure());
   proto::OptimizerConfig config;
   config.set_name("momentum");
   config.set_learning_rate(0.5f);
@@ -348,6 +352,115 @@ TEST_F(TowersTest, TowersUpdateAsOneModel) {
   }
   EXPECT_LE(RelativeError(towers_->params().values(), one_->params().values()), 1e-5);
   EXPECT_TRUE(towers_->DownloadParameters().ok());  // nothing to bring: the CPU's are the host's
+}
+
+// A CPU backend whose update says it runs on a device and, as a GPU's does, writes the values
+// without saying so (no ValuesChanged): the towers' path for an update on the device, with CPU
+// layers. Counts its broadcasts.
+class PretendDeviceBackend final : public Backend {
+ public:
+  Device device() const override { return cpu_->device(); }
+  absl::StatusOr<std::unique_ptr<Layer>> MakeLayer(const LayerSpec& spec,
+                                                   std::string name) override {
+    return cpu_->MakeLayer(spec, std::move(name));
+  }
+  std::unique_ptr<SoftmaxCrossEntropy> MakeSoftmaxCrossEntropy() override {
+    return cpu_->MakeSoftmaxCrossEntropy();
+  }
+  void CopyToDevice(const float* host, float* device, int64_t floats) override {
+    std::copy_n(host, floats, device);
+  }
+  absl::StatusOr<std::unique_ptr<ParameterUpdate>> MakeUpdate(const Optimizer&,
+                                                              ParameterSet&) override {
+    return std::make_unique<SilentSgd>();
+  }
+  void BroadcastParameters(ParameterSet& from, std::span<ParameterSet* const> to,
+                           std::span<Backend* const> to_backends) override {
+    ++broadcasts;
+    Backend::BroadcastParameters(from, to, to_backends);
+  }
+  int broadcasts = 0;
+
+ protected:
+  float* AllocateRaw(int64_t floats) override {
+    const size_t bytes = static_cast<size_t>(std::max<int64_t>(floats, 16)) * sizeof(float);
+    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (p != nullptr) std::memset(p, 0, bytes);
+    return static_cast<float*>(p);
+  }
+  void Free(float* p) const override { std::free(p); }
+
+ private:
+  // SGD at the given rate over the dense parameters and the sparse ones' touched rows.
+  class SilentSgd final : public ParameterUpdate {
+   public:
+    bool on_device() const override { return true; }
+    void Apply(ParameterSet& params, float learning_rate, int64_t) override {
+      for (const ParameterDesc& d : params.descs()) {
+        const auto run = [&](int64_t begin, int64_t size) {
+          for (int64_t i = begin; i < begin + size; ++i) {
+            params.values()[static_cast<size_t>(i)] -=
+                learning_rate * params.grads()[static_cast<size_t>(i)];
+          }
+        };
+        if (!d.sparse) {
+          run(d.offset, d.size);
+          continue;
+        }
+        for (const int64_t r : d.touched_rows) run(d.offset + r * d.row_width(), d.row_width());
+      }
+    }
+  };
+  std::unique_ptr<Backend> cpu_ = MakeCpuBackend(1);
+};
+
+// Towers whose update runs "on the device" through LocalUpdate, against one CPU model updating
+// on the host (SGD, clipped): while the update lives the towers finish their sum where it is
+// (kOnDevice), each Push broadcasts tower 0's values once (without it the other towers, whose
+// host values say nothing changed, would compute on old values: every step's loss and gradients
+// are compared), a second Prepare keeps all that, and it ends with the update.
+TEST(TowersUpdate, TowersUpdatePretendingToBeOnADevice) {
+  const ModelSpec spec = SmallLstm();
+  auto one_backend = MakeCpuBackend(1);
+  std::vector<std::unique_ptr<PretendDeviceBackend>> owned;
+  std::vector<Backend*> backends;
+  for (int k = 0; k < 3; ++k) {
+    owned.push_back(std::make_unique<PretendDeviceBackend>());
+    backends.push_back(owned.back().get());
+  }
+  auto one = Model::Create(spec, *one_backend, 9);
+  auto towers = Towers::Create(spec, backends, 9);
+  ASSERT_TRUE(one.ok() && towers.ok()) << towers.status();
+  (*one)->params().Initialize(7);
+  (*towers)->params().CopyValuesFrom((*one)->params());
+  TrainingConfig config;
+  config.optimizer.set_name("sgd");
+  config.optimizer.set_learning_rate(0.5f);
+  auto host = LocalUpdate::Create(config);
+  auto device = LocalUpdate::Create(config, towers->get());
+  ASSERT_TRUE(host.ok() && device.ok());
+  ASSERT_TRUE((*host)->Prepare((*one)->params(), true).ok());
+  ASSERT_TRUE((*device)->Prepare((*towers)->params(), true).ok());
+  ASSERT_TRUE((*device)->Prepare((*towers)->params(), true).ok());  // a second one
+  EXPECT_TRUE((*device)->on_device());
+  EXPECT_EQ((*towers)->tower(0).Finish(1.0f).where, GradientFinish::Where::kOnDevice);
+  for (uint64_t step = 0; step < 5; ++step) {
+    const GradientCheckInput in = RandomInput(spec, 9, (*one)->labels_per_example(), 80 + step, 50);
+    const Batch b{in.inputs.data(), in.labels.data(), 9};
+    absl::StatusOr<double> want = (*one)->ComputeGradients(b, 1.0f);
+    absl::StatusOr<double> got = (*towers)->ComputeGradients(b, 1.0f);
+    ASSERT_TRUE(want.ok() && got.ok()) << got.status();
+    EXPECT_NEAR(*got, *want, 1e-5 * std::fabs(*want)) << "step " << step;
+    EXPECT_LE(RelativeError((*towers)->params().grads(), (*one)->params().grads()), 1e-5)
+        << "step " << step;
+    ASSERT_TRUE((*host)->Push((*one)->params(), 9).ok());
+    ASSERT_TRUE((*device)->Push((*towers)->params(), 9).ok());
+  }
+  EXPECT_EQ(owned[0]->broadcasts, 5);
+  ASSERT_TRUE((*device)->Flush((*towers)->params()).ok());
+  EXPECT_LE(RelativeError((*towers)->params().values(), (*one)->params().values()), 1e-5);
+  device->reset();
+  EXPECT_EQ((*towers)->tower(0).Finish(1.0f).where, GradientFinish::Where::kToHost);
 }
 
 // The default broadcast (a backend whose device values are the host's): every set gets the
