@@ -53,7 +53,7 @@ thread() {
     controller_test kube_test core_test
   export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/sanitizers/tsan.supp"
   local bin=build-tsan/bin
-  local concurrent_worker='BackgroundExchange*:Trainer*:ReplayTrainable*:Prefetcher*:TowersTest*:ModelPhases*'
+  local concurrent_worker='BackgroundExchange*:Trainer*:ReplayTrainable*:Prefetcher*:TowersTest*:TowersUpdate*:ModelPhases*'
   local run
   for run in "ps_test" "ps_grpc_test" "ps_client_test" \
       "worker_test --gtest_filter=$concurrent_worker" \
