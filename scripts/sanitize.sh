@@ -34,12 +34,18 @@ configure() {  # configure DIR SANITIZER
     -DPSFLOW_SANITIZE="$2" "${launcher_args[@]}" >/dev/null
 }
 
+# The wire conversions built for each x86-64 level (core/CMakeLists.txt), where there are such.
+wire_conversion_tests() {
+  [[ $(uname -m) == x86_64 ]] || return 0
+  echo wire_conversion_x86_64_test wire_conversion_x86_64_v3_test wire_conversion_x86_64_v4_test
+}
+
 address() {
   configure build-asan address
   ninja -C build-asan core_test optimizer_test checkpoint_test ps_test steady_state_test \
     worker_test cpu_kernels_test ps_client_test ps_grpc_test operator_test controller_test \
     kube_test local_run_test bad_input_test recovery_test metrics_test command_line_test \
-    operator_e2e_test
+    operator_e2e_test $(wire_conversion_tests)
   # The tests of the binaries not built here are placeholders named <binary>_NOT_BUILT.
   # detect_leaks: the processes exit cleanly, so a leak is a bug; UBSan stops at the first report.
   ASAN_OPTIONS=detect_leaks=1:halt_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
