@@ -22,7 +22,10 @@ float FromBits(uint32_t u) { return std::bit_cast<float>(u); }
 // checked on: every 16-bit pattern decoded; every float whose low 16 bits are one of a set that
 // covers the rounding cases (ties, one either side, carries), every float around float16's
 // subnormal range, each as a whole array written at an odd address.
-TEST(WireConversion, ArrayConversionsGiveTheScalarConversionsBits) {
+#ifndef PSFLOW_WIRE_SUITE
+#define PSFLOW_WIRE_SUITE WireConversion  // as the clones run: core_test
+#endif
+TEST(PSFLOW_WIRE_SUITE, ArrayConversionsGiveTheScalarConversionsBits) {
 #ifdef PSFLOW_WIRE_LEVEL
   if (!__builtin_cpu_supports(PSFLOW_WIRE_LEVEL)) {
     GTEST_SKIP() << "this CPU cannot run code built for " << PSFLOW_WIRE_LEVEL;
