@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
@@ -122,9 +123,12 @@ class PartitionStore {
     int64_t row_elements = 0;
     int64_t elements = 0;
     std::vector<int64_t> shape;  // the partition's own shape
-    std::unique_ptr<VersionedValues> value;
-    std::vector<std::vector<float>> slots;
-    std::vector<float> accumulator;  // sync mode only
+    // Everything above is fixed at Create or Restore; what follows is read and written under mu
+    // once the store is shared (Create and Restore fill it before).
+    mutable std::mutex mu;
+    std::unique_ptr<VersionedValues> value ABSL_PT_GUARDED_BY(mu);
+    std::vector<std::vector<float>> slots ABSL_GUARDED_BY(mu);
+    std::vector<float> accumulator ABSL_GUARDED_BY(mu);  // sync mode only
     // Sync: a gradient piece staged until the partition is applied (Stage).
     struct Piece {
       int worker = 0;
@@ -132,9 +136,8 @@ class PartitionStore {
       std::vector<int64_t> rows;  // sparse (then offset unused)
       std::vector<float> values;
     };
-    std::vector<Piece> staged;
-    std::vector<Piece> spare;  // applied pieces, their buffers kept for the next Stage
-    mutable std::mutex mu;
+    std::vector<Piece> staged ABSL_GUARDED_BY(mu);
+    std::vector<Piece> spare ABSL_GUARDED_BY(mu);  // applied pieces, kept for the next Stage
   };
   // Where an update goes: a partition's values and slots, or a snapshot's copies of them.
   struct Target {

@@ -4,17 +4,12 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
-#include <condition_variable>
-#include <functional>
-#include <mutex>
 #include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "core/backoff.h"
-#include "core/byte_source.h"
 #include "core/chunk_plan.h"
-#include "core/frame.h"
 #include "core/grpc_tuning.h"
 #include "core/log.h"
 #include "core/status_macros.h"
@@ -28,40 +23,10 @@ namespace {
 // Backoff and timeouts use the steady clock; gRPC deadlines take the system clock.
 using Clock = std::chrono::steady_clock;
 
-const std::string kPullMethod = "/psflow.proto.ParameterServer/Pull";
-const std::string kPushMethod = "/psflow.proto.ParameterServer/Push";
-
 // Bulk calls in flight per connection: enough to cover a round trip, few enough that the ps does
 // not buffer a whole big model at once. (Measured on 2 cores with one connection per task: 4 and
 // 16 are alike.)
 constexpr size_t kInFlightPerConnection = 4;
-
-proto::DType WireDtype(WireType type) {
-  switch (type) {
-    case WireType::kFloat32:
-      return proto::DT_FLOAT32;
-    case WireType::kBfloat16:
-      return proto::DT_BFLOAT16;
-    case WireType::kFloat16:
-      return proto::DT_FLOAT16;
-  }
-  return proto::DT_FLOAT32;
-}
-
-// Rows of a sparse partition per call: a chunk's bytes at most, and few enough that the row
-// list fits a frame header (kMaxFrameHeaderBytes; an int64 row takes at most 10 bytes).
-constexpr int64_t kMaxRowsPerCall = 1 << 16;
-int64_t RowsPerCall(int64_t row_elements) {
-  return std::clamp<int64_t>(kChunkBytes / (4 * std::max<int64_t>(row_elements, 1)), 1,
-                             kMaxRowsPerCall);
-}
-
-// The rows of a sorted row list that fall in [row_begin, row_end) (a partition's).
-std::span<const int64_t> RowsIn(std::span<const int64_t> rows, int64_t row_begin, int64_t row_end) {
-  const auto first = std::lower_bound(rows.begin(), rows.end(), row_begin);
-  const auto last = std::lower_bound(first, rows.end(), row_end);
-  return {first, last};
-}
 
 // A ps that is not there (yet), too slow, or stopping (CANCELLED: see PsCallStatus).
 bool Retryable(const grpc::Status& s) {
@@ -70,139 +35,6 @@ bool Retryable(const grpc::Status& s) {
 }
 
 }  // namespace
-
-// One partition of a task, as the worker sees it: a run of one parameter's elements.
-struct PartitionRef {
-  nn::ParameterSet::Handle handle = 0;
-  int64_t first_element = 0;  // within the parameter
-  int64_t row_begin = 0;      // rows of the parameter's first dimension
-  int64_t row_end = 0;
-  int64_t row_elements = 0;
-  bool sparse = false;
-};
-
-// A planned call of one dense chunk (a pull, an assignment or a gradient push).
-struct PsClient::ChunkCall final : BulkCall::Observer {
-  BulkCall call;
-  std::vector<SegmentRange> segments;
-  // Gradient chunks: the distinct parameters the chunk covers, those of them not ready yet this
-  // step, and whether it went this step.
-  int parameters = 0;
-  int missing = 0;
-  bool sent = false;
-
-  // Pull calls read their reply as it completes (the call's observer): its header into `reply`,
-  // its payload into `dest`, runs of a parameter set's values (each call's runs are its own, so
-  // calls decode concurrently). `decoded`: the call's error or an unreadable header;
-  // `short_reply`: the payload ended early (a timed-out parked pull carries none).
-  const std::vector<PartitionRef>* partitions = nullptr;
-  WireType wire_type = WireType::kFloat32;
-  std::vector<std::span<float>> dest;
-  int64_t dest_elements = 0;
-  proto::TransferReply reply;
-  absl::Status decoded;
-  bool short_reply = false;
-
-  // A dense chunk's destination: its segments' runs of `into`'s values.
-  void AimAtSegments(nn::ParameterSet& into) {
-    dest.clear();
-    for (const SegmentRange& r : segments) {
-      const PartitionRef& ref = (*partitions)[r.partition];
-      dest.push_back(into.value(ref.handle)
-                         .subspan(static_cast<size_t>(ref.first_element + r.offset),
-                                  static_cast<size_t>(r.count)));
-    }
-    SetTargets();
-  }
-  // `rows` of partition `partition`'s parameter (row numbers of the whole parameter, sorted,
-  // inside the partition): the destination, consecutive rows as one run, and the request's
-  // segment (rows local to the partition), added to the call's per-send header.
-  void AimAtRows(nn::ParameterSet& into, uint32_t partition, std::span<const int64_t> rows) {
-    const PartitionRef& ref = (*partitions)[partition];
-    const std::span<float> values = into.value(ref.handle);
-    proto::Segment* s = call.varying.add_segments();
-    s->set_partition(partition);
-    s->set_count(static_cast<int64_t>(rows.size()) * ref.row_elements);
-    dest.clear();
-    for (size_t i = 0; i < rows.size();) {
-      size_t j = i + 1;
-      while (j < rows.size() && rows[j] == rows[j - 1] + 1) ++j;
-      dest.push_back(
-          values.subspan(static_cast<size_t>(rows[i] * ref.row_elements),
-                         static_cast<size_t>((rows[j - 1] + 1 - rows[i]) * ref.row_elements)));
-      i = j;
-    }
-    for (int64_t r : rows) s->add_rows(r - ref.row_begin);
-    SetTargets();
-  }
-
-  // A float32 reply's payload goes straight into the parameters: `dest`, in order.
-  std::vector<iovec> targets;
-  uint64_t target_bytes = 0;
-  void SetTargets() {
-    targets.clear();
-    target_bytes = 0;
-    dest_elements = 0;
-    for (const std::span<float> d : dest) dest_elements += static_cast<int64_t>(d.size());
-    if (wire_type != WireType::kFloat32) return;
-    for (const std::span<float> d : dest) {
-      targets.push_back({d.data(), d.size_bytes()});
-      target_bytes += d.size_bytes();
-    }
-  }
-  std::span<iovec> PayloadTargets(uint64_t bytes) override {
-    if (bytes != target_bytes || targets.empty()) return {};
-    return targets;
-  }
-
-  void Completed(BulkCall& completed) override {
-    decoded = completed.DecodeReply(&reply);
-    short_reply = false;
-    if (!decoded.ok() || reply.timed_out() || completed.payload_placed) return;
-    for (const std::span<float> d : dest) {
-      if (!ReadFloats(completed.reply_source, d, wire_type)) {
-        short_reply = true;
-        return;
-      }
-    }
-  }
-};
-
-struct PsClient::Task {
-  int index = 0;
-  std::string address;
-  std::shared_ptr<grpc::Channel> channel;                // connection 0
-  std::unique_ptr<proto::ParameterServer::Stub> stub;    // control calls, on connection 0
-  std::vector<std::unique_ptr<grpc::GenericStub>> bulk;  // one per connection
-  std::vector<std::unique_ptr<BulkLink>> links;          // per connection, when routed on them
-  int bulk_port = 0;                                     // the links' port
-  // The shared-memory channel the task offered when the links were made ("socket token"; the
-  // links may be TCP when this host could not take it).
-  std::string local_offer;
-  size_t first_connection = 0;                         // bulk[0]'s index in the CallWindow
-  std::vector<PartitionRef> partitions;                // in the task's order
-  std::vector<std::vector<SegmentRange>> chunks;       // PlanChunks of the partitions
-  std::vector<std::unique_ptr<ChunkCall>> pull_calls;  // one per chunk
-  // Pulls of rows (ParameterSet::pulls_rows), when the task holds sparse partitions: chunks of the
-  // dense partitions, and calls of rows, grown as a pull needs more. `pulling`: this pull's calls.
-  std::vector<std::unique_ptr<ChunkCall>> dense_pull_calls;
-  std::vector<std::unique_ptr<ChunkCall>> row_pull_calls;
-  std::vector<ChunkCall*> pulling;
-  std::vector<std::unique_ptr<ChunkCall>> push_calls;  // dense gradient chunks, numbered first
-  std::vector<uint32_t> sparse_partitions;
-  // Calls of sparse rows, numbered after the dense ones; grown as a step needs more.
-  std::vector<std::unique_ptr<BulkCall>> sparse_calls;
-  // This step's push: calls per sparse partition (at least one each) and in all.
-  std::vector<uint32_t> sparse_counts;
-  uint32_t push_chunks = 0;
-  proto::InitializeRequest init;  // the chief's request (partitions filled)
-  int64_t bytes = 0;
-  int64_t pulled_step = 0;    // the task's step at the last pull
-  int64_t next_min_step = 0;  // sync: the step the next pull waits for
-  // The highest global step this task reported (pulls, pushes), kept across its restarts: the
-  // chief re-creates a task that lost its state at this step, so the step never goes back.
-  int64_t last_seen_step = 0;
-};
 
 absl::StatusOr<Transport> ParseTransport(absl::string_view name) {
   if (name == "bulk") return Transport::kBulk;
@@ -246,13 +78,21 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(Options options,
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   c->chunks_of_parameter_.resize(params.descs().size());
   c->ready_.assign(params.descs().size(), false);
+  const PsTask::Settings settings{.addresses = c->options_.ps_addresses,
+                                  .connections = c->options_.connections_per_task,
+                                  .security = &c->options_.security,
+                                  .training = &c->options_.training,
+                                  .wire_type = c->options_.wire_type,
+                                  .rpc_timeout = c->options_.rpc_timeout};
   size_t max_calls = 0;
   for (int t = 0; t < num_tasks; ++t) {
-    auto task = std::make_unique<Task>();
-    task->index = t;
-    task->first_connection = static_cast<size_t>(t * c->options_.connections_per_task);
-    c->PlanTask(*task, params, args);
-    max_calls += task->pull_calls.size() + task->push_calls.size() + task->sparse_calls.size();
+    std::unique_ptr<PsTask> task = PsTask::Plan(t, c->placement_, params, settings, args);
+    for (size_t i = 0; i < task->push_calls.size(); ++i) {
+      for (const nn::ParameterSet::Handle h : task->push_calls[i]->parameters) {
+        c->chunks_of_parameter_[static_cast<size_t>(h)].emplace_back(task.get(), i);
+      }
+    }
+    max_calls += task->calls_planned();
     c->tasks_.push_back(std::move(task));
   }
   c->window_ = std::make_unique<CallWindow>(
@@ -260,118 +100,6 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(Options options,
       max_calls);
   PSFLOW_LOG(INFO) << "placement: " << c->placement_.Describe();
   return c;
-}
-
-void PsClient::PlanTask(Task& task, const nn::ParameterSet& params,
-                        const grpc::ChannelArguments& args) {
-  const Placement& p = placement_;
-  const auto t = static_cast<size_t>(task.index);
-  task.address = options_.ps_addresses[t];
-  for (int k = 0; k < options_.connections_per_task; ++k) {
-    // A channel argument of its own gives each channel its own subchannel, so its own TCP
-    // connection (gRPC would otherwise share one between equal channels).
-    grpc::ChannelArguments own = args;
-    own.SetInt("grpc.psflow_connection", k);
-    own.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    auto channel = OpenPsChannel(task.address, options_.security, own);
-    if (k == 0) {
-      task.channel = channel;
-      task.stub = proto::ParameterServer::NewStub(channel);
-    }
-    task.bulk.push_back(std::make_unique<grpc::GenericStub>(channel));
-  }
-  task.bytes = p.bytes_per_task[t];
-  std::vector<int64_t> elements;
-  for (int i : p.task_partitions[t]) {
-    const PartitionPlacement& part = p.partitions[static_cast<size_t>(i)];
-    const auto& desc = params.descs()[static_cast<size_t>(part.variable)];
-    task.partitions.push_back({part.variable, part.row_begin * part.row_elements, part.row_begin,
-                               part.row_end, part.row_elements, params.sparse(part.variable)});
-    elements.push_back(part.elements());
-    proto::PartitionSpec* spec = task.init.add_partitions();
-    spec->set_variable(desc.name);
-    spec->mutable_variable_shape()->Assign(desc.shape.begin(), desc.shape.end());
-    spec->set_row_begin(part.row_begin);
-    spec->set_row_end(part.row_end);
-  }
-  *task.init.mutable_optimizer() = options_.training.optimizer;
-  *task.init.mutable_sync() = options_.training.sync;
-  task.init.set_fingerprint(p.fingerprint);
-
-  task.chunks = PlanChunks(elements);
-  for (uint32_t c = 0; c < task.chunks.size(); ++c) {
-    task.pull_calls.push_back(MakePullCall(task, c, task.chunks[c]));
-  }
-  // Gradient pushes plan the dense partitions only; sparse ones send their touched rows.
-  std::vector<int64_t> dense = elements;
-  for (uint32_t i = 0; i < dense.size(); ++i) {
-    if (task.partitions[i].sparse) {
-      dense[i] = 0;
-      task.sparse_partitions.push_back(i);
-    }
-  }
-  for (auto chunk : PlanChunks(dense)) {
-    std::erase_if(chunk,
-                  [&](const SegmentRange& r) { return task.partitions[r.partition].sparse; });
-    if (chunk.empty()) continue;
-    if (!task.sparse_partitions.empty()) {
-      const auto c = static_cast<uint32_t>(task.dense_pull_calls.size());
-      task.dense_pull_calls.push_back(MakePullCall(task, c, chunk));
-    }
-    const auto index = static_cast<uint32_t>(task.push_calls.size());
-    auto call = MakeChunkCall(task, proto::TK_GRADIENT, index, std::move(chunk));
-    std::vector<nn::ParameterSet::Handle> handles;
-    for (const SegmentRange& r : call->segments) {
-      handles.push_back(task.partitions[r.partition].handle);
-    }
-    std::sort(handles.begin(), handles.end());
-    handles.erase(std::unique(handles.begin(), handles.end()), handles.end());
-    call->parameters = static_cast<int>(handles.size());
-    for (auto h : handles) chunks_of_parameter_[static_cast<size_t>(h)].emplace_back(&task, index);
-    task.push_calls.push_back(std::move(call));
-  }
-  task.sparse_counts.assign(task.sparse_partitions.size(), 0);
-}
-
-std::unique_ptr<PsClient::ChunkCall> PsClient::MakeChunkCall(
-    Task& task, proto::TransferKind kind, uint32_t chunk,
-    std::vector<SegmentRange> segments) const {
-  auto c = std::make_unique<ChunkCall>();
-  proto::TransferHeader fixed;
-  fixed.set_kind(kind);
-  fixed.set_fingerprint(placement_.fingerprint);
-  fixed.set_worker(options_.training.worker_index);
-  fixed.set_chunk(chunk);
-  // Initial values always travel as float32: they are the ps's master copy.
-  fixed.set_wire_dtype(
-      WireDtype(kind == proto::TK_ASSIGN ? WireType::kFloat32 : options_.wire_type));
-  if (kind == proto::TK_PULL) fixed.set_timeout_ms(options_.rpc_timeout.count());
-  if (kind != proto::TK_GRADIENT) {
-    fixed.set_num_chunks(static_cast<uint32_t>(task.chunks.size()));
-  }
-  for (const SegmentRange& r : segments) {
-    proto::Segment* s = fixed.add_segments();
-    s->set_partition(r.partition);
-    s->set_offset(r.offset);
-    s->set_count(r.count);
-  }
-  c->call.header = FrameHeaderBuffer(fixed);
-  c->call.method = kind == proto::TK_PULL ? &kPullMethod : &kPushMethod;
-  c->call.kind = kind == proto::TK_PULL ? BulkKind::kPull : BulkKind::kPush;
-  const size_t k = chunk % task.bulk.size();
-  c->call.stub = task.bulk[k].get();
-  c->call.connection = task.first_connection + k;
-  c->segments = std::move(segments);
-  return c;
-}
-
-std::unique_ptr<PsClient::ChunkCall> PsClient::MakePullCall(
-    Task& task, uint32_t chunk, std::vector<SegmentRange> segments) const {
-  auto call = MakeChunkCall(task, proto::TK_PULL, chunk, std::move(segments));
-  call->partitions = &task.partitions;
-  call->wire_type = options_.wire_type;
-  call->call.observer = call.get();
-  return call;
 }
 
 std::chrono::system_clock::time_point PsClient::Deadline(bool parked_pull) const {
@@ -440,7 +168,7 @@ absl::Status PsClient::Prepare(const nn::ParameterSet& params, bool is_chief) {
   return absl::OkStatus();
 }
 
-absl::Status PsClient::InitializeTask(Task& task, const nn::ParameterSet& params,
+absl::Status PsClient::InitializeTask(PsTask& task, const nn::ParameterSet& params,
                                       Clock::time_point deadline) {
   const auto waited = [start = Clock::now()] {
     return std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start).count();
@@ -497,7 +225,7 @@ absl::Status PsClient::InitializeTask(Task& task, const nn::ParameterSet& params
   }
 }
 
-absl::Status PsClient::WaitReadyTask(Task& task, Clock::time_point deadline) {
+absl::Status PsClient::WaitReadyTask(PsTask& task, Clock::time_point deadline) {
   const Clock::time_point start = Clock::now();
   Backoff backoff(std::chrono::milliseconds(100), std::chrono::seconds(2), deadline);
   grpc::Status last;
@@ -552,7 +280,7 @@ absl::Status PsClient::WaitReadyTask(Task& task, Clock::time_point deadline) {
                                                   "s: is the chief running?"));
 }
 
-void PsClient::RouteTask(Task& task, int bulk_port, const proto::LocalBulkChannel& local) {
+void PsClient::RouteTask(PsTask& task, int bulk_port, const proto::LocalBulkChannel& local) {
   const bool bulk = options_.transport == Transport::kBulk && bulk_port > 0;
   const std::string offer =
       local.socket().empty() ? "" : absl::StrCat(local.socket(), " ", local.token());
@@ -660,15 +388,15 @@ absl::Status CallFailed(const absl::Status& s, const char* what, int task,
 
 }  // namespace
 
-absl::Status PsClient::Assign(Task& task, const nn::ParameterSet& params) {
+absl::Status PsClient::Assign(PsTask& task, const nn::ParameterSet& params) {
   // Only at start-up and recovery: planned here, not kept.
   std::vector<std::unique_ptr<ChunkCall>> calls;
   for (uint32_t c = 0; c < task.chunks.size(); ++c) {
-    auto call = MakeChunkCall(task, proto::TK_ASSIGN, c, task.chunks[c]);
+    auto call = task.MakeChunkCall(proto::TK_ASSIGN, c, task.chunks[c]);
     call->call.varying.set_step(task.pulled_step);
     runs_.clear();
     for (const SegmentRange& r : call->segments) {
-      const PartitionRef& ref = task.partitions[r.partition];
+      const TaskPartition& ref = task.partitions[r.partition];
       runs_.push_back(params.value(ref.handle)
                           .subspan(static_cast<size_t>(ref.first_element + r.offset),
                                    static_cast<size_t>(r.count)));
@@ -688,49 +416,11 @@ absl::Status PsClient::Assign(Task& task, const nn::ParameterSet& params) {
   return absl::OkStatus();
 }
 
-void PsClient::PlanPull(Task& task, nn::ParameterSet& params) {
-  task.pulling.clear();
-  if (!params.pulls_rows() || task.sparse_partitions.empty()) {
-    for (auto& call : task.pull_calls) {
-      call->AimAtSegments(params);
-      task.pulling.push_back(call.get());
-    }
-    return;
-  }
-  for (auto& call : task.dense_pull_calls) {
-    call->AimAtSegments(params);
-    task.pulling.push_back(call.get());
-  }
-  // Each sparse partition takes at least one call (of no rows, perhaps): in sync mode every pull
-  // learns the step of every partition it will push.
-  for (const uint32_t p : task.sparse_partitions) {
-    const PartitionRef& ref = task.partitions[p];
-    const std::span<const int64_t> rows =
-        RowsIn(params.rows_to_pull(ref.handle), ref.row_begin, ref.row_end);
-    const auto n = static_cast<int64_t>(rows.size());
-    const int64_t per_call = RowsPerCall(ref.row_elements);
-    const int64_t calls = std::max<int64_t>(1, (n + per_call - 1) / per_call);
-    for (int64_t k = 0; k < calls; ++k) {
-      const size_t index = task.pulling.size() - task.dense_pull_calls.size();
-      if (index == task.row_pull_calls.size()) {
-        const auto chunk = static_cast<uint32_t>(task.dense_pull_calls.size() + index);
-        task.row_pull_calls.push_back(MakePullCall(task, chunk, {}));
-      }
-      ChunkCall& call = *task.row_pull_calls[index];
-      call.call.varying.clear_segments();
-      call.AimAtRows(params, p,
-                     rows.subspan(static_cast<size_t>(n * k / calls),
-                                  static_cast<size_t>(n * (k + 1) / calls - n * k / calls)));
-      task.pulling.push_back(&call);
-    }
-  }
-}
-
 absl::Status PsClient::PullOnce(nn::ParameterSet& params, SyncResult* result) {
   const bool sync = options_.training.sync.sync_replicas();
   size_t calls = 0;
   for (auto& task : tasks_) {
-    PlanPull(*task, params);
+    task->AimPull(params);
     calls += task->pulling.size();
   }
   window_->Reserve(calls);
@@ -780,51 +470,20 @@ void PsClient::BeginPush(const nn::ParameterSet& params, int64_t examples) {
   std::fill(ready_.begin(), ready_.end(), false);
   size_t calls = 0;
   for (auto& task : tasks_) {
-    // The chunk count goes with every chunk, so it is fixed now: a sparse partition's touched
-    // rows are final already (see the header), each partition takes at least one call.
-    uint32_t n = static_cast<uint32_t>(task->push_calls.size());
-    for (size_t i = 0; i < task->sparse_partitions.size(); ++i) {
-      const PartitionRef& ref = task->partitions[task->sparse_partitions[i]];
-      const auto rows = static_cast<int64_t>(
-          RowsIn(params.touched_rows(ref.handle), ref.row_begin, ref.row_end).size());
-      const int64_t per_call = RowsPerCall(ref.row_elements);
-      task->sparse_counts[i] =
-          static_cast<uint32_t>(std::max<int64_t>(1, (rows + per_call - 1) / per_call));
-      n += task->sparse_counts[i];
-    }
-    task->push_chunks = n;
-    const size_t sparse = n - task->push_calls.size();
-    while (task->sparse_calls.size() < sparse) {
-      auto call = std::make_unique<BulkCall>();
-      proto::TransferHeader fixed;
-      fixed.set_kind(proto::TK_GRADIENT);
-      fixed.set_fingerprint(placement_.fingerprint);
-      fixed.set_worker(options_.training.worker_index);
-      fixed.set_wire_dtype(WireDtype(options_.wire_type));
-      call->header = FrameHeaderBuffer(fixed);
-      call->method = &kPushMethod;
-      const size_t k = (task->push_calls.size() + task->sparse_calls.size()) % task->bulk.size();
-      call->stub = task->bulk[k].get();
-      call->connection = task->first_connection + k;
-      task->sparse_calls.push_back(std::move(call));
-    }
-    for (auto& call : task->push_calls) {
-      call->missing = call->parameters;
-      call->sent = false;
-    }
+    const uint32_t n = task->AimPush(params);
     calls += task->pull_calls.size() + n;
   }
   window_->Reserve(calls);
 }
 
-void PsClient::SendGradientChunk(Task& task, ChunkCall& call, const nn::ParameterSet& params) {
+void PsClient::SendGradientChunk(PsTask& task, ChunkCall& call, const nn::ParameterSet& params) {
   proto::TransferHeader& v = call.call.varying;
   v.set_step(task.pulled_step);
   v.set_num_chunks(task.push_chunks);
   if (&call == task.push_calls[0].get()) v.set_examples(push_examples_);
   runs_.clear();
   for (const SegmentRange& r : call.segments) {
-    const PartitionRef& ref = task.partitions[r.partition];
+    const TaskPartition& ref = task.partitions[r.partition];
     runs_.push_back(params.grad(ref.handle)
                         .subspan(static_cast<size_t>(ref.first_element + r.offset),
                                  static_cast<size_t>(r.count)));
@@ -834,11 +493,11 @@ void PsClient::SendGradientChunk(Task& task, ChunkCall& call, const nn::Paramete
   call.sent = true;
 }
 
-absl::Status PsClient::SendSparseRows(Task& task, const nn::ParameterSet& params) {
+absl::Status PsClient::SendSparseRows(PsTask& task, const nn::ParameterSet& params) {
   // The calls were counted at BeginPush: rows that grew since might not fit them. Checked before
   // anything goes.
   for (size_t i = 0; i < task.sparse_partitions.size(); ++i) {
-    const PartitionRef& ref = task.partitions[task.sparse_partitions[i]];
+    const TaskPartition& ref = task.partitions[task.sparse_partitions[i]];
     const auto n = static_cast<int64_t>(
         RowsIn(params.touched_rows(ref.handle), ref.row_begin, ref.row_end).size());
     const int64_t calls = task.sparse_counts[i];
@@ -851,7 +510,7 @@ absl::Status PsClient::SendSparseRows(Task& task, const nn::ParameterSet& params
   auto chunk = static_cast<uint32_t>(task.push_calls.size());
   for (size_t i = 0; i < task.sparse_partitions.size(); ++i) {
     const uint32_t p = task.sparse_partitions[i];
-    const PartitionRef& ref = task.partitions[p];
+    const TaskPartition& ref = task.partitions[p];
     const auto rows = RowsIn(params.touched_rows(ref.handle), ref.row_begin, ref.row_end);
     const auto first = rows.begin();
     const auto n = static_cast<int64_t>(rows.size());
@@ -889,9 +548,7 @@ absl::Status PsClient::FinishPush(SyncResult* result) {
   absl::Status status;
   for (auto& task : tasks_) {
     for (size_t c = 0; c < task->push_chunks; ++c) {
-      BulkCall& call = c < task->push_calls.size()
-                           ? task->push_calls[c]->call
-                           : *task->sparse_calls[c - task->push_calls.size()];
+      BulkCall& call = task->PushCall(c);
       proto::TransferReply reply;
       if (absl::Status s = call.DecodeReply(&reply); !s.ok()) {
         if (status.ok()) status = CallFailed(s, "push", task->index, task->address);

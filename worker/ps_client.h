@@ -2,13 +2,15 @@
 //
 // Placement: PlaceVariables (core/placement.h) over the model's variables and the ps list, so
 // every worker agrees on which task holds which rows without talking. Transfer: each task's
-// partitions are cut into chunks of at most kChunkBytes (core/chunk_plan.h), planned once (at
-// Create) as reusable bulk calls (worker/bulk_calls.h); a Pull or Push sends every chunk of every
-// task as its own raw gRPC call, a few in flight per connection, spread over
-// Options::connections_per_task TCP connections per task, all tasks in parallel, and waits for
-// all. A push hands gRPC the gradient buffer itself as slices (no copy); a pull copies each reply
-// straight from the received slices into the parameter buffer (one copy). Apart from gRPC's own
-// allocations a steady-state step allocates nothing here.
+// partitions are cut into chunks of at most kChunkBytes, planned once (at Create) as reusable
+// calls (worker/ps_task.h); a Pull or Push sends every chunk of every task as its own call, on
+// the task's bulk channel (worker/bulk_link.h: TCP, or shared memory on the task's host) or as a
+// raw gRPC call, a few in flight per connection, spread over Options::connections_per_task
+// connections per task, all tasks in parallel, and waits for all (worker/bulk_calls.h). A float32
+// push sends the gradient buffer itself (no copy; a 16-bit wire type converts into the call's own
+// buffer); a pull reply is read into the parameter buffer as it arrives (a float32 one on a bulk
+// link straight from the socket or ring). Apart from gRPC's own allocations a steady-state step
+// allocates nothing here.
 //
 // Sparse pulls: when the ParameterSet pulled into says pulls_rows(), a sparse parameter's
 // partitions bring only its rows_to_pull (the rows the step being served reads: an embedding's
@@ -57,6 +59,7 @@
 #include "core/wire_type.h"
 #include "worker/bulk_calls.h"
 #include "worker/parameter_sync.h"
+#include "worker/ps_task.h"
 #include "worker/stop_request.h"
 
 namespace psflow {
@@ -134,42 +137,31 @@ class PsClient final : public ParameterSync {
   const Placement& placement() const { return placement_; }
 
  private:
-  struct Task;
-  struct ChunkCall;
   explicit PsClient(Options options);
-  // Create's planning: a task's connections, partitions, chunks and their calls.
-  void PlanTask(Task& task, const nn::ParameterSet& params, const grpc::ChannelArguments& args);
-  std::unique_ptr<ChunkCall> MakeChunkCall(Task& task, proto::TransferKind kind, uint32_t chunk,
-                                           std::vector<SegmentRange> segments) const;
-  std::unique_ptr<ChunkCall> MakePullCall(Task& task, uint32_t chunk,
-                                          std::vector<SegmentRange> segments) const;
-  // The task's calls of a pull into params (Task::pulling), aimed at params' values: every chunk,
-  // or (params.pulls_rows()) the dense chunks and the rows to pull of each sparse partition.
-  void PlanPull(Task& task, nn::ParameterSet& params);
 
   // Initialises `task` (chief) or waits for it to be ready (others), retrying an unreachable or
   // uninitialised task until `deadline`. UNAVAILABLE when it could not be reached,
   // DEADLINE_EXCEEDED (WaitReadyTask) when it was reached but never initialised.
-  absl::Status InitializeTask(Task& task, const nn::ParameterSet& params,
+  absl::Status InitializeTask(PsTask& task, const nn::ParameterSet& params,
                               std::chrono::steady_clock::time_point deadline);
   // Routes the task's bulk calls: over links through the shared memory the task advertised
   // (`local`) when this host reaches it, else to the bulk port it advertised (reusing working
   // links to the same channel), or over gRPC (see Options::transport).
-  void RouteTask(Task& task, int bulk_port, const proto::LocalBulkChannel& local);
-  absl::Status WaitReadyTask(Task& task, std::chrono::steady_clock::time_point deadline);
+  void RouteTask(PsTask& task, int bulk_port, const proto::LocalBulkChannel& local);
+  absl::Status WaitReadyTask(PsTask& task, std::chrono::steady_clock::time_point deadline);
   absl::Status Recover(nn::ParameterSet& params);
   // Options::stop was requested: a task that is gone is not waited for.
   bool Stopping() const;
   // Sends the chief's initial values (params' values) to `task` and waits.
-  absl::Status Assign(Task& task, const nn::ParameterSet& params);
+  absl::Status Assign(PsTask& task, const nn::ParameterSet& params);
   // One pull of every task into params' values.
   absl::Status PullOnce(nn::ParameterSet& params, SyncResult* result);
 
   // A step's push: begun by its first GradientsReady or by Push (fixes each task's chunk count),
   // chunks sent as they become ready, finished (the rest sent, every reply read) by Push.
   void BeginPush(const nn::ParameterSet& params, int64_t examples);
-  void SendGradientChunk(Task& task, ChunkCall& call, const nn::ParameterSet& params);
-  absl::Status SendSparseRows(Task& task, const nn::ParameterSet& params);
+  void SendGradientChunk(PsTask& task, ChunkCall& call, const nn::ParameterSet& params);
+  absl::Status SendSparseRows(PsTask& task, const nn::ParameterSet& params);
   absl::Status FinishPush(SyncResult* result);
   // Waits for every call in flight (a begun push is forgotten).
   void Quiesce();
@@ -177,7 +169,7 @@ class PsClient final : public ParameterSync {
 
   Options options_;
   Placement placement_;
-  std::vector<std::unique_ptr<Task>> tasks_;
+  std::vector<std::unique_ptr<PsTask>> tasks_;
   bool need_recovery_ = false;
   // Calls a task missed while it was gone, made again by Recover: the chief's last learning
   // rate, and this worker's Leave.
@@ -189,7 +181,7 @@ class PsClient final : public ParameterSync {
   std::shared_ptr<const BulkTlsContext> bulk_tls_;  // under mutual TLS
   std::vector<std::span<const float>> runs_;  // scratch: the payload runs of the call being set
   // Per parameter: the dense gradient chunks (task, index into its push calls) that cover it.
-  std::vector<std::vector<std::pair<Task*, size_t>>> chunks_of_parameter_;
+  std::vector<std::vector<std::pair<PsTask*, size_t>>> chunks_of_parameter_;
   // This step's push: begun, its examples, which parameters are ready, payload bytes sent.
   bool push_open_ = false;
   int64_t push_examples_ = 0;
