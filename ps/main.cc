@@ -27,7 +27,9 @@
 
 ABSL_FLAG(std::string, bind_address, "0.0.0.0",
           "Address to listen on; the port comes from this task's address in the cluster spec");
-ABSL_FLAG(int, shutdown_grace_s, 5, "Seconds in-flight calls get to finish on SIGTERM");
+ABSL_FLAG(int, shutdown_grace_s, 5,
+          "Seconds in-flight calls get to finish on SIGTERM (with --checkpoint_dir, also a sync "
+          "step partly applied, before the final checkpoint)");
 ABSL_FLAG(std::string, checkpoint_dir, "",
           "Folder for this task's checkpoints (<dir>/ps-<task>/); empty: no checkpoints. On "
           "start the newest valid checkpoint there is restored");
@@ -221,6 +223,16 @@ absl::Status Main(const TransportSecurity& security) {
     int sig = 0;
     sigwait(&stop_signals, &sig);
     PSFLOW_LOG(INFO) << "signal " << sig << ": shutting down";
+    if (checkpoints.has_value()) {
+      // A sync step partly applied gets the grace to finish while the ps still serves; then no
+      // more gradients are taken, so the final checkpoint holds whole steps and every update.
+      const auto grace = std::chrono::seconds(absl::GetFlag(FLAGS_shutdown_grace_s));
+      if (!state.StopUpdates(grace)) {
+        PSFLOW_LOG(WARNING) << "step " << state.global_step() << " still partly applied after "
+                            << grace.count() << "s (--shutdown_grace_s): a worker's push is "
+                            << "incomplete";
+      }
+    }
     service.Stop();
     if (bulk != nullptr) bulk->Stop();
     server->Shutdown(std::chrono::system_clock::now() +

@@ -350,6 +350,9 @@ absl::StatusOr<proto::TransferReply> PsState::Push(ByteSource& frame) {
   StepCoordinator::Wakeups wake;
   {
     std::shared_lock lock(update_mu_);
+    if (updates_stopped_) {
+      return absl::UnavailableError("the ps task is stopping: gradients not applied");
+    }
     ASSIGN_OR_RETURN(StepCoordinator::Admission admission, coordinator_.Admit(h));
     if (metrics_ != nullptr) {
       metrics_->pushes.Increment();
@@ -475,6 +478,32 @@ int64_t PsState::bytes() const {
   return store_->bytes();
 }
 
+bool PsState::StopUpdates(std::chrono::steady_clock::duration wait) {
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  for (;;) {
+    int64_t step = 0;
+    {
+      std::unique_lock lock(update_mu_);
+      if (!coordinator_.ready() || !coordinator_.mid_step() ||
+          std::chrono::steady_clock::now() >= deadline) {
+        updates_stopped_ = true;
+        return !coordinator_.ready() || !coordinator_.mid_step();
+      }
+      step = coordinator_.step();
+    }
+    // The pushes that finish the step hold update_mu_ shared: wait for it outside.
+    auto finished = std::make_shared<std::promise<bool>>();
+    std::future<bool> reached = finished->get_future();
+    coordinator_.Park(step + 1, {}, deadline, [finished](bool r) { finished->set_value(r); });
+    reached.get();  // reached, or the deadline (tested above), or stopped (mid_step stays)
+    if (coordinator_.stopped()) {
+      std::unique_lock lock(update_mu_);
+      updates_stopped_ = true;
+      return !coordinator_.mid_step();
+    }
+  }
+}
+
 absl::StatusOr<std::optional<int64_t>> PsState::Checkpoint() {
   if (!checkpoints_ || !coordinator_.ready()) return std::optional<int64_t>();
   std::lock_guard one_at_a_time(checkpoint_mu_);
@@ -515,10 +544,15 @@ absl::StatusOr<std::optional<int64_t>> PsState::Checkpoint() {
     coordinator_.Park(step + 1, {}, std::chrono::steady_clock::now() + kCheckpointWait,
                       [finished](bool r) { finished->set_value(r); });
     if (!reached.get()) {
+      if (coordinator_.stopped()) {
+        return absl::UnavailableError(
+            absl::StrCat("checkpoint not written: the ps stopped with step ", step,
+                         " partly applied (a worker's push was incomplete)"));
+      }
       return absl::UnavailableError(
           absl::StrCat("checkpoint not written: step ", step, " stayed partly applied for ",
                        std::chrono::duration_cast<std::chrono::seconds>(kCheckpointWait).count(),
-                       " s (a worker's push is incomplete) or the ps is stopping"));
+                       " s (a worker's push is incomplete)"));
     }
   }
   if (options_.after_checkpoint_cut) options_.after_checkpoint_cut();

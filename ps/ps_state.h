@@ -126,8 +126,16 @@ class PsState {
   int64_t bytes() const;
 
   // Writes a checkpoint now (no-op without a checkpoint dir or before ready). Returns the step
-  // written, if any. UNAVAILABLE when a sync step stays partly applied for kCheckpointWait.
+  // written, if any. UNAVAILABLE when a sync step stays partly applied for kCheckpointWait, or the
+  // ps stops (the coordinator's Stop) with one partly applied.
   absl::StatusOr<std::optional<int64_t>> Checkpoint();
+
+  // For a clean stop before the final checkpoint: waits, while pushes are still served, until no
+  // sync step is partly applied (for at most `wait`), then refuses every later gradient push
+  // (UNAVAILABLE "stopping"; the worker keeps it and recovers once the ps is back), so the final
+  // checkpoint holds every update applied and a whole step. False when a step stayed partly
+  // applied for `wait` (updates are refused all the same). Async steps are never partly applied.
+  bool StopUpdates(std::chrono::steady_clock::duration wait);
 
  private:
   absl::Status CheckFrame(const proto::TransferHeader& header) const;
@@ -173,6 +181,10 @@ class PsState {
   std::atomic<float> learning_rate_{0.0f};
   // Shared by every push while it touches partitions; exclusive while a checkpoint copies them.
   mutable std::shared_mutex update_mu_;
+
+  // StopUpdates was called: gradient pushes are refused. Written under update_mu_ held
+  // exclusively, read under it shared.
+  bool updates_stopped_ = false;
 
   std::mutex checkpoint_mu_;  // one Checkpoint at a time (it owns the copy below)
   // Async: the copy of the partitions a checkpoint is completing (see the top).

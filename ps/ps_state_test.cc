@@ -1674,6 +1674,50 @@ std::vector<float> Flatten(const Checkpoint& ckpt) {
   return values;
 }
 
+// A stopping ps (StopUpdates, before its final checkpoint) lets a partly applied step finish
+// while it still serves, then refuses gradients, so the final checkpoint holds the whole step.
+TEST(PsStateTest, SyncStopUpdatesLetsAPartlyAppliedStepFinishThenRefusesGradients) {
+  const std::string dir = TestDir();
+  auto state = ReadyState(Request(Sgd(0.5f), Sync(2, 2)), CheckpointOptions(dir));
+  const std::vector<float> g0 = {2, 4, 6, 8, 2, 4, 6, 8, 2, 4, 6};
+  const std::vector<float> g1 = {4, 4, 4, 4, 0, 0, 0, 0, -2, -4, -6};
+  ASSERT_TRUE(Accepted(Push(*state, Gradient(Chunk0(), 0, 0, 0, 2), Part(g0, 0, 8))));
+  ASSERT_TRUE(Accepted(Push(*state, Gradient(Chunk0(), 0, 1, 0, 2), Part(g1, 0, 8))));
+  ASSERT_TRUE(state->coordinator().mid_step());
+  bool stopped = false;
+  std::jthread stop([&] { stopped = state->StopUpdates(std::chrono::seconds(60)); });
+  ASSERT_TRUE(Accepted(Push(*state, Gradient(Chunk1(), 0, 0, 1, 2), Part(g0, 8, 11))));
+  ASSERT_TRUE(Accepted(Push(*state, Gradient(Chunk1(), 0, 1, 1, 2), Part(g1, 8, 11))));
+  stop.join();
+  EXPECT_TRUE(stopped);
+  const absl::StatusOr<proto::TransferReply> late =
+      Push(*state, Gradient(Chunk0(), 1, 0, 0, 2), Part(g0, 0, 8));
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kUnavailable) << late.status();
+  EXPECT_FALSE(state->coordinator().mid_step());
+  state->coordinator().Stop();  // as the service's Stop does next
+  absl::StatusOr<std::optional<int64_t>> written = state->Checkpoint();
+  ASSERT_TRUE(written.ok() && written->has_value()) << written.status();
+  EXPECT_EQ(**written, 1);
+  ExpectValues(Flatten(ReadWritten(dir, 1)), {-0.5, 0, 0.5, 1, 4.5, 5, 5.5, 6, 10, 20, 30});
+}
+
+// A step that stays partly applied (a worker's push incomplete) is waited for only so long; the
+// final checkpoint then fails saying why, not after a minute.
+TEST(PsStateTest, SyncStopUpdatesGivesUpOnAStepThatStaysPartlyApplied) {
+  auto state = ReadyState(Request(Sgd(0.5f), Sync(2, 2)), CheckpointOptions(TestDir()));
+  const std::vector<float> g0 = {2, 4, 6, 8, 2, 4, 6, 8, 2, 4, 6};
+  ASSERT_TRUE(Accepted(Push(*state, Gradient(Chunk0(), 0, 0, 0, 2), Part(g0, 0, 8))));
+  ASSERT_TRUE(Accepted(Push(*state, Gradient(Chunk0(), 0, 1, 0, 2), Part(g0, 0, 8))));
+  EXPECT_FALSE(state->StopUpdates(std::chrono::milliseconds(20)));
+  EXPECT_EQ(Push(*state, Gradient(Chunk1(), 0, 0, 1, 2), Part(g0, 8, 11)).status().code(),
+            absl::StatusCode::kUnavailable);
+  state->coordinator().Stop();
+  const absl::StatusOr<std::optional<int64_t>> written = state->Checkpoint();
+  EXPECT_EQ(written.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(written.status().message()),
+              HasSubstr("stopped with step 0 partly applied"));
+}
+
 // An async push split into chunks counts as one step, and every chunk is applied with the step
 // number of the whole push: Adam's values and both slots come out bit for bit as with the push
 // whole, whatever order the chunks arrive in.
