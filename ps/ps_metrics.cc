@@ -42,6 +42,7 @@ PsMetrics::PsMetrics(prometheus::Registry& r, const Labels& labels)
       dropped_backup(DroppedFamily(r).Add(With(labels, "reason", "backup"))),
       dropped_given_up(DroppedFamily(r).Add(With(labels, "reason", "given_up"))),
       dropped_joining(DroppedFamily(r).Add(With(labels, "reason", "joining"))),
+      dropped_repeated(DroppedFamily(r).Add(With(labels, "reason", "repeated"))),
       wait_seconds(AddCounter(r, "psflow_ps_aggregation_wait_seconds_total",
                               "Seconds pulls waited for a step to be aggregated (sync mode).",
                               labels)),

@@ -29,6 +29,7 @@ struct PsMetrics {
   prometheus::Counter& dropped_given_up;
   // psflow_ps_gradients_dropped_total{reason="joining"}: sync, a worker's push before it counts
   prometheus::Counter& dropped_joining;
+  prometheus::Counter& dropped_repeated;
   prometheus::Counter& wait_seconds;  // psflow_ps_aggregation_wait_seconds_total
   prometheus::Counter& checkpoints;   // psflow_ps_checkpoints_written_total
   prometheus::Histogram& staleness;   // psflow_ps_staleness_steps

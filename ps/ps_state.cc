@@ -401,6 +401,10 @@ absl::StatusOr<proto::TransferReply> PsState::Push(ByteSource& frame) {
         reply.set_dropped(true);
         if (metrics_ != nullptr) metrics_->dropped_joining.Increment();
         break;
+      case StepCoordinator::Verdict::kDropRepeated:
+        reply.set_dropped(true);
+        if (metrics_ != nullptr) metrics_->dropped_repeated.Increment();
+        break;
     }
     // Async: the calls parked for the step this push opened.
     if (!admission.wake.empty()) wake = std::move(admission.wake);

@@ -555,17 +555,17 @@ TEST(StepCoordinatorTest, SyncReplicasToAggregateZeroMeansEveryWorker) {
   EXPECT_EQ(c.workers_in_step(), 3);
 }
 
-TEST(StepCoordinatorTest, SyncRejectsInconsistentChunkNumbering) {
+TEST(StepCoordinatorTest, SyncDropsAPushOfTheStepAgainWithAnotherChunkCount) {
   StepCoordinator c;
   ASSERT_TRUE(c.Start(Sync(2, 2), 0).ok());
   ASSERT_EQ(c.Admit(Push(0, 0, 0, 2))->verdict, Verdict::kAccumulate);
   EXPECT_FALSE(c.ChunkAccumulated(Push(0, 0, 0, 2)).completes_step);
-  // The same push now claims three chunks.
-  EXPECT_EQ(c.Admit(Push(0, 0, 1, 3)).status().code(), absl::StatusCode::kInvalidArgument);
+  // The same worker's push now claims three chunks (it restarted): dropped.
+  EXPECT_EQ(c.Admit(Push(0, 0, 1, 3))->verdict, Verdict::kDropRepeated);
   ASSERT_EQ(c.Admit(Push(0, 0, 1, 2))->verdict, Verdict::kAccumulate);
   EXPECT_FALSE(c.ChunkAccumulated(Push(0, 0, 1, 2)).completes_step);
-  // Every chunk is in: a further one for the same step is an error, not a second gradient.
-  EXPECT_EQ(c.Admit(Push(0, 0, 0, 2)).status().code(), absl::StatusCode::kInvalidArgument);
+  // Every chunk is in: a further one for the same step is dropped, not a second gradient.
+  EXPECT_EQ(c.Admit(Push(0, 0, 0, 2))->verdict, Verdict::kDropRepeated);
   // Future steps and worker indexes out of range are errors in sync mode too.
   EXPECT_EQ(c.Admit(Push(1, 1)).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(c.Admit(Push(kMaxWorkers, 0)).status().code(), absl::StatusCode::kInvalidArgument);
@@ -688,13 +688,14 @@ TEST(StepCoordinatorTest, SyncConcurrentWorkersCompleteEachStepOnce) {
 namespace psflow {
 namespace {
 
-TEST(StepCoordinatorTest, SyncRejectsAChunkSentTwice) {
+TEST(StepCoordinatorTest, SyncDropsAChunkSentTwice) {
   StepCoordinator c;
   ASSERT_TRUE(c.Start(Sync(2, 2), 0).ok());
   ASSERT_EQ(c.Admit(Push(0, 0, 0, 2))->verdict, StepCoordinator::Verdict::kAccumulate);
   EXPECT_FALSE(c.ChunkAccumulated(Push(0, 0, 0, 2)).completes_step);
-  // Chunk 0 again would count as the second chunk and complete the push: refused.
-  EXPECT_EQ(c.Admit(Push(0, 0, 0, 2)).status().code(), absl::StatusCode::kInvalidArgument);
+  // Chunk 0 again (its worker restarted) would count as the second chunk and complete the push:
+  // dropped.
+  EXPECT_EQ(c.Admit(Push(0, 0, 0, 2))->verdict, StepCoordinator::Verdict::kDropRepeated);
   EXPECT_EQ(c.Admit(Push(0, 0, 1, 2))->verdict, StepCoordinator::Verdict::kAccumulate);
   EXPECT_FALSE(c.ChunkAccumulated(Push(0, 0, 1, 2)).completes_step);  // worker 1 still missing
   EXPECT_EQ(c.Admit(Push(1, 0, 0, StepCoordinator::kMaxChunks + 1)).status().code(),

@@ -21,13 +21,15 @@ using Clock = std::chrono::steady_clock;
 inline constexpr uint32_t kMaxChunks = 1 << 16;
 
 enum class Verdict {
-  kApply,        // async: apply now
-  kAccumulate,   // sync: stage the gradients, then tell the rules (SyncStepRules::Staged)
-  kDropStale,    // computed at an old step
-  kDropBackup,   // sync: this step already has its replicas_to_aggregate workers
-  kDropGivenUp,  // sync: a late chunk of this worker's push of this step, given up (expired)
-  kDropJoining,  // sync: a worker not yet counted (new, or back after leaving): it joins the job
-                 // at the next step boundary (worker_membership.h)
+  kApply,         // async: apply now
+  kAccumulate,    // sync: stage the gradients, then tell the rules (SyncStepRules::Staged)
+  kDropStale,     // computed at an old step
+  kDropBackup,    // sync: this step already has its replicas_to_aggregate workers
+  kDropGivenUp,   // sync: a late chunk of this worker's push of this step, given up (expired)
+  kDropJoining,   // sync: a worker not yet counted (new, or back after leaving): it joins the job
+                  // at the next step boundary (worker_membership.h)
+  kDropRepeated,  // sync: a chunk its worker's push of this step already has, or of another
+                  // chunk count: the worker restarted and pushes the step again
 };
 
 struct Admission {

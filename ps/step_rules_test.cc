@@ -118,6 +118,8 @@ std::string Describe(Verdict v) {
       return "given-up";
     case Verdict::kDropJoining:
       return "joining";
+    case Verdict::kDropRepeated:
+      return "repeated";
   }
   return "?";
 }
@@ -491,6 +493,19 @@ TEST(SyncStepRules, Table) {
         {"push 1 1 0/1 p0:4", "accumulate; apply[0] by[0,1] completes"}},
        /*workers_known=*/false},
 
+      {"a worker restarted mid-step pushes the step again: a chunk its push already has, or of "
+       "another count, is dropped and changes nothing; one not seen before completes the push",
+       2,
+       0,
+       {4, 4},
+       {{"push 0 0 0/2 p0:4", "accumulate; -"},
+        {"push 0 0 0/2 p0:4", "repeated"},
+        {"push 0 0 1/3 p1:4", "repeated"},
+        {"push 1 0 0/1 p0:4 p1:4", "accumulate; apply[0] by[0,1]"},
+        {"workers", "workers=2 needs=2"},
+        {"push 0 0 1/2 p1:4", "accumulate; apply[1] by[0,1]"},
+        {"push 0 0 1/2 p1:4", "repeated"}}},
+
       {"bad chunks change nothing",
        2,
        0,
@@ -500,8 +515,6 @@ TEST(SyncStepRules, Table) {
         {"push 0 0 1/1 p0:4", "error: push chunk 1 of 1"},
         {"push 0 0 0/0 p0:4", "error: push chunk 0 of 0"},
         {"push 0 0 0/2 p0:4", "accumulate; -"},
-        {"push 0 0 0/2 p0:4", "error: worker 0 sent chunk 0 of 2 twice"},
-        {"push 0 0 1/3 p0:4", "error: worker 0 sent chunk 1 of 3 twice or with another count"},
         {"push 0 0 1/2 p0:1", "error: worker 0 sent elements of partition 0 twice"},
         {"push 0 0 1/2", "accumulate; -"},
         {"push 1 0 0/1 p0:4", "accumulate; apply[0] by[0,1] completes"},

@@ -101,10 +101,10 @@ absl::StatusOr<Admission> SyncStepRules::Admit(const proto::TransferHeader& head
       return a;
     }
   } else if (it->second.num_chunks != header.num_chunks() || it->second.seen[header.chunk()]) {
-    return absl::InvalidArgumentError(absl::StrCat("worker ", header.worker(), " sent chunk ",
-                                                   header.chunk(), " of ", header.num_chunks(),
-                                                   " twice or with another count (its push has ",
-                                                   it->second.num_chunks, ") for step ", step_));
+    // The worker restarted and pushes this step again: its first push stands (as it is, or
+    // given up if it stays incomplete); the repeat changes nothing.
+    a.verdict = Verdict::kDropRepeated;
+    return a;
   }
   // Dense elements past a partition's size: some were sent twice. Checked before any change.
   const size_t partitions = partition_elements_.size();

@@ -42,6 +42,11 @@
 // with no workers (no update) and the step completes; so does a step whose every admitted push is
 // gone while no other worker counts.
 //
+// A worker that restarts mid-step (killed, its pod re-created) pulls step s and pushes it again:
+// a chunk its admitted push of s already has, or one of another chunk count, is kDropRepeated and
+// changes nothing; the first push stands (complete, or given up by Expire), and a chunk of it not
+// seen before completes it. (Its next pull waits for s + 1 as any worker's does.)
+//
 // The caller's protocol per chunk: Admit -> (kAccumulate) stage the payload -> Staged -> discard
 // the staged pieces of Progress::given_up, apply Progress::apply -> Applied (always, even with
 // nothing to apply). Leave and Expire return a Progress the same way. Not thread-safe
