@@ -328,11 +328,15 @@ spec:
   EXPECT_EQ(LinesWith(r.output, "job evaluated Succeeded").size(), 1u) << r.output;
 }
 
-TEST(LocalRun, InterruptStopsEveryReplica) {
-  auto run = local::ChildProcess::Spawn(
-      {Binary("psflow"), "run", "--progress=never", "--verbose", "--run_dir=" + RunDir("interrupt"),
-       SourceDir() + "/deploy/examples/mnist-mlp.yaml"},
-      Environment({}));
+// Ctrl-C, and SIGHUP (the terminal closed) the same way.
+class LocalRunInterrupt : public ::testing::TestWithParam<int> {};
+
+TEST_P(LocalRunInterrupt, StopsEveryReplica) {
+  auto run =
+      local::ChildProcess::Spawn({Binary("psflow"), "run", "--progress=never", "--verbose",
+                                  "--run_dir=" + RunDir(absl::StrCat("interrupt-", GetParam())),
+                                  SourceDir() + "/deploy/examples/mnist-mlp.yaml"},
+                                 Environment({}));
   ASSERT_TRUE(run.ok()) << run.status();
   // Wait (bounded) until both workers are training, then Ctrl-C the runner alone.
   std::string output;
@@ -345,7 +349,7 @@ TEST(LocalRun, InterruptStopsEveryReplica) {
     if (n > 0) output.append(buf, static_cast<size_t>(n));
   }
   ASSERT_EQ(LinesWith(output, "step 100/").size(), 2u) << output;
-  kill((*run)->pid(), SIGINT);
+  kill((*run)->pid(), GetParam());
   for (;;) {
     pollfd fd{(*run)->output_fd(), POLLIN, 0};
     poll(&fd, 1, 100);
@@ -373,6 +377,46 @@ TEST(LocalRun, InterruptStopsEveryReplica) {
   ASSERT_EQ(row.size(), 11u) << output;  // name, "stopped, <how>", 6 figures and evaluation: "-"
   EXPECT_EQ(row[1], "stopped,") << output;
   EXPECT_EQ(LinesWith(output, "[psflow] replica logs: ").size(), 1u) << output;
+}
+
+INSTANTIATE_TEST_SUITE_P(Signals, LocalRunInterrupt, ::testing::Values(SIGINT, SIGHUP),
+                         [](const ::testing::TestParamInfo<int>& param) {
+                           return std::string(param.param == SIGINT ? "Sigint" : "Sighup");
+                         });
+
+// A replica that writes without pause (`yes`) cannot keep the runner from a stop signal: it reads
+// a bounded amount per turn of its loop.
+TEST(LocalRun, AReplicaFloodingItsOutputStillStopsOnSigterm) {
+  const std::string manifest = ::testing::TempDir() + "psflow_flood_job.yaml";
+  std::ofstream(manifest) << R"(apiVersion: psflow.io/v1alpha1
+kind: TrainingJob
+metadata: {name: flood}
+spec:
+  tls: {enabled: false}
+  replicaSpecs:
+    Worker: {replicas: 1, template: {spec: {containers: [{command: [yes]}]}}}
+)";
+  auto run = local::ChildProcess::Spawn(
+      {Binary("psflow"), "run", "--progress=never", "--run_dir=" + RunDir("flood"), manifest},
+      Environment({}));
+  ASSERT_TRUE(run.ok()) << run.status();
+  std::string output;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (LinesWith(output, "starting 1 replicas").empty() &&
+         std::chrono::steady_clock::now() < give_up) {
+    pollfd fd{(*run)->output_fd(), POLLIN, 0};
+    poll(&fd, 1, 100);
+    char buf[4096];
+    const ssize_t n = read((*run)->output_fd(), buf, sizeof(buf));
+    if (n > 0) output.append(buf, static_cast<size_t>(n));
+  }
+  usleep(300000);  // the replica is flooding by now
+  kill((*run)->pid(), SIGTERM);
+  std::optional<local::ExitStatus> status;
+  while (!(status = (*run)->Poll()) && std::chrono::steady_clock::now() < give_up) usleep(10000);
+  if (!status) kill((*run)->pid(), SIGKILL);
+  ASSERT_TRUE(status.has_value()) << "the runner ignored SIGTERM for a minute";
+  EXPECT_EQ(status->code, 130);
 }
 
 TEST(LocalRun, WithoutATerminalLogsGoToTheRunFolderAndASummaryEndsTheRun) {

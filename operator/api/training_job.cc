@@ -3,13 +3,13 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
 #include "absl/algorithm/container.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/read_file.h"
 #include "core/status_macros.h"
 #include "worker/models/model_file.h"
 
@@ -422,6 +422,24 @@ absl::Status CheckModelFile(const TrainingJob& job) {
   return absl::OkStatus();
 }
 
+}  // namespace
+
+absl::Status CheckJobName(absl::string_view name) {
+  const auto lower = [](char c) { return c >= 'a' && c <= 'z'; };
+  const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  const bool label = !name.empty() && lower(name.front()) && name.back() != '-' &&
+                     absl::c_all_of(name, [&](char c) { return lower(c) || digit(c) || c == '-'; });
+  if (label && name.size() <= kMaxJobNameLength) return absl::OkStatus();
+  return Bad("metadata.name",
+             absl::StrCat("must be at most ", kMaxJobNameLength,
+                          " lowercase letters, digits and '-', starting with a letter and not "
+                          "ending with '-' (a DNS-1035 label: every pod's hostname "
+                          "<job>-<type>-<index> must fit 63), got \"",
+                          absl::CHexEscape(name.substr(0, 80)), name.size() > 80 ? "...\"" : "\""));
+}
+
+namespace {
+
 absl::StatusOr<TrainingJob> Parse(const YAML::Node& doc) {
   if (!doc.IsMap()) return Bad("manifest", "must be a YAML object (a TrainingJob)");
   ASSIGN_OR_RETURN(std::string api_version,
@@ -434,7 +452,7 @@ absl::StatusOr<TrainingJob> Parse(const YAML::Node& doc) {
   TrainingJob job;
   ASSIGN_OR_RETURN(job.name, Scalar<std::string>(Get(Get(doc, "metadata"), "name"), "metadata.name",
                                                  "a string"));
-  if (job.name.empty()) return Bad("metadata.name", "must not be empty");
+  RETURN_IF_ERROR(CheckJobName(job.name));
   if (Get(Get(doc, "metadata"), "namespace")) {
     ASSIGN_OR_RETURN(job.namespace_, Scalar<std::string>(Get(Get(doc, "metadata"), "namespace"),
                                                          "metadata.namespace", "a string"));
@@ -608,11 +626,8 @@ absl::StatusOr<TrainingJob> ParseTrainingJob(absl::string_view yaml, absl::strin
 }
 
 absl::StatusOr<TrainingJob> LoadTrainingJob(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot read the file"));
-  std::stringstream text;
-  text << in.rdbuf();
-  return ParseTrainingJob(text.str(), path);
+  ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
+  return ParseTrainingJob(text, path);
 }
 
 }  // namespace psflow::api

@@ -162,8 +162,15 @@ struct TrainingJob {
 // --model_config in the args of a Chief, Worker or Evaluator.
 absl::StatusOr<TrainingJob> ParseTrainingJob(absl::string_view yaml, absl::string_view source);
 
-// Reads then parses a file; NOT_FOUND when it cannot be read.
+// Reads then parses a file; ReadFile's error when it cannot be read (NOT_FOUND, PERMISSION_DENIED,
+// FAILED_PRECONDITION for a directory or a file over 16 MiB).
 absl::StatusOr<TrainingJob> LoadTrainingJob(const std::string& path);
+
+// The CRD's rule for metadata.name (deploy/crd): a DNS-1035 label of at most kMaxJobNameLength
+// characters, so every pod's hostname <job>-<type>-<index> fits 63 and, for `psflow run`, the
+// name is one folder name. INVALID_ARGUMENT "metadata.name: ..." otherwise.
+inline constexpr size_t kMaxJobNameLength = 48;
+absl::Status CheckJobName(absl::string_view name);
 
 }  // namespace psflow::api
 

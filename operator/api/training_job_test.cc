@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "operator/api/job_policy.h"
 
@@ -39,6 +41,37 @@ spec:
               args: [--train_steps=5]
               env: [{name: A, value: "1"}]
 )";
+
+// metadata.name as the CRD has it (deploy/crd: maxLength 48, a DNS-1035 label), row by row.
+TEST(TrainingJob, JobNamesFollowTheCrdsRule) {
+  const std::vector<std::pair<std::string, bool>> rows = {
+      {"a", true},
+      {"mnist-mlp", true},
+      {"x9", true},
+      {std::string(48, 'a'), true},
+      {std::string(49, 'a'), false},
+      {"", false},
+      {"9lives", false},
+      {"-a", false},
+      {"a-", false},
+      {"Mnist", false},
+      {"a_b", false},
+      {"a.b", false},
+      {"../../escaped", false},
+      {"/abs/path", false},
+      {"a b", false},
+      {"a\nb", false},
+      {"\xff\xfe", false},
+  };
+  for (const auto& [name, ok] : rows) {
+    const absl::Status s = CheckJobName(name);
+    EXPECT_EQ(s.ok(), ok) << absl::CHexEscape(name) << ": " << s;
+    if (!ok) {
+      EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_TRUE(absl::StartsWith(s.message(), "metadata.name: must be at most 48")) << s;
+    }
+  }
+}
 
 TEST(TrainingJob, ParsesTheFieldsPsflowUses) {
   auto job = ParseTrainingJob(kValid, "job.yaml");
@@ -135,6 +168,8 @@ TEST(TrainingJob, BadManifestsGiveOneLineNamingTheField) {
       {"apiVersion: v1\nkind: TrainingJob\n", "apiVersion: must be psflow.io/v1alpha1"},
       {"apiVersion: psflow.io/v1alpha1\nkind: Pod\n", "kind: must be TrainingJob"},
       {"apiVersion: psflow.io/v1alpha1\nkind: TrainingJob\nspec: {}\n", "metadata.name"},
+      {"apiVersion: psflow.io/v1alpha1\nkind: TrainingJob\nmetadata: {name: ../../escaped}\n",
+       "metadata.name: must be at most 48 lowercase letters"},
       {head, "spec: is missing"},
       {head + "spec:\n  replicaSpecs: {}\n", "spec.replicaSpecs: must map"},
       {head + "spec:\n  replicaSpecs:\n" + worker + "    Master: {replicas: 1}\n",

@@ -1,6 +1,7 @@
 #include "operator/local/run_folder.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -25,12 +26,19 @@ absl::StatusOr<std::string> CreateRunFolder(const std::string& dir, absl::string
                                             absl::Time now) {
   std::string path = dir;
   if (path.empty()) {
+    if (absl::Status made = MakeDirs("psflow-runs"); !made.ok()) {
+      return CannotWrite("psflow-runs", std::string(made.message()));
+    }
     const std::string base = absl::StrCat(
         "psflow-runs/", job, "-", absl::FormatTime("%Y%m%d-%H%M%S", now, absl::LocalTimeZone()));
     path = base;
-    for (int n = 2; access(path.c_str(), F_OK) == 0; ++n) path = absl::StrCat(base, "-", n);
-  }
-  if (absl::Status made = MakeDirs(path); !made.ok()) {
+    // mkdir, not a test first: two runs started in the same second each get a folder of their
+    // own.
+    for (int n = 2; mkdir(path.c_str(), 0755) != 0; ++n) {
+      if (errno != EEXIST) return CannotWrite(path, std::strerror(errno));
+      path = absl::StrCat(base, "-", n);
+    }
+  } else if (absl::Status made = MakeDirs(path); !made.ok()) {
     return CannotWrite(path, std::string(made.message()));
   }
   if (access(path.c_str(), W_OK | X_OK) != 0) return CannotWrite(path, std::strerror(errno));

@@ -52,6 +52,11 @@ using api::ReplicaType;
 constexpr int64_t kMaxLocalReplicas = 64;
 // How often the replicas' /metrics are scraped and the live bar redrawn.
 constexpr std::chrono::milliseconds kScrapeInterval{500};
+// A replica's output: reads of 64 KiB per DrainOutput while it runs, and once it has ended; the
+// longest line kept whole (longer ones are cut).
+constexpr int kMaxReadsPerDrain = 16;
+constexpr int kMaxReadsAtExit = 1024;
+constexpr size_t kMaxLineBytes = 64 << 10;
 constexpr std::chrono::seconds kPsListenWait{10};
 
 int g_signal_pipe = -1;  // write end; the handler only writes a byte
@@ -63,7 +68,7 @@ void OnStopSignal(int sig) {
   errno = saved;
 }
 
-// For the whole run: SIGINT/SIGTERM become bytes on a pipe the supervisor polls; SIGPIPE is
+// For the whole run: SIGINT/SIGTERM/SIGHUP become bytes on a pipe the supervisor polls; SIGPIPE is
 // ignored (`psflow run job.yaml | head` must not kill the runner mid-job); SIGCHLD is default
 // (if it were inherited as ignored, children would be reaped by the kernel and never seen to
 // exit). Everything is restored on destruction.
@@ -80,6 +85,7 @@ class StopSignals {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &s->old_int_);
     sigaction(SIGTERM, &sa, &s->old_term_);
+    sigaction(SIGHUP, &sa, &s->old_hup_);  // the terminal closed: clean up as for Ctrl-C
     struct sigaction ignore {};
     ignore.sa_handler = SIG_IGN;
     sigaction(SIGPIPE, &ignore, &s->old_pipe_);
@@ -91,6 +97,7 @@ class StopSignals {
   ~StopSignals() {
     sigaction(SIGINT, &old_int_, nullptr);
     sigaction(SIGTERM, &old_term_, nullptr);
+    sigaction(SIGHUP, &old_hup_, nullptr);
     sigaction(SIGPIPE, &old_pipe_, nullptr);
     sigaction(SIGCHLD, &old_chld_, nullptr);
     g_signal_pipe = -1;
@@ -110,7 +117,7 @@ class StopSignals {
   StopSignals() = default;
   int pipe_[2] = {-1, -1};
   struct sigaction old_int_ {
-  }, old_term_{}, old_pipe_{}, old_chld_{};
+  }, old_term_{}, old_hup_{}, old_pipe_{}, old_chld_{};
 };
 
 struct Replica {
@@ -494,20 +501,43 @@ void JobRun::ReportFailure(const Replica& r) {
   }
   const std::vector<std::string> tail = r.log->Tail();
   console_.Line(Say(absl::StrCat(r.name, "'s log ends (", r.log->path(), "):")));
-  for (const std::string& line : tail) console_.Line(absl::StrCat("[", r.name, "] ", line));
+  for (const std::string& line : tail) {
+    // A long line shows its start: the log file has it whole.
+    constexpr size_t kShown = 1000;
+    console_.Line(absl::StrCat(
+        "[", r.name, "] ", absl::string_view(line).substr(0, kShown),
+        line.size() > kShown ? absl::StrCat(" [... ", line.size() - kShown, " more bytes]") : ""));
+  }
 }
 
 void JobRun::DrainOutput(Replica& r, bool final) {
   if (r.process == nullptr || r.process->output_fd() < 0) return;
   char buf[65536];
-  for (;;) {
+  // A replica writing without pause must not keep the loop from signals, exits and deadlines:
+  // a few reads per call while it runs (poll comes back at once), more once it has ended (a child
+  // of its own may still hold the pipe).
+  const int max_reads = final ? kMaxReadsAtExit : kMaxReadsPerDrain;
+  for (int reads = 0; reads < max_reads; ++reads) {
     const ssize_t n = read(r.process->output_fd(), buf, sizeof(buf));
     if (n > 0) {
+      // What was there before holds no newline: look in what came. A line longer than
+      // kMaxLineBytes is cut into pieces of that size, so output without newlines costs bounded
+      // memory and time.
+      size_t start = 0;
+      size_t scan = r.partial_line.size();
       r.partial_line.append(buf, static_cast<size_t>(n));
-      size_t start = 0, nl;
-      while ((nl = r.partial_line.find('\n', start)) != std::string::npos) {
-        OnOutputLine(r, absl::string_view(r.partial_line).substr(start, nl - start));
-        start = nl + 1;
+      const absl::string_view all(r.partial_line);
+      for (;;) {
+        const size_t nl = all.find('\n', scan);
+        const size_t end = nl == absl::string_view::npos ? all.size() : nl;
+        if (end - start >= kMaxLineBytes) {
+          OnOutputLine(r, all.substr(start, kMaxLineBytes));
+          start = scan = start + kMaxLineBytes;
+          continue;
+        }
+        if (nl == absl::string_view::npos) break;
+        OnOutputLine(r, all.substr(start, nl - start));
+        start = scan = nl + 1;
       }
       r.partial_line.erase(0, start);
       continue;
@@ -519,6 +549,10 @@ void JobRun::DrainOutput(Replica& r, bool final) {
       if (n == 0) r.process->CloseOutput();
     }
     return;
+  }
+  if (final && !r.partial_line.empty()) {  // still writing (a child of its own): what came is kept
+    OnOutputLine(r, r.partial_line);
+    r.partial_line.clear();
   }
 }
 
