@@ -89,8 +89,11 @@ struct EmbeddingSpec {
 // One LSTM layer over a sequence [time, in] -> [time, units], TensorFlow's BasicLSTMCell:
 // kernel [in + units, 4 * units] (rows: x then h; columns: gates i, j, f, o), bias [4 * units];
 // c' = c * sigmoid(f + forget_bias) + sigmoid(i) * tanh(j), h' = tanh(c') * sigmoid(o).
-// The state (c, h) after the last time step is the initial state of the next call, until
-// Model::ResetState(); gradients stop at the initial state (truncated backpropagation).
+// In a model whose output has a time axis (a language model: a prediction per time step, its
+// batches continuing each other's sequences) the state (c, h) after the last time step is the
+// initial state of the next call, until Model::ResetState(); gradients stop at the initial state
+// (truncated backpropagation). In a classifier (one prediction per example) every batch starts
+// from zero state: its examples are independent.
 struct LstmSpec {
   int units = 0;
   float forget_bias = 0.0f;

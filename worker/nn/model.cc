@@ -49,6 +49,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(const ModelSpec& spec, Back
                                                    spec.num_classes, "] logits"));
   }
   m->labels_per_example_ = NumElements(shape) / spec.num_classes;
+  m->carries_state_ = shape.size() > 1;
   m->params_.Finalize();
   if (absl::Status s = backend.AttachParameters(m->params_); !s.ok()) return s;
   m->loss_ = backend.MakeSoftmaxCrossEntropy();
@@ -85,6 +86,8 @@ void Model::MakeViews(int64_t rows) {
 absl::Status Model::Stage(const Batch& batch, bool training) {
   assert(batch.size >= 1 && batch.size <= max_batch_);
   if (uploaded_version_ != params_.values_version()) UploadParameters();
+  // A classifier's examples are independent: no batch starts from the state another left.
+  if (!carries_state_) ResetState();
   // Staged at one address: the device phase's copy (recorded or not) reads this batch's inputs.
   // A backend that reads host memory copies them from the batch itself.
   input_ = batch.inputs;

@@ -204,6 +204,8 @@ class Model final : public Trainable {
   Backend& backend_;
   int64_t max_batch_;
   int64_t labels_per_example_ = 1;
+  // The output has a time axis (a language model): recurrent state goes from batch to batch.
+  bool carries_state_ = false;
   uint64_t step_ = 0;
   float loss_scale_ = 1;
   bool check_finite_ = false;         // loss scaling on

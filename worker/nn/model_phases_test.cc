@@ -29,6 +29,61 @@ ModelSpec TinyLanguageModel(float keep_prob) {
                               LstmSpec{5, 0.0f, init}, DenseSpec{kVocab, init, init}}};
 }
 
+// A classifier over sequences: an LSTM, then one prediction per example.
+ModelSpec TinySequenceClassifier() {
+  const Initializer init = Initializer::Uniform(0.5f);
+  return ModelSpec{.name = "tiny_sequence_classifier",
+                   .input_shape = {4},
+                   .num_classes = 3,
+                   .layers = {EmbeddingSpec{kVocab, 3, init}, LstmSpec{5, 0.0f, init},
+                              FlattenSpec{}, DenseSpec{3, init, init}}};
+}
+
+// A classifier's examples are independent: what a batch gives does not depend on the batches
+// before it (the state was carried, so evaluating in other batch sizes gave other accuracies).
+TEST(ModelPhases, AClassifierStartsEveryBatchFromZeroState) {
+  auto backend = MakeCpuBackend(1);
+  auto model = Model::Create(TinySequenceClassifier(), *backend, 2);
+  ASSERT_TRUE(model.ok()) << model.status();
+  (*model)->params().Initialize(1);
+  const std::vector<float> a = {1, 2, 3, 4, 5, 6, 7, 8};
+  const std::vector<float> b = {11, 10, 9, 8, 7, 6, 5, 4};
+  const std::vector<int32_t> labels = {0, 2};
+  const auto eval = [&](const std::vector<float>& ids) {
+    auto e = (*model)->Evaluate(Batch{ids.data(), labels.data(), 2});
+    EXPECT_TRUE(e.ok()) << e.status();
+    return e.ok() ? e->loss_sum : -1.0;
+  };
+  const double first = eval(a);
+  eval(b);
+  EXPECT_EQ(eval(a), first);
+  const absl::StatusOr<double> loss = (*model)->ComputeGradients(Batch{a.data(), labels.data(), 2});
+  ASSERT_TRUE(loss.ok()) << loss.status();
+  const absl::StatusOr<double> again =
+      (*model)->ComputeGradients(Batch{a.data(), labels.data(), 2});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(*again, *loss);
+}
+
+// A language model's batches continue each other's sequences: the state goes on until reset.
+TEST(ModelPhases, ALanguageModelCarriesItsStateFromBatchToBatch) {
+  auto backend = MakeCpuBackend(1);
+  auto model = Model::Create(TinyLanguageModel(1.0f), *backend, 2);
+  ASSERT_TRUE(model.ok()) << model.status();
+  (*model)->params().Initialize(1);
+  const std::vector<float> ids = {1, 2, 3, 4, 5, 6, 7, 8};
+  const std::vector<int32_t> labels(8, 1);
+  const auto eval = [&] {
+    auto e = (*model)->Evaluate(Batch{ids.data(), labels.data(), 2});
+    EXPECT_TRUE(e.ok()) << e.status();
+    return e.ok() ? e->loss_sum : -1.0;
+  };
+  const double first = eval();
+  EXPECT_NE(eval(), first);
+  (*model)->ResetState();
+  EXPECT_EQ(eval(), first);
+}
+
 TEST(ModelPhases, ATokenOutsideTheVocabularyStopsTheStepNamingTheLayer) {
   auto backend = MakeCpuBackend(1);
   auto model = Model::Create(TinyLanguageModel(1.0f), *backend, 2);
