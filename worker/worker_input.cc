@@ -26,24 +26,35 @@ std::string DataFile(const InputOptions& o, const std::string& name) {
   return absl::StrCat(o.data_path, "/", name);
 }
 
-// A language model's sources over in.corpus: this worker's shard of train, checked now that
-// valid (`valid_name`) has one batch and test (`test_name`) a word pair to evaluate on.
+// A language model's sources over in.corpus: this worker's shard of train (`train_name`), checked
+// now that valid (`valid_name`) has one batch and test (`test_name`) one evaluation sequence.
 absl::Status UseCorpus(const models::ModelDefinition& m, const InputOptions& o,
-                       const std::string& valid_name, const std::string& test_name,
-                       WorkerInput& in) {
+                       const std::string& train_name, const std::string& valid_name,
+                       const std::string& test_name, WorkerInput& in) {
   const data::PtbCorpus& corpus = *in.corpus;
   const std::span<const int32_t> shard = data::ShardIds(corpus.train, o.shard_index, o.num_shards);
   if (!o.eval_only) {
-    ASSIGN_OR_RETURN(in.train, data::PtbSource::Create(shard, o.batch_size, m.num_steps()));
+    auto train = data::PtbSource::Create(shard, o.batch_size, m.num_steps());
+    if (!train.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(train_name, " (shard ", o.shard_index + 1,
+                                                     " of ", o.num_shards,
+                                                     "): ", train.status().message()));
+    }
+    in.train = *std::move(train);
   }
   // Found out now, not after training.
   if (auto valid = data::PtbSource::Create(corpus.valid, o.batch_size, m.num_steps());
       !valid.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(valid_name, ": ", valid.status().message()));
   }
-  if (corpus.test.size() < 2) {
+  // The test model reads one sequence of the evaluation's length at a time (main.cc).
+  const int64_t eval_steps = m.eval_spec().input_shape.at(0);
+  if (static_cast<int64_t>(corpus.test.size()) <= eval_steps) {
     return absl::InvalidArgumentError(
-        absl::StrCat(test_name, ": fewer than two words to evaluate on"));
+        absl::StrCat(test_name, ": ", corpus.test.size(),
+                     " words, too few for one evaluation sequence of ", eval_steps,
+                     " steps (and the word after it): use a longer test file or a shorter "
+                     "evaluation.sequence_length in the model file"));
   }
   PSFLOW_LOG(INFO) << "loaded " << corpus.train.size() << " training words (" << shard.size()
                    << " in this shard), " << corpus.valid.size() << " valid, " << corpus.test.size()
@@ -128,7 +139,8 @@ absl::StatusOr<std::unique_ptr<WorkerInput>> LoadWorkerInput(const models::Model
             "%s: the corpus has %d distinct words, more than the model's vocab_size %d",
             o.data_path, vocabulary, m.spec.num_classes));
       }
-      RETURN_IF_ERROR(UseCorpus(m, o, absl::StrCat(o.data_path, "/ptb.valid.txt"),
+      RETURN_IF_ERROR(UseCorpus(m, o, absl::StrCat(o.data_path, "/ptb.train.txt"),
+                                absl::StrCat(o.data_path, "/ptb.valid.txt"),
                                 absl::StrCat(o.data_path, "/ptb.test.txt"), *in));
       break;
     }
@@ -147,14 +159,16 @@ absl::StatusOr<std::unique_ptr<WorkerInput>> LoadWorkerInput(const models::Model
         ASSIGN_OR_RETURN(*ids, data::LoadTokenIds(DataFile(o, split->front()), m.spec.num_classes));
       }
       in->corpus = std::move(corpus);
-      RETURN_IF_ERROR(UseCorpus(m, o, DataFile(o, d.valid[0]), DataFile(o, d.test[0]), *in));
+      RETURN_IF_ERROR(UseCorpus(m, o, DataFile(o, d.train[0]), DataFile(o, d.valid[0]),
+                                DataFile(o, d.test[0]), *in));
       break;
     }
     case models::DataSpec::Format::kNpz:
     case models::DataSpec::Format::kNpy:
     case models::DataSpec::Format::kCsv: {
       const models::DataSpec& d = m.data;
-      const data::ArrayDataOptions options{m.spec.input_shape, m.spec.num_classes, d.scale};
+      const data::ArrayDataOptions options{m.spec.input_shape, m.spec.num_classes, d.scale,
+                                           m.input_vocabulary()};
       auto load = [&](const std::vector<std::string>& split) -> absl::StatusOr<data::Dataset> {
         switch (d.format) {
           case models::DataSpec::Format::kNpz:

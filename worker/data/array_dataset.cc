@@ -54,9 +54,13 @@ absl::Status CheckConsistent(const NpyArray& a, absl::string_view name) {
   return absl::OkStatus();
 }
 
-// Multiplies every value by `scale` and checks it is finite; `where(i)` names value i in errors.
+// Multiplies every value by options.scale and checks it is finite, and a token id where the
+// options say so; `where(i)` names value i in errors.
 template <class Where>
-absl::Status ScaleFeatures(std::vector<float>& values, float scale, Where&& where) {
+absl::Status ScaleFeatures(std::vector<float>& values, const ArrayDataOptions& options,
+                           Where&& where) {
+  const float scale = options.scale;
+  const auto vocabulary = static_cast<float>(options.token_vocabulary);
   for (size_t i = 0; i < values.size(); ++i) {
     const float unscaled = values[i];
     values[i] *= scale;
@@ -64,6 +68,13 @@ absl::Status ScaleFeatures(std::vector<float>& values, float scale, Where&& wher
       return absl::InvalidArgumentError(absl::StrCat(
           where(i), " is ", unscaled, scale == 1 ? "" : absl::StrCat(" (times ", scale, ")"),
           "; features must be finite"));
+    }
+    if (options.token_vocabulary > 0 &&
+        (values[i] < 0 || values[i] >= vocabulary || values[i] != std::floor(values[i]))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where(i), " is ", values[i], "; the input is token ids, whole numbers in 0..",
+          options.token_vocabulary - 1, " (the embedding's vocab_size ", options.token_vocabulary,
+          ")"));
     }
   }
   return absl::OkStatus();
@@ -179,7 +190,7 @@ absl::StatusOr<Dataset> DatasetFromArrays(const NpyArray& features, absl::string
   d.example_shape = options.example_shape;
   d.num_classes = options.num_classes;
   d.inputs = features.ToFloats();
-  RETURN_IF_ERROR(ScaleFeatures(d.inputs, options.scale, [&](size_t i) {
+  RETURN_IF_ERROR(ScaleFeatures(d.inputs, options, [&](size_t i) {
     return absl::StrCat(features_name, ": value ", i % per_example, " of example ",
                         i / per_example);
   }));
@@ -236,7 +247,7 @@ absl::StatusOr<Dataset> LoadCsv(const std::string& path, const CsvOptions& csv_o
   d.example_shape = options.example_shape;
   d.num_classes = options.num_classes;
   d.inputs = std::move(table.features);
-  RETURN_IF_ERROR(ScaleFeatures(d.inputs, options.scale, [&](size_t i) {
+  RETURN_IF_ERROR(ScaleFeatures(d.inputs, options, [&](size_t i) {
     return absl::StrCat(path, ":", table.first_row_line + static_cast<int64_t>(i) / per_example,
                         ": feature ", i % per_example + 1);
   }));

@@ -35,6 +35,9 @@ struct ArrayDataOptions {
   nn::Shape example_shape;  // the model's input per example; every dimension >= 1
   int num_classes = 0;      // labels must lie in [0, num_classes); >= 1
   float scale = 1;          // multiplies every feature (1/255 for uint8 pixels); finite
+  // > 0: the features are token ids an embedding of this vocab_size reads, each (after scaling)
+  // a whole number in [0, token_vocabulary).
+  int64_t token_vocabulary = 0;
 };
 
 // A Dataset from a features array of shape [n, ...] (n >= 1; a 1-D [n] array is one value per

@@ -101,6 +101,15 @@ TEST(DatasetFromArrays, DataThatDoesNotFitTheModelIsInvalidArgument) {
       {x, y, Model({4, 0}, 10), "the model's input shape [4, 0]"},
       {x, y, Model({4}, 0), "num_classes is 0"},
       {x, y, Model({4}, 10, std::numeric_limits<float>::infinity()), "the feature scale inf"},
+      {x, y, ArrayDataOptions{{4}, 10, 1, /*token_vocabulary=*/8},
+       "x.npy: value 3 of example 1 is 8; the input is token ids, whole numbers in 0..7 (the "
+       "embedding's vocab_size 8)"},
+      {Array({2, 1}, NpyType::kFloat32, Bytes<float>({1, 2.5f})), y,
+       ArrayDataOptions{{1}, 10, 1, /*token_vocabulary=*/8},
+       "x.npy: value 0 of example 1 is 2.5; the input is token ids"},
+      {Array({2, 1}, NpyType::kInt32, Bytes<int32_t>({-1, 2})), y,
+       ArrayDataOptions{{1}, 10, 1, /*token_vocabulary=*/8},
+       "x.npy: value 0 of example 0 is -1; the input is token ids"},
   };
   for (const Case& c : cases) {
     auto d = DatasetFromArrays(c.x, "x.npy", c.y, "y.npy", c.model);

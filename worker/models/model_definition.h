@@ -67,6 +67,12 @@ struct ModelDefinition {
   bool language_model() const {
     return data.format == DataSpec::Format::kPtb || data.format == DataSpec::Format::kTokens;
   }
+  // The vocab_size of the embedding reading the input's token ids (layer 0; an input of type
+  // token_ids has one there, and only it); 0 for float32 input.
+  int64_t input_vocabulary() const {
+    const auto* e = spec.layers.empty() ? nullptr : std::get_if<nn::EmbeddingSpec>(&spec.layers[0]);
+    return e == nullptr ? 0 : e->vocab_size;
+  }
   // Time steps per training example (truncated BPTT length); 0 for classifiers.
   int num_steps() const { return language_model() ? static_cast<int>(spec.input_shape.at(0)) : 0; }
   // The test-set model: the spec with eval_sequence_length time steps (language models), else
