@@ -333,6 +333,10 @@ TEST_F(BadInput, WorkerFlagsAndEnvironmentOutOfRange) {
   ExpectOneLineError(
       RunCommand({Binary("psflow-worker"), "--train_epochs=-1"}, no_cluster, kTimeout), 1,
       {"--train_epochs must be >= 1"});
+  // Found before training (the run trained to the end, then could not export).
+  ExpectOneLineError(RunCommand({Binary("psflow-worker"), "--export_dir=/proc/version/model"},
+                                no_cluster, kTimeout),
+                     1, {"--export_dir: export folder /proc/version/model cannot be written"});
   ExpectOneLineError(
       RunCommand({Binary("psflow-worker"), "--train_seconds=nan"}, no_cluster, kTimeout), 1,
       {"--train_seconds must be a number of seconds >= 0, got nan"});

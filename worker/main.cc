@@ -245,17 +245,19 @@ absl::Status EvaluateWeights(const WorkerConfig& config, nn::Model& model, nn::B
 absl::Status EvaluateAndReport(const WorkerConfig& config, nn::Model& model, nn::Backend& backend,
                                const WorkerInput& input, const TrainResult& r,
                                WorkerMetrics* metrics) {
+  // Per-step figures of a run that made no step (a time budget spent at start-up) read 0.
+  const auto steps = static_cast<double>(std::max<int64_t>(r.steps, 1));
   const std::string head = absl::StrFormat(
       "%s %d done: steps=%d examples=%d seconds=%.3f examples_per_sec=%.1f global_step=%d "
       "loss=%.4f pull_ms=%.3f compute_ms=%.3f push_ms=%.3f input_wait_ms=%.3f dropped_pushes=%d "
       "exchange_ms=%.3f skipped_steps=%d loss_scale=%g pulled_mb_per_step=%.3f "
       "pushed_mb_per_step=%.3f compute=%s",
       config.spec.task.type, config.spec.task.index, r.steps, r.examples, r.seconds,
-      r.examples_per_second(), r.global_step, r.last_loss, 1e3 * r.pull_seconds / r.steps,
-      1e3 * r.compute_seconds / r.steps, 1e3 * r.push_seconds / r.steps,
-      1e3 * r.input_wait_seconds / r.steps, r.dropped_pushes, 1e3 * r.exchange_seconds / r.steps,
-      r.skipped_steps, r.loss_scale, 1e-6 * static_cast<double>(r.pulled_bytes) / r.steps,
-      1e-6 * static_cast<double>(r.pushed_bytes) / r.steps, config.compute.label);
+      r.examples_per_second(), r.global_step, r.last_loss, 1e3 * r.pull_seconds / steps,
+      1e3 * r.compute_seconds / steps, 1e3 * r.push_seconds / steps,
+      1e3 * r.input_wait_seconds / steps, r.dropped_pushes, 1e3 * r.exchange_seconds / steps,
+      r.skipped_steps, r.loss_scale, 1e-6 * static_cast<double>(r.pulled_bytes) / steps,
+      1e-6 * static_cast<double>(r.pushed_bytes) / steps, config.compute.label);
   const bool lm = config.model.language_model();
   if (config.compute.replay()) {
     PSFLOW_LOG(INFO) << head
@@ -384,6 +386,11 @@ absl::Status Main(const TransportSecurity& security) {
   }
   ASSIGN_OR_RETURN(const WorkerConfig config, MakeWorkerConfig(FlagsGiven(), spec, standalone));
   ASSIGN_OR_RETURN(const int metrics_port, ResolveMetricsPort());
+  if (config.is_chief && !config.export_dir.empty() && !config.is_evaluator) {
+    if (absl::Status s = CheckExportDir(config.export_dir); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("--export_dir: ", s.message()));
+    }
+  }
   // A training worker stops cleanly on SIGTERM; the rest keep the signal's default action.
   // Before any thread starts (the backends' and the input's below).
   const int stop_grace_s = absl::GetFlag(FLAGS_stop_grace_s);

@@ -1,5 +1,8 @@
 #include "worker/model_weights.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstring>
 #include <map>
 #include <set>
@@ -34,6 +37,15 @@ absl::Status ExportModel(const models::ModelDefinition& m, const nn::ParameterSe
   return WriteFileAtomically(model_path, [&](int fd, const std::string& temp) {
     return WriteFull(fd, m.source.data(), m.source.size(), temp);
   });
+}
+
+absl::Status CheckExportDir(const std::string& dir) {
+  const absl::Status made = MakeDirs(dir);
+  const int error = !made.ok() ? 0 : access(dir.c_str(), W_OK | X_OK) == 0 ? -1 : errno;
+  if (error < 0) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("export folder ", dir, " cannot be written: ",
+                   error == 0 ? std::string(made.message()) : std::string(std::strerror(error))));
 }
 
 absl::Status CopyWeights(const std::vector<SafetensorsTensor>& tensors, absl::string_view what,

@@ -28,6 +28,10 @@ inline constexpr char kModelFile[] = "model.yaml";
 // name, `global_step`, "format": "pt" as PyTorch's writers put it, and the layout above) and
 // <dir>/model.yaml (m.source), each atomically, creating `dir` as needed. The file system's error
 // naming the path.
+// Before training: that ExportModel could write into `dir` (created as needed), so a folder that
+// cannot be written is found before the training, not after. FAILED_PRECONDITION naming `dir`.
+absl::Status CheckExportDir(const std::string& dir);
+
 absl::Status ExportModel(const models::ModelDefinition& m, const nn::ParameterSet& params,
                          int64_t global_step, const std::string& dir);
 
