@@ -10,6 +10,7 @@
 #include "core/chunk_plan.h"
 #include "core/frame.h"
 #include "core/log.h"
+#include "core/same_training.h"
 #include "core/status_macros.h"
 #include "core/wire_type.h"
 #include "ps/worker_membership.h"
@@ -105,6 +106,8 @@ absl::StatusOr<proto::InitializeResponse> PsState::Initialize(
                        fingerprint_, ", the chief's is ", request.fingerprint(), ")"));
     }
     if (coordinator_.ready()) {
+      RETURN_IF_ERROR(CheckSameTraining(request_.optimizer(), coordinator_.sync(),
+                                        request.optimizer(), request.sync()));
       response.set_initialized_now(false);
       response.set_global_step(coordinator_.step());
       return response;
@@ -183,6 +186,7 @@ proto::WaitReadyResponse PsState::ReadyResponse() const {
     r.set_fingerprint(fingerprint_);
     *r.mutable_sync() = coordinator_.sync();
     r.set_learning_rate(learning_rate_.load());
+    r.set_optimizer(request_.optimizer().name());
   }
   return r;
 }

@@ -375,6 +375,15 @@ TEST(PsStateTest, InitializeAfterCommitLeavesTheVariables) {
   auto other = state->Initialize(Request(Sgd(1), Async(), false, kFingerprint + 1));
   EXPECT_EQ(other.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(other.status().message()), HasSubstr("fingerprint"));
+  // A chief asking for another optimizer or step rules is refused (they would be ignored); a new
+  // learning rate is not.
+  auto adam = state->Initialize(Request(Adam(0.1f), Async()));
+  EXPECT_EQ(adam.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(adam.status().message()), HasSubstr("optimizer sgd, async steps"));
+  auto sync = state->Initialize(Request(Sgd(1), Sync(1, 1)));
+  EXPECT_EQ(sync.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(state->Initialize(Request(Sgd(0.5f), Async())).ok());
+  EXPECT_EQ(state->ReadyResponse().optimizer(), "sgd");
   ExpectValues(PullAll(*state), {0, 1, 2, 3, 4, 5, 6, 7, 9, 19, 29});
   EXPECT_EQ(state->global_step(), 1);
 }

@@ -12,6 +12,7 @@
 #include "core/chunk_plan.h"
 #include "core/grpc_tuning.h"
 #include "core/log.h"
+#include "core/same_training.h"
 #include "core/status_macros.h"
 #include "core/wire_type.h"
 #include "proto/ps.grpc.pb.h"
@@ -248,6 +249,14 @@ absl::Status PsClient::WaitReadyTask(PsTask& task, Clock::time_point deadline) {
                          " holds a different model or placement than this worker's (fingerprint ",
                          response.fingerprint(), " vs ", placement_.fingerprint,
                          "): do all workers run the same --model and ps list?"));
+      }
+      proto::OptimizerConfig held_optimizer;
+      held_optimizer.set_name(response.optimizer());
+      if (absl::Status same = CheckSameTraining(
+              held_optimizer, response.sync(), options_.training.optimizer, options_.training.sync);
+          !same.ok()) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("ps task ", task.index, " at ", task.address, ": ", same.message()));
       }
       if (response.global_step() < task.last_seen_step) {
         PSFLOW_LOG(WARNING) << "ps task " << task.index << " at " << task.address

@@ -235,6 +235,30 @@ TEST_P(PsClientTest, UsesThePlacementStrategyItIsGiven) {
 // chief takes it for a lost task, drops the push in flight and re-creates the variables from its
 // latest parameters at the step it last saw, instead of exiting (and being restarted from its
 // initial parameters at step 0).
+// A worker whose optimizer or step rules are not the ones the chief created the variables with
+// is refused at Prepare, naming both (they would be silently ignored).
+TEST_P(PsClientTest, AWorkerAskingForOtherTrainingThanTheTaskHoldsIsRefused) {
+  LoopbackPs ps;
+  ASSERT_TRUE(ps.started());
+  auto chief_params = MakeParams();
+  chief_params->Initialize(5);
+  auto chief = PsClient::Create(Options(GetParam(), {ps.address()}, 0, 2, false), *chief_params);
+  ASSERT_TRUE(chief.ok()) << chief.status();
+  ASSERT_TRUE((*chief)->Prepare(*chief_params, true).ok());
+  for (const bool sync : {false, true}) {
+    PsClient::Options o = Options(GetParam(), {ps.address()}, 1, 2, sync, 2000);
+    if (!sync) o.training.optimizer.set_name("adam");
+    auto params = MakeParams();
+    auto worker = PsClient::Create(o, *params);
+    ASSERT_TRUE(worker.ok()) << worker.status();
+    const absl::Status s = (*worker)->Prepare(*params, false);
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    const std::string expected = sync ? "this worker asks for optimizer sgd, sync steps"
+                                      : "this worker asks for optimizer adam, async steps";
+    EXPECT_NE(std::string(s.message()).find(expected), std::string::npos) << s;
+  }
+}
+
 TEST_P(PsClientTest, ChiefRecreatesATaskRestartedEmptyBetweenTwoExchanges) {
   auto ps = std::make_unique<LoopbackPs>();
   ASSERT_TRUE(ps->started());
