@@ -402,6 +402,17 @@ CheckpointDir::CheckpointDir(std::string dir, int task, int keep)
 
 // Not meant to run concurrently on one folder (from threads or processes): each write also
 // removes the temporary files that earlier, interrupted writes left behind.
+absl::Status CheckpointDir::CheckWritable() const {
+  if (absl::Status made = MakeDirs(path_); !made.ok()) {
+    return absl::FailedPreconditionError(made.message());
+  }
+  if (access(path_.c_str(), W_OK | X_OK) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path_, " cannot be written: ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckpointDir::Write(const Checkpoint& checkpoint) {
   RETURN_IF_ERROR(Validate(checkpoint));
   RETURN_IF_ERROR(MakeDirs(path_));

@@ -54,6 +54,11 @@ class CheckpointDir {
   // An error only for an unreadable folder.
   absl::StatusOr<std::optional<Checkpoint>> RestoreNewest() const;
 
+  // At start-up: the folder exists (made as needed) and this process may write there, so a folder
+  // that cannot hold checkpoints is found before training, not at the first checkpoint.
+  // FAILED_PRECONDITION naming the path and why.
+  absl::Status CheckWritable() const;
+
   // Paths of this task's checkpoint files, oldest first.
   std::vector<std::string> List() const;
 

@@ -21,6 +21,7 @@
 #include "core/task_flags.h"
 #include "core/task_main.h"
 #include "ps/bulk_server.h"
+#include "ps/checkpoint.h"
 #include "ps/checkpoint_scheduler.h"
 #include "ps/ps_service.h"
 #include "ps/ps_state.h"
@@ -173,6 +174,13 @@ absl::Status Main(const TransportSecurity& security) {
   options.task = spec.task.index;
   options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   options.keep_checkpoints = keep;
+  if (!options.checkpoint_dir.empty()) {
+    const absl::Status writable =
+        CheckpointDir(options.checkpoint_dir, spec.task.index, keep).CheckWritable();
+    if (!writable.ok()) {
+      return absl::Status(writable.code(), absl::StrCat("--checkpoint_dir: ", writable.message()));
+    }
+  }
   options.incomplete_push_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(push_timeout_s * 1000));
   if (const int64_t given = absl::GetFlag(FLAGS_max_variable_bytes); given != 0) {

@@ -358,6 +358,11 @@ TEST_F(BadInput, WorkerFlagsAndEnvironmentOutOfRange) {
                                  "--ps_hosts=127.0.0.1:1", "--keep_checkpoints=0"},
                                 Environment({}, {"TF_CONFIG"}), kTimeout),
                      1, {"--keep_checkpoints must be >= 1"});
+  // Found at start-up, not at the first checkpoint (or the last, on SIGTERM).
+  ExpectOneLineError(RunCommand({Binary("psflow-ps"), "--job_name=ps", "--task_index=0",
+                                 "--ps_hosts=127.0.0.1:1", "--checkpoint_dir=/proc/version/ckpt"},
+                                Environment({}, {"TF_CONFIG"}), kTimeout),
+                     1, {"--checkpoint_dir: ", "/proc/version/ckpt"});
   // More GPUs than the machine has: refused before anything is loaded, naming the flags.
   ExpectOneLineError(RunCommand({Binary("psflow-worker"), "--num_gpus=0"}, no_cluster, kTimeout), 1,
                      {"--num_gpus must be >= 1"});
