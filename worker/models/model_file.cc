@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/optimizer.h"
 #include "core/read_file.h"
 #include "core/status_macros.h"
 #include "worker/models/model_check.h"
@@ -130,8 +131,14 @@ class MapReader {
 
   // An error for the first key not read.
   absl::Status Finish(const std::vector<std::string>& known) const {
+    std::set<std::string> seen;
     for (const auto& entry : node_) {
       const std::string key = entry.first.IsScalar() ? entry.first.Scalar() : "?";
+      // YAML maps keep a repeated key twice and a lookup finds the first: say so, rather than
+      // quietly ignore the second.
+      if (!seen.insert(key).second) {
+        return Error(entry.first, absl::StrCat("option \"", key, "\" given twice"));
+      }
       if (read_.count(key) == 0) {
         return Error(
             entry.first,
@@ -314,6 +321,14 @@ absl::Status ParseTraining(absl::string_view source, const YAML::Node& node, Rec
   ASSIGN_OR_RETURN(recipe.optimizer, t.String("optimizer", recipe.optimizer));
   ASSIGN_OR_RETURN(recipe.learning_rate, t.Float("learning_rate", recipe.learning_rate, true));
   ASSIGN_OR_RETURN(recipe.momentum, t.Float("momentum", recipe.momentum, false));
+  // Checked as the worker will (the optimizer's own rules), so validate and admission say it.
+  proto::OptimizerConfig optimizer;
+  optimizer.set_name(recipe.optimizer);
+  optimizer.set_learning_rate(recipe.learning_rate);
+  optimizer.set_momentum(recipe.momentum);
+  if (const auto made = MakeOptimizer(optimizer); !made.ok()) {
+    return t.Error(node, made.status().message());
+  }
   ASSIGN_OR_RETURN(recipe.batch_size, t.Int("batch_size", recipe.batch_size, 1));
   ASSIGN_OR_RETURN(int64_t epochs, t.Int("epochs", recipe.epochs, 1));
   recipe.epochs = static_cast<int>(epochs);

@@ -219,6 +219,16 @@ TEST(ModelFile, ErrorsNameTheLayerTheOptionAndTheShapes) {
        "data: {format: csv}\ntraining: {learning_rate: -1}\n",
        "m.yaml:7: training: learning_rate must be > 0, got -1"},
       {"name: m\ninput: {shape: [4]}\nclasses: 3\nlayers:\n  - {type: dense, units: 3}\n"
+       "data: {format: csv}\ntraining: {optimizer: adamw}\n",
+       "m.yaml:7: training: unknown optimizer"},
+      {"name: m\ninput: {shape: [4]}\nclasses: 3\nlayers:\n  - {type: dense, units: 3, units: "
+       "500}\n"
+       "data: {format: csv}\n",
+       "m.yaml:5: layer 0 (dense): option \"units\" given twice"},
+      {"name: m\ninput: {shape: [4]}\nclasses: 3\nlayers:\n  - {type: dense, units: 3}\n"
+       "data: {format: csv}\ntraining: {batch_size: 2}\ntraining: {batch_size: 7}\n",
+       "m.yaml:8: model file: option \"training\" given twice"},
+      {"name: m\ninput: {shape: [4]}\nclasses: 3\nlayers:\n  - {type: dense, units: 3}\n"
        "data: {format: csv, train: [a.csv, b.csv]}\n",
        "m.yaml:6: data (csv): train must name one file, got 2"},
       {"name: m\ninput: {shape: [4]}\nclasses: 3\nlayers:\n  - {type: dense, units: 3}\n"
