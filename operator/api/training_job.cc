@@ -3,6 +3,9 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "absl/algorithm/container.h"
 #include "absl/strings/escaping.h"
@@ -21,6 +24,44 @@ constexpr int64_t kMaxPolicyValue = 315'360'000;  // ten years of seconds
 // Parsing errors carry their YAML path; the caller prefixes the source.
 absl::Status Bad(absl::string_view path, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
+}
+
+std::string FieldPath(absl::string_view path, absl::string_view key) {
+  return path.empty() ? std::string(key) : absl::StrCat(path, ".", key);
+}
+
+// No map anywhere in the document gives a key twice (YAML keeps both and a lookup finds the
+// first; kubectl refuses such a manifest).
+absl::Status CheckNoRepeatedKeys(const YAML::Node& node, const std::string& path) {
+  if (node.IsSequence()) {
+    for (size_t i = 0; i < node.size(); ++i) {
+      RETURN_IF_ERROR(CheckNoRepeatedKeys(node[i], absl::StrCat(path, "[", i, "]")));
+    }
+  }
+  if (!node.IsMap()) return absl::OkStatus();
+  std::set<std::string> seen;
+  for (const auto& field : node) {
+    const std::string key = field.first.IsScalar() ? field.first.Scalar() : "?";
+    if (!seen.insert(key).second) return Bad(FieldPath(path, key), "given twice");
+    RETURN_IF_ERROR(CheckNoRepeatedKeys(field.second, FieldPath(path, key)));
+  }
+  return absl::OkStatus();
+}
+
+// The fields of a map psflow defines (not one of Kubernetes' own, such as a pod template) are
+// all known, as the API server's strict field validation has them: a misspelt
+// activeDeadlineSeconds is not silently no deadline.
+absl::Status CheckKnownFields(const YAML::Node& node, absl::string_view path,
+                              std::initializer_list<absl::string_view> known) {
+  if (!node.IsMap()) return absl::OkStatus();  // the caller says what it must be
+  for (const auto& field : node) {
+    const std::string key = field.first.IsScalar() ? field.first.Scalar() : "?";
+    if (absl::c_find(known, key) == known.end()) {
+      return Bad(FieldPath(path, key),
+                 absl::StrCat("unknown field (known: ", absl::StrJoin(known, ", "), ")"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 // node[key], or an undefined node when node is not a map (yaml-cpp throws on chained lookups
@@ -258,6 +299,8 @@ absl::StatusOr<std::vector<FailureRule>> ParseFailurePolicy(const YAML::Node& no
 absl::StatusOr<ReplicaSpec> ParseReplicaSpec(const YAML::Node& node, ReplicaType type,
                                              absl::string_view path) {
   if (!node.IsMap()) return Bad(path, "must be an object");
+  RETURN_IF_ERROR(CheckKnownFields(
+      node, path, {"replicas", "restartPolicy", "podFailurePolicy", "template", "checkpoint"}));
   ReplicaSpec r;
   if (node["replicas"]) {
     ASSIGN_OR_RETURN(r.replicas,
@@ -300,6 +343,7 @@ absl::StatusOr<NetworkPolicySpec> ParseNetworkPolicy(const YAML::Node& node) {
   NetworkPolicySpec n;
   if (!node) return n;
   if (!node.IsMap()) return Bad("spec.networkPolicy", "must be an object");
+  RETURN_IF_ERROR(CheckKnownFields(node, "spec.networkPolicy", {"enabled", "metricsFrom"}));
   if (node["enabled"]) {
     ASSIGN_OR_RETURN(n.enabled,
                      Scalar<bool>(node["enabled"], "spec.networkPolicy.enabled", "a boolean"));
@@ -322,13 +366,8 @@ absl::StatusOr<SharedMemorySpec> ParseSharedMemory(const YAML::Node& node) {
   SharedMemorySpec s;
   if (!node) return s;
   if (!node.IsMap()) return Bad("spec.sharedMemory", "must be an object (enabled)");
-  for (const auto& field : node) {
-    const std::string key = field.first.as<std::string>();
-    if (key != "enabled") {
-      // No hostPath: the node's directory is the operator's to choose (--shared_memory_dir).
-      return Bad("spec.sharedMemory." + key, "unknown field (known: enabled)");
-    }
-  }
+  // No hostPath: the node's directory is the operator's to choose (--shared_memory_dir).
+  RETURN_IF_ERROR(CheckKnownFields(node, "spec.sharedMemory", {"enabled"}));
   if (node["enabled"]) {
     ASSIGN_OR_RETURN(s.enabled,
                      Scalar<bool>(node["enabled"], "spec.sharedMemory.enabled", "a boolean"));
@@ -342,6 +381,8 @@ absl::StatusOr<SchedulingPolicy> ParseSchedulingPolicy(const YAML::Node& node) {
   const std::string path = "spec.runPolicy.schedulingPolicy";
   if (!node.IsMap())
     return Bad(path, "must be an object (gang, queue, priorityClass, schedulerName)");
+  RETURN_IF_ERROR(
+      CheckKnownFields(node, path, {"gang", "queue", "priorityClass", "schedulerName"}));
   if (!node["gang"]) return Bad(path + ".gang", "is required (volcano or coscheduling)");
   ASSIGN_OR_RETURN(s.gang,
                    EnumValue<GangScheduler>(node["gang"], path + ".gang",
@@ -372,6 +413,11 @@ absl::StatusOr<RunPolicy> ParseRunPolicy(const YAML::Node& node) {
   RunPolicy p;
   if (!node) return p;
   if (!node.IsMap()) return Bad("spec.runPolicy", "must be an object");
+  RETURN_IF_ERROR(
+      CheckKnownFields(node, "spec.runPolicy",
+                       {"cleanPodPolicy", "ttlSecondsAfterFinished", "schedulingTimeoutSeconds",
+                        "finishGraceSeconds", "activeDeadlineSeconds", "backoffLimit", "suspend",
+                        "schedulingPolicy"}));
   ASSIGN_OR_RETURN(p.clean_pod_policy, EnumValue<CleanPodPolicy>(
                                            node["cleanPodPolicy"], "spec.runPolicy.cleanPodPolicy",
                                            {{"Running", CleanPodPolicy::kRunning},
@@ -442,6 +488,8 @@ namespace {
 
 absl::StatusOr<TrainingJob> Parse(const YAML::Node& doc) {
   if (!doc.IsMap()) return Bad("manifest", "must be a YAML object (a TrainingJob)");
+  RETURN_IF_ERROR(CheckNoRepeatedKeys(doc, ""));
+  RETURN_IF_ERROR(CheckKnownFields(doc, "", {"apiVersion", "kind", "metadata", "spec", "status"}));
   ASSIGN_OR_RETURN(std::string api_version,
                    Scalar<std::string>(doc["apiVersion"], "apiVersion", "a string"));
   if (api_version != kApiVersion) {
@@ -459,6 +507,9 @@ absl::StatusOr<TrainingJob> Parse(const YAML::Node& doc) {
   }
   const YAML::Node spec = doc["spec"];
   if (!spec || !spec.IsMap()) return Bad("spec", "is missing");
+  RETURN_IF_ERROR(CheckKnownFields(spec, "spec",
+                                   {"replicaSpecs", "runPolicy", "networkPolicy", "modelFile",
+                                    "sharedMemory", "successPolicy", "tls"}));
   const YAML::Node replicas = spec["replicaSpecs"];
   if (!replicas || !replicas.IsMap() || replicas.size() == 0) {
     return Bad("spec.replicaSpecs", "must map replica types (PS, Worker, ...) to specs");
@@ -499,12 +550,7 @@ absl::StatusOr<TrainingJob> Parse(const YAML::Node& doc) {
   }
   if (const YAML::Node tls = spec["tls"]) {
     if (!tls.IsMap()) return Bad("spec.tls", "must be an object");
-    for (const auto& field : tls) {
-      if (field.first.as<std::string>() != "enabled") {
-        return Bad(absl::StrCat("spec.tls.", field.first.as<std::string>()),
-                   "unknown field (known: enabled)");
-      }
-    }
+    RETURN_IF_ERROR(CheckKnownFields(tls, "spec.tls", {"enabled"}));
     if (tls["enabled"]) {
       ASSIGN_OR_RETURN(job.tls, Scalar<bool>(tls["enabled"], "spec.tls.enabled", "a boolean"));
     }
@@ -609,7 +655,13 @@ int TrainingJob::Replicas(ReplicaType type) const {
 absl::StatusOr<TrainingJob> ParseTrainingJob(absl::string_view yaml, absl::string_view source) {
   YAML::Node doc;
   try {
-    doc = YAML::Load(std::string(yaml));
+    std::vector<YAML::Node> docs = YAML::LoadAll(std::string(yaml));
+    std::erase_if(docs, [](const YAML::Node& d) { return d.IsNull(); });  // "---" and nothing
+    if (docs.size() > 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          source, ": holds ", docs.size(), " YAML documents; give one TrainingJob per file"));
+    }
+    if (!docs.empty()) doc = docs[0];
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(
         absl::StrCat(source, ": not valid YAML: ", e.msg, " (line ", e.mark.line + 1, ")"));

@@ -204,6 +204,23 @@ TEST(TrainingJob, BadManifestsGiveOneLineNamingTheField) {
        "spec.tls.enabled: must be a boolean, got \"maybe\""},
       {head + "spec:\n  tls: {enable: false}\n  replicaSpecs:\n" + worker,
        "spec.tls.enable: unknown field (known: enabled)"},
+      {head + "spec:\n  runPolicyy: {backoffLimit: 1}\n  replicaSpecs:\n" + worker,
+       "spec.runPolicyy: unknown field (known: replicaSpecs, runPolicy,"},
+      {head + "spec:\n  runPolicy: {activeDeadlineSecond: 10}\n  replicaSpecs:\n" + worker,
+       "spec.runPolicy.activeDeadlineSecond: unknown field (known: cleanPodPolicy,"},
+      {head + "spec:\n  replicaSpecs:\n    Worker: {replica: 3, template: {spec: {containers: "
+              "[{command: [w]}]}}}\n",
+       "spec.replicaSpecs.Worker.replica: unknown field (known: replicas,"},
+      {head + "spec:\n  replicaSpecs:\n    Worker: {replicas: 3, replicas: 1, template: {spec: "
+              "{containers: [{command: [w]}]}}}\n",
+       "spec.replicaSpecs.Worker.replicas: given twice"},
+      {head + "spec:\n  replicaSpecs:\n" + worker + worker,
+       "spec.replicaSpecs.Worker: given twice"},
+      {head + "spec:\n  replicaSpecs:\n    Worker: {template: {spec: {containers: [{command: "
+              "[w], env: [{name: A, value: x, value: y}]}]}}}\n",
+       "spec.replicaSpecs.Worker.template.spec.containers[0].env[0].value: given twice"},
+      {head + "spec:\n  replicaSpecs:\n" + worker + "---\n" + head,
+       "holds 2 YAML documents; give one TrainingJob per file"},
       {head + "spec:\n  tls: false\n  replicaSpecs:\n" + worker, "spec.tls: must be an object"},
       {head + "spec:\n  sharedMemory: true\n  replicaSpecs:\n" + worker,
        "spec.sharedMemory: must be an object (enabled)"},
