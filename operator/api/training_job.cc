@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "core/read_file.h"
 #include "core/status_macros.h"
 #include "worker/models/model_file.h"
@@ -455,13 +456,12 @@ absl::Status CheckModelFile(const TrainingJob& job) {
   for (const auto& [type, spec] : job.replica_specs) {
     if (type == ReplicaType::kPS) continue;
     for (const std::string& arg : spec.MainContainer().args) {
-      for (const char* flag : {"--model=", "--model_file=", "--model_config="}) {
-        if (absl::StartsWith(arg, flag)) {
-          return Bad(absl::StrCat("spec.replicaSpecs.", ReplicaTypeName(type)),
-                     absl::StrCat("passes ", arg,
-                                  ", but spec.modelFile gives the model: "
-                                  "remove one"));
-        }
+      const std::string flag = ParseFlagArgument(arg).name;
+      if (flag == "model" || flag == "model_file" || flag == "model_config") {
+        return Bad(absl::StrCat("spec.replicaSpecs.", ReplicaTypeName(type)),
+                   absl::StrCat("passes ", arg,
+                                ", but spec.modelFile gives the model: "
+                                "remove one"));
       }
     }
   }
@@ -469,6 +469,16 @@ absl::Status CheckModelFile(const TrainingJob& job) {
 }
 
 }  // namespace
+
+FlagArgument ParseFlagArgument(absl::string_view arg) {
+  FlagArgument f;
+  if (!absl::ConsumePrefix(&arg, "-")) return f;
+  absl::ConsumePrefix(&arg, "-");
+  const size_t eq = arg.find('=');
+  f.name = std::string(arg.substr(0, eq));
+  if (eq != absl::string_view::npos) f.value = std::string(arg.substr(eq + 1));
+  return f;
+}
 
 absl::Status CheckJobName(absl::string_view name) {
   const auto lower = [](char c) { return c >= 'a' && c <= 'z'; };

@@ -166,6 +166,15 @@ absl::StatusOr<TrainingJob> ParseTrainingJob(absl::string_view yaml, absl::strin
 // FAILED_PRECONDITION for a directory or a file over 16 MiB).
 absl::StatusOr<TrainingJob> LoadTrainingJob(const std::string& path);
 
+// A container argument as absl reads flags: "--name=value", "-name=value", "--name" or "-name"
+// (then the next argument may be its value) give the flag's name and the value after '=', if any;
+// anything else (a positional argument, "--" alone) gives no name.
+struct FlagArgument {
+  std::string name;
+  std::optional<std::string> value;
+};
+FlagArgument ParseFlagArgument(absl::string_view arg);
+
 // The CRD's rule for metadata.name (deploy/crd): a DNS-1035 label of at most kMaxJobNameLength
 // characters, so every pod's hostname <job>-<type>-<index> fits 63 and, for `psflow run`, the
 // name is one folder name. INVALID_ARGUMENT "metadata.name: ..." otherwise.

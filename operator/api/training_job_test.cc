@@ -145,6 +145,28 @@ TEST(TrainingJob, SpecModelFileIsAValidModelAndTheOnlyOne) {
   EXPECT_EQ(std::string(both.status().message()),
             "job.yaml: spec.replicaSpecs.Worker: passes --model=mnist_cnn, but spec.modelFile "
             "gives the model: remove one");
+  // The other spellings absl reads: one dash, the value as the next argument.
+  for (const std::string flag : {"-model_file=m.yaml", "--model_file, m.yaml", "-model_config"}) {
+    std::string other = std::string(kValid) + model;
+    other.replace(other.find("--train_steps=5"), 15, flag);
+    auto refused = ParseTrainingJob(other, "job.yaml");
+    EXPECT_FALSE(refused.ok()) << flag;
+    EXPECT_NE(refused.status().message().find("but spec.modelFile gives the model"),
+              absl::string_view::npos)
+        << refused.status();
+  }
+}
+
+TEST(TrainingJob, FlagArgumentsAsAbslReadsThem) {
+  const auto name = [](absl::string_view arg) { return ParseFlagArgument(arg).name; };
+  EXPECT_EQ(name("--model_file=a.yaml"), "model_file");
+  EXPECT_EQ(name("-model_file=a.yaml"), "model_file");
+  EXPECT_EQ(name("--model_file"), "model_file");
+  EXPECT_EQ(name("-v"), "v");
+  EXPECT_EQ(name("positional"), "");
+  EXPECT_EQ(ParseFlagArgument("--a=b=c").value, std::optional<std::string>("b=c"));
+  EXPECT_EQ(ParseFlagArgument("--a=").value, std::optional<std::string>(""));
+  EXPECT_FALSE(ParseFlagArgument("--a").value.has_value());
 }
 
 TEST(TrainingJob, TheDemoManifestIsValid) {

@@ -44,7 +44,8 @@ ABSL_FLAG(std::string, model_file, "",
 namespace {
 
 constexpr char kUsage[] =
-    "psflow run [--progress=auto|always|never] [--run_dir=DIR] [--verbose]\n"
+    "psflow run [--progress=auto|always|never] [--progress_every_s=N] [--run_dir=DIR]\n"
+    "           [--verbose] [--stop_grace_s=N]\n"
     "           [--prometheus_targets=FILE.json | --emulate_network=RATE[,DELAY[,LOSS]]]\n"
     "           JOB.yaml                                   run a TrainingJob locally\n"
     "psflow validate JOB.yaml | MODEL.yaml                check a TrainingJob manifest (and the\n"
@@ -118,6 +119,10 @@ int main(int argc, char** argv) {
   options.progress_every = std::chrono::seconds(absl::GetFlag(FLAGS_progress_every_s));
   options.run_dir = absl::GetFlag(FLAGS_run_dir);
   options.verbose = absl::GetFlag(FLAGS_verbose);
+  if (absl::GetFlag(FLAGS_stop_grace_s) < 0) {
+    return Fail(
+        2, absl::StrCat("--stop_grace_s must be >= 0, got ", absl::GetFlag(FLAGS_stop_grace_s)));
+  }
   options.stop_grace = std::chrono::seconds(absl::GetFlag(FLAGS_stop_grace_s));
   options.prometheus_targets = absl::GetFlag(FLAGS_prometheus_targets);
   if (const std::string spec = absl::GetFlag(FLAGS_emulate_network); !spec.empty()) {

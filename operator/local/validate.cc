@@ -35,10 +35,11 @@ absl::StatusOr<std::string> ValidateModelFile(const std::string& path, const std
 std::vector<std::string> ModelFileArgs(const std::vector<std::string>& args) {
   std::vector<std::string> files;
   for (size_t i = 0; i < args.size(); ++i) {
-    for (const char* flag : {"--model_file=", "-model_file="}) {
-      if (absl::StartsWith(args[i], flag)) files.push_back(args[i].substr(std::strlen(flag)));
-    }
-    if ((args[i] == "--model_file" || args[i] == "-model_file") && i + 1 < args.size()) {
+    const api::FlagArgument flag = api::ParseFlagArgument(args[i]);
+    if (flag.name != "model_file") continue;
+    if (flag.value) {
+      files.push_back(*flag.value);
+    } else if (i + 1 < args.size()) {
       files.push_back(args[++i]);
     }
   }
