@@ -54,6 +54,11 @@ absl::StatusOr<std::unique_ptr<ReplicaLog>> ReplicaLog::Open(std::string path) {
   return std::unique_ptr<ReplicaLog>(new ReplicaLog(std::move(path), fd));
 }
 
+void ReplicaLog::StartRun(absl::string_view marker) {
+  Append(marker);
+  tail_.clear();
+}
+
 void ReplicaLog::Append(absl::string_view line) {
   if (const int error = WriteAll(fd_.get(), absl::StrCat(line, "\n")); error != 0) {
     if (lines_lost_++ == 0) write_error_ = absl::StrCat(path_, ": ", strerror(error));

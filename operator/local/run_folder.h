@@ -42,8 +42,11 @@ class ReplicaLog {
   // empty while none.
   int64_t lines_lost() const { return lines_lost_; }
   const std::string& write_error() const { return write_error_; }
-  // The last (at most kTailLines) lines appended, oldest first.
+  // The last (at most kTailLines) lines appended since the last StartRun, oldest first.
   std::vector<std::string> Tail() const { return {tail_.begin(), tail_.end()}; }
+  // The replica runs again (restarted): `marker` goes to the file, and the tail starts over, so a
+  // failure report shows this run's lines only.
+  void StartRun(absl::string_view marker);
 
  private:
   ReplicaLog(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}

@@ -80,6 +80,12 @@ TEST_F(RunFolderTest, ReplicaLogWritesEveryLineAndKeepsTheLastTwenty) {
   ASSERT_EQ(tail.size(), ReplicaLog::kTailLines);
   EXPECT_EQ(tail.front(), "line 5");
   EXPECT_EQ(tail.back(), "line 24");
+  // A restart: the marker is in the file, and the tail holds the new run's lines only.
+  (*log)->StartRun("[psflow] worker-0 restarted (restart 1)");
+  (*log)->Append("again");
+  EXPECT_EQ(Read((dir_ / "worker-0.log").string()),
+            expected + "[psflow] worker-0 restarted (restart 1)\nagain\n");
+  EXPECT_EQ((*log)->Tail(), std::vector<std::string>{"again"});
 }
 
 TEST_F(RunFolderTest, ReplicaLogInAMissingFolderIsAnError) {

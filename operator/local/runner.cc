@@ -232,7 +232,7 @@ absl::Status JobRun::Restart(Replica& r) {
   ++r.restarts;  // the job's count (restarts_) is the caller's: evaluators' do not count
   r.report.restarts = r.restarts;
   r.report.exit = "running";
-  r.log->Append(absl::StrCat("[psflow] ", r.name, " restarted (restart ", r.restarts, ")"));
+  r.log->StartRun(absl::StrCat("[psflow] ", r.name, " restarted (restart ", r.restarts, ")"));
   return absl::OkStatus();
 }
 
