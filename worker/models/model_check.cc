@@ -1,5 +1,7 @@
 #include "worker/models/model_check.h"
 
+#include <initializer_list>
+#include <limits>
 #include <set>
 #include <type_traits>
 #include <variant>
@@ -13,6 +15,30 @@ namespace psflow::models {
 namespace {
 
 const char* PaddingName(nn::Padding p) { return p == nn::Padding::kSame ? "same" : "valid"; }
+
+// Sizes psflow holds: values per example in any layer's input or output, and parameters per
+// layer and in all (2^36 floats: 256 GiB). Within them no count below overflows int64.
+constexpr int64_t kMaxValuesPerExample = int64_t{1} << 31;
+constexpr int64_t kMaxParameters = int64_t{1} << 36;
+constexpr int64_t kSaturated = std::numeric_limits<int64_t>::max();
+
+// The product (or sum) of non-negative counts, kSaturated where it would overflow.
+int64_t Product(std::initializer_list<int64_t> factors) {
+  int64_t p = 1;
+  for (int64_t f : factors) {
+    if (__builtin_mul_overflow(p, f, &p)) return kSaturated;
+  }
+  return p;
+}
+int64_t Sum(int64_t a, int64_t b) {
+  int64_t s = 0;
+  return __builtin_add_overflow(a, b, &s) ? kSaturated : s;
+}
+int64_t Elements(const nn::Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n = Product({n, d});
+  return n;
+}
 
 // The output of a window of `window` x `window` over an [h, w, c] input, or why there is none.
 // `noun`: what slides ("kernel", "window").
@@ -62,7 +88,7 @@ struct Walk {
       absl::StrAppend(&detail, detail.empty() ? "" : ", ",
                       absl::StrFormat("weight_decay %g", s.weight_decay));
     }
-    parameters = in.back() * s.units + s.units;
+    parameters = Sum(Product({in.back(), s.units}), s.units);
     nn::Shape out = in;
     out.back() = s.units;
     return out;
@@ -78,7 +104,7 @@ struct Walk {
         Slide("kernel", in, s.kernel_size, s.stride, s.padding, s.filters, detail);
     if (!out.ok()) return out;
     absl::StrAppend(&detail, ", ", s.filters, " filters");
-    parameters = int64_t{s.kernel_size} * s.kernel_size * in[2] * s.filters + s.filters;
+    parameters = Sum(Product({s.kernel_size, s.kernel_size, in[2], s.filters}), s.filters);
     return out;
   }
   absl::StatusOr<nn::Shape> operator()(const nn::MaxPoolSpec& s, const nn::Shape& in) {
@@ -122,7 +148,7 @@ struct Walk {
           absl::StrCat("vocab_size ", s.vocab_size, " and dim ", s.dim, " must both be >= 1"));
     }
     detail = absl::StrCat(s.vocab_size, " tokens x ", s.dim);
-    parameters = int64_t{s.vocab_size} * s.dim;
+    parameters = Product({s.vocab_size, s.dim});
     return nn::Shape{in[0], s.dim};
   }
   absl::StatusOr<nn::Shape> operator()(const nn::LstmSpec& s, const nn::Shape& in) {
@@ -133,7 +159,7 @@ struct Walk {
     }
     detail = absl::StrFormat("%d -> %d over %d steps, forget_bias %g", in[1], s.units, in[0],
                              s.forget_bias);
-    parameters = (in[1] + s.units) * 4 * s.units + 4 * s.units;
+    parameters = Sum(Product({Sum(in[1], s.units), 4, s.units}), Product({4, s.units}));
     return nn::Shape{in[0], s.units};
   }
 };
@@ -167,6 +193,11 @@ absl::StatusOr<std::vector<LayerReport>> CheckModel(const nn::ModelSpec& spec, b
           "input: shape ", absl::StrJoin(spec.input_shape, "x"), " has a dimension < 1"));
     }
   }
+  if (Elements(spec.input_shape) > kMaxValuesPerExample) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("input: shape ", absl::StrJoin(spec.input_shape, "x"), " holds more than ",
+                     kMaxValuesPerExample, " values per example"));
+  }
   if (spec.num_classes < 1) {
     return absl::InvalidArgumentError(absl::StrCat("classes ", spec.num_classes, " < 1"));
   }
@@ -178,6 +209,7 @@ absl::StatusOr<std::vector<LayerReport>> CheckModel(const nn::ModelSpec& spec, b
   std::vector<LayerReport> reports;
   std::set<std::string> names;
   nn::Shape shape = spec.input_shape;
+  int64_t total_parameters = 0;
   for (size_t i = 0; i < spec.layers.size(); ++i) {
     LayerReport r;
     r.label = LayerLabel(spec, i);
@@ -196,6 +228,17 @@ absl::StatusOr<std::vector<LayerReport>> CheckModel(const nn::ModelSpec& spec, b
       return absl::InvalidArgumentError(absl::StrCat(
           r.label, ": ", out.status().message(),
           i == 0 ? "" : absl::StrCat(" (the output of ", LayerLabel(spec, i - 1), ")")));
+    }
+    if (Elements(*out) > kMaxValuesPerExample) {
+      return absl::InvalidArgumentError(absl::StrCat(r.label, ": its output ", ShapeText(*out),
+                                                     " holds more than ", kMaxValuesPerExample,
+                                                     " values per example"));
+    }
+    total_parameters = Sum(total_parameters, walk.parameters);
+    if (total_parameters > kMaxParameters) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          r.label, ": brings the model over ", kMaxParameters, " parameters (",
+          kMaxParameters * 4 / (int64_t{1} << 30), " GiB as float32), more than psflow holds"));
     }
     r.output = *out;
     r.detail = walk.detail;

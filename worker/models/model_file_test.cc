@@ -218,6 +218,14 @@ TEST(ModelFile, ErrorsNameTheLayerTheOptionAndTheShapes) {
       {"name: m\ninput: {shape: [4]}\nclasses: 3\nlayers:\n  - {type: dense, units: 3}\n"
        "data: {format: csv}\ntraining: {learning_rate: -1}\n",
        "m.yaml:7: training: learning_rate must be > 0, got -1"},
+      {"name: m\ninput: {shape: [2147483647, 2147483647, 2147483647]}\nclasses: 3\nlayers:\n"
+       "  - {type: flatten}\n  - {type: dense, units: 3}\ndata: {format: csv}\n",
+       "m.yaml: input: shape 2147483647x2147483647x2147483647 holds more than 2147483648 values "
+       "per example"},
+      {"name: m\ninput: {shape: [8]}\nclasses: 3\nlayers:\n  - {type: dense, units: 2147483647}\n"
+       "  - {type: dense, units: 2147483647}\n  - {type: dense, units: 3}\ndata: {format: csv}\n",
+       "m.yaml: layer 1 (dense \"dense1\"): brings the model over 68719476736 parameters (256 GiB "
+       "as float32), more than psflow holds"},
       {"name: m\ninput: {shape: [4]}\nclasses: 3\nlayers:\n  - {type: dense, units: 3}\n"
        "data: {format: csv}\ntraining: {optimizer: adamw}\n",
        "m.yaml:7: training: unknown optimizer"},

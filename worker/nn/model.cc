@@ -4,6 +4,7 @@
 #include <cassert>
 #include <cmath>
 #include <cstring>
+#include <new>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -24,6 +25,17 @@ Model::Model(ModelSpec spec, Backend& backend, int64_t max_batch)
 
 absl::StatusOr<std::unique_ptr<Model>> Model::Create(const ModelSpec& spec, Backend& backend,
                                                      int64_t max_batch, uint64_t seed) {
+  try {
+    return Build(spec, backend, max_batch, seed);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(spec.name, ": out of host memory for its parameters or its activations (",
+                     max_batch, " examples per batch): use a smaller model or --batch_size"));
+  }
+}
+
+absl::StatusOr<std::unique_ptr<Model>> Model::Build(const ModelSpec& spec, Backend& backend,
+                                                    int64_t max_batch, uint64_t seed) {
   if (max_batch < 1) return absl::InvalidArgumentError("model batch size must be >= 1");
   std::unique_ptr<Model> m(new Model(spec, backend, max_batch));
   Shape shape = spec.input_shape;

@@ -45,7 +45,8 @@ class BackwardHook {
 
 class Model final : public Trainable {
  public:
-  // INVALID_ARGUMENT when the layers do not fit together or do not end in num_classes outputs.
+  // INVALID_ARGUMENT when the layers do not fit together or do not end in num_classes outputs;
+  // RESOURCE_EXHAUSTED when the host's memory cannot hold the parameters or the activations.
   // The backend must outlive the model. `seed` seeds the dropout masks.
   static absl::StatusOr<std::unique_ptr<Model>> Create(const ModelSpec& spec, Backend& backend,
                                                        int64_t max_batch, uint64_t seed = 1);
@@ -173,6 +174,9 @@ class Model final : public Trainable {
   static constexpr double kGraphLossTolerance = 1e-6;
 
  private:
+  // Create, which may throw std::bad_alloc.
+  static absl::StatusOr<std::unique_ptr<Model>> Build(const ModelSpec& spec, Backend& backend,
+                                                      int64_t max_batch, uint64_t seed);
   Model(ModelSpec spec, Backend& backend, int64_t max_batch);
   // views_ sized to `rows` examples.
   void MakeViews(int64_t rows);
