@@ -58,6 +58,9 @@ size_t FindInvalidUtf8(std::string_view s) {
 }
 
 // The whole file, checked to be non-empty text.
+// Token ids are int32: no corpus file this reader takes is larger.
+constexpr size_t kMaxTextBytes = size_t{1} << 31;
+
 absl::StatusOr<std::string> ReadText(const std::string& path) {
   File f(std::fopen(path.c_str(), "rb"));
   if (f == nullptr) {
@@ -68,16 +71,24 @@ absl::StatusOr<std::string> ReadText(const std::string& path) {
   std::string text;
   char chunk[1 << 16];
   size_t n;
-  while ((n = std::fread(chunk, 1, sizeof(chunk), f.get())) > 0) text.append(chunk, n);
+  while ((n = std::fread(chunk, 1, sizeof(chunk), f.get())) > 0) {
+    // A NUL never occurs in text; checking it as it comes names binary files (and endless ones,
+    // /dev/zero) for what they are.
+    if (const void* nul = std::memchr(chunk, '\0', n); nul != nullptr) {
+      return absl::DataLossError(absl::StrCat(
+          path, ": not a text file (NUL byte at offset ",
+          text.size() + static_cast<size_t>(static_cast<const char*>(nul) - chunk), ")"));
+    }
+    text.append(chunk, n);
+    if (text.size() > kMaxTextBytes) {
+      return absl::DataLossError(absl::StrCat(path, ": more than ", kMaxTextBytes,
+                                              " bytes, more than a corpus this reader takes"));
+    }
+  }
   if (std::ferror(f.get())) {
     return absl::DataLossError(absl::StrCat(path, ": read error: ", std::strerror(errno)));
   }
   if (text.empty()) return absl::DataLossError(absl::StrCat(path, ": file is empty"));
-  // A NUL never occurs in text; checking it first names binary files for what they are.
-  if (const size_t nul = text.find('\0'); nul != std::string::npos) {
-    return absl::DataLossError(
-        absl::StrCat(path, ": not a text file (NUL byte at offset ", nul, ")"));
-  }
   if (const size_t bad = FindInvalidUtf8(text); bad != std::string_view::npos) {
     return absl::DataLossError(
         absl::StrCat(path, ": not a text file (invalid UTF-8 at offset ", bad, ")"));

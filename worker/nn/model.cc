@@ -65,6 +65,14 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Build(const ModelSpec& spec, Backe
   m->params_.Finalize();
   if (absl::Status s = backend.AttachParameters(m->params_); !s.ok()) return s;
   m->loss_ = backend.MakeSoftmaxCrossEntropy();
+  for (const int64_t width : m->widths_) {
+    int64_t values = 0;
+    if (__builtin_mul_overflow(max_batch, width, &values)) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          spec.name, ": a batch of ", max_batch, " examples of ", width,
+          " values in a layer is more than any memory holds: use a smaller --batch_size"));
+    }
+  }
   for (size_t i = 0; i < m->widths_.size(); ++i) {
     m->acts_.push_back(backend.Allocate(max_batch * m->widths_[i]));
     m->grads_.push_back(backend.Allocate(i == 0 ? 0 : max_batch * m->widths_[i]));
