@@ -17,15 +17,23 @@ absl::StatusOr<Admission> AsyncStepRules::Admit(const proto::TransferHeader& hea
                                                 Clock::time_point now) {
   RETURN_IF_ERROR(step_rules::CheckPushHeader(header, step_));
   Admission a;
-  membership_.Join(header.worker(), step_);
   if (static_cast<size_t>(header.worker()) >= pushes_.size()) {
     pushes_.resize(static_cast<size_t>(header.worker()) + 1);
   }
   Push& push = pushes_[static_cast<size_t>(header.worker())];
+  if (push.given_up && push.from_step == header.step() && push.num_chunks == header.num_chunks() &&
+      !push.seen[header.chunk()]) {
+    push.seen[header.chunk()] = true;
+    a.verdict = step_rules::Verdict::kDropGivenUp;
+    a.step = step_;
+    return a;
+  }
+  membership_.Join(header.worker(), step_);
   if (!push.open || push.from_step != header.step() || push.num_chunks != header.num_chunks() ||
       push.seen[header.chunk()]) {
     // A new push (one this worker left open ends as it is: it restarted).
     push.open = true;
+    push.given_up = false;
     push.from_step = header.step();
     push.counted_at = step_;
     push.num_chunks = header.num_chunks();
@@ -50,6 +58,7 @@ Progress AsyncStepRules::Leave(int worker) {
   if (!membership_.Leave(worker, step_)) return progress;
   if (static_cast<size_t>(worker) < pushes_.size() && pushes_[static_cast<size_t>(worker)].open) {
     pushes_[static_cast<size_t>(worker)].open = false;
+    pushes_[static_cast<size_t>(worker)].given_up = true;
     progress.given_up.push_back(worker);
   }
   return progress;
@@ -60,6 +69,7 @@ Progress AsyncStepRules::Expire(Clock::time_point now, Clock::duration timeout) 
   for (size_t w = 0; w < pushes_.size(); ++w) {
     if (pushes_[w].open && pushes_[w].opened + timeout <= now) {
       pushes_[w].open = false;
+      pushes_[w].given_up = true;
       progress.given_up.push_back(static_cast<int>(w));
     }
   }

@@ -7,7 +7,10 @@
 // computed at). A chunk that cannot belong to the worker's open push (another step or count, or
 // a chunk already seen: the worker restarted) opens a new one; the old one ends as it is. A push
 // ends early when its worker Leaves or when it stays incomplete for the push timeout (Expire):
-// Progress::given_up names it, and its chunks applied so far stay applied. Workers
+// Progress::given_up names it, and its chunks applied so far stay applied. Its chunks that come
+// later (same step and count, a chunk not seen before) are kDropGivenUp: opening a push with them
+// would move the step for a push that can never complete (and hold a checkpoint waiting for it),
+// and count a worker that left. Workers
 // (worker_membership.h): 0 .. total_workers - 1 count from the start; any other (a scale-up, or
 // one back after leaving) joins with its first chunk, at once.
 // Not thread-safe (StepCoordinator holds it under its lock).
@@ -53,6 +56,7 @@ class AsyncStepRules {
  private:
   struct Push {
     bool open = false;
+    bool given_up = false;   // ended incomplete (Leave, Expire): its late chunks are dropped
     int64_t from_step = 0;   // the header's step
     int64_t counted_at = 0;  // the ps's step when it opened (Admission::step)
     uint32_t num_chunks = 0;

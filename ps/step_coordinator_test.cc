@@ -768,11 +768,14 @@ TEST(StepCoordinatorTest, AsyncPushIncompleteForTheTimeoutEndsAsItIs) {
   EXPECT_EQ(given->given_up, (absl::InlinedVector<int, 2>{1}));
   EXPECT_TRUE(c.open_pushes().empty());
   EXPECT_EQ(c.step(), 1);
-  // Its missing chunk, should it come after all, opens a push of its own.
+  // Its missing chunk, should it come after all, is dropped: a push of it alone could never
+  // complete (it would stay open, a checkpoint waiting on it, for another timeout).
   auto a = c.Admit(Push(1, 0, 0, 3));
   ASSERT_TRUE(a.ok()) << a.status();
-  EXPECT_TRUE(a->opens_push);
-  EXPECT_EQ(c.step(), 2);
+  EXPECT_EQ(a->verdict, Verdict::kDropGivenUp);
+  EXPECT_FALSE(a->opens_push);
+  EXPECT_TRUE(c.open_pushes().empty());
+  EXPECT_EQ(c.step(), 1);
 }
 
 // Async: Admit answers no parked call itself (its caller holds the ps's update lock, which a
