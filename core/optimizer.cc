@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/optimizer_settings.h"
 #include "core/status_macros.h"
 
 namespace psflow {
@@ -23,8 +24,6 @@ constexpr float kDefaultAdamEpsilon = 1e-8f;               // adam
 constexpr float kDefaultRmsPropDecay = 0.9f;               // rmsprop (rho, in beta1)
 constexpr float kDefaultRmsPropEpsilon = 1e-10f;           // rmsprop
 constexpr float kRmsPropInitialMs = 1.0f;                  // rmsprop's "rms" slot, as TF1
-
-constexpr char kKnownNames[] = "sgd, momentum, adagrad, adam, rmsprop";
 
 struct SlotSpec {
   const char* name;
@@ -283,23 +282,13 @@ float AdamStepSize(float learning_rate, int64_t step, float beta1, float beta2) 
 
 absl::StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(const proto::OptimizerConfig& config) {
   const std::string& name = config.name();
-  if (name != "sgd" && name != "momentum" && name != "adagrad" && name != "adam" &&
-      name != "rmsprop") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown optimizer name \"", name, "\" (known: ", kKnownNames, ")"));
-  }
-  const float learning_rate = config.learning_rate();
-  if (!(std::isfinite(learning_rate) && learning_rate > 0.0f)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "optimizer \"", name, "\": learning_rate must be finite and > 0, got ", learning_rate));
-  }
+  RETURN_IF_ERROR(CheckOptimizerSettings(name, config.learning_rate(), config.momentum()));
 
   proto::OptimizerConfig c = config;
   if (name == "sgd") return std::make_unique<Sgd>(c);
 
   if (name == "momentum") {
     c.set_momentum(OrDefault(c.momentum(), kDefaultMomentum));
-    RETURN_IF_ERROR(CheckUnitInterval(c, "momentum", c.momentum()));
     return std::make_unique<Momentum>(c);
   }
 
@@ -331,7 +320,6 @@ absl::StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(const proto::OptimizerC
   c.set_beta1(OrDefault(c.beta1(), kDefaultRmsPropDecay));
   c.set_epsilon(OrDefault(c.epsilon(), kDefaultRmsPropEpsilon));
   RETURN_IF_ERROR(CheckUnitInterval(c, "beta1 (decay rho)", c.beta1()));
-  RETURN_IF_ERROR(CheckUnitInterval(c, "momentum", c.momentum()));
   RETURN_IF_ERROR(CheckEpsilon(c));
   return std::make_unique<RmsProp>(c);
 }

@@ -32,22 +32,39 @@ std::string FieldPath(absl::string_view path, absl::string_view key) {
 }
 
 // No map anywhere in the document gives a key twice (YAML keeps both and a lookup finds the
-// first; kubectl refuses such a manifest).
-absl::Status CheckNoRepeatedKeys(const YAML::Node& node, const std::string& path) {
-  if (node.IsSequence()) {
-    for (size_t i = 0; i < node.size(); ++i) {
-      RETURN_IF_ERROR(CheckNoRepeatedKeys(node[i], absl::StrCat(path, "[", i, "]")));
+// first; kubectl refuses such a manifest). Aliases are followed, so a document nested deeper than
+// kMaxDepth (an alias inside what it names never ends) or of more than kMaxNodes nodes (aliases
+// of aliases) is refused.
+struct KeyWalk {
+  static constexpr int kMaxDepth = 64;
+  static constexpr int64_t kMaxNodes = 1'000'000;
+  int64_t nodes = 0;
+
+  absl::Status Check(const YAML::Node& node, const std::string& path, int depth) {
+    if (depth > kMaxDepth) {
+      return Bad(path.size() > 100 ? absl::StrCat(path.substr(0, 100), "...") : path,
+                 absl::StrCat("nested deeper than ", kMaxDepth,
+                              " levels (an alias inside what it names?)"));
     }
+    if (++nodes > kMaxNodes) {
+      return Bad("manifest",
+                 absl::StrCat("more than ", kMaxNodes, " YAML nodes (aliases of aliases?)"));
+    }
+    if (node.IsSequence()) {
+      for (size_t i = 0; i < node.size(); ++i) {
+        RETURN_IF_ERROR(Check(node[i], absl::StrCat(path, "[", i, "]"), depth + 1));
+      }
+    }
+    if (!node.IsMap()) return absl::OkStatus();
+    std::set<std::string> seen;
+    for (const auto& field : node) {
+      const std::string key = field.first.IsScalar() ? field.first.Scalar() : "?";
+      if (!seen.insert(key).second) return Bad(FieldPath(path, key), "given twice");
+      RETURN_IF_ERROR(Check(field.second, FieldPath(path, key), depth + 1));
+    }
+    return absl::OkStatus();
   }
-  if (!node.IsMap()) return absl::OkStatus();
-  std::set<std::string> seen;
-  for (const auto& field : node) {
-    const std::string key = field.first.IsScalar() ? field.first.Scalar() : "?";
-    if (!seen.insert(key).second) return Bad(FieldPath(path, key), "given twice");
-    RETURN_IF_ERROR(CheckNoRepeatedKeys(field.second, FieldPath(path, key)));
-  }
-  return absl::OkStatus();
-}
+};
 
 // The fields of a map psflow defines (not one of Kubernetes' own, such as a pod template) are
 // all known, as the API server's strict field validation has them: a misspelt
@@ -498,7 +515,7 @@ namespace {
 
 absl::StatusOr<TrainingJob> Parse(const YAML::Node& doc) {
   if (!doc.IsMap()) return Bad("manifest", "must be a YAML object (a TrainingJob)");
-  RETURN_IF_ERROR(CheckNoRepeatedKeys(doc, ""));
+  RETURN_IF_ERROR(KeyWalk().Check(doc, "", 0));
   RETURN_IF_ERROR(CheckKnownFields(doc, "", {"apiVersion", "kind", "metadata", "spec", "status"}));
   ASSIGN_OR_RETURN(std::string api_version,
                    Scalar<std::string>(doc["apiVersion"], "apiVersion", "a string"));

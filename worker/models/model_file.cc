@@ -12,7 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "core/optimizer.h"
+#include "core/optimizer_settings.h"
 #include "core/read_file.h"
 #include "core/status_macros.h"
 #include "worker/models/model_check.h"
@@ -321,13 +321,12 @@ absl::Status ParseTraining(absl::string_view source, const YAML::Node& node, Rec
   ASSIGN_OR_RETURN(recipe.optimizer, t.String("optimizer", recipe.optimizer));
   ASSIGN_OR_RETURN(recipe.learning_rate, t.Float("learning_rate", recipe.learning_rate, true));
   ASSIGN_OR_RETURN(recipe.momentum, t.Float("momentum", recipe.momentum, false));
-  // Checked as the worker will (the optimizer's own rules), so validate and admission say it.
-  proto::OptimizerConfig optimizer;
-  optimizer.set_name(recipe.optimizer);
-  optimizer.set_learning_rate(recipe.learning_rate);
-  optimizer.set_momentum(recipe.momentum);
-  if (const auto made = MakeOptimizer(optimizer); !made.ok()) {
-    return t.Error(node, made.status().message());
+  // Checked as the worker will (MakeOptimizer's own first checks), so validate and admission
+  // say it.
+  if (const absl::Status s =
+          CheckOptimizerSettings(recipe.optimizer, recipe.learning_rate, recipe.momentum);
+      !s.ok()) {
+    return t.Error(node, s.message());
   }
   ASSIGN_OR_RETURN(recipe.batch_size, t.Int("batch_size", recipe.batch_size, 1));
   ASSIGN_OR_RETURN(int64_t epochs, t.Int("epochs", recipe.epochs, 1));
