@@ -91,6 +91,8 @@ YAML::Node Get(const YAML::Node& node, const char* key) {
 
 template <class T>
 absl::StatusOr<T> Scalar(const YAML::Node& node, absl::string_view path, const char* kind) {
+  // A missing key's node throws on any question but this one.
+  if (!node.IsDefined()) return Bad(path, absl::StrCat("is required (", kind, ")"));
   if (!node.IsScalar()) return Bad(path, absl::StrCat("must be ", kind));
   try {
     return node.as<T>();
@@ -542,7 +544,7 @@ absl::StatusOr<TrainingJob> Parse(const YAML::Node& doc) {
     return Bad("spec.replicaSpecs", "must map replica types (PS, Worker, ...) to specs");
   }
   for (const auto& entry : replicas) {
-    const std::string type_name = entry.first.as<std::string>();
+    const std::string type_name = entry.first.IsScalar() ? entry.first.Scalar() : "?";
     std::optional<ReplicaType> type;
     for (ReplicaType t :
          {ReplicaType::kChief, ReplicaType::kPS, ReplicaType::kWorker, ReplicaType::kEvaluator}) {

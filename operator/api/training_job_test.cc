@@ -188,6 +188,12 @@ TEST(TrainingJob, BadManifestsGiveOneLineNamingTheField) {
       {"key: [unclosed", "not valid YAML"},
       {"- a\n- b\n", "must be a YAML object"},
       {"apiVersion: v1\nkind: TrainingJob\n", "apiVersion: must be psflow.io/v1alpha1"},
+      {"kind: TrainingJob\n", "apiVersion: is required (a string)"},
+      {head + "spec:\n  replicaSpecs:\n    Worker: {template: {spec: {containers: [{command: "
+              "[w], env: [{value: x}]}]}}}\n",
+       "spec.replicaSpecs.Worker.template.spec.containers[0].env[0].name: is required"},
+      {head + "spec:\n  replicaSpecs:\n    [Worker]: {replicas: 1}\n",
+       "spec.replicaSpecs.?: unknown replica type"},
       {"apiVersion: psflow.io/v1alpha1\nkind: Pod\n", "kind: must be TrainingJob"},
       {"apiVersion: psflow.io/v1alpha1\nkind: TrainingJob\nspec: {}\n", "metadata.name"},
       {"apiVersion: psflow.io/v1alpha1\nkind: TrainingJob\nmetadata: {name: ../../escaped}\n",
