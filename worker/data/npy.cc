@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/status_macros.h"
+#include "core/wire_type.h"
 #include "worker/data/input_file.h"
 
 namespace psflow::data {
@@ -89,7 +90,7 @@ absl::StatusOr<NpyType> TypeOfDescr(absl::string_view descr, bool& big_endian,
       {"b1", NpyType::kBool},    {"i1", NpyType::kInt8},    {"i2", NpyType::kInt16},
       {"i4", NpyType::kInt32},   {"i8", NpyType::kInt64},   {"u1", NpyType::kUint8},
       {"u2", NpyType::kUint16},  {"u4", NpyType::kUint32},  {"u8", NpyType::kUint64},
-      {"f4", NpyType::kFloat32}, {"f8", NpyType::kFloat64},
+      {"f2", NpyType::kFloat16}, {"f4", NpyType::kFloat32}, {"f8", NpyType::kFloat64},
   };
   for (const auto& t : kTypes) {
     if (code == t.code) return t.type;
@@ -97,12 +98,10 @@ absl::StatusOr<NpyType> TypeOfDescr(absl::string_view descr, bool& big_endian,
   std::string hint;
   if (absl::StartsWith(code, "O")) {
     hint = ": object arrays hold pickled Python objects; save a numeric array instead";
-  } else if (code == "f2") {
-    hint = ": float16 is not read; save as float32 (a.astype(np.float32))";
   }
   return Unsupported(what, absl::StrCat("dtype '", absl::CHexEscape(descr),
                                         "' is not supported (bool, int8..int64, uint8..uint64, "
-                                        "float32 and float64 are)",
+                                        "float16, float32 and float64 are)",
                                         hint));
 }
 
@@ -341,6 +340,7 @@ int NpyTypeSize(NpyType type) {
       return 1;
     case NpyType::kInt16:
     case NpyType::kUint16:
+    case NpyType::kFloat16:
       return 2;
     case NpyType::kInt32:
     case NpyType::kUint32:
@@ -374,6 +374,8 @@ absl::string_view NpyTypeName(NpyType type) {
       return "uint32";
     case NpyType::kUint64:
       return "uint64";
+    case NpyType::kFloat16:
+      return "float16";
     case NpyType::kFloat32:
       return "float32";
     case NpyType::kFloat64:
@@ -383,7 +385,8 @@ absl::string_view NpyTypeName(NpyType type) {
 }
 
 bool NpyTypeIsInteger(NpyType type) {
-  return type != NpyType::kBool && type != NpyType::kFloat32 && type != NpyType::kFloat64;
+  return type != NpyType::kBool && type != NpyType::kFloat16 && type != NpyType::kFloat32 &&
+         type != NpyType::kFloat64;
 }
 
 int64_t NpyArray::size() const {
@@ -427,6 +430,8 @@ void Visit(const NpyArray& a, Fn&& fn) {
       return ForEach<uint32_t>(a, fn);
     case NpyType::kUint64:
       return ForEach<uint64_t>(a, fn);
+    case NpyType::kFloat16:
+      return ForEach<uint16_t>(a, [&](uint16_t v) { fn(FromFloat16(v)); });
     case NpyType::kFloat32:
       return ForEach<float>(a, fn);
     case NpyType::kFloat64:

@@ -9,7 +9,7 @@
 //   DATA_LOSS         malformed bytes: no magic, an unknown version, a header that is not the dict
 //                     above, a file shorter or longer than its shape and dtype need;
 //   INVALID_ARGUMENT  well-formed but not read: a dtype other than those of NpyType (object
-//                     arrays, structured dtypes, float16, complex, strings, datetimes).
+//                     arrays, structured dtypes, complex, strings, datetimes).
 // Sizes are checked against the bytes actually present before anything is allocated: a small
 // malformed file never causes a large allocation.
 #ifndef PSFLOW_WORKER_DATA_NPY_H_
@@ -36,6 +36,7 @@ enum class NpyType {
   kUint16,
   kUint32,
   kUint64,
+  kFloat16,  // IEEE half precision, read exactly as float
   kFloat32,
   kFloat64
 };

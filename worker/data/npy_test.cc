@@ -99,6 +99,19 @@ TEST(ParseNpy, ReadsEveryDtypeExactly) {
     EXPECT_THAT(*a->ToIntegers("u8"), ElementsAre(5, static_cast<int64_t>(big)));
   }
   {
+    // float16: 1.5, -2, 65504 (the largest), 2^-24 (the smallest subnormal), inf.
+    auto a =
+        ParseNpy(NpyBytes("<f2", "(5,)", Bytes<uint16_t>({0x3e00, 0xc000, 0x7bff, 0x0001, 0x7c00})),
+                 "f2.npy");
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_EQ(a->type, NpyType::kFloat16);
+    EXPECT_EQ(NpyTypeName(a->type), "float16");
+    EXPECT_FALSE(NpyTypeIsInteger(a->type));
+    EXPECT_THAT(a->ToFloats(), ElementsAre(1.5f, -2.f, 65504.f, std::ldexp(1.f, -24),
+                                           std::numeric_limits<float>::infinity()));
+    EXPECT_EQ(a->ToIntegers("f2").status().code(), absl::StatusCode::kInvalidArgument);
+  }
+  {
     auto a = ParseNpy(NpyBytes("<f4", "(3,)", Bytes<float>({-1.5f, 0.f, 3.25f})), "f4.npy");
     ASSERT_TRUE(a.ok()) << a.status();
     EXPECT_EQ(a->type, NpyType::kFloat32);
@@ -132,6 +145,10 @@ TEST(ParseNpy, SwapsBigEndianData) {
   auto f8 = ParseNpy(NpyBytes(">f8", "()", std::string("\x3f\xf8\0\0\0\0\0\0", 8)), "x");
   ASSERT_TRUE(f8.ok()) << f8.status();
   EXPECT_THAT(Values<double>(*f8), ElementsAre(1.5));
+  // 1.5 as a big-endian float16: 3E 00.
+  auto f2 = ParseNpy(NpyBytes(">f2", "(1,)", std::string("\x3e\x00", 2)), "x");
+  ASSERT_TRUE(f2.ok()) << f2.status();
+  EXPECT_THAT(f2->ToFloats(), ElementsAre(1.5f));
   auto u1 = ParseNpy(NpyBytes(">u1", "(2,)", std::string("\x01\x02", 2)), "x");
   ASSERT_TRUE(u1.ok()) << u1.status();
   EXPECT_THAT(Values<uint8_t>(*u1), ElementsAre(1, 2));
@@ -251,9 +268,9 @@ TEST(ParseNpy, RejectsMalformedBytesAsDataLossNamingTheFileAndOffset) {
 
 TEST(ParseNpy, RejectsDtypesItDoesNotReadAsInvalidArgument) {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"|O", "object arrays"},  {"<f2", "float16"},       {"<c8", "not supported"},
-      {"<U5", "not supported"}, {"|S3", "not supported"}, {"<M8[s]", "not supported"},
-      {"<i3", "not supported"}, {"", "not supported"},
+      {"|O", "object arrays"},  {"<c8", "not supported"},    {"<U5", "not supported"},
+      {"|S3", "not supported"}, {"<M8[s]", "not supported"}, {"<i3", "not supported"},
+      {"", "not supported"},
   };
   for (const auto& [descr, message] : cases) {
     auto a = ParseNpy(NpyBytes(descr, "(1,)", "12345678"), "x.npy");
