@@ -132,7 +132,8 @@ class PsState {
 
   // For a clean stop before the final checkpoint: waits, while pushes are still served, until no
   // sync step is partly applied (for at most `wait`), then refuses every later gradient push
-  // (UNAVAILABLE "stopping"; the worker keeps it and recovers once the ps is back), so the final
+  // (UNAVAILABLE "stopping": the worker drops it, as a push to a lost task, and goes on from the
+  // ps's state once it is back), so the final
   // checkpoint holds every update applied and a whole step. False when a step stayed partly
   // applied for `wait` (updates are refused all the same). Async steps are never partly applied.
   bool StopUpdates(std::chrono::steady_clock::duration wait);

@@ -25,7 +25,7 @@ enum class Verdict {
   kAccumulate,    // sync: stage the gradients, then tell the rules (SyncStepRules::Staged)
   kDropStale,     // computed at an old step
   kDropBackup,    // sync: this step already has its replicas_to_aggregate workers
-  kDropGivenUp,   // sync: a late chunk of this worker's push of this step, given up (expired)
+  kDropGivenUp,   // a late chunk of this worker's push, given up (it expired or its worker left)
   kDropJoining,   // sync: a worker not yet counted (new, or back after leaving): it joins the job
                   // at the next step boundary (worker_membership.h)
   kDropRepeated,  // sync: a chunk its worker's push of this step already has, or of another

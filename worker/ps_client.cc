@@ -142,6 +142,7 @@ bool WaitPolling(Backoff& backoff, grpc::Channel& channel) {
 
 absl::Status PsClient::Prepare(const nn::ParameterSet& params, bool is_chief) {
   is_chief_ = is_chief;
+  const Clock::time_point start = Clock::now();
   const Clock::time_point end = options_.startup_timeout.count() > 0
                                     ? Clock::now() + options_.startup_timeout
                                     : Clock::time_point::max();
@@ -154,9 +155,17 @@ absl::Status PsClient::Prepare(const nn::ParameterSet& params, bool is_chief) {
       // Not there yet (unreachable, or not initialised by the chief): wait on, unless the
       // startup's own limit has passed.
       const bool not_yet = absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s);
-      if (s.ok() || !not_yet || Clock::now() >= end) {
+      if (s.ok() || !not_yet) {
         RETURN_IF_ERROR(s);
         break;
+      }
+      if (Clock::now() >= end) {  // the last attempt's message, and the whole wait
+        return absl::Status(
+            s.code(),
+            absl::StrCat(
+                s.message(), "; gave up after ",
+                std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start).count(),
+                "s in all (--startup_timeout_s=", options_.startup_timeout.count() / 1000, ")"));
       }
       PSFLOW_LOG(WARNING) << s.message() << "; still waiting ("
                           << (options_.startup_timeout.count() > 0
@@ -252,8 +261,10 @@ absl::Status PsClient::WaitReadyTask(PsTask& task, Clock::time_point deadline) {
       }
       proto::OptimizerConfig held_optimizer;
       held_optimizer.set_name(response.optimizer());
-      if (absl::Status same = CheckSameTraining(
-              held_optimizer, response.sync(), options_.training.optimizer, options_.training.sync);
+      if (absl::Status same = options_.pushes ? CheckSameTraining(held_optimizer, response.sync(),
+                                                                  options_.training.optimizer,
+                                                                  options_.training.sync)
+                                              : absl::OkStatus();
           !same.ok()) {
         return absl::FailedPreconditionError(
             absl::StrCat("ps task ", task.index, " at ", task.address, ": ", same.message()));

@@ -109,6 +109,9 @@ class PsClient final : public ParameterSync {
     // for: the call that finds it gone fails at once (UNAVAILABLE), as the task is most likely
     // being stopped with this worker (the whole job deleted, psflow run interrupted). Null: never.
     const StopRequest* stop = nullptr;
+    // False for a client that only pulls (an evaluator): the task's optimizer and step rules are
+    // not its to agree with, so WaitReady does not compare them with `training`.
+    bool pushes = true;
   };
   static constexpr int kDefaultConnectionsPerTask = 1;
   static constexpr int kMaxConnectionsPerTask = 64;

@@ -231,12 +231,8 @@ TEST_P(PsClientTest, UsesThePlacementStrategyItIsGiven) {
   EXPECT_NE((*balanced)->placement().fingerprint, p.fingerprint);
 }
 
-// A ps task restarted without a checkpoint between two exchanges answers "not initialised": the
-// chief takes it for a lost task, drops the push in flight and re-creates the variables from its
-// latest parameters at the step it last saw, instead of exiting (and being restarted from its
-// initial parameters at step 0).
 // A worker whose optimizer or step rules are not the ones the chief created the variables with
-// is refused at Prepare, naming both (they would be silently ignored).
+// is refused at Prepare, naming both (they would be silently ignored); an evaluator is not.
 TEST_P(PsClientTest, AWorkerAskingForOtherTrainingThanTheTaskHoldsIsRefused) {
   LoopbackPs ps;
   ASSERT_TRUE(ps.started());
@@ -256,9 +252,18 @@ TEST_P(PsClientTest, AWorkerAskingForOtherTrainingThanTheTaskHoldsIsRefused) {
     const std::string expected = sync ? "this worker asks for optimizer sgd, sync steps"
                                       : "this worker asks for optimizer adam, async steps";
     EXPECT_NE(std::string(s.message()).find(expected), std::string::npos) << s;
+    // A client that only pulls (an evaluator) is not asked to agree.
+    o.pushes = false;
+    auto evaluator = PsClient::Create(o, *params);
+    ASSERT_TRUE(evaluator.ok()) << evaluator.status();
+    EXPECT_TRUE((*evaluator)->Prepare(*params, false).ok());
   }
 }
 
+// A ps task restarted without a checkpoint between two exchanges answers "not initialised": the
+// chief takes it for a lost task, drops the push in flight and re-creates the variables from its
+// latest parameters at the step it last saw, instead of exiting (and being restarted from its
+// initial parameters at step 0).
 TEST_P(PsClientTest, ChiefRecreatesATaskRestartedEmptyBetweenTwoExchanges) {
   auto ps = std::make_unique<LoopbackPs>();
   ASSERT_TRUE(ps->started());

@@ -286,6 +286,7 @@ PsClient::Options MakePsClientOptions(const WorkerConfig& c, const TransportSecu
   options.startup_timeout = c.startup_timeout;
   options.connections_per_task = c.ps_connections;
   options.security = security;
+  options.pushes = !c.is_evaluator;
   return options;
 }
 

@@ -229,6 +229,12 @@ TEST(WorkerConfig, PsTimeoutIsTheCallDeadlineToo) {
   EXPECT_EQ(o.startup_timeout, std::chrono::seconds(0));  // the default: no limit
   EXPECT_EQ(o.ps_addresses, (std::vector<std::string>{"p:1", "p:2"}));
   EXPECT_EQ(o.training.worker_index, c->training.worker_index);
+  EXPECT_TRUE(o.pushes);
+  // An evaluator only pulls: whatever its optimizer flags, the ps's training is not its to check.
+  const absl::StatusOr<WorkerConfig> evaluator =
+      MakeWorkerConfig(WorkerFlags{.optimizer = "adam"}, Cluster("evaluator", 0), false);
+  ASSERT_TRUE(evaluator.ok()) << evaluator.status();
+  EXPECT_FALSE(MakePsClientOptions(*evaluator, TransportSecurity{}).pushes);
 }
 
 // --startup_timeout_s reaches the client as it is; 0 (the default) is no limit.

@@ -85,7 +85,9 @@ class StopSignals {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &s->old_int_);
     sigaction(SIGTERM, &sa, &s->old_term_);
-    sigaction(SIGHUP, &sa, &s->old_hup_);  // the terminal closed: clean up as for Ctrl-C
+    // The terminal closed: clean up as for Ctrl-C; unless SIGHUP is ignored (nohup), as it stays.
+    sigaction(SIGHUP, nullptr, &s->old_hup_);
+    if (s->old_hup_.sa_handler != SIG_IGN) sigaction(SIGHUP, &sa, nullptr);
     struct sigaction ignore {};
     ignore.sa_handler = SIG_IGN;
     sigaction(SIGPIPE, &ignore, &s->old_pipe_);
@@ -502,7 +504,7 @@ void JobRun::ReportFailure(const Replica& r) {
   const std::vector<std::string> tail = r.log->Tail();
   console_.Line(Say(absl::StrCat(r.name, "'s log ends (", r.log->path(), "):")));
   for (const std::string& line : tail) {
-    // A long line shows its start: the log file has it whole.
+    // A long line shows its start (the log file has it in pieces of kMaxLineBytes).
     constexpr size_t kShown = 1000;
     console_.Line(absl::StrCat(
         "[", r.name, "] ", absl::string_view(line).substr(0, kShown),
@@ -530,7 +532,8 @@ void JobRun::DrainOutput(Replica& r, bool final) {
       for (;;) {
         const size_t nl = all.find('\n', scan);
         const size_t end = nl == absl::string_view::npos ? all.size() : nl;
-        if (end - start >= kMaxLineBytes) {
+        // Strictly longer: a piece cut never ends just before its newline (no empty line after).
+        if (end - start > kMaxLineBytes) {
           OnOutputLine(r, all.substr(start, kMaxLineBytes));
           start = scan = start + kMaxLineBytes;
           continue;

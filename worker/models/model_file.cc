@@ -455,12 +455,11 @@ absl::Status CheckDataFits(const ModelDefinition& m, bool token_ids) {
                      " is a language model's token stream: input type must be "
                      "token_ids"));
   }
-  if (m.language_model() && m.input_vocabulary() > 0 &&
-      m.input_vocabulary() != m.spec.num_classes) {
+  if (m.language_model() && m.input_vocabulary() > 0 && m.input_vocabulary() < m.spec.num_classes) {
     return absl::InvalidArgumentError(
         absl::StrCat("a language model's embedding vocab_size (", m.input_vocabulary(),
-                     ") must equal its classes (", m.spec.num_classes,
-                     "): the token ids are its inputs and, one step on, its labels"));
+                     ") is smaller than its classes (", m.spec.num_classes,
+                     "): the token ids are its labels too, up to classes - 1, and its inputs"));
   }
   struct Fixed {
     DataSpec::Format format;

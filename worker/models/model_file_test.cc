@@ -213,8 +213,8 @@ TEST(ModelFile, ErrorsNameTheLayerTheOptionAndTheShapes) {
       {"name: m\ninput: {shape: [5], type: token_ids}\nclasses: 100\nlayers:\n"
        "  - {type: embedding, vocab_size: 10, dim: 4}\n  - {type: lstm, units: 4}\n"
        "  - {type: dense, units: 100}\ndata: {format: tokens}\n",
-       "m.yaml: a language model's embedding vocab_size (10) must equal its classes (100): the "
-       "token ids are its inputs and, one step on, its labels"},
+       "m.yaml: a language model's embedding vocab_size (10) is smaller than its classes (100): "
+       "the token ids are its labels too, up to classes - 1, and its inputs"},
       {"name: m\ninput: {shape: [4]}\nclasses: 3\nlayers:\n  - {type: dense, units: 3}\n"
        "data: {format: csv}\ntraining: {learning_rate: -1}\n",
        "m.yaml:7: training: learning_rate must be > 0, got -1"},

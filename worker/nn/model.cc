@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <new>
+#include <stdexcept>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -25,8 +26,19 @@ Model::Model(ModelSpec spec, Backend& backend, int64_t max_batch)
 
 absl::StatusOr<std::unique_ptr<Model>> Model::Create(const ModelSpec& spec, Backend& backend,
                                                      int64_t max_batch, uint64_t seed) {
+  // With at most 2^31 values per example in a layer (a model file's check), every batch buffer's
+  // size in bytes fits 63 bits: no layer's sizes overflow.
+  if (max_batch > kMaxBatch) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(spec.name, ": a batch of ", max_batch, " examples; at most ", kMaxBatch));
+  }
   try {
     return Build(spec, backend, max_batch, seed);
+  } catch (const std::length_error&) {  // a size past what a vector holds
+    return absl::ResourceExhaustedError(
+        absl::StrCat(spec.name, ": its parameters or activations (", max_batch,
+                     " examples per batch) are more than this host holds: use a smaller model "
+                     "or --batch_size"));
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(
         absl::StrCat(spec.name, ": out of host memory for its parameters or its activations (",
@@ -65,14 +77,6 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Build(const ModelSpec& spec, Backe
   m->params_.Finalize();
   if (absl::Status s = backend.AttachParameters(m->params_); !s.ok()) return s;
   m->loss_ = backend.MakeSoftmaxCrossEntropy();
-  for (const int64_t width : m->widths_) {
-    int64_t values = 0;
-    if (__builtin_mul_overflow(max_batch, width, &values)) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          spec.name, ": a batch of ", max_batch, " examples of ", width,
-          " values in a layer is more than any memory holds: use a smaller --batch_size"));
-    }
-  }
   for (size_t i = 0; i < m->widths_.size(); ++i) {
     m->acts_.push_back(backend.Allocate(max_batch * m->widths_[i]));
     m->grads_.push_back(backend.Allocate(i == 0 ? 0 : max_batch * m->widths_[i]));

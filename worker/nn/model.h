@@ -45,8 +45,10 @@ class BackwardHook {
 
 class Model final : public Trainable {
  public:
-  // INVALID_ARGUMENT when the layers do not fit together or do not end in num_classes outputs;
-  // RESOURCE_EXHAUSTED when the host's memory cannot hold the parameters or the activations.
+  // INVALID_ARGUMENT when the layers do not fit together or do not end in num_classes outputs,
+  // or max_batch is over kMaxBatch; RESOURCE_EXHAUSTED when the host's memory cannot hold the
+  // parameters or the activations.
+  static constexpr int64_t kMaxBatch = int64_t{1} << 24;
   // The backend must outlive the model. `seed` seeds the dropout masks.
   static absl::StatusOr<std::unique_ptr<Model>> Create(const ModelSpec& spec, Backend& backend,
                                                        int64_t max_batch, uint64_t seed = 1);
