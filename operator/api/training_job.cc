@@ -1,9 +1,11 @@
 #include "operator/api/training_job.h"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -27,6 +29,43 @@ absl::Status Bad(absl::string_view path, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
 }
 
+// The documents of a YAML stream that hold something ("---" and nothing holds nothing), from at
+// most the first kMaxDocuments; throws YAML::Exception where the stream does not parse. Counted
+// without building them: yaml-cpp's LoadAll never ends on some malformed streams (a fuzzer found
+// one: it kept returning empty documents until memory ran out).
+int DocumentsWithContent(absl::string_view yaml) {
+  struct Counter final : YAML::EventHandler {
+    bool content = false;
+    void OnDocumentStart(const YAML::Mark&) override { content = false; }
+    void OnDocumentEnd() override {}
+    void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnAlias(const YAML::Mark&, YAML::anchor_t) override { content = true; }
+    void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  const std::string&) override {
+      content = true;
+    }
+    void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                         YAML::EmitterStyle::value) override {
+      content = true;
+    }
+    void OnSequenceEnd() override {}
+    void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                    YAML::EmitterStyle::value) override {
+      content = true;
+    }
+    void OnMapEnd() override {}
+  };
+  constexpr int kMaxDocuments = 100;
+  std::istringstream stream{std::string(yaml)};
+  YAML::Parser parser(stream);
+  Counter counter;
+  int documents = 0;
+  for (int i = 0; i < kMaxDocuments && parser.HandleNextDocument(counter); ++i) {
+    documents += counter.content ? 1 : 0;
+  }
+  return documents;
+}
+
 std::string FieldPath(absl::string_view path, absl::string_view key) {
   return path.empty() ? std::string(key) : absl::StrCat(path, ".", key);
 }
@@ -37,7 +76,7 @@ std::string FieldPath(absl::string_view path, absl::string_view key) {
 // of aliases) is refused.
 struct KeyWalk {
   static constexpr int kMaxDepth = 64;
-  static constexpr int64_t kMaxNodes = 1'000'000;
+  static constexpr int64_t kMaxNodes = 100'000;
   int64_t nodes = 0;
 
   absl::Status Check(const YAML::Node& node, const std::string& path, int depth) {
@@ -684,13 +723,11 @@ int TrainingJob::Replicas(ReplicaType type) const {
 absl::StatusOr<TrainingJob> ParseTrainingJob(absl::string_view yaml, absl::string_view source) {
   YAML::Node doc;
   try {
-    std::vector<YAML::Node> docs = YAML::LoadAll(std::string(yaml));
-    std::erase_if(docs, [](const YAML::Node& d) { return d.IsNull(); });  // "---" and nothing
-    if (docs.size() > 1) {
+    if (const int documents = DocumentsWithContent(yaml); documents > 1) {
       return absl::InvalidArgumentError(absl::StrCat(
-          source, ": holds ", docs.size(), " YAML documents; give one TrainingJob per file"));
+          source, ": holds ", documents, " YAML documents; give one TrainingJob per file"));
     }
-    if (!docs.empty()) doc = docs[0];
+    doc = YAML::Load(std::string(yaml));
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(
         absl::StrCat(source, ": not valid YAML: ", e.msg, " (line ", e.mark.line + 1, ")"));
