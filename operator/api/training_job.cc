@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/algorithm/container.h"
@@ -133,6 +134,11 @@ absl::StatusOr<T> Scalar(const YAML::Node& node, absl::string_view path, const c
   // A missing key's node throws on any question but this one.
   if (!node.IsDefined()) return Bad(path, absl::StrCat("is required (", kind, ")"));
   if (!node.IsScalar()) return Bad(path, absl::StrCat("must be ", kind));
+  // A quoted scalar is a string (yaml-cpp tags it "!"), which the API server refuses where the
+  // CRD wants a number or a boolean.
+  if (!std::is_same_v<T, std::string> && node.Tag() == "!") {
+    return Bad(path, absl::StrCat("must be ", kind, ", got the string \"", node.Scalar(), "\""));
+  }
   try {
     return node.as<T>();
   } catch (const YAML::Exception&) {

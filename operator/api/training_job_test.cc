@@ -212,6 +212,11 @@ TEST(TrainingJob, BadManifestsGiveOneLineNamingTheField) {
            "    PS: {replicas: 101, template: {spec: {containers: [{command: [p]}]}}}\n",
        "PS.replicas: must be in 0..100"},
       {head + "spec:\n  replicaSpecs:\n    Worker: {replicas: two}\n", "must be an integer"},
+      {head + "spec:\n  replicaSpecs:\n    Worker: {replicas: \"2\", template: {spec: "
+              "{containers: [{command: [w]}]}}}\n",
+       "spec.replicaSpecs.Worker.replicas: must be an integer, got the string \"2\""},
+      {head + "spec:\n  tls: {enabled: \"false\"}\n  replicaSpecs:\n" + worker,
+       "spec.tls.enabled: must be a boolean, got the string \"false\""},
       {head + "spec:\n  replicaSpecs:\n    Worker: {replicas: 1}\n",
        "Worker.template.spec.containers: must list at least one container"},
       {head + "spec:\n  replicaSpecs:\n" + worker +
