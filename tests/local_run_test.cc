@@ -384,6 +384,38 @@ INSTANTIATE_TEST_SUITE_P(Signals, LocalRunInterrupt, ::testing::Values(SIGINT, S
                            return std::string(param.param == SIGINT ? "Sigint" : "Sighup");
                          });
 
+// A replica that fails at once, under a rule that does not count its restarts, waits longer before
+// each restart after the first (restart_backoff.h) instead of spinning until the deadline: before,
+// 89 restarts in 5 s.
+TEST(LocalRun, QuickFailuresInARowAreRestartedAfterAGrowingWait) {
+  const std::string path = ::testing::TempDir() + "psflow_crashloop_job.yaml";
+  std::ofstream(path) << R"(apiVersion: psflow.io/v1alpha1
+kind: TrainingJob
+metadata: {name: crashloop}
+spec:
+  tls: {enabled: false}
+  runPolicy: {activeDeadlineSeconds: 3}
+  replicaSpecs:
+    Worker:
+      replicas: 1
+      podFailurePolicy:
+        rules:
+          - {action: Ignore, onExitCodes: {operator: In, values: [42]}}
+      template: {spec: {containers: [{command: [sh, -c, "exit 42"]}]}}
+)";
+  const CommandResult r = RunCommand(
+      {Binary("psflow"), "run", "--progress=never", "--run_dir=" + RunDir("crashloop"), path},
+      Environment({}), std::chrono::seconds(60));
+  std::remove(path.c_str());
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.status.code, 1) << r.output;  // the deadline
+  EXPECT_EQ(LinesWith(r.output, "[psflow] restarting worker-0 (").size(), 1u) << r.output;
+  EXPECT_EQ(LinesWith(r.output, "[psflow] restarting worker-0 in 0.25s (").size(), 1u) << r.output;
+  EXPECT_EQ(LinesWith(r.output, "[psflow] restarting worker-0 in 0.50s (").size(), 1u) << r.output;
+  // 0 + 0 + 0.25 + 0.5 + 1 + 2 s of waits: no more than six restarts fit in three seconds.
+  EXPECT_LE(LinesWith(r.output, "[psflow] restarting worker-0").size(), 6u) << r.output;
+}
+
 // A replica that writes without pause (`yes`) cannot keep the runner from a stop signal: it reads
 // a bounded amount per turn of its loop.
 TEST(LocalRun, AReplicaFloodingItsOutputStillStopsOnSigterm) {

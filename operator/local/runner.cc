@@ -37,6 +37,7 @@
 #include "operator/local/local_certificates.h"
 #include "operator/local/network_emulation.h"
 #include "operator/local/progress_tracker.h"
+#include "operator/local/restart_backoff.h"
 #include "operator/local/run_folder.h"
 #include "operator/local/run_summary.h"
 #include "operator/local/scrape_targets.h"
@@ -137,6 +138,9 @@ struct Replica {
   bool reported_exit = false;
   bool completed = false;  // ended with exit 0 as a trainer or evaluator: never run again
   int restarts = 0;
+  Clock::time_point started;  // its current (or last) run's
+  int quick_runs = 0;         // runs in a row that ended within kQuickRun (restart_backoff.h)
+  std::optional<Clock::time_point> restart_at;  // decided to restart, then
   int trainer = -1;      // index among the job's trainers (ProgressTracker), -1 if not one
   ReplicaReport report;  // its row in the summary
   // A trainer's steps as last scraped: its row's when it ends without a done: line.
@@ -189,6 +193,8 @@ class JobRun {
   void UpdateProgress(bool last = false);
   void StopAll(const char* why);
   absl::Status Restart(Replica& r);
+  // Restarts every replica whose restart_at has come (a failure to start fails the job).
+  void RestartDue();
   // With an emulated network, once before the first replica other than a ps starts: waits (at
   // most kPsListenWait) until every ps task accepts connections. A worker whose first gRPC
   // connection finds no ps listening in its namespace waits seconds (5 measured) before it
@@ -228,7 +234,9 @@ class JobRun {
 };
 
 absl::Status JobRun::Restart(Replica& r) {
+  r.restart_at.reset();
   ASSIGN_OR_RETURN(r.process, ChildProcess::Spawn(r.argv, r.env));
+  r.started = Clock::now();
   r.reported_exit = false;
   r.partial_line.clear();
   ++r.restarts;  // the job's count (restarts_) is the caller's: evaluators' do not count
@@ -452,6 +460,7 @@ absl::Status JobRun::Start() {
       return absl::Status(p.status().code(), absl::StrCat(r->name, ": ", p.status().message()));
     }
     r->process = *std::move(p);
+    r->started = Clock::now();
     r->report.exit = "running";
   }
   return absl::OkStatus();
@@ -591,14 +600,15 @@ void JobRun::ReapAndDecide() {
                            " of the job's replicas exceeds runPolicy.backoffLimit ", limit);
           break;
         }
-        if (absl::Status s = Restart(r); !s.ok()) {
-          outcome_ = JobOutcome::kFailed;
-          outcome_reason_ = absl::StrCat(r.name, " could not be restarted: ", s.message());
-          break;
-        }
+        // Restarted by RestartDue, at once or, after quick failures in a row, a little later.
+        r.quick_runs = Clock::now() - r.started < kQuickRun ? r.quick_runs + 1 : 0;
+        const std::chrono::milliseconds delay = RestartDelay(r.quick_runs);
+        r.restart_at = Clock::now() + delay;
         if (counted) ++restarts_;
         console_.Line(Say(absl::StrCat(
-            "restarting ", r.name, " (",
+            "restarting ", r.name,
+            delay.count() > 0 ? absl::StrFormat(" in %.2fs", delay.count() / 1e3) : std::string(),
+            " (",
             counted         ? absl::StrCat("restart ", restarts_, " of at most ", limit)
             : !rule.empty() ? absl::StrCat(rule, ": not counted against backoffLimit")
                             : std::string("an evaluator: not counted against backoffLimit"),
@@ -641,6 +651,17 @@ void JobRun::ReapAndDecide() {
   }
   if (outcome_ == JobOutcome::kSucceeded && !finish_by_) {
     finish_by_ = Clock::now() + absl::ToChronoSeconds(api::FinishGrace(job_));
+  }
+}
+
+void JobRun::RestartDue() {
+  for (Replica& r : replicas_) {
+    if (outcome_ == JobOutcome::kFailed) return;
+    if (!r.restart_at || Clock::now() < *r.restart_at) continue;
+    if (absl::Status s = Restart(r); !s.ok()) {
+      outcome_ = JobOutcome::kFailed;
+      outcome_reason_ = absl::StrCat(r.name, " could not be restarted: ", s.message());
+    }
   }
 }
 
@@ -741,6 +762,7 @@ JobOutcome JobRun::Supervise() {
     }
     for (Replica& r : replicas_) DrainOutput(r, false);
     ReapAndDecide();
+    RestartDue();
     if (outcome_ == JobOutcome::kFailed) break;
     if (outcome_ == JobOutcome::kSucceeded) {
       const bool trainers_left = absl::c_any_of(replicas_, [this](const Replica& r) {
