@@ -34,11 +34,6 @@ int64_t Sum(int64_t a, int64_t b) {
   int64_t s = 0;
   return __builtin_add_overflow(a, b, &s) ? kSaturated : s;
 }
-int64_t Elements(const nn::Shape& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n = Product({n, d});
-  return n;
-}
 
 // The output of a window of `window` x `window` over an [h, w, c] input, or why there is none.
 // `noun`: what slides ("kernel", "window").
@@ -193,7 +188,7 @@ absl::StatusOr<std::vector<LayerReport>> CheckModel(const nn::ModelSpec& spec, b
           "input: shape ", absl::StrJoin(spec.input_shape, "x"), " has a dimension < 1"));
     }
   }
-  if (Elements(spec.input_shape) > kMaxValuesPerExample) {
+  if (nn::NumElements(spec.input_shape) > kMaxValuesPerExample) {
     return absl::InvalidArgumentError(
         absl::StrCat("input: shape ", absl::StrJoin(spec.input_shape, "x"), " holds more than ",
                      kMaxValuesPerExample, " values per example"));
@@ -229,7 +224,7 @@ absl::StatusOr<std::vector<LayerReport>> CheckModel(const nn::ModelSpec& spec, b
           r.label, ": ", out.status().message(),
           i == 0 ? "" : absl::StrCat(" (the output of ", LayerLabel(spec, i - 1), ")")));
     }
-    if (Elements(*out) > kMaxValuesPerExample) {
+    if (nn::NumElements(*out) > kMaxValuesPerExample) {
       return absl::InvalidArgumentError(absl::StrCat(r.label, ": its output ", ShapeText(*out),
                                                      " holds more than ", kMaxValuesPerExample,
                                                      " values per example"));

@@ -3,6 +3,7 @@
 #define PSFLOW_WORKER_NN_TENSOR_H_
 
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -11,9 +12,13 @@ namespace psflow::nn {
 // Dimensions, outermost first. A layer's per-example shape leaves out the batch dimension.
 using Shape = std::vector<int64_t>;
 
+// The product of the dimensions; INT64_MAX where it would overflow (a shape from a model file is
+// checked against its limits after: models/model_check.h).
 inline int64_t NumElements(const Shape& shape) {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape) {
+    if (__builtin_mul_overflow(n, d, &n)) return std::numeric_limits<int64_t>::max();
+  }
   return n;
 }
 
