@@ -204,6 +204,9 @@ TEST(Transfer, SixteenBitWireTypesRoundToNearestEven) {
     EXPECT_EQ(out, values);
   }
   EXPECT_EQ(WireTypeOf(proto::DT_INT32).status().code(), absl::StatusCode::kInvalidArgument);
+  for (const WireType type : {WireType::kFloat32, WireType::kBfloat16, WireType::kFloat16}) {
+    EXPECT_EQ(*WireTypeOf(ProtoDtypeOf(type)), type);  // the inverse
+  }
 }
 
 // ReadFloats converts 16-bit elements where they lie in each run, joining an element cut in two.

@@ -9,6 +9,18 @@
 
 namespace psflow {
 
+int ProtoDtypeOf(WireType type) {
+  switch (type) {
+    case WireType::kFloat32:
+      return proto::DT_FLOAT32;
+    case WireType::kBfloat16:
+      return proto::DT_BFLOAT16;
+    case WireType::kFloat16:
+      return proto::DT_FLOAT16;
+  }
+  return proto::DT_FLOAT32;
+}
+
 absl::StatusOr<WireType> WireTypeOf(int proto_dtype) {
   switch (proto_dtype) {
     case proto::DT_FLOAT32:

@@ -18,6 +18,8 @@ namespace psflow {
 enum class WireType { kFloat32, kBfloat16, kFloat16 };
 // The wire type of a frame's dtype; INVALID_ARGUMENT for any other dtype.
 absl::StatusOr<WireType> WireTypeOf(int proto_dtype);
+// The inverse: the protocol's DType (proto::DType's value) of `type`.
+int ProtoDtypeOf(WireType type);
 // The wire type the flag --wire_dtype names: "float32", "bfloat16" or "float16"; otherwise
 // INVALID_ARGUMENT "--wire_dtype must be float32, bfloat16 or float16, got \"...\"".
 absl::StatusOr<WireType> ParseWireType(absl::string_view name);

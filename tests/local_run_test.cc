@@ -39,6 +39,17 @@ std::string ReadFile(const std::string& path) {
   return s.str();
 }
 
+// Waits up to 100 ms for `run`'s output and appends what is there to `output`: read()'s result
+// (0 at its end).
+ssize_t ReadSome(local::ChildProcess& run, std::string& output) {
+  pollfd fd{run.output_fd(), POLLIN, 0};
+  poll(&fd, 1, 100);
+  char buf[65536];
+  const ssize_t n = read(run.output_fd(), buf, sizeof(buf));
+  if (n > 0) output.append(buf, static_cast<size_t>(n));
+  return n;
+}
+
 // A small fast job: 1 ps and 2 workers training the MLP on 1500 steps each.
 std::string WriteTinyJob() {
   return WriteJob(
@@ -342,21 +353,12 @@ TEST_P(LocalRunInterrupt, StopsEveryReplica) {
   std::string output;
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   while (LinesWith(output, "step 100/").size() < 2 && std::chrono::steady_clock::now() < give_up) {
-    pollfd fd{(*run)->output_fd(), POLLIN, 0};
-    poll(&fd, 1, 100);
-    char buf[65536];
-    const ssize_t n = read((*run)->output_fd(), buf, sizeof(buf));
-    if (n > 0) output.append(buf, static_cast<size_t>(n));
+    ReadSome(**run, output);
   }
   ASSERT_EQ(LinesWith(output, "step 100/").size(), 2u) << output;
   kill((*run)->pid(), GetParam());
   for (;;) {
-    pollfd fd{(*run)->output_fd(), POLLIN, 0};
-    poll(&fd, 1, 100);
-    char buf[65536];
-    const ssize_t n = read((*run)->output_fd(), buf, sizeof(buf));
-    if (n > 0) output.append(buf, static_cast<size_t>(n));
-    if (n == 0) break;
+    if (ReadSome(**run, output) == 0) break;
     ASSERT_LT(std::chrono::steady_clock::now(), give_up) << output;
   }
   std::optional<local::ExitStatus> status;
@@ -436,11 +438,7 @@ spec:
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (LinesWith(output, "starting 1 replicas").empty() &&
          std::chrono::steady_clock::now() < give_up) {
-    pollfd fd{(*run)->output_fd(), POLLIN, 0};
-    poll(&fd, 1, 100);
-    char buf[4096];
-    const ssize_t n = read((*run)->output_fd(), buf, sizeof(buf));
-    if (n > 0) output.append(buf, static_cast<size_t>(n));
+    ReadSome(**run, output);
   }
   usleep(300000);  // the replica is flooding by now
   kill((*run)->pid(), SIGTERM);

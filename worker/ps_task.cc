@@ -16,18 +16,6 @@ constexpr int64_t kMaxRowsPerCall = 1 << 16;
 
 }  // namespace
 
-proto::DType WireDtype(WireType type) {
-  switch (type) {
-    case WireType::kFloat32:
-      return proto::DT_FLOAT32;
-    case WireType::kBfloat16:
-      return proto::DT_BFLOAT16;
-    case WireType::kFloat16:
-      return proto::DT_FLOAT16;
-  }
-  return proto::DT_FLOAT32;
-}
-
 int64_t RowsPerCall(int64_t row_elements) {
   return std::clamp<int64_t>(kChunkBytes / (4 * std::max<int64_t>(row_elements, 1)), 1,
                              kMaxRowsPerCall);
@@ -184,7 +172,8 @@ std::unique_ptr<ChunkCall> PsTask::MakeChunkCall(proto::TransferKind kind, uint3
   fixed.set_fingerprint(fingerprint);
   fixed.set_worker(worker);
   fixed.set_chunk(chunk);
-  fixed.set_wire_dtype(WireDtype(kind == proto::TK_ASSIGN ? WireType::kFloat32 : wire_type));
+  fixed.set_wire_dtype(static_cast<proto::DType>(
+      ProtoDtypeOf(kind == proto::TK_ASSIGN ? WireType::kFloat32 : wire_type)));
   if (kind == proto::TK_PULL) fixed.set_timeout_ms(pull_timeout.count());
   if (kind != proto::TK_GRADIENT) fixed.set_num_chunks(static_cast<uint32_t>(chunks.size()));
   for (const SegmentRange& r : segments) {
@@ -270,7 +259,7 @@ uint32_t PsTask::AimPush(const nn::ParameterSet& params) {
     fixed.set_kind(proto::TK_GRADIENT);
     fixed.set_fingerprint(fingerprint);
     fixed.set_worker(worker);
-    fixed.set_wire_dtype(WireDtype(wire_type));
+    fixed.set_wire_dtype(static_cast<proto::DType>(ProtoDtypeOf(wire_type)));
     call->header = FrameHeaderBuffer(fixed);
     call->method = &kPushMethod;
     const size_t k = (push_calls.size() + sparse_calls.size()) % bulk.size();

@@ -40,9 +40,6 @@
 
 namespace psflow {
 
-// The wire's element type as the protocol names it.
-proto::DType WireDtype(WireType type);
-
 // One partition of a task, as the worker sees it: a run of one parameter's elements.
 struct TaskPartition {
   nn::ParameterSet::Handle handle = 0;

@@ -34,15 +34,12 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(const ModelSpec& spec, Back
   }
   try {
     return Build(spec, backend, max_batch, seed);
-  } catch (const std::length_error&) {  // a size past what a vector holds
-    return absl::ResourceExhaustedError(
-        absl::StrCat(spec.name, ": its parameters or activations (", max_batch,
-                     " examples per batch) are more than this host holds: use a smaller model "
-                     "or --batch_size"));
-  } catch (const std::bad_alloc&) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat(spec.name, ": out of host memory for its parameters or its activations (",
-                     max_batch, " examples per batch): use a smaller model or --batch_size"));
+  } catch (const std::exception& e) {
+    // std::bad_alloc, or std::length_error for a size past what a vector holds: the only
+    // exceptions building throws.
+    return absl::ResourceExhaustedError(absl::StrCat(
+        spec.name, ": out of host memory for its parameters or its activations (", max_batch,
+        " examples per batch; ", e.what(), "): use a smaller model or --batch_size"));
   }
 }
 
