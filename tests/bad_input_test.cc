@@ -70,8 +70,8 @@ TEST_F(BadInput, ManifestThatIsNotYaml) {
 TEST_F(BadInput, ManifestWithUnknownReplicaType) {
   const auto path = Write("job.yaml", absl::StrCat(kHead, R"(spec:
   replicaSpecs:
-    Worker: {replicas: 1, template: {spec: {containers: [{command: [psflow-worker]}]}}}
-    Master: {replicas: 1, template: {spec: {containers: [{command: [psflow-ps]}]}}}
+    Worker: {replicas: 1, template: {spec: {containers: [{name: psflow, command: [psflow-worker]}]}}}
+    Master: {replicas: 1, template: {spec: {containers: [{name: psflow, command: [psflow-ps]}]}}}
 )"));
   ExpectOneLineError(RunCommand({Binary("psflow"), "run", path}, Environment({}), kTimeout), 2,
                      {"spec.replicaSpecs.Master", "unknown replica type"});
@@ -80,8 +80,8 @@ TEST_F(BadInput, ManifestWithUnknownReplicaType) {
 TEST_F(BadInput, ManifestWithZeroWorkers) {
   const auto path = Write("job.yaml", absl::StrCat(kHead, R"(spec:
   replicaSpecs:
-    PS: {replicas: 1, template: {spec: {containers: [{command: [psflow-ps]}]}}}
-    Worker: {replicas: 0, template: {spec: {containers: [{command: [psflow-worker]}]}}}
+    PS: {replicas: 1, template: {spec: {containers: [{name: psflow, command: [psflow-ps]}]}}}
+    Worker: {replicas: 0, template: {spec: {containers: [{name: psflow, command: [psflow-worker]}]}}}
 )"));
   ExpectOneLineError(RunCommand({Binary("psflow"), "run", path}, Environment({}), kTimeout), 2,
                      {"at least one Worker"});
@@ -91,7 +91,7 @@ TEST_F(BadInput, ManifestWithoutCommand) {
   const auto path = Write("job.yaml", absl::StrCat(kHead, R"(spec:
   replicaSpecs:
     PS: {replicas: 1, template: {spec: {containers: [{name: psflow, image: psflow/ps}]}}}
-    Worker: {replicas: 1, template: {spec: {containers: [{command: [psflow-worker]}]}}}
+    Worker: {replicas: 1, template: {spec: {containers: [{name: psflow, command: [psflow-worker]}]}}}
 )"));
   ExpectOneLineError(RunCommand({Binary("psflow"), "run", path}, Environment({}), kTimeout), 2,
                      {"spec.replicaSpecs.PS", "has no command"});
@@ -411,10 +411,10 @@ TEST_F(BadInput, PsPortAlreadyTaken) {
 TEST_F(BadInput, JobWhoseWorkerFailsEndsFailedAndStopsThePs) {
   const auto path = Write("job.yaml", absl::StrCat(kHead, R"(spec:
   replicaSpecs:
-    PS: {replicas: 1, template: {spec: {containers: [{command: [psflow-ps]}]}}}
+    PS: {replicas: 1, template: {spec: {containers: [{name: psflow, command: [psflow-ps]}]}}}
     Worker:
       replicas: 2
-      template: {spec: {containers: [{command: [psflow-worker], args: [--data_path=/nonexistent]}]}}
+      template: {spec: {containers: [{name: psflow, command: [psflow-worker], args: [--data_path=/nonexistent]}]}}
 )"));
   const auto r = RunCommand(
       {Binary("psflow"), "run", "--progress=never", "--run_dir=" + (dir_ / "run").string(), path},
@@ -489,7 +489,7 @@ TEST_F(BadInput, UnwritableRunFolderStopsTheRunBeforeAnyReplicaStarts) {
   const std::string marker = (dir_ / "started").string();
   const auto path = Write("job.yaml", absl::StrCat(kHead, R"(spec:
   replicaSpecs:
-    Worker: {replicas: 1, template: {spec: {containers: [{command: [touch, )",
+    Worker: {replicas: 1, template: {spec: {containers: [{name: psflow, command: [touch, )",
                                                    marker, R"(]}]}}}
 )"));
   const std::string file = Write("file", "not a folder");

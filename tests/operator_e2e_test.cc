@@ -684,12 +684,14 @@ TEST_F(OperatorApiserverTest, ThroughputIsMeasuredFromTheWorkersIntoStatus) {
 TEST_F(OperatorApiserverTest, APodTemplateTheApiRefusesFailsTheJobAndCleansUp) {
   auto op = StartOperator("op-a");
   Json job = Job("badname", 1, 1, "OnFailure");
-  job["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["name"] = "Bad_Name";
+  // The parser checks the names psflow reads; a mount of a volume the pod lacks is the API's.
+  job["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["volumeMounts"] =
+      Json::array({{{"name", "no-such-volume"}, {"mountPath", "/data"}}});
   CreateJob(job);
   ASSERT_TRUE(Eventually([&] { return State("badname") == "Failed"; })) << op->output();
   const Json failed = Condition("badname", "Failed");
   EXPECT_EQ(failed["reason"], "InvalidPodTemplate");
-  EXPECT_TRUE(absl::StrContains(failed["message"].get<std::string>(), "Bad_Name")) << failed;
+  EXPECT_TRUE(absl::StrContains(failed["message"].get<std::string>(), "no-such-volume")) << failed;
   EXPECT_TRUE(absl::StrContains(failed["message"].get<std::string>(), "badname-worker-0"))
       << failed;
   ASSERT_TRUE(Eventually([&] { return Pods("badname").empty(); })) << op->output();

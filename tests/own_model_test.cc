@@ -136,10 +136,10 @@ TEST_F(OwnModelTest, TrainsInlineUnderPsflowRunWithAPsAndTwoWorkers) {
                {"--data_path=" + dir_ + "/data", "--export_dir=" + out, "--log_every_steps=0"});
   {  // The ps checkpoints, for `psflow export` below.
     std::string text = ReadFile(job).value();
-    const std::string ps = "containers: [{command: [psflow-ps]}]";
-    text.replace(
-        text.find(ps), ps.size(),
-        "containers: [{command: [psflow-ps], args: [--checkpoint_dir=" + dir_ + "/checkpoints]}]");
+    const std::string ps = "containers: [{name: psflow, command: [psflow-ps]}]";
+    text.replace(text.find(ps), ps.size(),
+                 "containers: [{name: psflow, command: [psflow-ps], args: [--checkpoint_dir=" +
+                     dir_ + "/checkpoints]}]");
     std::ofstream(job) << text;
   }
   {

@@ -114,7 +114,8 @@ spec:
       template:
         spec:
           containers:
-            - command: [psflow-ps]
+            - name: psflow
+              command: [psflow-ps]
               args: [--checkpoint_dir=)"
                           << dir << R"(, --checkpoint_every_steps=100,
                      --checkpoint_every_s=0]
@@ -124,7 +125,8 @@ spec:
       template:
         spec:
           containers:
-            - command: [psflow-worker]
+            - name: psflow
+              command: [psflow-worker]
               args: [--learning_rate=0.2, --train_epochs=5, --compute_threads=1,
                      --log_every_steps=0, --ps_timeout_s=60]
 )";
@@ -219,14 +221,16 @@ spec:
       template:
         spec:
           containers:
-            - command: [psflow-ps]
+            - name: psflow
+              command: [psflow-ps]
     Worker:
       replicas: 2
       restartPolicy: OnFailure
       template:
         spec:
           containers:
-            - command: [psflow-worker]
+            - name: psflow
+              command: [psflow-worker]
               args: [)" << worker_args
                           << "]\n";
 }

@@ -77,11 +77,12 @@ std::string WriteJob(const std::string& path, const std::string& name, int worke
   std::ofstream(path) << absl::StrCat(
       "apiVersion: psflow.io/v1alpha1\nkind: TrainingJob\nmetadata: {name: ", name,
       "}\nspec:\n  replicaSpecs:\n"
-      "    PS: {replicas: 1, template: {spec: {containers: [{command: [psflow-ps]}]}}}\n"
+      "    PS: {replicas: 1, template: {spec: {containers: [{name: psflow, command: "
+      "[psflow-ps]}]}}}\n"
       "    Worker:\n      replicas: ",
       workers,
       "\n      template:\n        spec:\n          containers:\n"
-      "            - command: [psflow-worker]\n              args: [",
+      "            - name: psflow\n              command: [psflow-worker]\n              args: [",
       absl::StrJoin(worker_args, ", "), "]\n");
   return path;
 }

@@ -18,6 +18,7 @@
 #include "absl/strings/strip.h"
 #include "core/read_file.h"
 #include "core/status_macros.h"
+#include "operator/api/kube_names.h"
 #include "worker/models/model_file.h"
 
 namespace psflow::api {
@@ -28,6 +29,12 @@ constexpr int64_t kMaxPolicyValue = 315'360'000;  // ten years of seconds
 // Parsing errors carry their YAML path; the caller prefixes the source.
 absl::Status Bad(absl::string_view path, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
+}
+
+// A value from the input for an error line: quoted, escaped, cut at 80 bytes.
+std::string Quoted(absl::string_view value) {
+  return absl::StrCat("\"", absl::CHexEscape(value.substr(0, 80)),
+                      value.size() > 80 ? "...\"" : "\"");
 }
 
 // The documents of a YAML stream that hold something ("---" and nothing holds nothing), from at
@@ -176,9 +183,13 @@ absl::StatusOr<Enum> EnumValue(const YAML::Node& node, absl::string_view path,
 absl::StatusOr<Container> ParseContainer(const YAML::Node& node, absl::string_view path) {
   if (!node.IsMap()) return Bad(path, "must be a container object");
   Container c;
-  if (node["name"]) {
-    ASSIGN_OR_RETURN(c.name,
-                     Scalar<std::string>(node["name"], absl::StrCat(path, ".name"), "a string"));
+  ASSIGN_OR_RETURN(c.name,
+                   Scalar<std::string>(node["name"], absl::StrCat(path, ".name"), "a string"));
+  if (!IsDns1123Label(c.name)) {
+    return Bad(absl::StrCat(path, ".name"),
+               absl::StrCat("must be at most 63 lowercase letters, digits and '-', starting and "
+                            "ending with a letter or digit (a DNS-1123 label), got ",
+                            Quoted(c.name)));
   }
   if (node["image"]) {
     ASSIGN_OR_RETURN(c.image,
@@ -192,6 +203,11 @@ absl::StatusOr<Container> ParseContainer(const YAML::Node& node, absl::string_vi
       const std::string p = absl::StrCat(path, ".env[", i, "]");
       EnvVar e;
       ASSIGN_OR_RETURN(e.name, Scalar<std::string>(Get(env[i], "name"), p + ".name", "a string"));
+      if (!IsEnvVarName(e.name)) {
+        return Bad(p + ".name", absl::StrCat("must be printable ASCII without '=' (an environment "
+                                             "variable's name), got ",
+                                             Quoted(e.name)));
+      }
       if (Get(env[i], "value")) {
         ASSIGN_OR_RETURN(e.value,
                          Scalar<std::string>(Get(env[i], "value"), p + ".value", "a string"));
@@ -207,6 +223,16 @@ absl::StatusOr<Container> ParseContainer(const YAML::Node& node, absl::string_vi
       if (Get(ports[i], "name")) {
         ASSIGN_OR_RETURN(port.name,
                          Scalar<std::string>(Get(ports[i], "name"), p + ".name", "a string"));
+        if (!IsPortName(port.name)) {
+          return Bad(p + ".name",
+                     absl::StrCat("must be at most 15 lowercase letters, digits and '-' with at "
+                                  "least one letter, no \"--\" and no '-' at either end (an IANA "
+                                  "service name), got ",
+                                  Quoted(port.name)));
+        }
+        if (absl::c_any_of(c.ports, [&](const ContainerPort& q) { return q.name == port.name; })) {
+          return Bad(p + ".name", absl::StrCat(Quoted(port.name), " names another port too"));
+        }
       }
       ASSIGN_OR_RETURN(port.container_port, Scalar<int>(Get(ports[i], "containerPort"),
                                                         p + ".containerPort", "an integer"));
@@ -392,6 +418,10 @@ absl::StatusOr<ReplicaSpec> ParseReplicaSpec(const YAML::Node& node, ReplicaType
   }
   for (size_t i = 0; i < containers.size(); ++i) {
     ASSIGN_OR_RETURN(Container c, ParseContainer(containers[i], absl::StrCat(cpath, "[", i, "]")));
+    if (absl::c_any_of(r.containers, [&](const Container& o) { return o.name == c.name; })) {
+      return Bad(absl::StrCat(cpath, "[", i, "].name"),
+                 absl::StrCat(Quoted(c.name), " names another container too"));
+    }
     r.containers.push_back(std::move(c));
   }
   if (node["checkpoint"]) {
@@ -554,8 +584,8 @@ absl::Status CheckJobName(absl::string_view name) {
              absl::StrCat("must be at most ", kMaxJobNameLength,
                           " lowercase letters, digits and '-', starting with a letter and not "
                           "ending with '-' (a DNS-1035 label: every pod's hostname "
-                          "<job>-<type>-<index> must fit 63), got \"",
-                          absl::CHexEscape(name.substr(0, 80)), name.size() > 80 ? "...\"" : "\""));
+                          "<job>-<type>-<index> must fit 63), got ",
+                          Quoted(name)));
 }
 
 namespace {

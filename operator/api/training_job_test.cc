@@ -36,7 +36,8 @@ spec:
       template:
         spec:
           containers:
-            - image: psflow/worker:0.1.0
+            - name: psflow
+              image: psflow/worker:0.1.0
               command: [psflow-worker]
               args: [--train_steps=5]
               env: [{name: A, value: "1"}]
@@ -183,13 +184,14 @@ TEST(TrainingJob, BadManifestsGiveOneLineNamingTheField) {
   const std::string head =
       "apiVersion: psflow.io/v1alpha1\nkind: TrainingJob\nmetadata: {name: x}\n";
   const std::string worker =
-      "    Worker: {replicas: 1, template: {spec: {containers: [{command: [w]}]}}}\n";
+      "    Worker: {replicas: 1, template: {spec: {containers: [{name: psflow, command: [w]}]}}}\n";
   const std::vector<Case> cases = {
       {"key: [unclosed", "not valid YAML"},
       {"- a\n- b\n", "must be a YAML object"},
       {"apiVersion: v1\nkind: TrainingJob\n", "apiVersion: must be psflow.io/v1alpha1"},
       {"kind: TrainingJob\n", "apiVersion: is required (a string)"},
-      {head + "spec:\n  replicaSpecs:\n    Worker: {template: {spec: {containers: [{command: "
+      {head + "spec:\n  replicaSpecs:\n    Worker: {template: {spec: {containers: [{name: psflow, "
+              "command: "
               "[w], env: [{value: x}]}]}}}\n",
        "spec.replicaSpecs.Worker.template.spec.containers[0].env[0].name: is required"},
       {head + "spec:\n  replicaSpecs:\n    [Worker]: {replicas: 1}\n",
@@ -203,17 +205,18 @@ TEST(TrainingJob, BadManifestsGiveOneLineNamingTheField) {
       {head + "spec:\n  replicaSpecs:\n" + worker + "    Master: {replicas: 1}\n",
        "spec.replicaSpecs.Master: unknown replica type"},
       {head + "spec:\n  replicaSpecs:\n    Worker: {replicas: 0, template: {spec: {containers: "
-              "[{command: [w]}]}}}\n",
+              "[{name: psflow, command: [w]}]}}}\n",
        "needs at least one Worker"},
       {head + "spec:\n  replicaSpecs:\n    Worker: {replicas: -1, template: {spec: {containers: "
-              "[{command: [w]}]}}}\n",
+              "[{name: psflow, command: [w]}]}}}\n",
        "Worker.replicas: must be in 0..1000"},
       {head + "spec:\n  replicaSpecs:\n" + worker +
-           "    PS: {replicas: 101, template: {spec: {containers: [{command: [p]}]}}}\n",
+           "    PS: {replicas: 101, template: {spec: {containers: [{name: psflow, command: "
+           "[p]}]}}}\n",
        "PS.replicas: must be in 0..100"},
       {head + "spec:\n  replicaSpecs:\n    Worker: {replicas: two}\n", "must be an integer"},
       {head + "spec:\n  replicaSpecs:\n    Worker: {replicas: \"2\", template: {spec: "
-              "{containers: [{command: [w]}]}}}\n",
+              "{containers: [{name: psflow, command: [w]}]}}}\n",
        "spec.replicaSpecs.Worker.replicas: must be an integer, got the string \"2\""},
       {head + "spec:\n  tls: {enabled: \"false\"}\n  replicaSpecs:\n" + worker,
        "spec.tls.enabled: must be a boolean, got the string \"false\""},
@@ -221,16 +224,17 @@ TEST(TrainingJob, BadManifestsGiveOneLineNamingTheField) {
        "Worker.template.spec.containers: must list at least one container"},
       {head + "spec:\n  replicaSpecs:\n" + worker +
            "    Chief: {replicas: 2, template: {spec: "
-           "{containers: [{command: [c]}]}}}\n",
+           "{containers: [{name: psflow, command: [c]}]}}}\n",
        "Chief.replicas: must be in 0..1"},
       {head + "spec:\n  replicaSpecs:\n    Worker: {restartPolicy: Sometimes, template: {spec: "
-              "{containers: [{command: [w]}]}}}\n",
+              "{containers: [{name: psflow, command: [w]}]}}}\n",
        "\"Sometimes\" is not one of Never, OnFailure, Always, ExitCode"},
       {head + "spec:\n  runPolicy: {backoffLimit: -2}\n  replicaSpecs:\n" + worker,
        "spec.runPolicy.backoffLimit: must be >= 0"},
       {head + "spec:\n  runPolicy: {finishGraceSeconds: -1}\n  replicaSpecs:\n" + worker,
        "spec.runPolicy.finishGraceSeconds: must be >= 0"},
-      {head + "spec:\n  replicaSpecs:\n    Worker: {template: {spec: {containers: [{command: "
+      {head + "spec:\n  replicaSpecs:\n    Worker: {template: {spec: {containers: [{name: psflow, "
+              "command: "
               "w}]}}}\n",
        "command: must be a list of strings"},
       {head + "spec:\n  tls: {enabled: maybe}\n  replicaSpecs:\n" + worker,
@@ -242,16 +246,38 @@ TEST(TrainingJob, BadManifestsGiveOneLineNamingTheField) {
       {head + "spec:\n  runPolicy: {activeDeadlineSecond: 10}\n  replicaSpecs:\n" + worker,
        "spec.runPolicy.activeDeadlineSecond: unknown field (known: cleanPodPolicy,"},
       {head + "spec:\n  replicaSpecs:\n    Worker: {replica: 3, template: {spec: {containers: "
-              "[{command: [w]}]}}}\n",
+              "[{name: psflow, command: [w]}]}}}\n",
        "spec.replicaSpecs.Worker.replica: unknown field (known: replicas,"},
       {head + "spec:\n  replicaSpecs:\n    Worker: {replicas: 3, replicas: 1, template: {spec: "
-              "{containers: [{command: [w]}]}}}\n",
+              "{containers: [{name: psflow, command: [w]}]}}}\n",
        "spec.replicaSpecs.Worker.replicas: given twice"},
       {head + "spec:\n  replicaSpecs:\n" + worker + worker,
        "spec.replicaSpecs.Worker: given twice"},
-      {head + "spec:\n  replicaSpecs:\n    Worker: {template: {spec: {containers: [{command: "
+      {head + "spec:\n  replicaSpecs:\n    Worker: {template: {spec: {containers: [{name: psflow, "
+              "command: "
               "[w], env: [{name: A, value: x, value: y}]}]}}}\n",
        "spec.replicaSpecs.Worker.template.spec.containers[0].env[0].value: given twice"},
+      // The pod's own rules for the names psflow reads, before the API server refuses the pod.
+      {head + "spec:\n  replicaSpecs:\n    Worker: {template: {spec: {containers: [{command: "
+              "[w]}]}}}\n",
+       "spec.replicaSpecs.Worker.template.spec.containers[0].name: is required"},
+      {head + "spec:\n  replicaSpecs:\n    Worker: {template: {spec: {containers: [{name: "
+              "Main}]}}}\n",
+       "containers[0].name: must be at most 63 lowercase letters, digits and '-', starting and "
+       "ending with a letter or digit (a DNS-1123 label), got \"Main\""},
+      {head + "spec:\n  replicaSpecs:\n    Worker: {template: {spec: {containers: [{name: a}, "
+              "{name: a}]}}}\n",
+       "containers[1].name: \"a\" names another container too"},
+      {head + "spec:\n  replicaSpecs:\n    Worker: {template: {spec: {containers: [{name: a, "
+              "env: [{name: A=B, value: x}]}]}}}\n",
+       "containers[0].env[0].name: must be printable ASCII without '=' (an environment "
+       "variable's name), got \"A=B\""},
+      {head + "spec:\n  replicaSpecs:\n    Worker: {template: {spec: {containers: [{name: a, "
+              "ports: [{name: psflow_port, containerPort: 1}]}]}}}\n",
+       "containers[0].ports[0].name: must be at most 15 lowercase letters"},
+      {head + "spec:\n  replicaSpecs:\n    Worker: {template: {spec: {containers: [{name: a, "
+              "ports: [{name: p, containerPort: 1}, {name: p, containerPort: 2}]}]}}}\n",
+       "containers[0].ports[1].name: \"p\" names another port too"},
       {head + "spec:\n  replicaSpecs:\n" + worker + "---\n" + head,
        "holds 2 YAML documents; give one TrainingJob per file"},
       {head + "spec:\n  tls: false\n  replicaSpecs:\n" + worker, "spec.tls: must be an object"},
@@ -281,9 +307,9 @@ constexpr char kHead[] =
     "apiVersion: psflow.io/v1alpha1\nkind: TrainingJob\nmetadata: {name: x}\nspec:\n";
 constexpr char kReplicas[] =
     "  replicaSpecs:\n"
-    "    Worker: {template: {spec: {containers: [{command: [w]}]}}}\n"
+    "    Worker: {template: {spec: {containers: [{name: psflow, command: [w]}]}}}\n"
     "    PS:\n"
-    "      template: {spec: {containers: [{command: [p]}]}}\n";
+    "      template: {spec: {containers: [{name: psflow, command: [p]}]}}\n";
 
 TEST(TrainingJob, ParsesThePsCheckpointVolumeAndTheNetworkPolicy) {
   const std::string head = kHead;
@@ -337,9 +363,9 @@ TEST(TrainingJob, BadCheckpointsAndNetworkPoliciesGiveOneLineNamingTheField) {
        "10Gi)"},
       {head + replicas + "      checkpoint: emptyDir\n",
        "bad.yaml: spec.replicaSpecs.PS.checkpoint: must be an object"},
-      {head +
-           "  replicaSpecs:\n    Worker: {checkpoint: {}, template: {spec: {containers: [{command: "
-           "[w]}]}}}\n",
+      {head + "  replicaSpecs:\n    Worker: {checkpoint: {}, template: {spec: {containers: [{name: "
+              "psflow, command: "
+              "[w]}]}}}\n",
        "bad.yaml: spec.replicaSpecs.Worker.checkpoint: only PS replicas checkpoint (they hold the "
        "variables)"},
       {head + "  networkPolicy: true\n" + replicas,

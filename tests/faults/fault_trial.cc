@@ -107,10 +107,11 @@ std::string Manifest(const TrialOptions& o, const std::string& checkpoints) {
       "[--model=mnist_mlp, --learning_rate=", o.learning_rate, ", --train_steps=", o.train_steps,
       ", --compute_threads=1, --log_every_steps=0, --ps_timeout_s=120]");
   auto replica = [](const char* type, int n, const char* command, const std::string& args) {
-    return absl::StrCat("    ", type, ":\n      replicas: ", n,
-                        "\n      restartPolicy: OnFailure\n      template:\n        spec:\n"
-                        "          containers:\n            - command: [",
-                        command, "]\n              args: ", args, "\n");
+    return absl::StrCat(
+        "    ", type, ":\n      replicas: ", n,
+        "\n      restartPolicy: OnFailure\n      template:\n        spec:\n"
+        "          containers:\n            - name: psflow\n              command: [",
+        command, "]\n              args: ", args, "\n");
   };
   std::string m =
       absl::StrCat("apiVersion: psflow.io/v1alpha1\nkind: TrainingJob\nmetadata: {name: ", o.name,

@@ -40,14 +40,16 @@ spec:
         spec:
           containers:
             # TCP, not psflow run's shared memory, as a pod's ps would be reached.
-            - command: [psflow-ps]
+            - name: psflow
+              command: [psflow-ps]
               env: [{name: PSFLOW_BULK_SOCKET, value: ""}]
     Worker:
       replicas: 2
       template:
         spec:
           containers:
-            - command: [psflow-worker]
+            - name: psflow
+              command: [psflow-worker]
               args: [--model=ptb_lstm, --model_config=test, --data_source=synthetic,
                      --compute_threads=1, --train_steps=1000000, --train_seconds=20,
                      --log_every_steps=1000]
@@ -116,7 +118,9 @@ absl::Status ObservedRun::StartOperator() {
       BackgroundProcess::Start(
           {testing::Binary("psflow-operator"), "--kubeconfig=" + kubeconfig, "--identity=observe",
            "--metrics_address=127.0.0.1", absl::StrCat("--metrics_port=", operator_port_),
-           "--lease_namespace=default", "--lease_duration_s=2", "--renew_deadline_s=1.5",
+           // The default lease and renew deadline: on a loaded machine a renewal may take a
+           // second or more, and an operator that lost its lease exits (its metrics with it).
+           "--lease_namespace=default", "--lease_duration_s=15", "--renew_deadline_s=10",
            "--retry_period_s=0.25", "--workers=2"},
           testing::Environment({})));
   // Listed for Prometheus the way prometheus-local.yml's comment tells a user to.
