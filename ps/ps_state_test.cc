@@ -934,21 +934,29 @@ TEST(PsStateTest, SyncWorkerDyingMidPushIsDroppedAfterTheTimeout) {
   ExpectValues(PullAll(*state), {-1.5, -2, -2.5, -3, 3.5, 3, 2.5, 2, 9, 18, 27});
 }
 
-// A dead worker's staged pieces are dropped when its push is given up: if it comes back within
-// the same step, only its new push counts.
-TEST(PsStateTest, SyncWorkerBackAfterItsPushWasGivenUpCountsOnce) {
+// A dead worker's staged pieces are dropped when its push is given up; if it comes back within
+// the same step, its new push of that step is dropped too (the given-up push stands for it), and
+// the step completes with the others.
+TEST(PsStateTest, SyncWorkerBackAfterItsPushWasGivenUpCountsFromTheNextStep) {
   auto state = ReadyState(Request(Sgd(0.5f), Sync(3, 2)), QuickExpiry());
   const std::vector<float> g0 = {2, 4, 6, 8, 2, 4, 6, 8, 2, 4, 6};
-  const std::vector<float> g1 = {4, 4, 4, 4, 0, 0, 0, 0, -2, -4, -6};
+  const std::vector<float> g2 = {4, 4, 4, 4, 0, 0, 0, 0, -2, -4, -6};
   const std::vector<float> dead = Fill(1000);
   ASSERT_TRUE(Accepted(Push(*state, Gradient({{0, 0, 2}}, 0, 1, 0, 4), Part(dead, 0, 2))));
   ASSERT_TRUE(Accepted(Push(*state, Gradient(All(), 0, 0), g0)));
   // Worker 1's push is given up; the step still needs two workers of the two left.
   EXPECT_FALSE(ReachesStepWithin(*state, 1, std::chrono::milliseconds(500)));
-  ASSERT_TRUE(Accepted(Push(*state, Gradient(All(), 0, 1), g1)));
+  EXPECT_FALSE(Accepted(Push(*state, Gradient(All(), 0, 1), dead)));
+  EXPECT_EQ(state->global_step(), 0);
+  ASSERT_TRUE(Accepted(Push(*state, Gradient(All(), 0, 2), g2)));
   EXPECT_EQ(state->global_step(), 1);
-  // var -= 0.5 * (g0 + g1) / 2: nothing of the 1000s.
+  // var -= 0.5 * (g0 + g2) / 2: nothing of the 1000s.
   ExpectValues(PullAll(*state), {-0.5, 0, 0.5, 1, 4.5, 5, 5.5, 6, 10, 20, 30});
+  // Worker 1 counts again from step 1: with worker 0 it completes it.
+  ASSERT_TRUE(Accepted(Push(*state, Gradient(All(), 1, 1), g0)));
+  EXPECT_EQ(state->global_step(), 1);
+  ASSERT_TRUE(Accepted(Push(*state, Gradient(All(), 1, 0), g0)));
+  EXPECT_EQ(state->global_step(), 2);
 }
 
 TEST(PsStateTest, SyncElementsOfAPartitionSentTwiceAreRejected) {

@@ -803,8 +803,8 @@ TEST(StepCoordinatorTest, AsyncAdmitHandsTheCallsItMadeDueToItsCaller) {
 
 // Sync: once a push is given up, the rest of it (chunks of the same push arriving late, after a
 // network partition) is dropped instead of opening a push that can never complete and holds the
-// step until it expires too; the step completes with the others. A chunk the given-up push had
-// already sent is a new push (the worker restarted) and counts.
+// step until it expires too; the step completes with the others. So is the whole step pushed again
+// by the worker restarted: the given-up push stands for the step.
 TEST(StepCoordinatorTest, SyncLateChunksOfAGivenUpPushAreDroppedAndTheStepGoesOn) {
   Expiries expiries;  // before c: its handler must outlive c's timer thread
   StepCoordinator c(milliseconds(50));
@@ -832,23 +832,35 @@ TEST(StepCoordinatorTest, SyncLateChunksOfAGivenUpPushAreDroppedAndTheStepGoesOn
   EXPECT_EQ(c.workers_in_step(), 1);
 }
 
-TEST(StepCoordinatorTest, SyncAChunkTheGivenUpPushHadSentIsANewPush) {
-  Expiries expiries;  // before c: its handler must outlive c's timer thread
-  StepCoordinator c(milliseconds(50));
-  expiries.Attach(c);
-  ASSERT_TRUE(c.Start(Sync(2, 2), 0).ok());
-  ASSERT_EQ(c.Admit(Push(0, 0, 0, 2))->verdict, Verdict::kAccumulate);
-  c.ChunkAccumulated(Push(0, 0, 0, 2));
-  ASSERT_TRUE(expiries.First().has_value());
-  // Chunk 0 again: worker 0 restarted and pushes step 0 anew, whole.
-  ASSERT_EQ(c.Admit(Push(0, 0, 0, 2))->verdict, Verdict::kAccumulate);
-  c.ChunkAccumulated(Push(0, 0, 0, 2));
-  ASSERT_EQ(c.Admit(Push(0, 0, 1, 2))->verdict, Verdict::kAccumulate);
-  c.ChunkAccumulated(Push(0, 0, 1, 2));
-  ASSERT_EQ(c.Admit(Push(1, 0))->verdict, Verdict::kAccumulate);
-  const StepCoordinator::Progress done = c.ChunkAccumulated(Push(1, 0));
-  EXPECT_TRUE(done.completes_step);
-  EXPECT_EQ(done.workers, (absl::InlinedVector<int, 8>{0, 1}));
+// A worker restarted after its push was given up pushes the step again, its chunks in any order:
+// none of them is admitted (before, a chunk the given-up push had sent opened a new push, and the
+// chunks dropped before it never came again: that push held the step for another timeout).
+TEST(StepCoordinatorTest, SyncTheRestartedWorkersRepushOfAGivenUpStepIsDroppedInAnyOrder) {
+  for (const bool chunk_one_first : {false, true}) {
+    SCOPED_TRACE(chunk_one_first ? "chunk 1 first" : "chunk 0 first");
+    Expiries expiries;  // before c: its handler must outlive c's timer thread
+    StepCoordinator c(milliseconds(50));
+    expiries.Attach(c);
+    ASSERT_TRUE(c.Start(Sync(2, 2), 0).ok());
+    ASSERT_EQ(c.Admit(Push(0, 0, 0, 2))->verdict, Verdict::kAccumulate);
+    c.ChunkAccumulated(Push(0, 0, 0, 2));
+    ASSERT_TRUE(expiries.First().has_value());
+    const uint32_t first = chunk_one_first ? 1 : 0;
+    EXPECT_EQ(c.Admit(Push(0, 0, first, 2))->verdict, Verdict::kDropGivenUp);
+    EXPECT_EQ(c.Admit(Push(0, 0, 1 - first, 2))->verdict, Verdict::kDropGivenUp);
+    EXPECT_EQ(c.workers_in_step(), 0);
+    // Worker 1 alone completes the step; both count from the next one.
+    ASSERT_EQ(c.Admit(Push(1, 0))->verdict, Verdict::kAccumulate);
+    const StepCoordinator::Progress done = c.ChunkAccumulated(Push(1, 0));
+    EXPECT_TRUE(done.completes_step);
+    EXPECT_EQ(done.workers, (absl::InlinedVector<int, 8>{1}));
+    StepCoordinator::Wake(c.PartitionsApplied(done));
+    ASSERT_EQ(c.step(), 1);
+    ASSERT_EQ(c.Admit(Push(0, 1))->verdict, Verdict::kAccumulate);
+    EXPECT_FALSE(c.ChunkAccumulated(Push(0, 1)).completes_step);
+    ASSERT_EQ(c.Admit(Push(1, 1))->verdict, Verdict::kAccumulate);
+    EXPECT_TRUE(c.ChunkAccumulated(Push(1, 1)).completes_step);
+  }
 }
 
 TEST(StepCoordinatorTest, SyncWorkerLeavingMidPushGivesItsPlaceBack) {

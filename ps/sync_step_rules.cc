@@ -26,7 +26,7 @@ void SyncStepRules::GrowTo(int worker) {
   const auto n = static_cast<size_t>(worker) + 1;
   if (absent_.size() >= n) return;
   absent_.resize(n, false);
-  given_up_.resize(n);
+  given_up_step_.resize(n, -1);
 }
 
 std::vector<int> SyncStepRules::counted_workers() const {
@@ -58,12 +58,12 @@ absl::StatusOr<Admission> SyncStepRules::Admit(const proto::TransferHeader& head
   a.staleness = step_ - header.step();
   GrowTo(header.worker());
   const auto worker = static_cast<size_t>(header.worker());
-  GivenUpPush& given_up = given_up_[worker];
-  if (given_up.step == step_ && header.step() == step_ &&
-      header.num_chunks() == given_up.num_chunks && !given_up.seen[header.chunk()]) {
-    // The rest of a push given up: admitting it would open a push whose earlier chunks are gone,
-    // which could never complete and would hold the step until it expired too.
-    given_up.seen[header.chunk()] = true;
+  int64_t& given_up_step = given_up_step_[worker];
+  if (given_up_step == step_ && header.step() == step_) {
+    // More of a push given up, late or sent again by its restarted worker: the given-up push
+    // stands for the step, as a first push does (kDropRepeated). Admitting it would open a push
+    // whose earlier chunks may never come again (which chunks a restart resends first depends on
+    // the order they arrive in), holding the step until it expired too.
     a.verdict = Verdict::kDropGivenUp;
     return a;
   }
@@ -76,7 +76,7 @@ absl::StatusOr<Admission> SyncStepRules::Admit(const proto::TransferHeader& head
   // A push of the current step that is not refused: its worker is in the job. Called once the
   // chunk is known not to be refused (a refusal changes nothing).
   const auto back = [&] {
-    given_up.step = -1;
+    given_up_step = -1;
     if (absent_[worker]) {
       // Back after its push was given up: it counts among the workers in the job again.
       absent_[worker] = false;
@@ -240,7 +240,7 @@ Progress SyncStepRules::Expire(Clock::time_point now, Clock::duration timeout) {
     }
     const auto worker = static_cast<size_t>(it->first);
     progress.given_up.push_back(it->first);
-    given_up_[worker] = {step_, it->second.num_chunks, it->second.seen};
+    given_up_step_[worker] = step_;
     if (!absent_[worker] && membership_.member(it->first)) {
       absent_[worker] = true;
       ++absent_count_;

@@ -35,9 +35,11 @@
 // A push left incomplete for the push timeout (a worker killed mid-push: no Leave, the rest never
 // comes) is given up by Expire: the worker loses its place as with Leave, and until it pushes again
 // it does not count among the workers still in the job, so the step completes with the others.
-// Its chunks of that push that come later (same step and count, a chunk not seen before) are
-// kDropGivenUp: admitting them would open a push whose earlier chunks are gone. Partitions of the
-// step already applied keep its pieces (they were whole); the others never see them. If every
+// Its chunks of that step that come later (late ones, or its restarted self pushing the step
+// again) are kDropGivenUp: the given-up push stands for the step, and admitting them could open a
+// push whose earlier chunks never come again. It counts again from its push of the next step.
+// Partitions of the step already applied keep its pieces (they were whole); the others never see
+// them. If every
 // admitted worker of a partly applied step is gone, the step's remaining partitions are handed out
 // with no workers (no update) and the step completes; so does a step whose every admitted push is
 // gone while no other worker counts.
@@ -121,12 +123,6 @@ class SyncStepRules {
     step_rules::Clock::time_point opened;  // its first chunk's admission
     bool complete() const { return chunks_in == num_chunks; }
   };
-  // The push of a worker that Expire gave up, to tell its late chunks.
-  struct GivenUpPush {
-    int64_t step = -1;  // -1: none
-    uint32_t num_chunks = 0;
-    std::vector<bool> seen;  // per chunk: admitted before, or dropped since
-  };
   enum class PartitionState : uint8_t { kWaiting, kApplying, kApplied };
 
   bool AdmissionFinal() const;
@@ -148,7 +144,7 @@ class SyncStepRules {
   // Per worker: a member whose push was given up and who has not pushed since.
   std::vector<bool> absent_;
   int absent_count_ = 0;
-  std::vector<GivenUpPush> given_up_;  // per worker
+  std::vector<int64_t> given_up_step_;  // per worker: the step of its push Expire gave up, or -1
 };
 
 }  // namespace psflow
