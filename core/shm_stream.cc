@@ -495,6 +495,15 @@ std::pair<sockaddr_un, socklen_t> Address(const std::string& path) {
   return {address, length};
 }
 
+// Connects to the Unix socket at `path` and hangs up: 0 when something listens there, else
+// connect(2)'s errno (ECONNREFUSED: nothing does; EAGAIN: a listener with a full backlog).
+int ProbeUnix(const std::string& path) {
+  Socket s(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!s.valid()) return errno;
+  const auto [address, length] = Address(path);
+  return connect(s.fd(), reinterpret_cast<const sockaddr*>(&address), length) == 0 ? 0 : errno;
+}
+
 }  // namespace
 
 absl::StatusOr<Socket> ListenUnix(const std::string& path) {
@@ -505,10 +514,13 @@ absl::StatusOr<Socket> ListenUnix(const std::string& path) {
       return absl::InvalidArgumentError(
           absl::StrCat("Unix socket path ", path, " exists and is not a socket"));
     }
-    // An earlier process's, replaced; one that a live process listens on, not.
-    if (ConnectUnix(path).ok()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("Unix socket ", path, " is served by another process"));
+    // An earlier process's (nothing listens: ECONNREFUSED; gone meanwhile: ENOENT), replaced;
+    // any other answer, even a live server's full backlog (EAGAIN), leaves it be.
+    if (const int refused = ProbeUnix(path); refused != ECONNREFUSED && refused != ENOENT) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "Unix socket ", path, " is served by another process",
+          refused == 0 ? ""
+                       : absl::StrCat(" (or cannot be probed: ", std::strerror(refused), ")")));
     }
     unlink(path.c_str());
   }

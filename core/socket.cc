@@ -25,10 +25,21 @@ int PollTimeout(SteadyTime deadline) {
   return static_cast<int>(std::clamp<int64_t>(left.count() + 1, 0, 24 * 3600 * 1000));
 }
 
-absl::Status NoDelay(int fd) {
+// TCP_NODELAY, and keep-alive probes (kKeepAlive) so that a connection whose peer vanished
+// (its host died, a FIN or RST lost) fails instead of waiting forever for its next message.
+absl::Status TuneTcp(int fd) {
   const int one = 1;
   if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0) {
     return ErrnoError("TCP_NODELAY", errno);
+  }
+  const int idle = static_cast<int>(kKeepAlive.idle.count());
+  const int interval = static_cast<int>(kKeepAlive.interval.count());
+  const int probes = kKeepAlive.probes;
+  if (setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)) != 0 ||
+      setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle)) != 0 ||
+      setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof(interval)) != 0 ||
+      setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof(probes)) != 0) {
+    return ErrnoError("TCP keep-alive", errno);
   }
   return absl::OkStatus();
 }
@@ -113,7 +124,7 @@ absl::StatusOr<Socket> AcceptTcp(const Socket& listener) {
   for (;;) {
     Socket s(accept4(listener.fd(), nullptr, nullptr, SOCK_CLOEXEC));
     if (s.valid()) {
-      if (absl::Status st = NoDelay(s.fd()); !st.ok()) return st;
+      if (absl::Status st = TuneTcp(s.fd()); !st.ok()) return st;
       return s;
     }
     // A connection that went away before we took it is not the listener's end.
@@ -162,7 +173,7 @@ absl::StatusOr<Socket> ConnectTcp(const std::string& host, int port, SteadyTime 
     }
     const int flags = fcntl(s.fd(), F_GETFL);
     fcntl(s.fd(), F_SETFL, flags & ~O_NONBLOCK);
-    if (absl::Status st = NoDelay(s.fd()); !st.ok()) {
+    if (absl::Status st = TuneTcp(s.fd()); !st.ok()) {
       last = st;
       continue;
     }

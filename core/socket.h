@@ -49,11 +49,22 @@ absl::Status ErrnoError(absl::string_view what, int err);
 // A listening socket on bind_address:port (an IPv4 or IPv6 address; port 0: one the OS picks);
 // the port in *bound_port.
 absl::StatusOr<Socket> ListenTcp(const std::string& bind_address, int port, int* bound_port);
-// The next connection on `listener` (TCP_NODELAY set); UNAVAILABLE once the listener is shut
-// down, or for an error accept(2) reports (out of descriptors, a network error: retry).
+// The keep-alive of every connection AcceptTcp and ConnectTcp make: a peer silent this long is
+// probed, and given up after this many probes unanswered (about 25 s, as gRPC's keepalive of
+// core/grpc_tuning.h finds a vanished peer in about 20 s); a read or poll then fails.
+struct KeepAlive {
+  std::chrono::seconds idle;
+  std::chrono::seconds interval;
+  int probes;
+};
+inline constexpr KeepAlive kKeepAlive = {std::chrono::seconds(10), std::chrono::seconds(5), 3};
+
+// The next connection on `listener` (TCP_NODELAY and kKeepAlive set); UNAVAILABLE once the
+// listener is shut down, or for an error accept(2) reports (out of descriptors, a network error:
+// retry).
 absl::StatusOr<Socket> AcceptTcp(const Socket& listener);
-// A connection to host:port (a name or an address; TCP_NODELAY set), trying each address the
-// name resolves to until the deadline.
+// A connection to host:port (a name or an address; TCP_NODELAY and kKeepAlive set), trying each
+// address the name resolves to until the deadline.
 absl::StatusOr<Socket> ConnectTcp(const std::string& host, int port, SteadyTime deadline);
 
 // Writes every byte of `pieces` (advancing them), waiting for the peer to take them at most until

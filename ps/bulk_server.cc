@@ -49,8 +49,17 @@ std::string PeerName(const Socket& s) {
 }
 
 // Waiting for the next request of an idle connection has no deadline (a worker between steps,
-// or one whose job is long): Stop ends it.
+// or one whose job is long): Stop ends it, and TCP keep-alive a peer that vanished (AcceptTcp).
 constexpr auto kForever = std::chrono::hours(24 * 365);
+
+// Requests of one connection read and not yet answered (parked, or their reply queued): the
+// reader takes no more until one is answered, so a peer that sends requests without reading the
+// replies holds at most this many replies' memory (PsClient keeps 4 in flight per connection).
+constexpr int kMaxUnanswered = 16;
+
+// A request's body buffer grows as its bytes arrive, from this much: a peer that announces a
+// large message and sends nothing more holds no more than this.
+constexpr uint64_t kFirstBodyPiece = 1 << 20;
 
 }  // namespace
 
@@ -126,7 +135,16 @@ class BulkServer::Connection : public std::enable_shared_from_this<Connection> {
       if (closed_) return;  // dropped here (unpinned), outside the lock
       queue_.push_back(std::move(reply));
     }
-    ready_.notify_one();
+    ready_.notify_all();
+  }
+
+  // Waits until the connection may read another request; false once it is closed.
+  bool WaitForRoom() {
+    std::unique_lock lock(mu_);
+    ready_.wait(lock, [this] { return closed_ || unanswered_ < kMaxUnanswered; });
+    if (closed_) return false;
+    ++unanswered_;
+    return true;
   }
 
   void ReadLoop() {
@@ -152,6 +170,7 @@ class BulkServer::Connection : public std::enable_shared_from_this<Connection> {
     if (!stream_->WriteAll(std::span<iovec>(&answer, 1), StallDeadline(), "hello").ok()) return;
     std::vector<std::byte> storage;
     for (;;) {
+      if (!WaitForRoom()) return;
       std::array<std::byte, kBulkPrefixBytes> prefix{};
       absl::StatusOr<bool> readable =
           stream_->WaitReadable(std::chrono::steady_clock::now() + kForever);
@@ -180,26 +199,47 @@ class BulkServer::Connection : public std::enable_shared_from_this<Connection> {
 
   // Reads a request's body into `storage` with its frame's payload 64-byte aligned, so that the
   // update reads float32 gradients in place (ForEachFloatBlock): the frame header's length
-  // first, then the rest. A body whose header length does not fit is read whole, unaligned; its
-  // request gets the frame's error.
+  // first, then the rest, `storage` growing (from kFirstBodyPiece, doubling) only as bytes come.
+  // A body whose header length does not fit is read whole, unaligned; its request gets the
+  // frame's error.
   absl::StatusOr<std::span<const std::byte>> ReadBody(uint64_t length, SteadyTime deadline,
                                                       std::vector<std::byte>& storage) {
     constexpr size_t kAlign = 64;
-    if (storage.size() < length + 2 * kAlign) storage.resize(length + 2 * kAlign);
-    const auto base = reinterpret_cast<uintptr_t>(storage.data());
-    std::byte* body = storage.data() + (kAlign - base % kAlign) % kAlign;
-    size_t read = 0;
+    size_t pad = 0;  // after the aligned start, so that the frame's payload is aligned
+    const auto offset = [&] {
+      const auto base = reinterpret_cast<uintptr_t>(storage.data());
+      return (kAlign - base % kAlign) % kAlign + pad;
+    };
+    // Room for `bytes` of the body, keeping the `read` bytes already there.
+    const auto room = [&](uint64_t bytes, uint64_t read) {
+      if (storage.size() >= bytes + 2 * kAlign) return;
+      const size_t before = offset();
+      storage.resize(bytes + 2 * kAlign);
+      if (const size_t after = offset(); after != before && read > 0) {
+        std::memmove(storage.data() + after, storage.data() + before, read);
+      }
+    };
+    std::array<std::byte, 4> first{};
+    uint64_t read = 0;
     if (length >= 4) {
-      std::array<std::byte, 4> first{};
       RETURN_IF_ERROR(stream_->ReadAll(first.data(), 4, deadline, "request body"));
       if (absl::StatusOr<uint32_t> n = FrameHeaderBytes(first, length); n.ok()) {
-        body += (kAlign - (4 + *n) % kAlign) % kAlign;
+        pad = (kAlign - (4 + *n) % kAlign) % kAlign;
       }
-      std::memcpy(body, first.data(), 4);
       read = 4;
     }
-    RETURN_IF_ERROR(stream_->ReadAll(body + read, length - read, deadline, "request body"));
-    return std::span<const std::byte>(body, length);
+    room(std::min(length, kFirstBodyPiece), 0);
+    std::memcpy(storage.data() + offset(), first.data(), read);
+    while (read < length) {
+      const uint64_t upto = storage.size() >= length + 2 * kAlign
+                                ? length
+                                : std::min(length, std::max(2 * read, kFirstBodyPiece));
+      room(upto, read);
+      RETURN_IF_ERROR(stream_->ReadAll(storage.data() + offset() + read, upto - read, deadline,
+                                       "request body"));
+      read = upto;
+    }
+    return std::span<const std::byte>(storage.data() + offset(), length);
   }
 
   void Drop(const absl::Status& why) {
@@ -278,6 +318,12 @@ class BulkServer::Connection : public std::enable_shared_from_this<Connection> {
         End();
         break;
       }
+      r.reset();  // unpinned or freed before the reader may take another request
+      {
+        std::lock_guard lock(mu_);
+        --unanswered_;
+      }
+      ready_.notify_all();
     }
     writer_done_ = true;
   }
@@ -293,6 +339,7 @@ class BulkServer::Connection : public std::enable_shared_from_this<Connection> {
   std::condition_variable ready_;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<std::unique_ptr<Reply>> queue_ ABSL_GUARDED_BY(mu_);
+  int unanswered_ ABSL_GUARDED_BY(mu_) = 0;  // requests read whose reply is not written yet
   std::thread reader_;
   std::thread writer_;
   std::atomic<bool> reader_done_{false};

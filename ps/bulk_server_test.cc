@@ -4,6 +4,9 @@
 #include "ps/bulk_server.h"
 
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 
 #include <array>
 #include <chrono>
@@ -13,6 +16,7 @@
 #include <vector>
 
 #include "core/bulk_wire.h"
+#include "core/byte_source.h"
 #include "core/frame.h"
 #include "core/socket.h"
 #include "ps/ps_state.h"
@@ -129,6 +133,113 @@ TEST_F(BulkServerTest, ABadFrameGetsAnErrorReplyAndTheConnectionStays) {
   auto [id2, status2] = ReadError(s);
   EXPECT_EQ(id2, 8u);
   EXPECT_TRUE(absl::IsUnavailable(status2)) << status2;
+}
+
+// A task of one partition "w" of 4 floats, ready, in sync mode with one worker.
+void InitializeSync(PsState& state, uint64_t fingerprint) {
+  proto::InitializeRequest r;
+  proto::PartitionSpec* p = r.add_partitions();
+  p->set_variable("w");
+  p->add_variable_shape(4);
+  p->set_row_begin(0);
+  p->set_row_end(4);
+  r.mutable_optimizer()->set_name("sgd");
+  r.mutable_optimizer()->set_learning_rate(1);
+  r.mutable_sync()->set_sync_replicas(true);
+  r.mutable_sync()->set_total_workers(1);
+  r.set_fingerprint(fingerprint);
+  ASSERT_TRUE(state.Initialize(r).ok());
+  proto::TransferHeader assign;
+  assign.set_kind(proto::TK_ASSIGN);
+  assign.set_fingerprint(fingerprint);
+  assign.set_wire_dtype(proto::DT_FLOAT32);
+  proto::Segment* segment = assign.add_segments();
+  segment->set_count(4);
+  std::string frame = EncodeFrameHeader(assign);
+  frame.append(4 * sizeof(float), '\0');
+  ByteSource source(
+      {std::span<const std::byte>(reinterpret_cast<const std::byte*>(frame.data()), frame.size())});
+  ASSERT_TRUE(state.Push(source).ok());
+  r.set_commit(true);
+  ASSERT_TRUE(state.Initialize(r).ok());
+}
+
+// A peer that sends requests without taking the answers holds a bounded number of them: past 16
+// unanswered requests (parked pulls here), the ps reads no more of its requests until one is
+// answered. So a malformed push sent after 16 parked pulls is answered only after a pull's
+// timeout, where a connection without the bound answers it at once.
+TEST_F(BulkServerTest, TheServerReadsNoMoreThan16UnansweredRequests) {
+  constexpr uint64_t kFingerprint = 0x5eed;
+  InitializeSync(state_, kFingerprint);
+  Socket s = Connect();
+  ExpectHello(s);
+  proto::TransferHeader pull;
+  pull.set_kind(proto::TK_PULL);
+  pull.set_fingerprint(kFingerprint);
+  pull.set_wire_dtype(proto::DT_FLOAT32);
+  pull.set_step(1);  // the task is at step 0: parked until the timeout
+  pull.set_timeout_ms(300);
+  proto::Segment* segment = pull.add_segments();
+  segment->set_count(4);
+  const std::string frame = EncodeFrameHeader(pull);
+  std::string requests;
+  for (uint32_t id = 1; id <= 16; ++id)
+    requests += Message(BulkKind::kPull, id, frame, frame.size());
+  requests += Message(BulkKind::kPush, 99, "xx", 2);
+  Send(s, requests);
+  // The first answer is a pull's (timed out), not the push's error.
+  std::array<std::byte, kBulkPrefixBytes> prefix{};
+  ASSERT_TRUE(ReadAll(s, prefix.data(), prefix.size(), Soon(), "reply").ok());
+  absl::StatusOr<BulkPrefix> first = DecodeBulkPrefix(prefix, BulkReader::kWorker, 1 << 20);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->kind, BulkKind::kReply);
+  EXPECT_GE(first->call_id, 1u);
+  EXPECT_LE(first->call_id, 16u);
+  std::vector<std::byte> body(first->length);
+  ASSERT_TRUE(ReadAll(s, body.data(), body.size(), Soon(), "reply body").ok());
+  // The rest come: 15 pulls and the push, the push's error after at least one pull.
+  int pulls = 1;
+  bool push_answered = false;
+  for (int i = 0; i < 16; ++i) {
+    ASSERT_TRUE(ReadAll(s, prefix.data(), prefix.size(), Soon(), "reply").ok());
+    absl::StatusOr<BulkPrefix> p = DecodeBulkPrefix(prefix, BulkReader::kWorker, 1 << 20);
+    ASSERT_TRUE(p.ok()) << p.status();
+    body.resize(p->length);
+    ASSERT_TRUE(ReadAll(s, body.data(), body.size(), Soon(), "reply body").ok());
+    if (p->call_id == 99) {
+      EXPECT_EQ(p->kind, BulkKind::kError);
+      push_answered = true;
+    } else {
+      ++pulls;
+    }
+  }
+  EXPECT_EQ(pulls, 16);
+  EXPECT_TRUE(push_answered);
+}
+
+// Every TCP connection of the bulk channel, both ends, probes a peer silent for kKeepAlive.idle,
+// so a worker whose host vanished does not hold its ps connection (two threads) forever.
+TEST_F(BulkServerTest, BothEndsOfAConnectionKeepItAlive) {
+  int port = 0;
+  absl::StatusOr<Socket> listener = ListenTcp("127.0.0.1", 0, &port);
+  ASSERT_TRUE(listener.ok()) << listener.status();
+  absl::StatusOr<Socket> client = ConnectTcp("127.0.0.1", port, Soon());
+  ASSERT_TRUE(client.ok()) << client.status();
+  absl::StatusOr<Socket> accepted = AcceptTcp(*listener);
+  ASSERT_TRUE(accepted.ok()) << accepted.status();
+  for (const Socket* end : {&*client, &*accepted}) {
+    const auto option = [&](int level, int name) {
+      int value = -1;
+      socklen_t len = sizeof(value);
+      EXPECT_EQ(getsockopt(end->fd(), level, name, &value, &len), 0);
+      return value;
+    };
+    EXPECT_EQ(option(SOL_SOCKET, SO_KEEPALIVE), 1);
+    EXPECT_EQ(option(IPPROTO_TCP, TCP_KEEPIDLE), kKeepAlive.idle.count());
+    EXPECT_EQ(option(IPPROTO_TCP, TCP_KEEPINTVL), kKeepAlive.interval.count());
+    EXPECT_EQ(option(IPPROTO_TCP, TCP_KEEPCNT), kKeepAlive.probes);
+    EXPECT_EQ(option(IPPROTO_TCP, TCP_NODELAY), 1);
+  }
 }
 
 TEST_F(BulkServerTest, StopClosesEveryConnection) {

@@ -424,17 +424,20 @@ absl::Status CheckpointDir::Write(const Checkpoint& checkpoint) {
     return Serialize(checkpoint, writer);
   }));
 
-  // Retention: all but the newest `keep_`, and never the one just written (newer files can only
-  // be left from a run that restored an older checkpoint because they were invalid).
+  // Retention: of the files up to the one just written, all but the newest `keep_`. Files of a
+  // later step can only be left from a run that restored an older checkpoint because they were
+  // invalid (damaged, or a newer psflow's): they neither take a place among the `keep_` (which
+  // would leave this run one valid checkpoint) nor are removed (they may be worth a look); a
+  // write of their step replaces them.
   absl::StatusOr<std::vector<std::string>> names = DirNames(path_);
   if (!names.ok()) {
     PSFLOW_LOG(WARNING) << "checkpoint retention skipped: " << names.status().message();
     return absl::OkStatus();
   }
-  const std::vector<Entry> entries = CheckpointEntries(path_, *names);
+  std::vector<Entry> entries = CheckpointEntries(path_, *names);
+  std::erase_if(entries, [&](const Entry& e) { return e.step > checkpoint.global_step; });
   const size_t keep = static_cast<size_t>(keep_);
   for (size_t i = 0; i + keep < entries.size(); ++i) {
-    if (entries[i].path == final_path) continue;
     if (::unlink(entries[i].path.c_str()) != 0 && errno != ENOENT) {
       PSFLOW_LOG(WARNING) << "cannot remove old checkpoint " << entries[i].path << ": "
                           << std::strerror(errno);

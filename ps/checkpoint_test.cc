@@ -541,8 +541,8 @@ TEST_F(CheckpointDirTest, NewestIsByParsedStep) {
   CheckpointDir d(dir, 0, 2);
   // As strings "1000000000000" < "200000000000": the order must come from the numbers.
   ASSERT_TRUE(d.Write(Sample(999)).ok());
-  ASSERT_TRUE(d.Write(Sample(1000000000000)).ok());
   ASSERT_TRUE(d.Write(Sample(200000000000)).ok());
+  ASSERT_TRUE(d.Write(Sample(1000000000000)).ok());
   EXPECT_EQ(d.List(),
             (std::vector<std::string>{CkptPath(d, "200000000000"), CkptPath(d, "1000000000000")}));
   ASSERT_TRUE(d.Write(Sample(1000000000001)).ok());
@@ -605,6 +605,33 @@ TEST_F(CheckpointDirTest, FileWhoseStepDiffersFromItsNameIsSkipped) {
   ExpectSame(**restored, Sample(2));
   ASSERT_EQ(log.size(), 1u);
   EXPECT_NE(log[0].find(CkptPath(d, "000000000003")), std::string::npos) << log[0];
+}
+
+// Invalid files of later steps (damaged, or a newer psflow's) take no place among the ones kept:
+// the run that fell back past them keeps its `keep` newest checkpoints, and they stay.
+TEST_F(CheckpointDirTest, RetentionKeepsKeepCheckpointsBesideInvalidLaterFiles) {
+  const std::string& dir = dir_;
+  CheckpointDir d(dir, 0, 3);
+  fs::create_directories(d.path());
+  const std::string junk = "not a checkpoint at all";
+  WriteBytes(CkptPath(d, "000000000900"), junk);
+  WriteBytes(CkptPath(d, "000000000950"), junk);
+  for (int64_t step : {20, 40, 60, 80, 100}) ASSERT_TRUE(d.Write(Sample(step)).ok()) << step;
+  EXPECT_EQ(d.List(),
+            (std::vector<std::string>{CkptPath(d, "000000000060"), CkptPath(d, "000000000080"),
+                                      CkptPath(d, "000000000100"), CkptPath(d, "000000000900"),
+                                      CkptPath(d, "000000000950")}));
+  // A write of their step replaces one; from then on it counts as any other.
+  ASSERT_TRUE(d.Write(Sample(900)).ok());
+  EXPECT_EQ(d.List(),
+            (std::vector<std::string>{CkptPath(d, "000000000080"), CkptPath(d, "000000000100"),
+                                      CkptPath(d, "000000000900"), CkptPath(d, "000000000950")}));
+  ::testing::internal::CaptureStderr();
+  absl::StatusOr<std::optional<Checkpoint>> restored = d.RestoreNewest();
+  ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  ASSERT_TRUE(restored->has_value());
+  ExpectSame(**restored, Sample(900));
 }
 
 // After a restore fell back past invalid newer files, the next write must survive retention.
