@@ -267,6 +267,24 @@ TEST_F(CrdApiserverTest, JobNamesFitTheirServiceNames) {
   EXPECT_TRUE(client_->Create(kube::TrainingJobs(), ns(), Job(std::string(48, 'a'))).ok());
 }
 
+// A scale of a job without Workers (a chief and ps only) would write a Worker of replicas alone,
+// which the operator cannot run: the API server refuses it (every replica type needs its
+// template), and the job stays as it was.
+TEST_F(CrdApiserverTest, ScalingAJobWithoutWorkersIsRefused) {
+  Json job = Job("chiefly");
+  job["spec"]["replicaSpecs"]["Chief"] = job["spec"]["replicaSpecs"]["Worker"];
+  job["spec"]["replicaSpecs"].erase("Worker");
+  ASSERT_TRUE(client_->Create(kube::TrainingJobs(), ns(), job).ok());
+  std::string output;
+  EXPECT_NE(plane_->Kubectl({"scale", "-n", ns(), "tj/chiefly", "--replicas=2"}, &output), 0)
+      << output;
+  EXPECT_TRUE(absl::StrContains(output, "spec.replicaSpecs.Worker.template: Required value"))
+      << output;
+  absl::StatusOr<Json> stored = client_->Get(kube::TrainingJobs(), ns(), "chiefly");
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_FALSE((*stored)["spec"]["replicaSpecs"].contains("Worker")) << (*stored)["spec"];
+}
+
 // Unknown fields are dropped (the template keeps everything), absent replicas are defaulted so
 // the scale subresource always finds Worker.replicas, and `kubectl scale` works.
 TEST_F(CrdApiserverTest, PruningDefaultingAndTheScaleSubresource) {

@@ -13,17 +13,13 @@ using std::chrono::milliseconds;
 OperatorProcess::OperatorProcess(const std::string& kubeconfig, const std::string& identity,
                                  const std::string& lease_namespace,
                                  std::vector<std::string> extra_flags) {
-  std::vector<std::string> argv = {Binary("psflow-operator"),
-                                   "--kubeconfig=" + kubeconfig,
-                                   "--identity=" + identity,
-                                   "--metrics_address=127.0.0.1",
-                                   "--metrics_port=0",
-                                   "--lease_namespace=" + lease_namespace,
-                                   "--lease_duration_s=2",
-                                   "--renew_deadline_s=1.5",
-                                   "--retry_period_s=0.25",
-                                   "--watch_timeout_s=5",
-                                   "--workers=2"};
+  std::vector<std::string> argv = {Binary("psflow-operator"), "--kubeconfig=" + kubeconfig,
+                                   "--identity=" + identity, "--metrics_address=127.0.0.1",
+                                   "--metrics_port=0", "--lease_namespace=" + lease_namespace,
+                                   // Short for quick takeovers, and a renew deadline a
+                                   // loaded machine's slowest renewal stays well within.
+                                   "--lease_duration_s=4", "--renew_deadline_s=3",
+                                   "--retry_period_s=0.25", "--watch_timeout_s=5", "--workers=2"};
   for (std::string& flag : extra_flags) argv.push_back(std::move(flag));
   auto child = local::ChildProcess::Spawn(argv, Environment({}, {"KUBECONFIG"}));
   if (!child.ok()) {

@@ -57,17 +57,19 @@ Controller::Controller(kube::KubeClient& client, ControllerOptions options,
 
   kube::Informer::Options owned = base;
   owned.label_selector = kJobNameLabel;  // only objects some TrainingJob owns
-  kube::Informer::Handlers owned_handlers{
-      [this](const kube::Json& o) { EnqueueOwner(o, /*created=*/true, /*deleted=*/false); },
-      [this](const kube::Json&, const kube::Json& o) { EnqueueOwner(o, false, false); },
-      [this](const kube::Json& o) { EnqueueOwner(o, false, /*deleted=*/true); }};
-  pods_ = std::make_unique<kube::Informer>(client_, kube::Pods(), owned, owned_handlers);
+  pods_ = std::make_unique<kube::Informer>(
+      client_, kube::Pods(), owned,
+      kube::Informer::Handlers{
+          [this](const kube::Json& o) { EnqueueOwner(o, OwnedChange::kPodAdded); },
+          [this](const kube::Json&, const kube::Json& o) {
+            EnqueueOwner(o, OwnedChange::kPodUpdated);
+          },
+          [this](const kube::Json& o) { EnqueueOwner(o, OwnedChange::kPodGone); }});
+  const auto service = [this](const kube::Json& o) { EnqueueOwner(o, OwnedChange::kService); };
   services_ = std::make_unique<kube::Informer>(
       client_, kube::Services(), owned,
       kube::Informer::Handlers{
-          [this](const kube::Json& o) { EnqueueOwner(o, false, false); },
-          [this](const kube::Json&, const kube::Json& o) { EnqueueOwner(o, false, false); },
-          [this](const kube::Json& o) { EnqueueOwner(o, false, false); }});
+          service, [service](const kube::Json&, const kube::Json& o) { service(o); }, service});
   view_ = std::make_unique<InformerView>(*jobs_, *pods_, *services_);
   if (options_.throughput_interval > absl::ZeroDuration()) {
     ThroughputProbe::Options probe_options;
@@ -93,12 +95,16 @@ Controller::~Controller() {
   jobs_->Stop();
 }
 
-void Controller::EnqueueOwner(const kube::Json& object, bool created, bool deleted) {
+void Controller::EnqueueOwner(const kube::Json& object, OwnedChange change) {
   const std::string job = kube::Label(object, kJobNameLabel);
   if (job.empty()) return;
   const std::string key = kube::Key(kube::Namespace(object), job);
-  if (created) expectations_.CreationObserved(key);
-  if (deleted) expectations_.DeletionObserved(key);
+  if (change == OwnedChange::kPodAdded) expectations_.CreationObserved(key);
+  if (change == OwnedChange::kPodGone) {
+    expectations_.PodGone(key, kube::Uid(object));
+  } else if (change != OwnedChange::kService && kube::BeingDeleted(object)) {
+    expectations_.PodTerminating(key, kube::Uid(object));
+  }
   queue_.Add(key);
 }
 

@@ -61,9 +61,11 @@ class Controller {
  private:
   class InformerView;
   void Worker();
-  // Enqueues the job named by the object's psflow.io/job-name label; for pods, `created` /
-  // `deleted` also settle the job's expectations.
-  void EnqueueOwner(const kube::Json& object, bool created, bool deleted);
+  // What the informers saw of an object a TrainingJob owns (its job label names the job).
+  enum class OwnedChange { kPodAdded, kPodUpdated, kPodGone, kService };
+  // Enqueues the job named by the object's psflow.io/job-name label; for pods, counts what the
+  // change shows against the job's expectations (a creation, a deletion) first.
+  void EnqueueOwner(const kube::Json& object, OwnedChange change);
   void PublishGauges();
   // The jobs the probe measures and their pods, from the caches.
   std::vector<ProbedJob> ProbedJobs() const;

@@ -27,8 +27,22 @@ void Expectations::CreationObserved(const std::string& key) {
 
 void Expectations::DeletionObserved(const std::string& key) {
   std::lock_guard<std::mutex> lock(mu_);
+  DeletionObservedLocked(key);
+}
+
+void Expectations::DeletionObservedLocked(const std::string& key) {
   auto it = entries_.find(key);
   if (it != entries_.end()) it->second.deletions = std::max(0, it->second.deletions - 1);
+}
+
+void Expectations::PodTerminating(const std::string& key, const std::string& uid) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (terminating_.emplace(uid, key).second) DeletionObservedLocked(key);
+}
+
+void Expectations::PodGone(const std::string& key, const std::string& uid) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (terminating_.erase(uid) == 0) DeletionObservedLocked(key);
 }
 
 bool Expectations::Satisfied(const std::string& key) const {
@@ -42,6 +56,7 @@ bool Expectations::Satisfied(const std::string& key) const {
 void Expectations::Forget(const std::string& key) {
   std::lock_guard<std::mutex> lock(mu_);
   entries_.erase(key);
+  std::erase_if(terminating_, [&](const auto& pod) { return pod.second == key; });
 }
 
 }  // namespace psflow::controller

@@ -76,7 +76,7 @@ absl::Status LeaderElector::TryAcquireOrRenew() {
   kube::Json lease = *std::move(got);
   LeaseRecord record = ReadLeaseRecord(lease);
   const bool ours = record.holder_identity == options_.identity;
-  if (!ours && !record.FreeAt(now)) {
+  if (!ours && !record.FreeAt(now, seen_)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "lease ", LeaseKey(), " is held by ", record.holder_identity, " (renewed at ",
         record.renew_time.has_value() ? FormatMicroTime(*record.renew_time) : "?", ")"));
@@ -132,8 +132,10 @@ absl::Status LeaderElector::Run(std::stop_token stop,
 
   bool told_waiting = false;
   bool told_error = false;
+  absl::Time acquired = now_();  // before the call that acquired (see the renewals below)
   while (true) {
     if (stop.stop_requested()) return absl::OkStatus();
+    acquired = now_();
     absl::Status status = TryAcquireOrRenew();
     if (status.ok()) break;
     if (status.code() == absl::StatusCode::kFailedPrecondition) {
@@ -168,24 +170,65 @@ absl::Status LeaderElector::Run(std::stop_token stop,
     cv.notify_all();
   });
 
-  absl::Time last_renewal = now_();
+  const absl::Duration renew_deadline = absl::FromChrono(options_.renew_deadline);
+  absl::Time last_renewal = acquired;  // guarded by mu
+  bool overdue = false;                // guarded by mu: the watchdog stopped the work
+  // The watchdog: a renewal call can hang far longer than renew_deadline (an API server that
+  // stopped answering holds it for the request timeout, and more), so the deadline is watched
+  // beside it. Once it passes, the work stops at once, whatever the call does later: another
+  // replica may take the lease from lease_duration on.
+  std::jthread watchdog([&](std::stop_token watching) {
+    const auto poll =
+        std::min<std::chrono::milliseconds>(options_.retry_period, std::chrono::milliseconds(500));
+    std::unique_lock<std::mutex> lock(mu);
+    while (!cv.wait_for(lock, watching, poll, [&] { return lead_returned; })) {
+      if (watching.stop_requested()) return;
+      if (now_() - last_renewal < renew_deadline) continue;
+      overdue = true;
+      is_leader_ = false;
+      PSFLOW_LOG(WARNING) << "lease " << LeaseKey() << ": not renewed for "
+                          << Ms(options_.renew_deadline) << " ms: " << options_.identity
+                          << " stops working now";
+      lead_thread.request_stop();
+      return;
+    }
+  });
   absl::Status failure;
   told_error = false;
   while (true) {
     pause();
     {
       std::lock_guard<std::mutex> lock(mu);
+      if (overdue) {
+        failure = absl::DeadlineExceededError(
+            absl::StrCat("not renewed within ", Ms(options_.renew_deadline), " ms"));
+        break;
+      }
       if (lead_returned || stop.stop_requested()) break;
     }
+    // Timed from before the call: the lease's renewTime is no later, and another replica times
+    // its expiry from when it sees that renewTime, so the work never outlives the lease.
+    const absl::Time attempt = now_();
     absl::Status status = TryAcquireOrRenew();
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (overdue) {  // the call came back after the watchdog had stopped the work
+        failure =
+            status.ok()
+                ? absl::DeadlineExceededError(absl::StrCat(
+                      "renewed only after the ", Ms(options_.renew_deadline), " ms renew deadline"))
+                : status;
+        break;
+      }
+      if (status.ok()) last_renewal = attempt;
+    }
     if (status.ok()) {
-      last_renewal = now_();
       told_error = false;
       continue;
     }
     // Another holder means the lease expired in its eyes: stop working at once.
     const bool taken = status.code() == absl::StatusCode::kFailedPrecondition;
-    if (taken || now_() - last_renewal >= absl::FromChrono(options_.renew_deadline)) {
+    if (taken || now_() - last_renewal >= renew_deadline) {
       failure = status;
       break;
     }
@@ -195,6 +238,8 @@ absl::Status LeaderElector::Run(std::stop_token stop,
     told_error = true;
   }
 
+  watchdog.request_stop();
+  watchdog.join();
   if (!failure.ok()) {
     is_leader_ = false;
     PSFLOW_LOG(WARNING) << "lease " << LeaseKey() << ": " << options_.identity

@@ -5,8 +5,9 @@
 //
 // Every write carries the resourceVersion just read (optimistic concurrency), so of two replicas
 // racing for a free lease exactly one wins; the other's write is refused (409) and it waits.
-// Lease fields: see lease_record.h. The times compared are the lease's renewTime and this
-// replica's clock: replicas' clocks are assumed to agree to well within lease_duration.
+// Lease fields: see lease_record.h. A lease held by another expires lease_duration after this
+// replica saw its record last change, by this replica's clock (LeaseRecord::FreeAt): replicas'
+// clocks need not agree.
 #ifndef PSFLOW_OPERATOR_CONTROLLER_LEADER_ELECTION_H_
 #define PSFLOW_OPERATOR_CONTROLLER_LEADER_ELECTION_H_
 
@@ -19,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "operator/controller/lease_record.h"
 #include "operator/kube/kube_client.h"
 
 namespace psflow::controller {
@@ -82,6 +84,7 @@ class LeaderElector {
   const LeaderElectionOptions options_;
   const std::function<absl::Time()> now_;
   std::atomic<bool> is_leader_{false};
+  LeaseSighting seen_;  // the lease as TryAcquireOrRenew last saw it held by another
 };
 
 }  // namespace psflow::controller

@@ -484,11 +484,58 @@ TEST(LeaderElector, TheOtherTakesOverWhenTheLeaderCannotRenew) {
   EXPECT_TRUE(a.probe().returned());
   EXPECT_FALSE(a.elector().IsLeader());
 
+  // b first saw the lease 9 s after its last renewal: by b's clock it expires 15 s after that.
+  const int gets = b.client().gets();
+  ASSERT_TRUE(Eventually([&] { return b.client().gets() >= gets + 3; }));
+  EXPECT_FALSE(b.probe().started());
+  time.Advance(absl::Seconds(8) + absl::Milliseconds(1));  // 24.001 s: 15.001 s since b saw it
   ASSERT_TRUE(Eventually([&] { return b.probe().started(); }));
   EXPECT_TRUE(b.elector().IsLeader());
   EXPECT_EQ(server.Record().holder_identity, "op-b");
   EXPECT_EQ(server.Record().lease_transitions, 1);
   EXPECT_TRUE(b.Stop().ok());
+}
+
+// A renewal that hangs (an API server that stopped answering holds a call for its whole request
+// timeout) does not keep the leader working past renew_deadline: the work stops while the call
+// still hangs, and Run returns ABORTED once it comes back, even successful.
+TEST(LeaderElector, ALeaderWhoseRenewalHangsStopsWorkingAtTheRenewDeadline) {
+  LeaseServer server;
+  FakeTime time;
+  Replica a(server, "op-a", time);
+  a.Start();
+  ASSERT_TRUE(Eventually([&] { return a.probe().started(); }));
+  std::mutex mu;
+  std::condition_variable cv;
+  bool hanging = false;  // guarded by mu
+  bool release = false;  // guarded by mu
+  a.client().BeforeNextWrite([&] {
+    std::unique_lock<std::mutex> lock(mu);
+    hanging = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return release; });
+  });
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, kFailsafe, [&] { return hanging; }));
+  }
+  time.Advance(absl::Seconds(9));
+  std::this_thread::sleep_for(milliseconds(20));  // the watchdog polls every millisecond here
+  EXPECT_TRUE(a.elector().IsLeader());
+  EXPECT_FALSE(a.probe().returned());
+  time.Advance(absl::Seconds(1));  // renew_deadline (10 s) since the last renewal
+  ASSERT_TRUE(Eventually([&] { return a.probe().returned(); }));
+  EXPECT_FALSE(a.elector().IsLeader());
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  const absl::Status lost = a.Join();
+  EXPECT_EQ(lost.code(), absl::StatusCode::kAborted) << lost;
+  EXPECT_NE(lost.message().find("renewed only after the 10000 ms renew deadline"),
+            absl::string_view::npos)
+      << lost;
 }
 
 TEST(LeaderElector, ALeaderThatSeesAnotherHolderStepsDownAtOnce) {

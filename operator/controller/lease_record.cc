@@ -28,10 +28,13 @@ std::optional<absl::Time> SpecTime(const nlohmann::json& lease, const char* fiel
 
 }  // namespace
 
-bool LeaseRecord::FreeAt(absl::Time now) const {
+bool LeaseRecord::FreeAt(absl::Time now, LeaseSighting& seen) const {
   if (holder_identity.empty()) return true;
   if (!renew_time.has_value()) return true;
-  return *renew_time + absl::Seconds(lease_duration_seconds) < now;
+  if (seen.holder_identity != holder_identity || seen.renew_time != renew_time) {
+    seen = {holder_identity, renew_time, now};
+  }
+  return seen.seen_at + absl::Seconds(lease_duration_seconds) < now;
 }
 
 LeaseRecord ReadLeaseRecord(const nlohmann::json& lease) {

@@ -22,6 +22,13 @@
 
 namespace psflow::controller {
 
+// What a replica last saw of a lease (LeaseRecord::FreeAt), and when by its own clock.
+struct LeaseSighting {
+  std::string holder_identity;
+  std::optional<absl::Time> renew_time;
+  absl::Time seen_at = absl::InfinitePast();
+};
+
 struct LeaseRecord {
   std::string holder_identity;
   int64_t lease_duration_seconds = 0;
@@ -29,10 +36,13 @@ struct LeaseRecord {
   std::optional<absl::Time> renew_time;
   int64_t lease_transitions = 0;
 
-  // Nobody holds it, or its holder has not renewed it in time (renewTime + leaseDurationSeconds
-  // is before `now`). A held lease without a readable renewTime counts as expired: otherwise a
-  // corrupted lease would block every replica forever.
-  bool FreeAt(absl::Time now) const;
+  // Nobody holds it, or its holder has not renewed it in time. A held lease without a readable
+  // renewTime counts as expired: otherwise a corrupted lease would block every replica forever.
+  // "In time" is timed by this replica's clock alone, as client-go does, so that replicas'
+  // clocks need not agree: the lease is free once its holder and renewTime have stayed as
+  // `seen` last saw them for more than leaseDurationSeconds since it first did (at
+  // seen.seen_at). `seen` is set to this record, seen at `now`, when either changed.
+  bool FreeAt(absl::Time now, LeaseSighting& seen) const;
 };
 
 // The record in `lease`'s spec.

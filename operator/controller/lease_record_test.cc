@@ -78,16 +78,42 @@ TEST(LeaseRecord, WriteKeepsOtherFieldsAndRemovesUnsetTimes) {
                                      {"x", 1}}}}));
 }
 
-TEST(LeaseRecord, FreeWhenUnheldOrExpiredStrictlyAfterRenewPlusDuration) {
+TEST(LeaseRecord, FreeWhenUnheldOrUnchangedForLongerThanItsDurationByOurClock) {
+  LeaseSighting seen;
   LeaseRecord record;
-  EXPECT_TRUE(record.FreeAt(At(0)));  // no holder
+  EXPECT_TRUE(record.FreeAt(At(0), seen));  // no holder
   record.holder_identity = "op-1";
-  EXPECT_TRUE(record.FreeAt(At(0)));  // a holder but no renewTime: cannot be trusted
+  EXPECT_TRUE(record.FreeAt(At(0), seen));  // a holder but no renewTime: cannot be trusted
   record.renew_time = At(10000000);
   record.lease_duration_seconds = 15;
-  EXPECT_FALSE(record.FreeAt(At(10000000)));
-  EXPECT_FALSE(record.FreeAt(At(25000000)));  // exactly renewTime + duration: still held
-  EXPECT_TRUE(record.FreeAt(At(25000001)));
+  EXPECT_FALSE(record.FreeAt(At(10000000), seen));  // first seen at 10 s
+  EXPECT_FALSE(record.FreeAt(At(25000000), seen));  // exactly seen + duration: still held
+  EXPECT_TRUE(record.FreeAt(At(25000001), seen));
+  // Renewed: timed again from when the new renewTime is seen.
+  record.renew_time = At(30000000);
+  EXPECT_FALSE(record.FreeAt(At(31000000), seen));
+  EXPECT_FALSE(record.FreeAt(At(46000000), seen));
+  EXPECT_TRUE(record.FreeAt(At(46000001), seen));
+  // Another holder with the same renewTime is a change too.
+  record.holder_identity = "op-2";
+  EXPECT_FALSE(record.FreeAt(At(50000000), seen));
+}
+
+// The holder's clock does not matter: a renewTime far behind ours (a holder whose clock is slow,
+// or ours fast) is not taken for an expired lease, nor one far ahead for a long one.
+TEST(LeaseRecord, TheHoldersClockDoesNotMatter) {
+  LeaseRecord record;
+  record.holder_identity = "op-1";
+  record.lease_duration_seconds = 15;
+  record.renew_time = At(0);
+  LeaseSighting behind;
+  EXPECT_FALSE(record.FreeAt(At(1000000000), behind));
+  EXPECT_FALSE(record.FreeAt(At(1015000000), behind));
+  EXPECT_TRUE(record.FreeAt(At(1015000001), behind));
+  record.renew_time = At(5000000000);
+  LeaseSighting ahead;
+  EXPECT_FALSE(record.FreeAt(At(1000000000), ahead));
+  EXPECT_TRUE(record.FreeAt(At(1015000001), ahead));
 }
 
 }  // namespace

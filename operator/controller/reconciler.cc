@@ -104,8 +104,27 @@ bool BeingReplaced(const ReplicaStatus& rs, int index, const Json& pod) {
          is->second.replaced_pod_uid == kube::Uid(pod);
 }
 
+// `value` without the empty objects, lists and nulls in it (at any depth), as the API server
+// stores an object it was given: what it drops does not make a stored object differ.
+Json WithoutEmpty(const Json& value) {
+  if (value.is_object()) {
+    Json out = Json::object();
+    for (const auto& [key, field] : value.items()) {
+      Json kept = WithoutEmpty(field);
+      if (!kept.is_null() && !(kept.is_structured() && kept.empty())) out[key] = std::move(kept);
+    }
+    return out;
+  }
+  if (value.is_array()) {
+    Json out = Json::array();
+    for (const Json& item : value) out.push_back(WithoutEmpty(item));
+    return out;
+  }
+  return value;
+}
+
 // How soon a job whose Service name another object holds is looked at again.
-constexpr absl::Duration kServiceNameRecheck = absl::Seconds(10);
+constexpr absl::Duration kNameTakenRecheck = absl::Seconds(10);
 
 // "a, b, c" for up to 10 names, then "a, b, ... (1000 in all)": an Event stays small.
 std::string Abbreviated(const std::vector<std::string>& names) {
@@ -296,7 +315,7 @@ void Reconciler::CountPods(Pass& pass) {
       auto it = pass.pods.find({type, i});
       if (it == pass.pods.end()) continue;
       const PodState state = ReadPodState(*it->second);
-      if (state.being_deleted) continue;  // its restarts were folded in when it was deleted
+      if (state.being_deleted) continue;  // its restarts are folded in below
       // A failed pod whose replacement is counted: its restarts are folded in already.
       if (state.restarts > 0 && !BeingReplaced(rs, i, *it->second)) {
         live_restarts[i] = state.restarts;
@@ -321,6 +340,12 @@ void Reconciler::CountPods(Pass& pass) {
     rs.restarts = 0;
     for (auto& [i, is] : rs.indexes) {
       auto live = live_restarts.find(i);
+      // The pod whose kubelet restarts the last pass counted is gone, going, or beyond the
+      // replica count now (deleted by someone else, a drain, a scale-down): its restarts stay
+      // counted, as those of a pod this operator deletes do (DeletePods).
+      if (live == live_restarts.end() && is.restarts > is.replaced_restarts) {
+        is.replaced_restarts = is.restarts;
+      }
       is.restarts = is.replaced_restarts + (live == live_restarts.end() ? 0 : live->second);
       rs.restarts += is.restarts;
     }
@@ -688,8 +713,16 @@ void Reconciler::Finish(Pass& pass) {
   }
 }
 
-std::set<std::string> Reconciler::DeletePods(Pass& pass, const std::vector<ObjectPtr>& pods,
+std::set<std::string> Reconciler::DeletePods(Pass& pass, const std::vector<ObjectPtr>& all,
                                              const std::string& why) {
+  // A pod already going (deletionTimestamp set) is left alone: its deletion was observed
+  // (Expectations::PodTerminating), and deleting it again would wait for an observation that
+  // never comes.
+  std::vector<ObjectPtr> pods;
+  for (const ObjectPtr& pod : all) {
+    if (!kube::BeingDeleted(*pod)) pods.push_back(pod);
+  }
+  if (pods.empty()) return {};
   expectations_.Expect(pass.key, 0, static_cast<int>(pods.size()));
   std::vector<std::string> names;
   for (const ObjectPtr& pod : pods) {
@@ -826,8 +859,8 @@ bool Reconciler::MakeService(Pass& pass, Made& made) {
     events_.Record(*pass.object, EventType::kWarning, "ServiceNameTaken", message);
     // Not watched (it lacks the job's label): looked at again soon, not after a backoff.
     PSFLOW_LOG(WARNING) << "TrainingJob " << pass.key << ": " << message;
-    if (!pass.result.requeue_after || *pass.result.requeue_after > kServiceNameRecheck) {
-      pass.result.requeue_after = kServiceNameRecheck;
+    if (!pass.result.requeue_after || *pass.result.requeue_after > kNameTakenRecheck) {
+      pass.result.requeue_after = kNameTakenRecheck;
     }
     return false;
   }
@@ -839,12 +872,31 @@ bool Reconciler::MakeService(Pass& pass, Made& made) {
 
 bool Reconciler::MakeNetworkPolicy(Pass& pass, Made& made) {
   const Json policy = BuildNetworkPolicy(*pass.object, pass.job);
+  const std::string what = "NetworkPolicy " + kube::Name(policy);
   absl::StatusOr<Json> out = client_.Create(kube::NetworkPolicies(), pass.ns, policy);
   if (out.ok()) {
-    made.objects.push_back("NetworkPolicy " + kube::Name(policy));
-  } else if (out.status().code() != absl::StatusCode::kAlreadyExists) {
-    return CreationFailed(pass, "NetworkPolicy " + kube::Name(policy), out.status());
+    made.objects.push_back(what);
+    return true;
   }
+  if (out.status().code() != absl::StatusCode::kAlreadyExists) {
+    return CreationFailed(pass, what, out.status());
+  }
+  // The job's own (made by an earlier pass) is brought up to the spec, so an edit of
+  // spec.networkPolicy takes effect with the next pods made; another's is not taken as it.
+  absl::StatusOr<Json> stored = client_.Get(kube::NetworkPolicies(), pass.ns, kube::Name(policy));
+  if (!stored.ok()) return CreationFailed(pass, what, stored.status());
+  if (kube::ControllerUid(*stored) != kube::Uid(*pass.object)) {
+    return CreationFailed(
+        pass, what,
+        absl::UnavailableError(absl::StrCat("exists but is not owned by TrainingJob ", pass.key,
+                                            " (left by an earlier job of that name?); waiting for "
+                                            "it to go")));
+  }
+  if (WithoutEmpty((*stored)["spec"]) == WithoutEmpty(policy["spec"])) return true;
+  (*stored)["spec"] = policy["spec"];
+  absl::StatusOr<Json> updated = client_.Update(kube::NetworkPolicies(), pass.ns, *stored);
+  if (!updated.ok()) return CreationFailed(pass, what, updated.status());
+  made.updated.push_back(what + " (to the spec's networkPolicy)");
   return true;
 }
 
@@ -929,6 +981,7 @@ bool Reconciler::MakeTlsSecrets(Pass& pass, Made& made) {
 void Reconciler::MakePods(Pass& pass, const CreationPlan& plan, Made& made) {
   expectations_.Expect(pass.key, static_cast<int>(plan.pods.size()), 0);
   std::mutex mu;
+  std::vector<std::string> taken;  // guarded by mu: names another object holds
   // Each pod is built when its turn comes: a large job never holds every pod at once.
   const auto make = [&](const ReplicaSlot& slot) -> absl::Status {
     const Json pod =
@@ -944,8 +997,21 @@ void Reconciler::MakePods(Pass& pass, const CreationPlan& plan, Made& made) {
       return absl::OkStatus();
     }
     expectations_.CreationObserved(pass.key);  // nothing new will be observed
-    return out.status().code() == absl::StatusCode::kAlreadyExists ? absl::OkStatus()
-                                                                   : out.status();
+    if (out.status().code() != absl::StatusCode::kAlreadyExists) return out.status();
+    // A pod of that name the cache does not show: ours (the cache is behind: fine), or another
+    // object's, which the job's label does not make us watch; told and looked at again soon.
+    absl::StatusOr<Json> stored = client_.Get(kube::Pods(), pass.ns, kube::Name(pod));
+    if (stored.ok() && kube::ControllerUid(*stored) != kube::Uid(*pass.object)) {
+      std::lock_guard<std::mutex> lock(mu);
+      // One going (an earlier job of this name's, say) is only waited for: its deletion
+      // queues the job again if it carries the job's label; a recheck soon if not.
+      if (!kube::BeingDeleted(*stored)) taken.push_back(kube::Name(pod));
+      if (!pass.result.requeue_after || *pass.result.requeue_after > kNameTakenRecheck) {
+        pass.result.requeue_after = kNameTakenRecheck;
+      }
+      return absl::OkStatus();
+    }
+    return stored.ok() || absl::IsNotFound(stored.status()) ? absl::OkStatus() : stored.status();
   };
   // A batch with an error ends the pass, as does the controller stopping.
   absl::Status s = absl::OkStatus();
@@ -963,6 +1029,14 @@ void Reconciler::MakePods(Pass& pass, const CreationPlan& plan, Made& made) {
     expectations_.CreationObserved(pass.key);  // a pod never attempted will not be observed
   }
   pass.result.pods_created = static_cast<int>(made.pods.size());
+  if (!taken.empty()) {
+    std::sort(taken.begin(), taken.end());
+    const std::string message = absl::StrCat(
+        "pods ", Abbreviated(taken), " exist in ", pass.ns,
+        " but are not this TrainingJob's: its replicas need those names; waiting for them to go");
+    events_.Record(*pass.object, EventType::kWarning, "PodNameTaken", message);
+    PSFLOW_LOG(WARNING) << "TrainingJob " << pass.key << ": " << message;
+  }
   if (!s.ok()) CreationFailed(pass, "", s);
 }
 

@@ -400,6 +400,33 @@ TEST_F(ReconcilerTest, AServiceOfTheJobsNameOwnedByAnotherHoldsThePodsBack) {
   EXPECT_EQ(r.services_created, 1);
 }
 
+// A pod of a replica's name that is not the job's (made by hand, say) is not taken for the
+// replica: a Warning names it, the job is looked at again soon (that pod is not watched), and
+// the replica is made once it goes.
+TEST_F(ReconcilerTest, APodOfAReplicasNameOwnedByAnotherIsToldAndTheReplicaMadeOnceItGoes) {
+  const Json other = {{"apiVersion", "v1"},
+                      {"kind", "Pod"},
+                      {"metadata", {{"name", "hand-worker-0"}, {"namespace", "default"}}},
+                      {"spec", {{"containers", {{{"name", "c"}, {"image", "busybox"}}}}}}};
+  ASSERT_TRUE(client_.Create(kube::Pods(), "default", other).ok());
+  Create(MakeJob("hand", 1, 2, "OnFailure"));
+  ReconcileResult r = Pass("hand");
+  EXPECT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.requeue_after, absl::Seconds(10));
+  EXPECT_EQ(Names(kube::Pods()),
+            (std::vector<std::string>{"hand-ps-0", "hand-worker-0", "hand-worker-1"}));
+  EXPECT_EQ(Events("PodNameTaken"),
+            std::vector<std::string>{
+                "Warning: pods hand-worker-0 exist in default but are not this TrainingJob's: its "
+                "replicas need those names; waiting for them to go"});
+  ASSERT_TRUE(client_.Delete(kube::Pods(), "default", "hand-worker-0", {}).ok());
+  r = Pass("hand");
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.pods_created, 1);
+  EXPECT_EQ(kube::ControllerUid(client_.Get(kube::Pods(), "default", "hand-worker-0").value()),
+            kube::Uid(client_.Get(kube::TrainingJobs(), "default", "hand").value()));
+}
+
 TEST_F(ReconcilerTest, TlsOptOutMakesNoSecretMountsNothingAndWarns) {
   Json job = MakeJob("plain", 1, 1, "OnFailure");
   job["spec"]["tls"] = {{"enabled", false}};
@@ -731,6 +758,54 @@ TEST_F(ReconcilerTest, BackoffLimitCountsReplacementsAndNamesTheCause) {
   EXPECT_FALSE(status.replica_statuses.at(api::ReplicaType::kPS).indexes.count(0));
 }
 
+// The kubelet's restarts of a pod the operator did not delete (deleted by hand, drained, or left
+// beyond the replica count by a scale-down) stay counted once it goes.
+TEST_F(ReconcilerTest, InPlaceRestartsOfAPodDeletedByOthersOrScaledAwayStayCounted) {
+  Create(MakeJob("kept", 1, 2, "OnFailure"));
+  ASSERT_TRUE(Pass("kept").status.ok());
+  for (const char* pod : {"kept-worker-0", "kept-worker-1"}) {
+    SetPhase(pod, "Running");
+    ASSERT_TRUE(store_.RestartContainer("default", pod, 1, "Error").ok());
+    ASSERT_TRUE(store_.RestartContainer("default", pod, 1, "Error").ok());
+  }
+  ASSERT_TRUE(Pass("kept").status.ok());
+  EXPECT_EQ(Status("kept").restart_count, 4);
+  // Deleted by someone else: the operator makes a new pod, the old one's 2 restarts stay.
+  ASSERT_TRUE(client_.Delete(kube::Pods(), "default", "kept-worker-0", {}).ok());
+  ASSERT_TRUE(Pass("kept").status.ok());
+  EXPECT_EQ(Status("kept").restart_count, 4);
+  ASSERT_TRUE(Pass("kept").status.ok());  // and the pass after the new pod is made
+  EXPECT_EQ(Status("kept").restart_count, 4);
+  // Scaled down to one worker: worker 1's 2 restarts stay, before and after its pod goes.
+  EditSpec("kept", [](Json& spec) { spec["replicaSpecs"]["Worker"]["replicas"] = 1; });
+  ASSERT_TRUE(Pass("kept").status.ok());
+  EXPECT_EQ(Status("kept").restart_count, 4);
+  ASSERT_TRUE(Pass("kept").status.ok());
+  const JobStatus status = Status("kept");
+  EXPECT_EQ(status.restart_count, 4);
+  EXPECT_EQ(status.replica_statuses.at(api::ReplicaType::kWorker).indexes.at(1).restarts, 2);
+}
+
+// A pod already going (a finalizer or a grace period holds it) is not deleted again: its deletion
+// was observed when it got its deletionTimestamp, and a second delete would be waited for in
+// vain (the job not reconciled until the expectations expire).
+TEST_F(ReconcilerTest, APodAlreadyGoingIsNotDeletedAgain) {
+  Create(MakeJob("going", 1, 2, "OnFailure"));
+  ASSERT_TRUE(Pass("going").status.ok());
+  Json pod = client_.Get(kube::Pods(), "default", "going-worker-1").value();
+  pod["metadata"]["finalizers"] = Json::array({"example.com/hold"});
+  ASSERT_TRUE(client_.Update(kube::Pods(), "default", pod).ok());
+  EditSpec("going", [](Json& spec) { spec["replicaSpecs"]["Worker"]["replicas"] = 1; });
+  ReconcileResult r = Pass("going");
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.pods_deleted, 1);
+  ASSERT_TRUE(kube::BeingDeleted(client_.Get(kube::Pods(), "default", "going-worker-1").value()));
+  r = Pass("going");
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.pods_deleted, 0);
+  EXPECT_EQ(Events("SuccessfulDeletePod").size(), 1u);
+}
+
 TEST_F(ReconcilerTest, BackoffLimitCountsTheKubeletsInPlaceRestarts) {
   Json job = MakeJob("inplace", 1, 1, "OnFailure");
   job["spec"]["runPolicy"]["backoffLimit"] = 1;
@@ -852,7 +927,7 @@ TEST_F(ReconcilerTest, MalformedStatusAndFieldsNeverCrash) {
 TEST_F(ReconcilerTest, OddlyTypedTemplateFieldsAndHugeIndexesNeverCrash) {
   Json job = MakeJob("types", 1, 1, "Never");
   Json& container = job["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"][0];
-  container["env"].push_back({{"name", 5}, {"value", "x"}});
+  container["env"].push_back({{"name", true}, {"value", 5}});
   container["ports"] = Json::array({{{"name", true}, {"containerPort", 1}}});
   job["spec"]["replicaSpecs"]["PS"]["template"]["metadata"] = "not an object";
   Create(job);
@@ -1287,6 +1362,44 @@ TEST_F(ReconcilerTest, AnOptedInJobsNetworkPolicyComesBeforeItsPods) {
   ASSERT_TRUE(r.status.ok()) << r.status;
   EXPECT_EQ(r.pods_created, 1);
   EXPECT_EQ(Names(kube::NetworkPolicies()), std::vector<std::string>{"fenced-network"});
+}
+
+// An edit of spec.networkPolicy reaches the policy when pods are next made; a policy of the name
+// that is another's is not taken for the job's: no pod is made until it goes.
+TEST_F(ReconcilerTest, AnEditedNetworkPolicyIsUpdatedAndAnotherOwnersHoldsThePodsBack) {
+  store_.RegisterResource(kube::NetworkPolicies(), false);
+  Json job = MakeJob("edited", 1, 1, "ExitCode");
+  job["spec"]["networkPolicy"] = {{"enabled", true}};
+  Create(job);
+  ASSERT_TRUE(Pass("edited").status.ok());
+  const Json monitoring = {{"namespaceSelector", {{"matchLabels", {{"team", "monitoring"}}}}}};
+  EditSpec("edited",
+           [&](Json& spec) { spec["networkPolicy"]["metricsFrom"] = Json::array({monitoring}); });
+  SetPhase("edited-worker-0", "Failed", 137, "OOMKilled");
+  ASSERT_TRUE(Pass("edited").status.ok());
+  ReconcileResult r = Pass("edited");
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.pods_created, 1);
+  const Json policy = client_.Get(kube::NetworkPolicies(), "default", "edited-network").value();
+  EXPECT_TRUE(absl::StrContains(policy["spec"].dump(), "monitoring")) << policy["spec"];
+
+  const Json other = {{"apiVersion", "networking.k8s.io/v1"},
+                      {"kind", "NetworkPolicy"},
+                      {"metadata", {{"name", "theirs-network"}, {"namespace", "default"}}},
+                      {"spec", {{"podSelector", Json::object()}}}};
+  ASSERT_TRUE(client_.Create(kube::NetworkPolicies(), "default", other).ok());
+  Json theirs = MakeJob("theirs", 1, 1, "ExitCode");
+  theirs["spec"]["networkPolicy"] = {{"enabled", true}};
+  Create(theirs);
+  r = Pass("theirs");
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kUnavailable) << r.status;
+  EXPECT_TRUE(absl::StrContains(r.status.message(),
+                                "exists but is not owned by TrainingJob "
+                                "default/theirs"))
+      << r.status;
+  for (const std::string& pod : Names(kube::Pods())) {
+    EXPECT_FALSE(absl::StartsWith(pod, "theirs-")) << pod;
+  }
 }
 
 TEST_F(ReconcilerTest, AJobWithoutNetworkPolicyGetsNone) {

@@ -50,7 +50,9 @@ void ReadPod(const json& object) {
 // a record is stable).
 void ReadLease(const json& object) {
   const controller::LeaseRecord first = controller::ReadLeaseRecord(object);
-  (void)first.FreeAt(absl::FromUnixSeconds(1'700'000'000));
+  controller::LeaseSighting seen;
+  (void)first.FreeAt(absl::FromUnixSeconds(1'700'000'000), seen);
+  (void)first.FreeAt(absl::FromUnixSeconds(1'700'000'016), seen);
   json lease = object;
   controller::WriteLeaseRecord(first, lease);
   const controller::LeaseRecord second = controller::ReadLeaseRecord(lease);

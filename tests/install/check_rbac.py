@@ -37,9 +37,9 @@ EXPECTED = {
         # controller.cc: pod and Service informers; main.cc Preflight lists them.
         ("", "pods", "list", ""), ("", "pods", "watch", ""),
         ("", "services", "list", ""), ("", "services", "watch", ""),
-        # reconciler.cc: one pod per replica, created and deleted; the job's one Service, created,
-        # read when its name is taken, and deleted.
-        ("", "pods", "create", ""), ("", "pods", "delete", ""),
+        # reconciler.cc: one pod per replica, created, read when its name is taken, and deleted;
+        # the job's one Service, created, read when its name is taken, and deleted.
+        ("", "pods", "create", ""), ("", "pods", "get", ""), ("", "pods", "delete", ""),
         ("", "services", "create", ""), ("", "services", "get", ""),
         ("", "services", "delete", ""),
         # job_certificates.cc: the job's Secrets (its CA and every replica's certificate),
@@ -53,8 +53,11 @@ EXPECTED = {
         # (its count).
         ("", "events", "create", ""), ("", "events", "update", ""),
         # reconciler.cc: the NetworkPolicy of a job with spec.networkPolicy.enabled, created
-        # before its pods (deleted with the job by the garbage collector: no delete, no watch).
+        # before its pods, read when it exists and updated to an edited spec (deleted with the
+        # job by the garbage collector: no delete, no watch).
         ("networking.k8s.io", "networkpolicies", "create", ""),
+        ("networking.k8s.io", "networkpolicies", "get", ""),
+        ("networking.k8s.io", "networkpolicies", "update", ""),
         # reconciler.cc: a gang's PodGroup, created before its pods; when it is there already,
         # read and, after a scale, its replica counts updated.
         ("scheduling.volcano.sh", "podgroups", "create", ""),

@@ -134,6 +134,10 @@ def check_deployment(config, d, objects):
     leader = config != "no-leader-election"
     expect(flags.get("leader_elect") == ("true" if leader else "false"),
            "--leader_elect=%s, expected %s" % (flags.get("leader_elect"), leader))
+    # Without a Lease, an upgrade must not run the old and the new operator at once.
+    strategy = d["spec"].get("strategy", {}).get("type", "RollingUpdate")
+    expect(strategy == ("RollingUpdate" if leader else "Recreate"),
+           "Deployment strategy %s with leader election %s" % (strategy, leader))
     expect(("namespace" in flags) == (config == "namespaced"),
            "--namespace given: %s" % flags.get("namespace"))
     env = {e["name"]: e for e in c.get("env", [])}
