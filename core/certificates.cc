@@ -10,10 +10,14 @@
 #include <openssl/x509v3.h>
 
 #include <algorithm>
+#include <array>
 #include <memory>
+#include <optional>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "core/openssl_errors.h"
 #include "core/status_macros.h"
 
@@ -349,6 +353,38 @@ absl::StatusOr<std::vector<std::string>> SubjectAltNames(absl::string_view certi
     }
   }
   return out;
+}
+
+bool NamesHost(const std::vector<std::string>& subject_alt_names, absl::string_view host) {
+  absl::ConsumePrefix(&host, "[");
+  absl::ConsumeSuffix(&host, "]");
+  // An address is compared as its bytes: "::1" and "0:0:0:0:0:0:0:1" are one address.
+  const auto address = [](absl::string_view text) -> std::optional<std::string> {
+    const std::string s(text);
+    std::array<unsigned char, 16> bytes{};
+    if (inet_pton(AF_INET, s.c_str(), bytes.data()) == 1)
+      return std::string(bytes.begin(), bytes.begin() + 4);
+    if (inet_pton(AF_INET6, s.c_str(), bytes.data()) == 1)
+      return std::string(bytes.begin(), bytes.end());
+    return std::nullopt;
+  };
+  const std::optional<std::string> host_address = address(host);
+  for (absl::string_view name : subject_alt_names) {
+    if (host_address) {
+      if (absl::ConsumePrefix(&name, "IP:") && address(name) == host_address) return true;
+      continue;
+    }
+    if (!absl::ConsumePrefix(&name, "DNS:")) continue;
+    if (absl::EqualsIgnoreCase(name, host)) return true;
+    if (absl::ConsumePrefix(&name, "*.")) {
+      const size_t dot = host.find('.');
+      if (dot != absl::string_view::npos && dot > 0 &&
+          absl::EqualsIgnoreCase(host.substr(dot + 1), name)) {
+        return true;
+      }
+    }
+  }
+  return false;
 }
 
 }  // namespace psflow

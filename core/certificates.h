@@ -91,6 +91,12 @@ absl::Status VerifyCertificate(absl::string_view ca_pem, absl::string_view certi
 // "IP:<address>" (others as "other"); INVALID_ARGUMENT when the text is not a certificate.
 absl::StatusOr<std::vector<std::string>> SubjectAltNames(absl::string_view certificate_pem);
 
+// Whether `subject_alt_names` (as SubjectAltNames gives them) name `host` as a TLS client checks
+// a server's name (RFC 6125): an IP address equal to it when it is one (IPv6 with or without
+// brackets), else a DNS name equal to it, letter case aside, or "*.<rest>" when the host is one
+// label in front of <rest>.
+bool NamesHost(const std::vector<std::string>& subject_alt_names, absl::string_view host);
+
 }  // namespace psflow
 
 #endif  // PSFLOW_CORE_CERTIFICATES_H_

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "absl/strings/match.h"
 
 namespace psflow {
@@ -131,6 +135,37 @@ TEST(Certificates, BadRequestsAreRefused) {
                      absl::Hours(1), kNow)
                 .status(),
             absl::InvalidArgumentError("\"10.0.0.300\" is not an IP address"));
+}
+
+// A server's certificate names the host a client reaches it at, as gRPC and OpenSSL check it.
+TEST(Certificates, NamesHostAsATlsClientChecksIt) {
+  const std::vector<std::string> sans = {"DNS:localhost",
+                                         "DNS:mnist-ps-0.mnist.ml.svc",
+                                         "DNS:*.mnist.example",
+                                         "IP:127.0.0.1",
+                                         "IP:::1",
+                                         "other"};
+  const std::vector<std::pair<std::string, bool>> rows = {
+      {"localhost", true},
+      {"LocalHost", true},
+      {"mnist-ps-0.mnist.ml.svc", true},
+      {"mnist-ps-1.mnist.ml.svc", false},
+      {"mnist-ps-0.mnist.ml", false},
+      {"ps-0.mnist.example", true},
+      {"a.ps-0.mnist.example", false},  // a wildcard covers one label
+      {"mnist.example", false},
+      {"127.0.0.1", true},
+      {"127.0.0.2", false},
+      {"::1", true},
+      {"[::1]", true},
+      {"0:0:0:0:0:0:0:1", true},
+      {"10.0.0.1", false},
+      {"other", false},
+      {"", false},
+  };
+  for (const auto& [host, named] : rows) EXPECT_EQ(NamesHost(sans, host), named) << host;
+  // An address is named only by an IP entry: a DNS entry spelling it does not count.
+  EXPECT_FALSE(NamesHost({"DNS:127.0.0.1"}, "127.0.0.1"));
 }
 
 }  // namespace

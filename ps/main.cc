@@ -12,6 +12,8 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/certificates.h"
 #include "core/free_ports.h"
 #include "core/grpc_tuning.h"
 #include "core/log.h"
@@ -135,6 +137,19 @@ absl::Status Main(const TransportSecurity& security) {
   }
   const std::string& self = spec.SelfAddress();
   const std::string port = self.substr(self.rfind(':') + 1);
+  if (security.tls()) {
+    // Workers reach this task at its cluster-spec host and check that the certificate names it:
+    // one that does not would have every worker wait on "Peer name ... is not in peer
+    // certificate" while this task serves nobody.
+    const std::string host = self.substr(0, self.rfind(':'));
+    ASSIGN_OR_RETURN(const std::vector<std::string> names,
+                     SubjectAltNames(security.own_pem().certificate));
+    if (!NamesHost(names, host)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the certificate of --tls_cert names ", absl::StrJoin(names, ", "), " but not ", host,
+          ", this ps task's host in the cluster spec: every worker would refuse it"));
+    }
+  }
 
   std::unique_ptr<MetricsEndpoint> endpoint;
   std::unique_ptr<PsMetrics> metrics;

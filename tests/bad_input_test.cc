@@ -483,6 +483,18 @@ TEST_F(BadInput, TlsFilesCheckedAtStartUpExitTwoNamingTheFile) {
                       ": is not signed by the CA (--tls_ca " + ca_file + ")"});
   ExpectOneLineError(run(worker, old_ca_file, expired_cert, expired_key), 2,
                      {"psflow-worker: --tls_cert " + expired_cert + ": has expired (notAfter "});
+  // Valid files, but the ps's certificate does not name its host (127.0.0.1): every worker would
+  // refuse it, so the ps refuses to start.
+  const PemCertificate elsewhere =
+      ca.Issue({.common_name = "ps-0", .dns_names = {"other.example"}, .ip_addresses = {}},
+               absl::Hours(1))
+          .value();
+  const std::string elsewhere_cert = Write("elsewhere.crt", elsewhere.certificate);
+  const std::string elsewhere_key = Write("elsewhere.key", elsewhere.private_key);
+  ExpectOneLineError(run(ps, ca_file, elsewhere_cert, elsewhere_key), 1,
+                     {"psflow-ps: the certificate of --tls_cert names DNS:other.example but not "
+                      "127.0.0.1, this ps task's host in the cluster spec: every worker would "
+                      "refuse it"});
 }
 
 TEST_F(BadInput, UnwritableRunFolderStopsTheRunBeforeAnyReplicaStarts) {

@@ -121,8 +121,14 @@ TEST(PsTls, NoConnectionWithoutACertificateOfTheJobsCa) {
        {TransportSecurity(), job.Replica({"worker-0"}, {}, &other.ca)}) {
     const absl::Status s = PrepareChief(ps.address(), client);
     EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
-    // The ps ends the handshake: the client sees its connection closed.
+    // The ps ends the handshake: the client sees its connection closed; a plaintext one is told
+    // what that likely means.
     EXPECT_TRUE(absl::StrContains(s.message(), absl::StrCat(ps.address(), ": Socket closed"))) << s;
+    EXPECT_EQ(absl::StrContains(s.message(),
+                                "a ps serving mutual TLS closes plaintext "
+                                "connections so: give this task --tls_ca"),
+              !client.tls())
+        << s;
   }
   EXPECT_EQ(ps.state().bytes(), 0);  // never initialised
 }

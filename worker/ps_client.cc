@@ -7,6 +7,7 @@
 #include <optional>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/backoff.h"
 #include "core/chunk_plan.h"
@@ -28,6 +29,14 @@ using Clock = std::chrono::steady_clock;
 // not buffer a whole big model at once. (Measured on 2 cores with one connection per task: 4 and
 // 16 are alike.)
 constexpr size_t kInFlightPerConnection = 4;
+
+// What a plaintext client's "Socket closed" most likely means: a ps serving mutual TLS ends such
+// connections at their first bytes.
+std::string TlsHint(const TransportSecurity& security, const grpc::Status& s) {
+  if (security.tls() || !absl::StrContains(s.error_message(), "Socket closed")) return "";
+  return " (a ps serving mutual TLS closes plaintext connections so: give this task --tls_ca, "
+         "--tls_cert and --tls_key too)";
+}
 
 // A ps that is not there (yet), too slow, or stopping (CANCELLED: see PsCallStatus).
 bool Retryable(const grpc::Status& s) {
@@ -230,7 +239,7 @@ absl::Status PsClient::InitializeTask(PsTask& task, const nn::ParameterSet& para
           absl::StrCat("ps task ", task.index, " at ", task.address,
                        Retryable(s) ? absl::StrCat(" unreachable for ", waited(), "s")
                                     : " refused to initialise",
-                       ": ", s.error_message()));
+                       ": ", s.error_message(), TlsHint(options_.security, s)));
     }
   }
 }
@@ -291,9 +300,9 @@ absl::Status PsClient::WaitReadyTask(PsTask& task, Clock::time_point deadline) {
   const int64_t secs =
       std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start).count();
   if (!reached) {
-    return absl::UnavailableError(absl::StrCat("ps task ", task.index, " at ", task.address,
-                                               " unreachable for ", secs,
-                                               "s: ", last.error_message()));
+    return absl::UnavailableError(
+        absl::StrCat("ps task ", task.index, " at ", task.address, " unreachable for ", secs,
+                     "s: ", last.error_message(), TlsHint(options_.security, last)));
   }
   return absl::DeadlineExceededError(absl::StrCat("variables not initialised on ps task ",
                                                   task.index, " at ", task.address, " after ", secs,
