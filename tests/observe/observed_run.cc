@@ -119,7 +119,7 @@ absl::Status ObservedRun::StartOperator() {
           {testing::Binary("psflow-operator"), "--kubeconfig=" + kubeconfig, "--identity=observe",
            "--metrics_address=127.0.0.1", absl::StrCat("--metrics_port=", operator_port_),
            // The default lease and renew deadline: on a loaded machine a renewal may take a
-           // second or more, and an operator that lost its lease exits (its metrics with it).
+           // second or more, and a replica that lost its lease stops its controller.
            "--lease_namespace=default", "--lease_duration_s=15", "--renew_deadline_s=10",
            "--retry_period_s=0.25", "--workers=2"},
           testing::Environment({})));
