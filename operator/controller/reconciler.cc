@@ -310,25 +310,37 @@ void Reconciler::CountPods(Pass& pass) {
     if (replicas == 0 && !pass.status.replica_statuses.count(type)) continue;
     ReplicaStatus& rs = pass.status.replica_statuses[type];
     rs.active = rs.ready = 0;
-    std::map<int, int> live_restarts;  // index -> the kubelet restarts of its live pod
+    // index -> the kubelet restarts of its live pod, and that pod
+    std::map<int, std::pair<int, ObjectPtr>> live_restarts;
+    const auto count_live = [&](int i, const ObjectPtr& pod, const PodState& state) {
+      // A failed pod whose replacement is counted: its restarts are folded in already.
+      if (state.restarts > 0 && !BeingReplaced(rs, i, *pod)) {
+        live_restarts[i] = {state.restarts, pod};
+      }
+    };
     for (int i = 0; i < replicas; ++i) {
       auto it = pass.pods.find({type, i});
       if (it == pass.pods.end()) continue;
       const PodState state = ReadPodState(*it->second);
       if (state.being_deleted) continue;  // its restarts are folded in below
-      // A failed pod whose replacement is counted: its restarts are folded in already.
-      if (state.restarts > 0 && !BeingReplaced(rs, i, *it->second)) {
-        live_restarts[i] = state.restarts;
-      }
+      count_live(i, it->second, state);
       if (!state.Active()) continue;
       ++rs.active;
       if (state.phase == PodPhase::kRunning && state.ready) ++rs.ready;
     }
-    for (const auto& [i, live] : live_restarts) {
+    // A pod beyond the replica count still there (its delete not done, or failed): its restarts
+    // stay live until it goes, so a scale back up before then does not count them twice.
+    for (const ObjectPtr& pod : pass.extra_pods) {
+      const auto slot = Slot(*pod);
+      if (!slot || slot->first != type || slot->second < replicas) continue;
+      const PodState state = ReadPodState(*pod);
+      if (!state.being_deleted) count_live(slot->second, pod, state);
+    }
+    for (const auto& [i, live_pod] : live_restarts) {
+      const auto& [live, pod] = live_pod;
       IndexStatus& is = rs.indexes[i];
       // The kubelet restarted the container in place since the last pass: say why, once.
       if (live > is.restarts - is.replaced_restarts) {
-        const ObjectPtr& pod = pass.pods.at({type, i});
         const PodState state = ReadPodState(*pod);
         is.last_failure = FailureOf(state, kube::Name(*pod), pass.now);
         events_.Record(*pass.object, EventType::kWarning, "ReplicaRestartedInPlace",
@@ -340,13 +352,13 @@ void Reconciler::CountPods(Pass& pass) {
     rs.restarts = 0;
     for (auto& [i, is] : rs.indexes) {
       auto live = live_restarts.find(i);
-      // The pod whose kubelet restarts the last pass counted is gone, going, or beyond the
-      // replica count now (deleted by someone else, a drain, a scale-down): its restarts stay
-      // counted, as those of a pod this operator deletes do (DeletePods).
+      // The pod whose kubelet restarts the last pass counted is gone or going (deleted by
+      // someone else, a drain, a scale-down's delete done): its restarts stay counted, as
+      // those of a pod this operator deletes do (DeletePods).
       if (live == live_restarts.end() && is.restarts > is.replaced_restarts) {
         is.replaced_restarts = is.restarts;
       }
-      is.restarts = is.replaced_restarts + (live == live_restarts.end() ? 0 : live->second);
+      is.restarts = is.replaced_restarts + (live == live_restarts.end() ? 0 : live->second.first);
       rs.restarts += is.restarts;
     }
     rs.succeeded = static_cast<int>(rs.completed_indexes.size());

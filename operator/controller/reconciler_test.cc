@@ -786,6 +786,28 @@ TEST_F(ReconcilerTest, InPlaceRestartsOfAPodDeletedByOthersOrScaledAwayStayCount
   EXPECT_EQ(status.replica_statuses.at(api::ReplicaType::kWorker).indexes.at(1).restarts, 2);
 }
 
+// A pod left beyond the replica count because its delete failed keeps its restarts live: scaled
+// back up before it goes, they are counted once, not folded in and then counted again.
+TEST_F(ReconcilerTest, RestartsOfAPodWhoseScaleDownDeleteFailedAreCountedOnce) {
+  Create(MakeJob("back", 1, 2, "OnFailure"));
+  ASSERT_TRUE(Pass("back").status.ok());
+  SetPhase("back-worker-1", "Running");
+  ASSERT_TRUE(store_.RestartContainer("default", "back-worker-1", 1, "Error").ok());
+  ASSERT_TRUE(store_.RestartContainer("default", "back-worker-1", 1, "Error").ok());
+  ASSERT_TRUE(Pass("back").status.ok());
+  EXPECT_EQ(Status("back").restart_count, 2);
+  EditSpec("back", [](Json& spec) { spec["replicaSpecs"]["Worker"]["replicas"] = 1; });
+  Refuse("delete", "pods", absl::UnavailableError("connection refused"));
+  EXPECT_EQ(Pass("back").status.code(), absl::StatusCode::kUnavailable);
+  client_.SetFault(nullptr);
+  EXPECT_EQ(Status("back").restart_count, 2);
+  EditSpec("back", [](Json& spec) { spec["replicaSpecs"]["Worker"]["replicas"] = 2; });
+  ASSERT_TRUE(Pass("back").status.ok());
+  EXPECT_EQ(Status("back").restart_count, 2);
+  EXPECT_EQ(Status("back").replica_statuses.at(api::ReplicaType::kWorker).indexes.at(1).restarts,
+            2);
+}
+
 // A pod already going (a finalizer or a grace period holds it) is not deleted again: its deletion
 // was observed when it got its deletionTimestamp, and a second delete would be waited for in
 // vain (the job not reconciled until the expectations expire).

@@ -91,10 +91,9 @@ absl::StatusOr<std::unique_ptr<ObservedRun>> ObservedRun::Run() {
   run->dir_ = fs::temp_directory_path() / absl::StrCat("psflow_observe_", getpid());
   fs::remove_all(run->dir_);
   fs::create_directories(run->dir_ / "targets");
-  ASSIGN_OR_RETURN(const std::vector<int> ports, FreeLocalPorts(2));
-  run->operator_port_ = ports[0];
+  ASSIGN_OR_RETURN(const std::vector<int> ports, FreeLocalPorts(1));
   RETURN_IF_ERROR(run->StartOperator());
-  RETURN_IF_ERROR(run->StartPrometheus(ports[1]));
+  RETURN_IF_ERROR(run->StartPrometheus(ports[0]));
   RETURN_IF_ERROR(run->Train());
   RETURN_IF_ERROR(run->FindTrainingWindow());
   return run;
@@ -117,12 +116,26 @@ absl::Status ObservedRun::StartOperator() {
       operator_,
       BackgroundProcess::Start(
           {testing::Binary("psflow-operator"), "--kubeconfig=" + kubeconfig, "--identity=observe",
-           "--metrics_address=127.0.0.1", absl::StrCat("--metrics_port=", operator_port_),
+           // Any free port, read back from its log: a port picked here first could be taken
+           // (by a connection of a test beside this one) before the operator binds it.
+           "--metrics_address=127.0.0.1", "--metrics_port=0",
            // The default lease and renew deadline: on a loaded machine a renewal may take a
            // second or more, and a replica that lost its lease stops its controller.
            "--lease_namespace=default", "--lease_duration_s=15", "--renew_deadline_s=10",
            "--retry_period_s=0.25", "--workers=2"},
           testing::Environment({})));
+  const auto give_up = std::chrono::steady_clock::now() + seconds(60);
+  while (operator_port_ == 0) {
+    for (const std::string& line : testing::LinesWith(operator_->output(), "serving /metrics")) {
+      operator_port_ = std::stoi(line.substr(line.rfind(':') + 1));
+    }
+    if (operator_port_ != 0) break;
+    if (operator_->Wait(milliseconds(50)).has_value() ||
+        std::chrono::steady_clock::now() > give_up) {
+      return absl::InternalError("psflow-operator did not serve its metrics:\n" +
+                                 operator_->output());
+    }
+  }
   // Listed for Prometheus the way prometheus-local.yml's comment tells a user to.
   std::ofstream(dir_ / "targets" / "operator.json")
       << absl::StrCat(R"([{"targets": ["127.0.0.1:)", operator_port_, R"("], "labels": {"job": ")",
