@@ -28,7 +28,7 @@ int MetricsPort(const kube::Json& pod) {
     const kube::Json& ports = container["ports"];
     if (!ports.is_array()) continue;
     for (const kube::Json& port : ports) {
-      if (port.is_object() && port.value("name", "") == kMetricsPortName &&
+      if (port.is_object() && port.contains("name") && port["name"] == kMetricsPortName &&
           port.contains("containerPort") && port["containerPort"].is_number_integer()) {
         return port["containerPort"].get<int>();
       }

@@ -61,7 +61,9 @@ absl::Status StatusFromStatusObject(const nlohmann::json& status_object, absl::s
 absl::Status StatusFromHttp(int http_code, absl::string_view body, absl::string_view what) {
   if (http_code >= 200 && http_code < 300) return absl::OkStatus();
   nlohmann::json parsed = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (parsed.is_object() && parsed.value("kind", "") == "Status") {
+  // Only a "kind" that is the string "Status": json::value would throw on another type.
+  const auto kind = parsed.is_object() ? parsed.find("kind") : parsed.end();
+  if (parsed.is_object() && kind != parsed.end() && kind->is_string() && *kind == "Status") {
     parsed["code"] = http_code;  // the HTTP code is the authority
     return StatusFromStatusObject(parsed, what);
   }

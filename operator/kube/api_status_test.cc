@@ -61,6 +61,14 @@ TEST(StatusFromHttp, BodyThatIsNotAStatusIsQuoted) {
   EXPECT_EQ(StatusFromHttp(409, "", "PUT x").code(), absl::StatusCode::kAborted);
 }
 
+// A JSON body whose "kind" is not a string is not a Status (json::value used to throw here: the
+// kube_object fuzzer's find): it is quoted as any other body.
+TEST(StatusFromHttp, BodyWhoseKindIsNotAStringIsQuoted) {
+  const absl::Status status = StatusFromHttp(404, R"({"kind": {"a": 1}, "message": "m"})", "GET x");
+  EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(status.message(), HasSubstr(R"({"kind": {"a": 1})"));
+}
+
 TEST(StatusFromHttp, HttpCodeWinsOverTheBodysCode) {
   EXPECT_EQ(StatusFromHttp(404, StatusBody(500, "NotFound", "m").dump(), "GET x").code(),
             absl::StatusCode::kNotFound);
