@@ -79,6 +79,10 @@ TEST_F(ExamplesOnNodeTest, MnistMlpWithSharedMemoryTrainsThroughTheNodesSocket) 
   const std::filesystem::path base = "/run/psflow-test-" + ns();
   std::filesystem::remove_all(base);
   job["spec"]["sharedMemory"] = {{"enabled", true}};
+  // Both workers train to their end before the job succeeds: a worker the loaded node started
+  // late would otherwise be deleted (cleanPodPolicy Running) before its first exchange, when
+  // the chief alone finished (seen once in CI: worker 1's log held only its start-up lines).
+  job["spec"]["successPolicy"] = "AllWorkers";
   const absl::StatusOr<Json> made = client_->Create(kube::TrainingJobs(), ns(), job);
   ASSERT_TRUE(made.ok()) << made.status();
   const std::filesystem::path dir = base / kube::Uid(*made);
