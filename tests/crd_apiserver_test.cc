@@ -80,6 +80,8 @@ JobStatus EveryField() {
     IndexStatus& replaced = rs.indexes[1];
     replaced.restarts = 3;
     replaced.replaced_restarts = 2;
+    replaced.replaced_pod_uid = "0b1c2d3e-4f5a-4b6c-8d7e-9f0a1b2c3d4e";
+    replaced.counted_pod_uid = "5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a8b";
     replaced.last_failure =
         ReplicaFailure{"OOMKilled", 137, "the container ran out of memory", "j-worker-1",
                        controller::FormatTimestamp(t0 + absl::Seconds(n))};

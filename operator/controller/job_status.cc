@@ -149,6 +149,7 @@ JobStatus JobStatus::FromJson(const json& status) {
         is.restarts = static_cast<int>(Int(entry, "restarts"));
         is.replaced_restarts = static_cast<int>(Int(entry, "replacedPodRestarts"));
         is.replaced_pod_uid = String(entry, "replacedPodUID");
+        is.counted_pod_uid = String(entry, "countedPodUID");
         if (auto f = entry.find("lastFailure"); f != entry.end() && f->is_object()) {
           ReplicaFailure failure{String(*f, "reason"), std::nullopt, String(*f, "message"),
                                  String(*f, "pod"), String(*f, "time")};
@@ -212,6 +213,7 @@ json JobStatus::ToJson() const {
                         {"restarts", is.restarts},
                         {"replacedPodRestarts", is.replaced_restarts}};
           if (!is.replaced_pod_uid.empty()) entry["replacedPodUID"] = is.replaced_pod_uid;
+          if (!is.counted_pod_uid.empty()) entry["countedPodUID"] = is.counted_pod_uid;
           if (is.last_failure) {
             const ReplicaFailure& f = *is.last_failure;
             json failure = {{"reason", f.reason}, {"pod", f.pod}, {"time", f.time}};

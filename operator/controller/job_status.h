@@ -72,6 +72,10 @@ struct IndexStatus {
   // "replacedPodUID"): written before that pod is deleted, so a pass that finds it still there
   // (its delete failed) deletes it again without counting it twice.
   std::string replaced_pod_uid;
+  // The live pod whose kubelet restarts are restarts - replaced_restarts (persisted, as
+  // "countedPodUID"; empty when none is counted). A pass that finds another pod there folds
+  // those restarts in: the counted pod was replaced between two passes.
+  std::string counted_pod_uid;
   std::optional<ReplicaFailure> last_failure;
   bool operator==(const IndexStatus&) const = default;
 };

@@ -339,6 +339,14 @@ void Reconciler::CountPods(Pass& pass) {
     for (const auto& [i, live_pod] : live_restarts) {
       const auto& [live, pod] = live_pod;
       IndexStatus& is = rs.indexes[i];
+      // Another pod than the one the last pass counted: that one is gone (replaced by someone
+      // else between two passes), its restarts stay counted.
+      const std::string uid = kube::Uid(*pod);
+      if (!is.counted_pod_uid.empty() && is.counted_pod_uid != uid &&
+          is.restarts > is.replaced_restarts) {
+        is.replaced_restarts = is.restarts;
+      }
+      is.counted_pod_uid = uid;
       // The kubelet restarted the container in place since the last pass: say why, once.
       if (live > is.restarts - is.replaced_restarts) {
         const PodState state = ReadPodState(*pod);
@@ -355,8 +363,9 @@ void Reconciler::CountPods(Pass& pass) {
       // The pod whose kubelet restarts the last pass counted is gone or going (deleted by
       // someone else, a drain, a scale-down's delete done): its restarts stay counted, as
       // those of a pod this operator deletes do (DeletePods).
-      if (live == live_restarts.end() && is.restarts > is.replaced_restarts) {
-        is.replaced_restarts = is.restarts;
+      if (live == live_restarts.end()) {
+        is.replaced_restarts = std::max(is.replaced_restarts, is.restarts);
+        is.counted_pod_uid.clear();
       }
       is.restarts = is.replaced_restarts + (live == live_restarts.end() ? 0 : live->second.first);
       rs.restarts += is.restarts;

@@ -786,6 +786,38 @@ TEST_F(ReconcilerTest, InPlaceRestartsOfAPodDeletedByOthersOrScaledAwayStayCount
   EXPECT_EQ(status.replica_statuses.at(api::ReplicaType::kWorker).indexes.at(1).restarts, 2);
 }
 
+// A pod replaced between two passes (the cache skipped its deletion: a watch gap, a restore from
+// backup) by one that has restarted too: the counted pod's restarts are kept, known by its uid.
+TEST_F(ReconcilerTest, RestartsOfAPodReplacedBetweenTwoPassesStayCounted) {
+  Create(MakeJob("swap", 1, 1, "OnFailure"));
+  ASSERT_TRUE(Pass("swap").status.ok());
+  SetPhase("swap-worker-0", "Running");
+  ASSERT_TRUE(store_.RestartContainer("default", "swap-worker-0", 1, "Error").ok());
+  ASSERT_TRUE(store_.RestartContainer("default", "swap-worker-0", 1, "Error").ok());
+  ASSERT_TRUE(Pass("swap").status.ok());
+  EXPECT_EQ(Status("swap").restart_count, 2);
+  // The same pod again, as a new object: a new uid, no status yet.
+  Json copy = client_.Get(kube::Pods(), "default", "swap-worker-0").value();
+  copy["metadata"].erase("uid");
+  copy["metadata"].erase("resourceVersion");
+  copy["metadata"].erase("creationTimestamp");
+  copy.erase("status");
+  ASSERT_TRUE(client_.Delete(kube::Pods(), "default", "swap-worker-0", {}).ok());
+  ASSERT_TRUE(client_.Create(kube::Pods(), "default", copy).ok());
+  SetPhase("swap-worker-0", "Running");
+  ASSERT_TRUE(store_.RestartContainer("default", "swap-worker-0", 1, "Error").ok());
+  ASSERT_TRUE(Pass("swap").status.ok());
+  const IndexStatus index =
+      Status("swap").replica_statuses.at(api::ReplicaType::kWorker).indexes.at(0);
+  EXPECT_EQ(index.restarts, 3);
+  EXPECT_EQ(index.replaced_restarts, 2);
+  EXPECT_EQ(index.counted_pod_uid,
+            kube::Uid(client_.Get(kube::Pods(), "default", "swap-worker-0").value()));
+  EXPECT_EQ(Status("swap").restart_count, 3);
+  ASSERT_TRUE(Pass("swap").status.ok());  // and it stays so
+  EXPECT_EQ(Status("swap").restart_count, 3);
+}
+
 // A pod left beyond the replica count because its delete failed keeps its restarts live: scaled
 // back up before it goes, they are counted once, not folded in and then counted again.
 TEST_F(ReconcilerTest, RestartsOfAPodWhoseScaleDownDeleteFailedAreCountedOnce) {
