@@ -7,8 +7,10 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <poll.h>
+#include <sys/socket.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -357,6 +359,15 @@ absl::Status BulkStream::ReadAll(void* data, size_t size, SteadyTime deadline,
                                  absl::string_view what) {
   iovec piece{data, size};
   return ReadAll(std::span<iovec>(&piece, 1), deadline, what);
+}
+
+bool BulkStream::HungUpWithoutAWord(SteadyTime deadline) const {
+  absl::StatusOr<bool> readable = psflow::WaitReadable(socket_, deadline);
+  if (!readable.ok() || !*readable) return false;
+  char byte;
+  // A peek takes nothing, descriptors passed with the first bytes (shared memory's) included.
+  const ssize_t n = recv(socket_.fd(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno == ECONNRESET);
 }
 
 }  // namespace psflow

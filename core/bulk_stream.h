@@ -61,6 +61,10 @@ class BulkStream {
                                          const std::string& host);
   virtual ~BulkStream() = default;
 
+  // Before Handshake: waits by `deadline` for the peer's first byte and says whether it hung up
+  // without one (a probe: a second ps checking that its socket is live, a TCP health check).
+  // False on anything else, a deadline or an error included: Handshake meets those and says so.
+  bool HungUpWithoutAWord(SteadyTime deadline) const;
   // TLS: the handshake and the peer's certificate check, by `deadline`. Plain: nothing.
   virtual absl::Status Handshake(SteadyTime deadline) = 0;
   // As core/socket.h's of the same names.

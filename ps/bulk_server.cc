@@ -154,6 +154,8 @@ class BulkServer::Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void ReadRequests() {
+    // A connect and a hang-up is a probe, not a failed client: nothing to warn about.
+    if (stream_->HungUpWithoutAWord(StallDeadline())) return;
     if (absl::Status s = stream_->Handshake(StallDeadline()); !s.ok()) {
       PSFLOW_LOG(WARNING) << "bulk connection from " << peer_ << " closed: " << s.message();
       return;

@@ -15,9 +15,12 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "core/bulk_wire.h"
 #include "core/byte_source.h"
 #include "core/frame.h"
+#include "core/shm_stream.h"
 #include "core/socket.h"
 #include "ps/ps_state.h"
 
@@ -240,6 +243,41 @@ TEST_F(BulkServerTest, BothEndsOfAConnectionKeepItAlive) {
     EXPECT_EQ(option(IPPROTO_TCP, TCP_KEEPCNT), kKeepAlive.probes);
     EXPECT_EQ(option(IPPROTO_TCP, TCP_NODELAY), 1);
   }
+}
+
+// A connect and a hang-up (a TCP health check; a second ps probing whether this one's Unix socket
+// is live) is not warned about; a peer that says something wrong is.
+TEST_F(BulkServerTest, AProbeThatHangsUpWithoutAWordIsNotWarnedAbout) {
+  testing::internal::CaptureStderr();
+  {
+    absl::StatusOr<Socket> probe = ConnectTcp("127.0.0.1", server_->port(), Soon());
+    ASSERT_TRUE(probe.ok()) << probe.status();
+  }
+  Socket s = Connect("GET / HT");  // accepted after the probe: once it is closed, both were seen
+  EXPECT_TRUE(Closed(s));
+  server_.reset();  // waits for both connections' threads
+  const std::string log = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(std::vector<std::string>(absl::StrSplit(log, "bulk connection from")).size(), 2u)
+      << log;
+  EXPECT_NE(log.find("not a psflow bulk client (bad hello)"), std::string::npos) << log;
+}
+
+TEST(BulkServer, ASecondPsProbingTheUnixSocketIsNotWarnedAbout) {
+  PsState state({}, nullptr);
+  BulkServer::Options options;
+  options.bind_address = "127.0.0.1";
+  options.local_socket = absl::StrCat(testing::TempDir(), "/bulk-probe-", getpid(), ".sock");
+  auto server = BulkServer::Start(state, nullptr, options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  testing::internal::CaptureStderr();
+  EXPECT_TRUE(absl::IsFailedPrecondition(ListenUnix(options.local_socket).status()));
+  for (int i = 0; i < 1000 && (*server)->accepted_local() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ((*server)->accepted_local(), 1);
+  server->reset();
+  const std::string log = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(log.find("bulk connection from"), std::string::npos) << log;
 }
 
 TEST_F(BulkServerTest, StopClosesEveryConnection) {
