@@ -14,6 +14,12 @@
 //             mom = momentum * mom + lr * g / sqrt(d + epsilon);  var -= mom
 //             (ms starts at 1 as in TF1; defaults rho 0.9, momentum 0, epsilon 1e-10)
 //
+// A sparse gradient (an embedding's: the rows a step read) updates only the rows it names, in every
+// mode (a worker alone, an async ps, a sync ps), so a row no step reads keeps its value and slots.
+// That is TF1's rule for its sparse momentum, Adagrad and RMSProp ops; for Adam it is TF1's
+// LazyAdamOptimizer (TF1's AdamOptimizer decays every row's moments and moves every row, read or
+// not). SGD and Adagrad give the same values either way.
+//
 // Slots (accum, m, v, ms, mom, mg) have the partition's size and are kept beside it, so they are
 // partitioned exactly like the variables. An Optimizer is immutable: the learning rate and step
 // are arguments, so the chief can change the rate at run time, and one instance serves every

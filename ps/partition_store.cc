@@ -264,11 +264,15 @@ void PartitionStore::ApplyStaged(uint32_t partition, std::span<const int> worker
   Partition& p = *partitions_[partition];
   std::lock_guard lock(p.mu);
   // Worker by worker, each worker's pieces in arrival order: a worker's pieces cover distinct
-  // elements, so only the order of workers matters to the sum.
+  // elements, so only the order of workers matters to the sum. A sparse piece touches its rows,
+  // a dense one the whole partition.
+  bool dense = false;
+  p.touched.clear();
   for (int worker : workers) {
     for (const Partition::Piece& piece : p.staged) {
-      if (piece.worker != worker) continue;
+      if (piece.worker != worker || piece.values.empty()) continue;
       if (piece.rows.empty()) {
+        dense = true;
         float* acc = p.accumulator.data() + piece.offset;
         for (size_t i = 0; i < piece.values.size(); ++i) acc[i] += piece.values[i];
         continue;
@@ -279,19 +283,31 @@ void PartitionStore::ApplyStaged(uint32_t partition, std::span<const int> worker
         for (int64_t i = 0; i < p.row_elements; ++i) acc[i] += g[i];
         g += p.row_elements;
       }
+      p.touched.insert(p.touched.end(), piece.rows.begin(), piece.rows.end());
     }
   }
   for (Partition::Piece& piece : p.staged) p.spare.push_back(std::move(piece));
   p.staged.clear();
   const Target target = TargetOf(p);
-  target.Update(0, p.elements, [&](std::span<float> var, int64_t at) {
-    const size_t n = var.size();
-    float* acc = p.accumulator.data() + at;
-    for (size_t i = 0; i < n; ++i) acc[i] *= scale;
-    optimizer.Apply(learning_rate, step, var, {acc, n},
-                    target.SlotSpans(at, static_cast<int64_t>(n)));
-    std::memset(acc, 0, n * 4);
-  });
+  const auto apply_run = [&](int64_t offset, int64_t count) {
+    target.Update(offset, count, [&](std::span<float> var, int64_t at) {
+      const size_t n = var.size();
+      float* acc = p.accumulator.data() + at;
+      for (size_t i = 0; i < n; ++i) acc[i] *= scale;
+      optimizer.Apply(learning_rate, step, var, {acc, n},
+                      target.SlotSpans(at, static_cast<int64_t>(n)));
+      std::memset(acc, 0, n * 4);
+    });
+  };
+  if (dense) {
+    apply_run(0, p.elements);
+    return;
+  }
+  // Only the rows the workers sent, each once, as a worker training alone and an async ps update
+  // them (core/optimizer.h: sparse gradients): a row nobody touched keeps its values and slots.
+  std::sort(p.touched.begin(), p.touched.end());
+  p.touched.erase(std::unique(p.touched.begin(), p.touched.end()), p.touched.end());
+  for (int64_t r : p.touched) apply_run(r * p.row_elements, p.row_elements);
 }
 
 void PartitionStore::DropStaged(std::span<const int> workers) {

@@ -93,7 +93,9 @@ class PartitionStore {
   // nothing here).
   void Stage(const proto::TransferHeader& header, ByteSource& payload);
   // Sync: adds the staged pieces of `workers` (in that order) into the partition's accumulator,
-  // applies accumulator * scale, zeroes it and discards every staged piece of the partition
+  // applies accumulator * scale (to the whole partition when a piece is dense, else only to the
+  // rows the sparse pieces name: core/optimizer.h's rule for sparse gradients), zeroes it and
+  // discards every staged piece of the partition
   // (those of workers not listed: a worker that left mid-push, or a stale leftover) under the
   // partition's lock. Exact: a piece not listed never touches the values.
   void ApplyStaged(uint32_t partition, std::span<const int> workers, float scale,
@@ -137,7 +139,8 @@ class PartitionStore {
       std::vector<float> values;
     };
     std::vector<Piece> staged ABSL_GUARDED_BY(mu);
-    std::vector<Piece> spare ABSL_GUARDED_BY(mu);  // applied pieces, kept for the next Stage
+    std::vector<Piece> spare ABSL_GUARDED_BY(mu);      // applied pieces, kept for the next Stage
+    std::vector<int64_t> touched ABSL_GUARDED_BY(mu);  // ApplyStaged's rows (kept: no allocation)
   };
   // Where an update goes: a partition's values and slots, or a snapshot's copies of them.
   struct Target {

@@ -701,6 +701,32 @@ TEST(PsStateTest, SyncSparsePushIsAccumulated) {
   ExpectValues(PullAll(*state), {-1, -1, 2, 3, 4, 5, 6, 7, 9, 16, 29});
 }
 
+// A sparse gradient updates only the rows it names, in sync mode as in async mode and alone
+// (core/optimizer.h): with momentum or Adam, a row touched once stays where that step left it
+// while later steps update other variables (a dense update of the partition would go on moving
+// it with the row's slots).
+TEST(PsStateTest, SyncSparsePushesUpdateOnlyTheirRowsAsAsyncPushesDo) {
+  for (const proto::OptimizerConfig& optimizer : {Momentum(0.1f, 0.9f), Adam(0.1f)}) {
+    SCOPED_TRACE(optimizer.name());
+    auto sync = ReadyState(Request(optimizer, Sync(1, 1)));
+    auto async = ReadyState(Request(optimizer, Async()));
+    for (int step = 0; step < 3; ++step) {
+      // Step 0: row 0 of w[0:2] and b; later steps: b alone.
+      const std::vector<Seg> segments =
+          step == 0 ? std::vector<Seg>{{0, 0, 2, {0}}, {2, 0, 3}} : std::vector<Seg>{{2, 0, 3}};
+      const std::vector<float> g =
+          step == 0 ? std::vector<float>{1, 1, 1, 1, 1} : std::vector<float>{1, 1, 1};
+      ASSERT_TRUE(Accepted(Push(*sync, Gradient(segments, step, 0), g)));
+      ASSERT_TRUE(Accepted(Push(*async, Gradient(segments, step, 0), g)));
+      const std::vector<float> values = PullAll(*sync);
+      EXPECT_EQ(values, PullAll(*async)) << step;
+      // Both optimizers' first step moves each element by the learning rate.
+      const std::vector<float> w = {0.9f, 1.9f, 3, 4, 5, 6, 7, 8};
+      for (size_t i = 0; i < w.size(); ++i) EXPECT_FLOAT_EQ(values[i], w[i]) << step << " " << i;
+    }
+  }
+}
+
 TEST(PsStateTest, SyncLeaveCompletesTheStepWithTheWorkersThatPushed) {
   auto state = ReadyState(Request(Sgd(0.5f), Sync(2, 2)));
   const std::vector<float> g0 = {2, 4, 6, 8, 2, 4, 6, 8, 2, 4, 6};

@@ -15,7 +15,11 @@ namespace psflow::nn {
 // Multiplies params' gradients by `unscale` (when != 1), then measures global_norm = sqrt(sum of
 // every gradient element squared) (for a sparse parameter only its touched rows; when `measure`,
 // clip_norm > 0 or unscale != 1) and, when clip_norm > 0 and global_norm > clip_norm, scales
-// every gradient by clip_norm / global_norm (tf.clip_by_global_norm). Returns global_norm, or 0
+// every gradient by clip_norm / global_norm (tf.clip_by_global_norm). The norm is the gradient's
+// as a dense tensor (torch.nn.utils.clip_grad_norm_'s): an embedding row read twice in a batch
+// counts once, its two gradients summed. TF1 squares each lookup's slice apart instead (its
+// IndexedSlices keep duplicates), so with repeated tokens its norm differs (2% on a small
+// language-model batch). Returns global_norm, or 0
 // when not measured; not finite (nothing clipped) when some gradient is not.
 double UnscaleAndClip(ParameterSet& params, float unscale, float clip_norm, bool measure = false);
 

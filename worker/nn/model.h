@@ -96,8 +96,8 @@ class Model final : public Trainable {
   // loss: the cross-entropy summed over each example's predictions, averaged over the examples
   // (for a classifier the mean cross-entropy; for a language model the seed's per-sequence cost),
   // plus any regularisation. With clip_norm > 0 the gradients are first clipped by their global
-  // norm (tf.clip_by_global_norm). batch.size must be in [1, max_batch]. Errors: a device
-  // failure, naming the layer and its shapes.
+  // norm (tf.clip_by_global_norm; nn/clip.h: a repeated token's rows are summed first). batch.size
+  // must be in [1, max_batch]. Errors: a device failure, naming the layer and its shapes.
   //
   // A GradientListener (SetGradientListener) hears of every layer's parameters once per step that
   // streams (no clipping, no loss scale, gradients to the host), the last layer's first. On the
