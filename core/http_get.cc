@@ -15,7 +15,8 @@
 namespace psflow {
 
 absl::StatusOr<std::string> HttpGet(absl::string_view host, int port, absl::string_view path,
-                                    std::chrono::milliseconds timeout) {
+                                    std::chrono::milliseconds timeout,
+                                    absl::string_view user_agent) {
   using Clock = std::chrono::steady_clock;
   constexpr size_t kMaxResponse = size_t{16} << 20;
   const auto deadline = Clock::now() + timeout;
@@ -54,7 +55,8 @@ absl::StatusOr<std::string> HttpGet(absl::string_view host, int port, absl::stri
     if (err != 0) return absl::UnavailableError(absl::StrCat(where, ": ", std::strerror(err)));
   }
   const std::string request =
-      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: ", host, "\r\nConnection: close\r\n\r\n");
+      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: ", host, "\r\nUser-Agent: ", user_agent,
+                   "\r\nConnection: close\r\n\r\n");
   for (size_t sent = 0; sent < request.size();) {
     if (absl::Status s = wait(POLLOUT); !s.ok()) return s;
     const ssize_t n = ::send(fd.get(), request.data() + sent, request.size() - sent, MSG_NOSIGNAL);

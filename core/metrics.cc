@@ -10,10 +10,14 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "core/http_get.h"
 #include "prometheus/text_serializer.h"
 
 namespace psflow {
@@ -27,6 +31,19 @@ void SendAll(int fd, const std::string& data) {
     if (n <= 0) return;  // the scraper went away: nothing to do
     done += static_cast<size_t>(n);
   }
+}
+
+// True when the request's User-Agent header (its name in any letter case) is psflow's own.
+bool FromPsflow(absl::string_view request) {
+  for (absl::string_view line : absl::StrSplit(request, "\r\n")) {
+    const size_t colon = line.find(':');
+    if (colon == absl::string_view::npos ||
+        !absl::EqualsIgnoreCase(line.substr(0, colon), "user-agent")) {
+      continue;
+    }
+    return absl::StripAsciiWhitespace(line.substr(colon + 1)) == kPsflowUserAgent;
+  }
+  return false;
 }
 
 std::string Response(const char* status, const char* content_type, const std::string& body) {
@@ -51,6 +68,20 @@ prometheus::Counter& AddCounter(prometheus::Registry& registry, const std::strin
 prometheus::Gauge& AddGauge(prometheus::Registry& registry, const std::string& name,
                             const std::string& help, const Labels& labels) {
   return prometheus::BuildGauge().Name(name).Help(help).Register(registry).Add(labels);
+}
+
+LateGauge::LateGauge(prometheus::Registry& registry, const std::string& name,
+                     const std::string& help, Labels labels)
+    : family_(prometheus::BuildGauge().Name(name).Help(help).Register(registry)),
+      labels_(std::move(labels)) {}
+
+void LateGauge::Set(double value) {
+  prometheus::Gauge* gauge = gauge_.load(std::memory_order_acquire);
+  if (gauge == nullptr) {
+    gauge = &family_.Add(labels_);  // the same series for every caller: Add finds it
+    gauge_.store(gauge, std::memory_order_release);
+  }
+  gauge->Set(value);
 }
 
 absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
@@ -109,6 +140,16 @@ void MetricsEndpoint::Serve() {
   }
 }
 
+int64_t MetricsEndpoint::MonitoringScrapes() {
+  std::lock_guard<std::mutex> lock(scrapes_mu_);
+  return scrapes_collected_;
+}
+
+bool MetricsEndpoint::AwaitMonitoringScrape(int64_t seen, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(scrapes_mu_);
+  return scrape_sent_.wait_for(lock, timeout, [&] { return scrapes_sent_ > seen; });
+}
+
 void MetricsEndpoint::SetReadinessCheck(std::function<absl::Status()> check) {
   std::lock_guard<std::mutex> lock(readiness_mu_);
   readiness_ = std::move(check);
@@ -141,13 +182,26 @@ void MetricsEndpoint::Answer(int fd) {
   if (method != "GET") {
     SendAll(fd, Response("405 Method Not Allowed", "text/plain", "only GET\n"));
   } else if (path == "/metrics") {
+    const bool monitoring = !FromPsflow(request);
     std::vector<prometheus::MetricFamily> families;
+    int64_t collected = 0;
     {
       std::lock_guard<std::mutex> lock(collect_mu_);
       families = registry_.Collect();
+      if (monitoring) {
+        std::lock_guard<std::mutex> count(scrapes_mu_);
+        collected = ++scrapes_collected_;
+      }
     }
     const std::string body = prometheus::TextSerializer().Serialize(families);
     SendAll(fd, Response("200 OK", "text/plain; version=0.0.4; charset=utf-8", body));
+    if (monitoring) {
+      {
+        std::lock_guard<std::mutex> lock(scrapes_mu_);
+        scrapes_sent_ = collected;
+      }
+      scrape_sent_.notify_all();
+    }
   } else if (path == "/healthz") {
     SendAll(fd, Response("200 OK", "text/plain", "ok\n"));
   } else if (path == "/readyz") {

@@ -14,6 +14,9 @@
 #define PSFLOW_CORE_METRICS_H_
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -41,6 +44,22 @@ prometheus::Counter& AddCounter(prometheus::Registry& registry, const std::strin
 prometheus::Gauge& AddGauge(prometheus::Registry& registry, const std::string& name,
                             const std::string& help, const Labels& labels);
 
+// A gauge whose series appears at its first Set: a figure that does not exist yet (a worker's
+// loss before its first step, an evaluator's, the accuracy before training ends) is absent from
+// /metrics rather than a 0 that dashboards would average in. Its family (HELP and TYPE) is
+// registered at once. Set is thread-safe.
+class LateGauge {
+ public:
+  LateGauge(prometheus::Registry& registry, const std::string& name, const std::string& help,
+            Labels labels);
+  void Set(double value);
+
+ private:
+  prometheus::Family<prometheus::Gauge>& family_;
+  const Labels labels_;
+  std::atomic<prometheus::Gauge*> gauge_{nullptr};
+};
+
 class MetricsEndpoint {
  public:
   // Listens on bind_address:port (IPv4; port 0 picks a free one) and serves from a background
@@ -62,6 +81,15 @@ class MetricsEndpoint {
   void SetReadinessCheck(std::function<absl::Status()> check);
   int port() const { return port_; }
 
+  // Scrapes of /metrics by a monitoring system (Prometheus): every one whose User-Agent is not
+  // psflow's own (core/http_get.h: `psflow run`'s progress line, the operator's throughput
+  // probe). MonitoringScrapes() counts those whose answer was collected so far;
+  // AwaitMonitoringScrape(seen, timeout) waits until one collected after the seen-th has been
+  // sent, true when it was (false when `timeout` passed first). A process that sets its last
+  // values and then waits this way is seen with them before it exits. Thread-safe.
+  int64_t MonitoringScrapes();
+  bool AwaitMonitoringScrape(int64_t seen, std::chrono::milliseconds timeout);
+
  private:
   MetricsEndpoint(int listen_fd, int port);
   void Serve();
@@ -71,6 +99,10 @@ class MetricsEndpoint {
   std::mutex collect_mu_;  // held by the endpoint while it collects an answer (collect_mutex)
   std::mutex readiness_mu_;
   std::function<absl::Status()> readiness_ ABSL_GUARDED_BY(readiness_mu_);
+  std::mutex scrapes_mu_;
+  std::condition_variable scrape_sent_;
+  int64_t scrapes_collected_ ABSL_GUARDED_BY(scrapes_mu_) = 0;  // monitoring scrapes
+  int64_t scrapes_sent_ ABSL_GUARDED_BY(scrapes_mu_) = 0;       // of those, answered
   int listen_fd_;
   int port_;
   int wake_pipe_[2] = {-1, -1};  // written by the destructor to stop Serve()

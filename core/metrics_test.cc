@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <string>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "core/http_get.h"
@@ -47,6 +49,50 @@ TEST(MetricsEndpoint, ReadyzFollowsTheReadinessCheck) {
   ready = true;
   EXPECT_EQ(HttpGet("127.0.0.1", (*m)->port(), "/readyz", milliseconds(2000)).value(), "ok\n");
   (*m)->SetReadinessCheck(nullptr);
+}
+
+// Prometheus's User-Agent (the header's value; psflow's own scrapes send kPsflowUserAgent).
+constexpr char kPrometheus[] = "Prometheus/2.42.0";
+
+// A gauge of a figure that does not exist yet is absent, not 0; once set, it is served.
+TEST(LateGauge, AppearsAtItsFirstSet) {
+  auto m = MetricsEndpoint::Start("127.0.0.1", 0);
+  ASSERT_TRUE(m.ok()) << m.status();
+  LateGauge accuracy((*m)->registry(), "psflow_test_accuracy_ratio", "Accuracy.",
+                     StandardLabels("chief", 0));
+  const std::string series =
+      R"(psflow_test_accuracy_ratio{job="local",replica_index="0",replica_type="chief"})";
+  auto before = HttpGet("127.0.0.1", (*m)->port(), "/metrics", milliseconds(2000));
+  ASSERT_TRUE(before.ok()) << before.status();
+  EXPECT_FALSE(absl::StrContains(*before, series)) << *before;
+  accuracy.Set(0.75);
+  accuracy.Set(0.8125);
+  auto after = HttpGet("127.0.0.1", (*m)->port(), "/metrics", milliseconds(2000));
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_TRUE(absl::StrContains(*after, series + " 0.8125")) << *after;
+}
+
+// Scrapes by a monitoring system are counted and can be waited for; psflow's own (HttpGet:
+// `psflow run`'s progress line, the operator's throughput probe) are not.
+TEST(MetricsEndpoint, CountsAndAwaitsMonitoringScrapesOnly) {
+  auto m = MetricsEndpoint::Start("127.0.0.1", 0);
+  ASSERT_TRUE(m.ok()) << m.status();
+  MetricsEndpoint& endpoint = **m;
+  ASSERT_TRUE(HttpGet("127.0.0.1", endpoint.port(), "/metrics", milliseconds(2000)).ok());
+  EXPECT_EQ(endpoint.MonitoringScrapes(), 0);
+  EXPECT_FALSE(endpoint.AwaitMonitoringScrape(0, milliseconds(50)));
+  EXPECT_TRUE(
+      HttpGet("127.0.0.1", endpoint.port(), "/metrics", milliseconds(2000), kPrometheus).ok());
+  EXPECT_EQ(endpoint.MonitoringScrapes(), 1);
+  EXPECT_TRUE(endpoint.AwaitMonitoringScrape(0, milliseconds(0)));  // sent already
+  EXPECT_FALSE(endpoint.AwaitMonitoringScrape(1, milliseconds(50)));
+  // A scrape after the wait begins ends it.
+  std::thread scraper([&] {
+    (void)HttpGet("127.0.0.1", endpoint.port(), "/metrics", milliseconds(2000), kPrometheus);
+  });
+  EXPECT_TRUE(endpoint.AwaitMonitoringScrape(1, milliseconds(10000)));
+  scraper.join();
+  EXPECT_EQ(endpoint.MonitoringScrapes(), 2);
 }
 
 TEST(MetricsEndpoint, PortInUseIsUnavailable) {

@@ -2,6 +2,7 @@
 // spec ($TF_CONFIG, or the seed scripts' flags). With no cluster spec at all it trains alone,
 // in process, with no ps.
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <memory>
 #include <vector>
@@ -107,6 +108,10 @@ ABSL_FLAG(std::string, data_path, "",
 ABSL_FLAG(int64_t, eval_steps, 0,
           "Language models: at most this many batches of each evaluation (0: the whole valid "
           "and test sets; the test set runs one word per step, as the seed)");
+ABSL_FLAG(double, final_scrape_wait_s, 30,
+          "After training: when a monitoring system (Prometheus) has scraped /metrics, wait up to "
+          "this long for its next scrape, so it sees the final test accuracy or perplexity before "
+          "the process goes (0: do not wait)");
 ABSL_FLAG(double, eval_interval_s, 30,
           "Evaluator tasks: seconds between looks at the ps for new parameters to evaluate");
 ABSL_FLAG(uint64_t, seed, 1, "Seed of the initial parameters and the batch order");
@@ -401,6 +406,11 @@ absl::Status Main(const TransportSecurity& security) {
   if (!config.eval_only && !config.is_evaluator) {
     InstallStopSignal(std::chrono::seconds(stop_grace_s));
   }
+  const double final_scrape_wait_s = absl::GetFlag(FLAGS_final_scrape_wait_s);
+  if (!(final_scrape_wait_s >= 0 && final_scrape_wait_s <= 3600)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--final_scrape_wait_s must be seconds in [0, 3600], got ", final_scrape_wait_s));
+  }
 
   ASSIGN_OR_RETURN(const Backends backends, MakeBackends(config));
   const InputOptions input_options{.synthetic = config.synthetic,
@@ -485,6 +495,18 @@ absl::Status Main(const TransportSecurity& security) {
     RETURN_IF_ERROR(ExportModel(config.model, model.params(), r.global_step, config.export_dir));
     PSFLOW_LOG(INFO) << "exported the trained model (global step " << r.global_step << ") to "
                      << config.export_dir << "/" << kWeightsFile << " and " << kModelFile;
+  }
+  // The final figures are in the registry now; a Prometheus that scrapes this worker gets one
+  // look at them before the process (and, on Kubernetes, the pod's scrape target) goes.
+  if (endpoint != nullptr && final_scrape_wait_s > 0) {
+    const int64_t seen = endpoint->MonitoringScrapes();
+    if (seen > 0) {
+      const auto wait = std::chrono::milliseconds(std::llround(final_scrape_wait_s * 1e3));
+      if (!endpoint->AwaitMonitoringScrape(seen, wait)) {
+        PSFLOW_LOG(WARNING) << "no scrape of the final metrics within --final_scrape_wait_s="
+                            << final_scrape_wait_s << "; exiting without it";
+      }
+    }
   }
   return absl::OkStatus();
 }

@@ -28,14 +28,14 @@ struct WorkerMetrics {
   prometheus::Counter& steps;          // psflow_worker_steps_total
   prometheus::Gauge& train_steps;      // psflow_worker_train_steps (this worker's total)
   prometheus::Histogram& step_time;    // psflow_worker_step_duration_seconds
-  prometheus::Gauge& loss;             // psflow_worker_loss (last step's mean loss)
+  LateGauge loss;                      // psflow_worker_loss (last step's mean loss)
   prometheus::Counter& skipped_steps;  // psflow_worker_skipped_steps_total (non-finite gradients)
   prometheus::Gauge& loss_scale;       // psflow_worker_loss_scale (1 without loss scaling)
   prometheus::Counter& pushed_bytes;   // psflow_worker_pushed_bytes_total
   prometheus::Counter& pulled_bytes;   // psflow_worker_pulled_bytes_total
   prometheus::Gauge& global_step;      // psflow_worker_global_step (as last seen from the ps)
-  prometheus::Gauge& test_accuracy;    // psflow_worker_test_accuracy_ratio (after training)
-  prometheus::Gauge& test_perplexity;  // psflow_worker_test_perplexity (language models)
+  LateGauge test_accuracy;             // psflow_worker_test_accuracy_ratio (after training)
+  LateGauge test_perplexity;           // psflow_worker_test_perplexity (language models)
   // psflow_worker_replayed_step_seconds: --compute=replay's time per step (a step computes
   // nothing and sleeps this long); 0 when steps compute for real.
   prometheus::Gauge& replayed_step;

@@ -37,6 +37,31 @@ rejects "Additional property bogus is not allowed" --set bogus=1
 rejects "operator.extraArgs.0" --set "operator.extraArgs[0]=no-dashes"
 rejects "renewDeadlineSeconds must be less than leaseDurationSeconds" \
   --set operator.leaderElection.renewDeadlineSeconds=20
+# What the operator itself refuses at start (a pod that would crash-loop).
+rejects "retryPeriodSeconds must be less than renewDeadlineSeconds" \
+  --set operator.leaderElection.retryPeriodSeconds=10
+rejects "leaseDurationSeconds must be at least 1" --set operator.leaderElection.leaseDurationSeconds=0.5 \
+  --set operator.leaderElection.renewDeadlineSeconds=0.4 --set operator.leaderElection.retryPeriodSeconds=0.2
+rejects "operator.burst" --set operator.burst=3000000000
+# A Service's name is a DNS-1035 label: no dots, and room for the "-operator-metrics" suffix.
+rejects "fullnameOverride" --set fullnameOverride=psflow.prod
+rejects "nameOverride" --set "nameOverride=$(printf 'n%.0s' $(seq 47))"
+
+check "numbers of a million or more reach the operator's flags as integers, not 2e+06"
+render --set operator.burst=2000000 --set operator.watchTimeoutSeconds=3000000 >"$TMP/big.yaml"
+grep -qF -- "--burst=2000000" "$TMP/big.yaml" || fail "--burst not rendered as an integer: $(grep -F -- --burst "$TMP/big.yaml")"
+grep -qF -- "--watch_timeout_s=3000000" "$TMP/big.yaml" || fail "--watch_timeout_s not rendered as an integer"
+
+check "the longest names the schema allows keep their suffixes and fit their limits"
+long="$(printf 'f%.0s' $(seq 46))"
+render --set "fullnameOverride=$long" --set "nameOverride=$long" >"$TMP/long.yaml"
+grep -qF "name: $long-operator-metrics" "$TMP/long.yaml" || fail "the Service lost its suffix"
+grep -qF "name: $long-operator" "$TMP/long.yaml" || fail "the Deployment lost its suffix"
+# Label values within 63 characters (the Service's name, 63, is checked above; other objects'
+# names are DNS subdomains, up to 253).
+if grep -E '^\s*app\.kubernetes\.io/name: \S{64,}' "$TMP/long.yaml"; then
+  fail "a label value over 63 characters"
+fi
 
 check "good values are accepted"
 accepts --set operator.replicas=2 --set operator.qps=0.5 --set operator.logFormat=json

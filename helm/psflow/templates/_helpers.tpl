@@ -1,25 +1,28 @@
-{{/* The chart's name (nameOverride). */}}
+{{/* The chart's name (nameOverride), at most 54 characters: the operator's label value
+app.kubernetes.io/name is it and "-operator", within a label value's 63. */}}
 {{- define "psflow.name" -}}
-{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- default .Chart.Name .Values.nameOverride | trunc 54 | trimSuffix "-" }}
 {{- end }}
 
-{{/* Prefix of every object name: the release name, with the chart name unless it holds it. */}}
+{{/* Prefix of every object name: the release name, with the chart name unless it holds it. At
+most 46 characters, so that the longest name made of it, the Service "<it>-operator-metrics",
+fits a DNS label's 63 with its suffix whole. */}}
 {{- define "psflow.fullname" -}}
 {{- if .Values.fullnameOverride }}
-{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- .Values.fullnameOverride | trunc 46 | trimSuffix "-" }}
 {{- else }}
 {{- $name := default .Chart.Name .Values.nameOverride }}
 {{- if contains $name .Release.Name }}
-{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- .Release.Name | trunc 46 | trimSuffix "-" }}
 {{- else }}
-{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- printf "%s-%s" .Release.Name $name | trunc 46 | trimSuffix "-" }}
 {{- end }}
 {{- end }}
 {{- end }}
 
 {{/* The operator's objects: Deployment, Service account, (Cluster)Role: "psflow-operator". */}}
 {{- define "psflow.operatorName" -}}
-{{- printf "%s-operator" (include "psflow.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- printf "%s-operator" (include "psflow.fullname" .) }}
 {{- end }}
 
 {{- define "psflow.chart" -}}
@@ -70,7 +73,15 @@ app.kubernetes.io/component: operator
 {{- if and (gt (int .Values.operator.replicas) 1) (not .Values.operator.leaderElection.enabled) }}
 {{- fail "operator.replicas > 1 needs operator.leaderElection.enabled: without it every replica would act on the same jobs" }}
 {{- end }}
-{{- if ge (float64 .Values.operator.leaderElection.renewDeadlineSeconds) (float64 .Values.operator.leaderElection.leaseDurationSeconds) }}
+{{- with .Values.operator.leaderElection }}
+{{- if lt (float64 .leaseDurationSeconds) 1.0 }}
+{{- fail "operator.leaderElection.leaseDurationSeconds must be at least 1" }}
+{{- end }}
+{{- if ge (float64 .renewDeadlineSeconds) (float64 .leaseDurationSeconds) }}
 {{- fail "operator.leaderElection.renewDeadlineSeconds must be less than leaseDurationSeconds" }}
+{{- end }}
+{{- if ge (float64 .retryPeriodSeconds) (float64 .renewDeadlineSeconds) }}
+{{- fail "operator.leaderElection.retryPeriodSeconds must be less than renewDeadlineSeconds" }}
+{{- end }}
 {{- end }}
 {{- end }}
