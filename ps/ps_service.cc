@@ -145,7 +145,10 @@ grpc::ServerUnaryReactor* PsService::Leave(grpc::CallbackServerContext* context,
                                            const proto::LeaveRequest* request,
                                            proto::LeaveResponse* response) {
   auto r = state_.Leave(request->worker());
-  if (r.ok()) response->set_global_step(*r);
+  if (r.ok()) {
+    response->set_global_step(*r);
+    response->set_workers(state_.workers());
+  }
   return Answer(context, r.status());
 }
 

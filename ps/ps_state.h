@@ -100,6 +100,8 @@ class PsState {
   // The worker stops counting (worker_membership.h). INVALID_ARGUMENT for an index outside
   // [0, kMaxWorkers).
   absl::StatusOr<int64_t> Leave(int worker);
+  // The workers the task counts on now (joined, not left; psflow_ps_workers).
+  int workers() const { return coordinator_.workers(); }
 
   // One bulk push frame (TK_ASSIGN or TK_GRADIENT): validated, then applied, accumulated or
   // dropped. Errors: INVALID_ARGUMENT (naming the variable partition where there is one) for a

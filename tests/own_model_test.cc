@@ -221,8 +221,12 @@ TEST_F(OwnModelTest, TrainsInlineUnderPsflowRunWithAPsAndTwoWorkers) {
   ASSERT_EQ(r.status.code, 0) << r.output;
   const double accuracy = Accuracy(r.output, "[worker-0] ");
   EXPECT_GE(accuracy, kStatedAccuracy) << r.output;
-  // Only the chief (worker 0) exports.
+  // Only the chief (worker 0) exports, once worker 1 has finished too: the job's final model, all
+  // 600 updates (2 workers, 5 epochs of 3000 examples in batches of 50).
   EXPECT_EQ(LinesWith(r.output, "exported the trained model").size(), 1u) << r.output;
+  const absl::StatusOr<SafetensorsFile> exported = ReadSafetensors(out + "/model.safetensors");
+  ASSERT_TRUE(exported.ok()) << exported.status();
+  EXPECT_EQ(exported->metadata.at("psflow.global_step"), "600") << r.output;
   ExpectEvalOnlyAgrees(out, accuracy);
 
   // `psflow export`: the same model from the ps's last checkpoint (written as it stopped), as
@@ -235,6 +239,16 @@ TEST_F(OwnModelTest, TrainsInlineUnderPsflowRunWithAPsAndTwoWorkers) {
   EXPECT_THAT(e.output, HasSubstr("exported tabular_mlp at global step "));
   EXPECT_THAT(e.output, HasSubstr(" (6 tensors from 1 ps tasks) to " + again +
                                   "/model.safetensors and model.yaml"));
+  // The same values as the chief's export: both are the ps's values after the last update.
+  const absl::StatusOr<SafetensorsFile> from_checkpoints =
+      ReadSafetensors(again + "/model.safetensors");
+  ASSERT_TRUE(from_checkpoints.ok()) << from_checkpoints.status();
+  ASSERT_EQ(from_checkpoints->tensors.size(), exported->tensors.size());
+  for (size_t i = 0; i < exported->tensors.size(); ++i) {
+    EXPECT_EQ(from_checkpoints->tensors[i].name, exported->tensors[i].name);
+    EXPECT_EQ(from_checkpoints->tensors[i].values, exported->tensors[i].values)
+        << exported->tensors[i].name;
+  }
   const CommandResult eval = RunCommand(
       {Binary("psflow-worker"), "--model_file=" + again + "/model.yaml",
        "--data_path=" + dir_ + "/data", "--weights=" + again + "/model.safetensors", "--eval_only"},

@@ -108,6 +108,10 @@ ABSL_FLAG(std::string, data_path, "",
 ABSL_FLAG(int64_t, eval_steps, 0,
           "Language models: at most this many batches of each evaluation (0: the whole valid "
           "and test sets; the test set runs one word per step, as the seed)");
+ABSL_FLAG(double, export_wait_s, 600,
+          "The chief with --export_dir and ps tasks: after its own last step, wait up to this "
+          "long for the other workers to finish, so that the exported model holds their updates "
+          "too (0: export what the ps tasks hold at once)");
 ABSL_FLAG(double, final_scrape_wait_s, 30,
           "After training: when a monitoring system (Prometheus) has scraped /metrics, wait up to "
           "this long for its next scrape, so it sees the final test accuracy or perplexity before "
@@ -411,6 +415,11 @@ absl::Status Main(const TransportSecurity& security) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--final_scrape_wait_s must be seconds in [0, 3600], got ", final_scrape_wait_s));
   }
+  const double export_wait_s = absl::GetFlag(FLAGS_export_wait_s);
+  if (!(export_wait_s >= 0 && export_wait_s <= 86400)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--export_wait_s must be seconds in [0, 86400], got ", export_wait_s));
+  }
 
   ASSIGN_OR_RETURN(const Backends backends, MakeBackends(config));
   const InputOptions input_options{.synthetic = config.synthetic,
@@ -473,6 +482,9 @@ absl::Status Main(const TransportSecurity& security) {
   options.stream_gradients = config.stream_gradients;
   options.sparse_pulls = config.sparse_pulls;
   options.stop = &ProcessStopRequest();
+  if (config.is_chief && !config.export_dir.empty()) {
+    options.await_others = std::chrono::milliseconds(std::llround(export_wait_s * 1e3));
+  }
   std::unique_ptr<ReplayTrainable> replay;
   if (config.compute.replay()) {
     ASSIGN_OR_RETURN(replay, MakeReplay(config, *trainable.model, metrics.get()));

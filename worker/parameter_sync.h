@@ -80,6 +80,10 @@ class ParameterSync {
 
   // This worker is done: sync mode stops counting on it. A Pull after it reads the ps.
   virtual absl::Status Leave() = 0;
+
+  // After Leave: how many other workers are still training (the most that any ps task still
+  // counts on: joined and not left); 0 when every one has left, and always without ps tasks.
+  virtual absl::StatusOr<int> OthersTraining() { return 0; }
 };
 
 // In-process training with no ps: Pull is a no-op, Push applies the configured optimizer to

@@ -676,6 +676,26 @@ absl::Status PsClient::SetLearningRate(float learning_rate) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<int> PsClient::OthersTraining() {
+  int most = 0;
+  for (auto& task : tasks_) {
+    if (task->partitions.empty()) continue;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + options_.rpc_timeout);
+    proto::LeaveRequest request;
+    request.set_worker(options_.training.worker_index);
+    proto::LeaveResponse response;
+    const grpc::Status s = task->stub->Leave(&ctx, request, &response);
+    if (!s.ok()) {
+      return absl::Status(PsCallStatus(s).code(),
+                          absl::StrCat("asking ps task ", task->index, " at ", task->address,
+                                       " which workers still train: ", s.error_message()));
+    }
+    most = std::max(most, response.workers());
+  }
+  return most;
+}
+
 absl::Status PsClient::Leave() {
   for (auto& task : tasks_) {
     if (task->partitions.empty()) continue;

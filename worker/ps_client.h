@@ -136,6 +136,8 @@ class PsClient final : public ParameterSync {
                       nn::ParameterSet::Handle last, int64_t examples) override;
   absl::Status SetLearningRate(float learning_rate) override;
   absl::Status Leave() override;
+  // Asks each task again by Leave (which changes nothing for a worker that has left).
+  absl::StatusOr<int> OthersTraining() override;
 
   const Placement& placement() const { return placement_; }
 

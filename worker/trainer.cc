@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <optional>
+#include <thread>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -99,12 +101,34 @@ absl::StatusOr<TrainResult> Trainer::Run() {
   stoppable.reset();
   result.stopped = stopped;
   if (stopped) return result;
+  if (options_.await_others > std::chrono::milliseconds::zero()) RETURN_IF_ERROR(AwaitOthers());
   // Evaluate what the ps holds now, not this worker's last pulled copy: every row.
   params.set_pulls_rows(false);
   ASSIGN_OR_RETURN(const SyncResult pulled, sync_.Pull(params));
   if (metrics_ != nullptr) metrics_->pulled_bytes.Increment(static_cast<double>(pulled.bytes));
   result.global_step = std::max(result.global_step, pulled.global_step);
   return result;
+}
+
+absl::Status Trainer::AwaitOthers() {
+  const Clock::time_point give_up = Clock::now() + options_.await_others;
+  bool said = false;
+  for (;;) {
+    ASSIGN_OR_RETURN(const int others, sync_.OthersTraining());
+    if (others == 0) return absl::OkStatus();
+    if (Clock::now() >= give_up) {
+      PSFLOW_LOG(WARNING) << others << " other worker(s) still training after "
+                          << Seconds(options_.await_others)
+                          << " s: taking the model as the ps tasks hold it now";
+      return absl::OkStatus();
+    }
+    if (!std::exchange(said, true)) {
+      PSFLOW_LOG(INFO) << "waiting for " << others
+                       << " other worker(s) to finish, so that the final model has their updates";
+    }
+    std::this_thread::sleep_for(
+        std::min<Clock::duration>(std::chrono::seconds(1), give_up - Clock::now()));
+  }
 }
 
 absl::Status Trainer::StartEpoch(int epoch, StepRecorder& recorder) {

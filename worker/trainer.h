@@ -60,6 +60,11 @@ struct TrainerOptions {
   // each step: once requested (SIGTERM) the loop ends, the push in flight completes and the
   // worker leaves; Run then returns without the final pull (TrainResult::stopped). Null: never.
   StopRequest* stop = nullptr;
+  // > 0 (the chief that exports the model): after leaving, wait up to this long for every other
+  // worker to leave too (ParameterSync::OthersTraining, asked every second), so the final pull
+  // brings the job's last updates, not those made until this worker's end. Past it, a warning
+  // names how many still train and the pull takes what is there.
+  std::chrono::milliseconds await_others{0};
 };
 
 struct TrainResult {
@@ -111,6 +116,7 @@ class Trainer {
  private:
   // Flushes the sync and sets the epoch's learning rate (the chief).
   absl::Status StartEpoch(int epoch, StepRecorder& recorder);
+  absl::Status AwaitOthers();  // TrainerOptions::await_others
   absl::Status Step(StepRecorder& recorder);
   // The batch's gradients and loss, with the loss scale; `finite` false when the gradients were
   // not (not to push). FAILED_PRECONDITION after max_skipped_in_a_row such steps.
