@@ -221,9 +221,9 @@ int main(int argc, char** argv) {
       std::lock_guard<std::mutex> lock(active_mu);
       active = &controller;
     }
-    metrics.leader.Set(1);
+    metrics.SetLeading(true);
     controller.Run(leading);
-    metrics.leader.Set(0);
+    metrics.SetLeading(false);
     std::lock_guard<std::mutex> lock(active_mu);
     active = nullptr;
   };

@@ -48,8 +48,8 @@ OperatorMetrics::OperatorMetrics(prometheus::Registry& r)
           Histogram(r, "psflow_operator_job_time_to_running_seconds",
                     "From a TrainingJob's creation to every replica running.",
                     {0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800})),
-      leader(Gauge(r, "psflow_operator_leader",
-                   "1 while this replica holds the leader Lease, else 0.")),
+      leader_(Gauge(r, "psflow_operator_leader",
+                    "1 while this replica holds the leader Lease, else 0.")),
       jobs_(prometheus::BuildGauge()
                 .Name("psflow_operator_jobs")
                 .Help("TrainingJobs by state (Pending: no state yet).")
@@ -66,6 +66,13 @@ OperatorMetrics::OperatorMetrics(prometheus::Registry& r)
       throughput_scrapes_ok_(throughput_scrapes_.Add({{"result", "ok"}})),
       throughput_scrapes_error_(throughput_scrapes_.Add({{"result", "error"}})) {
   for (const char* state : kStates) jobs_by_state_[state] = &jobs_.Add({{"state", state}});
+}
+
+void OperatorMetrics::SetLeading(bool leading) {
+  leader_.Set(leading ? 1 : 0);
+  if (leading) return;
+  SetJobsByState({});
+  workqueue_depth.Set(0);
 }
 
 void OperatorMetrics::SetJobsByState(const std::map<std::string, int>& counts) {

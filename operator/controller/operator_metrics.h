@@ -31,7 +31,11 @@ class OperatorMetrics {
   prometheus::Counter& services_deleted_total;
   prometheus::Counter& replica_restarts_total;
   prometheus::Histogram& job_time_to_running_seconds;
-  prometheus::Gauge& leader;
+
+  // psflow_operator_leader: 1 while this replica leads. Leading stops: the gauges only a leader
+  // keeps (jobs by state, work queue depth) go to 0 too, so that a standby does not go on
+  // showing what it saw last (dashboards take the max over the replicas).
+  void SetLeading(bool leading);
 
   // psflow_operator_jobs{state}: sets every state's count (states absent from `counts` to 0).
   void SetJobsByState(const std::map<std::string, int>& counts);
@@ -42,6 +46,7 @@ class OperatorMetrics {
   void CountThroughputScrape(bool ok);
 
  private:
+  prometheus::Gauge& leader_;
   prometheus::Family<prometheus::Gauge>& jobs_;
   prometheus::Family<prometheus::Counter>& api_requests_;
   prometheus::Family<prometheus::Counter>& throughput_scrapes_;
