@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <set>
@@ -21,6 +23,12 @@ absl::Status ExportModel(const models::ModelDefinition& m, const nn::ParameterSe
   std::vector<SafetensorsTensor> tensors;
   for (const nn::ParameterDesc& d : params.descs()) {
     const float* v = params.values().data() + d.offset;
+    if (!std::all_of(v, v + d.size, [](float x) { return std::isfinite(x); })) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("not exported to ", dir, ": parameter ", d.name,
+                       " is not finite (the training diverged; lower the learning rate or set "
+                       "--max_grad_norm)"));
+    }
     tensors.push_back(SafetensorsTensor{d.name, d.shape, std::vector<float>(v, v + d.size)});
   }
   const std::map<std::string, std::string> metadata = {

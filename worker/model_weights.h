@@ -27,7 +27,8 @@ inline constexpr char kModelFile[] = "model.yaml";
 // Writes <dir>/model.safetensors (every parameter of `params`, float32; metadata: the model's
 // name, `global_step`, "format": "pt" as PyTorch's writers put it, and the layout above) and
 // <dir>/model.yaml (m.source), each atomically, creating `dir` as needed. The file system's error
-// naming the path.
+// naming the path; FAILED_PRECONDITION, writing nothing, when a parameter holds a value that is
+// not finite (a diverged training).
 // Before training: that ExportModel could write into `dir` (created as needed), so a folder that
 // cannot be written is found before the training, not after. FAILED_PRECONDITION naming `dir`.
 absl::Status CheckExportDir(const std::string& dir);

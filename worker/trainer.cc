@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -194,6 +195,13 @@ absl::StatusOr<Trainer::Computed> Trainer::ComputeGradients(const nn::Batch& bat
   forwarder_.set_examples(batch.size);
   ASSIGN_OR_RETURN(c.loss, model_.ComputeGradients(batch, options_.max_grad_norm));
   c.finite = scaler_.Update(model_.last_step_finite());
+  non_finite_losses_in_a_row_ = std::isfinite(c.loss) ? 0 : non_finite_losses_in_a_row_ + 1;
+  if (non_finite_losses_in_a_row_ >= options_.max_skipped_in_a_row) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "the loss was not finite in %d steps in a row (%g): the model diverged; lower the "
+        "learning rate or set --max_grad_norm",
+        non_finite_losses_in_a_row_, c.loss));
+  }
   if (c.finite) return c;
   // Not pushed: the parameters stay as they are, the next step computes with them again.
   recorder.Skipped();

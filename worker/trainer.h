@@ -46,7 +46,8 @@ struct TrainerOptions {
   LearningRateSchedule schedule;
   // Loss scaling (fp16 products). Whatever the mode, a step whose measured gradients are not all
   // finite is not pushed; after max_skipped_in_a_row of them in a row Run fails (the model
-  // diverged: lower the learning rate).
+  // diverged: lower the learning rate). So does a run of as many steps whose loss is not finite
+  // when nothing measures the gradients (they are pushed as backward makes them).
   nn::LossScaleOptions loss_scale;
   int64_t max_skipped_in_a_row = 100;
   // Hand each layer's gradients to the ParameterSync as backward produces them (see above);
@@ -151,6 +152,9 @@ class Trainer {
   WorkerMetrics* metrics_;
   float learning_rate_ = 0;  // as last set on the ps
   nn::LossScaler scaler_;
+  // Steps in a row whose loss was not finite though their gradients were not measured (no
+  // clipping or loss scaling: streamed, so pushed anyway); max_skipped_in_a_row of them fail Run.
+  int64_t non_finite_losses_in_a_row_ = 0;
 };
 
 }  // namespace psflow

@@ -6,7 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <limits>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -24,7 +27,11 @@ namespace {
 class RecordingSync final : public ParameterSync {
  public:
   absl::Status Prepare(const nn::ParameterSet&, bool) override { return absl::OkStatus(); }
-  absl::StatusOr<SyncResult> Pull(nn::ParameterSet&) override {
+  absl::StatusOr<SyncResult> Pull(nn::ParameterSet& params) override {
+    if (pull_nan) {  // a ps whose values went NaN
+      params.values()[0] = std::numeric_limits<float>::quiet_NaN();
+      params.ValuesChanged();
+    }
     ++pulls;
     if (left) ++pulls_after_leave;
     return SyncResult{};
@@ -51,6 +58,10 @@ class RecordingSync final : public ParameterSync {
     left = true;
     return absl::OkStatus();
   }
+  absl::StatusOr<int> OthersTraining() override {
+    ++others_asked;
+    return others.empty() ? 0 : others[std::min(others_asked, others.size()) - 1];
+  }
 
   StopRequest stop;
   int stop_at_push = -1;  // requests `stop` during this push (1: the first)
@@ -59,6 +70,9 @@ class RecordingSync final : public ParameterSync {
   int pulls = 0;
   bool left = false;
   int pulls_after_leave = 0;
+  bool pull_nan = false;
+  std::vector<int> others;  // OthersTraining's answers in turn (the last one repeats)
+  size_t others_asked = 0;
 
   struct PushSeen {
     std::vector<int> ready;              // per handle: times told ready before this push
@@ -234,6 +248,57 @@ TEST(Trainer, WithoutStreamingTellsTheSyncNothingEarly) {
     EXPECT_TRUE(push.told_examples.empty());
     EXPECT_EQ(push.examples, 8);
   }
+}
+
+// Parameters gone NaN (a diverged model) make every loss NaN: with nothing measuring the
+// gradients (they stream), the steps are pushed, and max_skipped_in_a_row of them in a row fail
+// the run, saying so, rather than training on to export NaN.
+TEST(Trainer, ALossNotFiniteInEveryStepFailsTheRun) {
+  TinyTraining s;
+  RecordingSync sync;
+  sync.pull_nan = true;
+  TrainerOptions options;
+  options.train_steps = 10;
+  options.log_every_steps = 0;
+  options.max_skipped_in_a_row = 3;
+  absl::StatusOr<TrainResult> r;
+  {
+    Trainer trainer(*s.model, sync, *s.input, options, nullptr);
+    r = trainer.Run();
+  }
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(r.status().message().find("the loss was not finite in 3 steps in a row"),
+            std::string::npos)
+      << r.status();
+  EXPECT_EQ(sync.pushes.size(), 2u);
+}
+
+// The chief that exports waits, after leaving, until no other worker trains, then pulls the
+// final model; past await_others it pulls what there is.
+TEST(Trainer, AwaitingOthersAsksUntilNoneTrainsThenPulls) {
+  TinyTraining s;
+  RecordingSync sync;
+  sync.others = {1, 0};
+  TrainerOptions options;
+  options.train_steps = 2;
+  options.log_every_steps = 0;
+  options.await_others = std::chrono::seconds(60);
+  {
+    Trainer trainer(*s.model, sync, *s.input, options, nullptr);
+    ASSERT_TRUE(trainer.Run().ok());
+  }
+  EXPECT_EQ(sync.others_asked, 2u);
+  EXPECT_EQ(sync.pulls_after_leave, 1);
+
+  RecordingSync forever;
+  forever.others = {2};
+  options.await_others = std::chrono::milliseconds(50);
+  {
+    Trainer trainer(*s.model, forever, *s.input, options, nullptr);
+    ASSERT_TRUE(trainer.Run().ok());
+  }
+  EXPECT_GE(forever.others_asked, 2u);
+  EXPECT_EQ(forever.pulls_after_leave, 1);
 }
 
 }  // namespace
