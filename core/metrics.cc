@@ -7,9 +7,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -23,13 +27,26 @@
 namespace psflow {
 namespace {
 
-void SendAll(int fd, const std::string& data) {
+constexpr auto kRequestTime = std::chrono::seconds(2);  // from accept to the request's end
+constexpr size_t kMaxRequest = 16384;
+constexpr size_t kMaxPending = 64;  // connections whose request is still arriving
+
+// Sends all of `data` by `deadline` (the socket is non-blocking); gives up when the scraper goes
+// away or does not take it in time.
+void SendBy(int fd, const std::string& data, std::chrono::steady_clock::time_point deadline) {
   size_t done = 0;
   while (done < data.size()) {
     const ssize_t n = send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+      continue;
+    }
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;  // the scraper went away: nothing to do
-    done += static_cast<size_t>(n);
+    if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) return;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    pollfd p{fd, POLLOUT, 0};
+    if (left.count() <= 0 || poll(&p, 1, static_cast<int>(left.count())) <= 0) return;
   }
 }
 
@@ -128,16 +145,57 @@ MetricsEndpoint::~MetricsEndpoint() {
 }
 
 void MetricsEndpoint::Serve() {
+  using Clock = std::chrono::steady_clock;
+  struct Pending {
+    int fd;
+    std::string request;
+    Clock::time_point deadline;
+  };
+  std::vector<Pending> pending;  // oldest first
+  const auto drop = [&](size_t i) {
+    close(pending[i].fd);
+    pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
+  };
   for (;;) {
-    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_pipe_[0], POLLIN, 0}};
-    if (poll(fds, 2, -1) < 0 && errno != EINTR) return;
-    if (fds[1].revents != 0) return;
-    if ((fds[0].revents & POLLIN) == 0) continue;
-    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    Answer(fd);
-    close(fd);
+    std::vector<pollfd> fds = {{listen_fd_, POLLIN, 0}, {wake_pipe_[0], POLLIN, 0}};
+    int timeout_ms = -1;
+    for (const Pending& p : pending) {
+      fds.push_back({p.fd, POLLIN, 0});
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(p.deadline - Clock::now());
+      const int ms = static_cast<int>(std::max<int64_t>(left.count(), 0)) + 1;
+      timeout_ms = timeout_ms < 0 ? ms : std::min(timeout_ms, ms);
+    }
+    if (poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) break;
+    if (fds[1].revents != 0) break;
+    // Requests that arrived (or ended, or ran out of time), newest last so erasing keeps indexes.
+    for (size_t i = pending.size(); i-- > 0;) {
+      Pending& p = pending[i];
+      if ((fds[2 + i].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+        char buf[4096];
+        const ssize_t n = recv(p.fd, buf, sizeof(buf), 0);
+        if (n <= 0 && !(n < 0 && (errno == EINTR || errno == EAGAIN))) {
+          drop(i);
+          continue;
+        }
+        if (n > 0) p.request.append(buf, static_cast<size_t>(n));
+        if (p.request.find("\r\n\r\n") != std::string::npos || p.request.size() >= kMaxRequest) {
+          Answer(p.fd, p.request);
+          drop(i);
+          continue;
+        }
+      }
+      if (Clock::now() >= p.deadline) drop(i);  // stalled: no answer
+    }
+    if ((fds[0].revents & POLLIN) != 0) {
+      const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd >= 0) {
+        if (pending.size() == kMaxPending) drop(0);  // the oldest makes room
+        pending.push_back({fd, "", Clock::now() + kRequestTime});
+      }
+    }
   }
+  for (const Pending& p : pending) close(p.fd);
 }
 
 int64_t MetricsEndpoint::MonitoringScrapes() {
@@ -155,32 +213,22 @@ void MetricsEndpoint::SetReadinessCheck(std::function<absl::Status()> check) {
   readiness_ = std::move(check);
 }
 
-void MetricsEndpoint::Answer(int fd) {
-  // A scraper that stalls must not hold the endpoint: bounded waits on both directions.
-  timeval tv{2, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-  std::string request;
-  char buf[4096];
-  while (request.find("\r\n\r\n") == std::string::npos && request.size() < 16384) {
-    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    request.append(buf, static_cast<size_t>(n));
-  }
+void MetricsEndpoint::Answer(int fd, const std::string& request) {
+  const auto deadline = std::chrono::steady_clock::now() + kRequestTime;
+  const auto reply = [&](const std::string& data) { SendBy(fd, data, deadline); };
   const size_t line_end = request.find("\r\n");
   const std::string line = request.substr(0, line_end);
   // "GET /metrics HTTP/1.1", query strings ignored.
   const size_t sp1 = line.find(' '), sp2 = line.rfind(' ');
   if (sp1 == std::string::npos || sp2 <= sp1) {
-    SendAll(fd, Response("400 Bad Request", "text/plain", "bad request\n"));
+    reply(Response("400 Bad Request", "text/plain", "bad request\n"));
     return;
   }
   const std::string method = line.substr(0, sp1);
   std::string path = line.substr(sp1 + 1, sp2 - sp1 - 1);
   path = path.substr(0, path.find('?'));
   if (method != "GET") {
-    SendAll(fd, Response("405 Method Not Allowed", "text/plain", "only GET\n"));
+    reply(Response("405 Method Not Allowed", "text/plain", "only GET\n"));
   } else if (path == "/metrics") {
     const bool monitoring = !FromPsflow(request);
     std::vector<prometheus::MetricFamily> families;
@@ -194,7 +242,7 @@ void MetricsEndpoint::Answer(int fd) {
       }
     }
     const std::string body = prometheus::TextSerializer().Serialize(families);
-    SendAll(fd, Response("200 OK", "text/plain; version=0.0.4; charset=utf-8", body));
+    reply(Response("200 OK", "text/plain; version=0.0.4; charset=utf-8", body));
     if (monitoring) {
       {
         std::lock_guard<std::mutex> lock(scrapes_mu_);
@@ -203,18 +251,18 @@ void MetricsEndpoint::Answer(int fd) {
       scrape_sent_.notify_all();
     }
   } else if (path == "/healthz") {
-    SendAll(fd, Response("200 OK", "text/plain", "ok\n"));
+    reply(Response("200 OK", "text/plain", "ok\n"));
   } else if (path == "/readyz") {
     absl::Status ready = absl::OkStatus();
     {
       std::lock_guard<std::mutex> lock(readiness_mu_);
       if (readiness_) ready = readiness_();
     }
-    SendAll(fd, ready.ok() ? Response("200 OK", "text/plain", "ok\n")
-                           : Response("503 Service Unavailable", "text/plain",
-                                      std::string(ready.message()) + "\n"));
+    reply(ready.ok() ? Response("200 OK", "text/plain", "ok\n")
+                     : Response("503 Service Unavailable", "text/plain",
+                                std::string(ready.message()) + "\n"));
   } else {
-    SendAll(fd, Response("404 Not Found", "text/plain", "see /metrics, /healthz and /readyz\n"));
+    reply(Response("404 Not Found", "text/plain", "see /metrics, /healthz and /readyz\n"));
   }
 }
 

@@ -6,7 +6,10 @@
 // Why not prometheus-cpp's Exposer: it serves from civetweb threads with a fixed ~100 KiB stack,
 // and glibc carves each thread's static TLS out of that stack. OpenBLAS alone takes 60 KiB of
 // TLS, so in the worker a scrape overflowed the stack and crashed the process. This server runs
-// one ordinary thread (default stack) and answers one short request per connection.
+// one ordinary thread (default stack) and answers one short request per connection. It reads
+// the requests of up to 64 connections at once, each given 2 s from its accept to send its head
+// (16 KiB at most) and 2 s to take the answer, so a client that stalls or trickles (or many of
+// them) cannot keep /healthz from a liveness probe.
 //
 // Metric names follow psflow_<component>_<name>_<unit>[_total]; labels come from
 // StandardLabels() and other small fixed sets, never step numbers.
@@ -93,7 +96,8 @@ class MetricsEndpoint {
  private:
   MetricsEndpoint(int listen_fd, int port);
   void Serve();
-  void Answer(int fd);
+  // Answers one whole request (its head read by Serve) on fd.
+  void Answer(int fd, const std::string& request);
 
   prometheus::Registry registry_;
   std::mutex collect_mu_;  // held by the endpoint while it collects an answer (collect_mutex)

@@ -3,11 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <span>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "core/http_get.h"
+#include "core/socket.h"
 #include "prometheus/counter.h"
 
 namespace psflow {
@@ -93,6 +96,33 @@ TEST(MetricsEndpoint, CountsAndAwaitsMonitoringScrapesOnly) {
   EXPECT_TRUE(endpoint.AwaitMonitoringScrape(1, milliseconds(10000)));
   scraper.join();
   EXPECT_EQ(endpoint.MonitoringScrapes(), 2);
+}
+
+// Clients that stall mid-request, or many idle ones, do not keep others from an answer: /healthz
+// answers at once beside them, and a stalled request is closed after its 2 s.
+TEST(MetricsEndpoint, StalledClientsDoNotHoldOthersUp) {
+  auto m = MetricsEndpoint::Start("127.0.0.1", 0);
+  ASSERT_TRUE(m.ok()) << m.status();
+  const auto soon = [] { return std::chrono::steady_clock::now() + std::chrono::seconds(10); };
+  std::vector<Socket> stalled;
+  for (int i = 0; i < 100; ++i) {
+    absl::StatusOr<Socket> s = ConnectTcp("127.0.0.1", (*m)->port(), soon());
+    ASSERT_TRUE(s.ok()) << s.status();
+    if (i % 2 == 0) {  // half send part of a request, half nothing
+      std::string part = "GET /metr";
+      iovec piece{part.data(), part.size()};
+      ASSERT_TRUE(WriteAll(*s, std::span<iovec>(&piece, 1), soon(), "part").ok());
+    }
+    stalled.push_back(*std::move(s));
+  }
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(HttpGet("127.0.0.1", (*m)->port(), "/healthz", milliseconds(1000)).value_or("none"),
+              "ok\n");
+  }
+  // The newest stalled connection is closed, unanswered, once its time is up.
+  char byte;
+  const absl::StatusOr<bool> more = ReadAllOrEnd(stalled.back(), &byte, 1, soon(), "end");
+  EXPECT_TRUE(more.ok() && !*more) << more.status();
 }
 
 TEST(MetricsEndpoint, PortInUseIsUnavailable) {
