@@ -16,11 +16,17 @@
 namespace psflow::local {
 namespace {
 
-// Whether `text` is a model file: a map with `layers` and no `kind`.
+// Whether `text` is a model file: a map with neither `apiVersion` nor `kind` (a manifest's) and
+// some key of a model file's own, so that one with a mistyped key (`layer:`) is still told
+// about as a model file.
 bool LooksLikeModelFile(const std::string& text) {
   try {
     const YAML::Node doc = YAML::Load(text);
-    return doc.IsMap() && doc["layers"].IsDefined() && !doc["kind"].IsDefined();
+    if (!doc.IsMap() || doc["apiVersion"].IsDefined() || doc["kind"].IsDefined()) return false;
+    for (const char* key : {"layers", "input", "classes", "loss", "training", "data"}) {
+      if (doc[key].IsDefined()) return true;
+    }
+    return false;
   } catch (const YAML::Exception&) {
     return false;
   }

@@ -64,6 +64,22 @@ TEST(Validate, AManifestChecksTheModelFilesItNames) {
                         ": the last layer, layer 0 (dense \"dense0\"), produces 7 values"));
 }
 
+// A file without apiVersion and kind that has a model file's keys is told about as a model
+// file, even with `layers` mistyped; one with neither is read as a manifest.
+TEST(Validate, AModelFileWithAMistypedKeyIsToldAsAModelFile) {
+  const absl::StatusOr<std::string> typo =
+      Validate(Write("typo.yaml",
+                     "name: m\ninput: {shape: [784]}\nclasses: 10\nlayer:\n"
+                     "  - {type: dense, units: 10}\ndata: {format: mnist}\n"));
+  EXPECT_EQ(typo.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(typo.status().message(), HasSubstr("typo.yaml:4: model file: unknown option "
+                                                 "\"layer\" (known: name, input, classes, layers"));
+  const absl::StatusOr<std::string> manifest =
+      Validate(Write("no_kind.yaml", "metadata: {name: j}\nspec: {}\n"));
+  EXPECT_EQ(manifest.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(manifest.status().message(), ::testing::Not(HasSubstr("model file")));
+}
+
 TEST(Validate, AMissingFileIsNotFound) {
   EXPECT_EQ(Validate("/nonexistent.yaml").status().code(), absl::StatusCode::kNotFound);
 }

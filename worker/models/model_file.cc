@@ -129,6 +129,22 @@ class MapReader {
     return Error(n, absl::StrCat(key, " must be a file name or a list of them"));
   }
 
+  // Before reading: an error for the first key not in `known` (a typo is told as such, not as
+  // the required option it misses) or given twice.
+  absl::Status CheckKeys(const std::vector<std::string>& known) const {
+    std::set<std::string> seen;
+    for (const auto& entry : node_) {
+      const std::string key = entry.first.IsScalar() ? entry.first.Scalar() : "?";
+      if (!seen.insert(key).second) {
+        return Error(entry.first, absl::StrCat("option \"", key, "\" given twice"));
+      }
+      if (std::find(known.begin(), known.end(), key) == known.end()) {
+        return UnknownKey(entry.first, key, known);
+      }
+    }
+    return absl::OkStatus();
+  }
+
   // An error for the first key not read.
   absl::Status Finish(const std::vector<std::string>& known) const {
     std::set<std::string> seen;
@@ -139,20 +155,21 @@ class MapReader {
       if (!seen.insert(key).second) {
         return Error(entry.first, absl::StrCat("option \"", key, "\" given twice"));
       }
-      if (read_.count(key) == 0) {
-        return Error(
-            entry.first,
-            absl::StrCat("unknown option \"", key, "\"",
-                         known.empty()
-                             ? " (this takes none)"
-                             : absl::StrCat(" (known: ", absl::StrJoin(known, ", "), ")")));
-      }
+      if (read_.count(key) == 0) return UnknownKey(entry.first, key, known);
     }
     return absl::OkStatus();
   }
   const std::string& where() const { return where_; }
 
  private:
+  absl::Status UnknownKey(const YAML::Node& at, const std::string& key,
+                          const std::vector<std::string>& known) const {
+    return Error(
+        at,
+        absl::StrCat("unknown option \"", key, "\"",
+                     known.empty() ? " (this takes none)"
+                                   : absl::StrCat(" (known: ", absl::StrJoin(known, ", "), ")")));
+  }
   static std::string Text(const YAML::Node& n) {
     return n.IsScalar() ? absl::StrCat("\"", n.Scalar(), "\"") : "a list or map";
   }
@@ -220,6 +237,21 @@ bool IsName(absl::string_view name) {
   return true;
 }
 
+// The options a layer of `type` takes (besides type and name).
+std::vector<std::string> LayerOptions(absl::string_view type) {
+  if (type == "dense")
+    return {"type", "name", "units", "in_features", "kernel_init", "bias_init", "weight_decay"};
+  if (type == "conv2d")
+    return {"type",    "name",        "filters",     "kernel_size", "stride",
+            "padding", "in_channels", "kernel_init", "bias_init"};
+  if (type == "max_pool") return {"type", "name", "size", "stride", "padding"};
+  if (type == "lrn") return {"type", "name", "depth_radius", "bias", "alpha", "beta"};
+  if (type == "dropout") return {"type", "name", "keep_prob"};
+  if (type == "embedding") return {"type", "name", "vocab_size", "dim", "init"};
+  if (type == "lstm") return {"type", "name", "units", "forget_bias", "init"};
+  return {"type", "name"};
+}
+
 // One entry of `layers`: its spec (options), name and declared input.
 absl::Status ParseLayer(absl::string_view source, const YAML::Node& node, size_t index,
                         nn::ModelSpec& spec, DeclaredInput& declared) {
@@ -237,13 +269,10 @@ absl::Status ParseLayer(absl::string_view source, const YAML::Node& node, size_t
                                               "\" must be 1 to 64 letters, digits, '_', '-' or '.' "
                                               "(it names the layer's parameters)"));
   }
-  std::vector<std::string> known = {"type", "name"};
-  auto options = [&](std::initializer_list<const char*> keys) {
-    known.insert(known.end(), keys.begin(), keys.end());
-  };
+  const std::vector<std::string> known = LayerOptions(type);
+  RETURN_IF_ERROR(r.CheckKeys(known));
   nn::LayerSpec layer;
   if (type == "dense") {
-    options({"units", "in_features", "kernel_init", "bias_init", "weight_decay"});
     nn::DenseSpec d;
     ASSIGN_OR_RETURN(d.units, r.RequiredInt("units", 1));
     ASSIGN_OR_RETURN(declared.in_features, r.Int("in_features", 0, 1));
@@ -252,8 +281,6 @@ absl::Status ParseLayer(absl::string_view source, const YAML::Node& node, size_t
     ASSIGN_OR_RETURN(d.weight_decay, r.Float("weight_decay", 0, false));
     layer = d;
   } else if (type == "conv2d") {
-    options(
-        {"filters", "kernel_size", "stride", "padding", "in_channels", "kernel_init", "bias_init"});
     nn::Conv2DSpec c;
     ASSIGN_OR_RETURN(c.filters, r.RequiredInt("filters", 1));
     ASSIGN_OR_RETURN(c.kernel_size, r.RequiredInt("kernel_size", 1));
@@ -264,14 +291,12 @@ absl::Status ParseLayer(absl::string_view source, const YAML::Node& node, size_t
     ASSIGN_OR_RETURN(c.bias_init, ParseInitializer(r, "bias_init", c.bias_init));
     layer = c;
   } else if (type == "max_pool") {
-    options({"size", "stride", "padding"});
     nn::MaxPoolSpec p;
     ASSIGN_OR_RETURN(p.window, r.Int("size", 2, 1));
     ASSIGN_OR_RETURN(p.stride, r.Int("stride", 2, 1));
     ASSIGN_OR_RETURN(p.padding, ParsePadding(r));
     layer = p;
   } else if (type == "lrn") {
-    options({"depth_radius", "bias", "alpha", "beta"});
     nn::LrnSpec l;
     ASSIGN_OR_RETURN(l.depth_radius, r.Int("depth_radius", l.depth_radius, 0));
     ASSIGN_OR_RETURN(l.bias, r.Float("bias", l.bias, false));
@@ -281,7 +306,6 @@ absl::Status ParseLayer(absl::string_view source, const YAML::Node& node, size_t
   } else if (type == "flatten") {
     layer = nn::FlattenSpec{};
   } else if (type == "dropout") {
-    options({"keep_prob"});
     nn::DropoutSpec d;
     if (!r.Has("keep_prob")) return r.Error(node, "keep_prob is required");
     ASSIGN_OR_RETURN(d.keep_prob, r.Float("keep_prob", 1, true));
@@ -291,14 +315,12 @@ absl::Status ParseLayer(absl::string_view source, const YAML::Node& node, size_t
     }
     layer = d;
   } else if (type == "embedding") {
-    options({"vocab_size", "dim", "init"});
     nn::EmbeddingSpec e;
     ASSIGN_OR_RETURN(e.vocab_size, r.RequiredInt("vocab_size", 1));
     ASSIGN_OR_RETURN(e.dim, r.RequiredInt("dim", 1));
     ASSIGN_OR_RETURN(e.init, ParseInitializer(r, "init", e.init));
     layer = e;
   } else if (type == "lstm") {
-    options({"units", "forget_bias", "init"});
     nn::LstmSpec l;
     ASSIGN_OR_RETURN(l.units, r.RequiredInt("units", 1));
     ASSIGN_OR_RETURN(l.forget_bias, r.Float("forget_bias", 0, false, true));
@@ -318,6 +340,10 @@ absl::Status ParseLayer(absl::string_view source, const YAML::Node& node, size_t
 absl::Status ParseTraining(absl::string_view source, const YAML::Node& node, Recipe& recipe) {
   MapReader t(source, node, "training");
   RETURN_IF_ERROR(t.CheckMap());
+  const std::vector<std::string> keys = {
+      "optimizer",     "learning_rate",         "momentum", "batch_size", "epochs",
+      "max_grad_norm", "learning_rate_schedule"};
+  RETURN_IF_ERROR(t.CheckKeys(keys));
   ASSIGN_OR_RETURN(recipe.optimizer, t.String("optimizer", recipe.optimizer));
   ASSIGN_OR_RETURN(recipe.learning_rate, t.Float("learning_rate", recipe.learning_rate, true));
   ASSIGN_OR_RETURN(recipe.momentum, t.Float("momentum", recipe.momentum, false));
@@ -343,8 +369,7 @@ absl::Status ParseTraining(absl::string_view source, const YAML::Node& node, Rec
     l.decay_every_epochs = static_cast<int>(every);
     RETURN_IF_ERROR(m.Finish({"decay", "first_decay_epoch", "decay_every_epochs"}));
   }
-  return t.Finish({"optimizer", "learning_rate", "momentum", "batch_size", "epochs",
-                   "max_grad_norm", "learning_rate_schedule"});
+  return t.Finish(keys);
 }
 
 const std::vector<std::string>& FormatNames() {
@@ -427,6 +452,7 @@ absl::Status ParseInput(absl::string_view source, const YAML::Node& node, nn::Sh
                         bool& token_ids) {
   MapReader r(source, node, "input");
   RETURN_IF_ERROR(r.CheckMap());
+  RETURN_IF_ERROR(r.CheckKeys({"shape", "type"}));
   const YAML::Node s = r.Node("shape");
   if (!s.IsDefined() || !s.IsSequence() || s.size() == 0) {
     return r.Error(s.IsDefined() ? s : node,
@@ -487,6 +513,9 @@ absl::StatusOr<ModelDefinition> Parse(absl::string_view source, const YAML::Node
   ModelDefinition m;
   MapReader top(source, doc, "model file");
   RETURN_IF_ERROR(top.CheckMap());
+  const std::vector<std::string> top_keys = {"name", "input",    "classes", "layers",
+                                             "loss", "training", "data",    "evaluation"};
+  RETURN_IF_ERROR(top.CheckKeys(top_keys));
   ASSIGN_OR_RETURN(m.spec.name, top.RequiredString("name"));
   if (!IsName(m.spec.name)) {
     return top.Error(doc["name"], absl::StrCat("name \"", m.spec.name,
@@ -522,8 +551,7 @@ absl::StatusOr<ModelDefinition> Parse(absl::string_view source, const YAML::Node
     m.eval_sequence_length = static_cast<int>(length);
     RETURN_IF_ERROR(r.Finish({"sequence_length"}));
   }
-  RETURN_IF_ERROR(
-      top.Finish({"name", "input", "classes", "layers", "loss", "training", "data", "evaluation"}));
+  RETURN_IF_ERROR(top.Finish(top_keys));
   if (m.language_model() && m.eval_sequence_length == 0) {
     m.eval_sequence_length = static_cast<int>(m.spec.input_shape[0]);
   }

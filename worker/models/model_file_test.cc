@@ -144,8 +144,15 @@ TEST(ModelFile, ErrorsNameTheLayerTheOptionAndTheShapes) {
       {"- 1\n", "m.yaml:1: model file: must be a map of options"},
       {head + data, "m.yaml:1: model file: layers is required"},
       {head + "layers:\n  - {type: dense, units: 10}\n", "m.yaml:1: model file: data is required"},
-      {head + "layers:\n  - {type: dense, unit: 10}\n" + data,
+      {head + "layers:\n  - {type: dense}\n" + data,
        "m.yaml:5: layer 0 (dense): units is required"},
+      // A typo of a required option is told as the typo, not as the option missing.
+      {head + "layers:\n  - {type: dense, unit: 10}\n" + data,
+       "m.yaml:5: layer 0 (dense): unknown option \"unit\" (known: type, name, units, in_features, "
+       "kernel_init, bias_init, weight_decay)"},
+      {head + "layer:\n  - {type: dense, units: 10}\n" + data,
+       "m.yaml:4: model file: unknown option \"layer\" (known: name, input, classes, layers, "
+       "loss, training, data, evaluation)"},
       {head + "layers:\n  - {type: dense, units: 10, unit: 10}\n" + data,
        "m.yaml:5: layer 0 (dense): unknown option \"unit\" (known: type, name, units, in_features, "
        "kernel_init, bias_init, weight_decay)"},
