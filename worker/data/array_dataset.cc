@@ -99,9 +99,9 @@ absl::StatusOr<std::vector<int32_t>> TokenIdsFromNpy(const std::string& path, in
   if (ids.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": holds no token ids"));
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0 || ids[i] >= vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": token id ", ids[i], " at index ", i,
-                                                     " is outside 0..", vocab_size - 1,
-                                                     " (vocab_size ", vocab_size, ")"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": token id ", ids[i], " at index ", i, " is outside 0..", vocab_size - 1,
+          " (the model's classes: a language model's ids are its labels)"));
     }
   }
   return ToInt32(ids);
@@ -134,9 +134,9 @@ absl::StatusOr<std::vector<int32_t>> TokenIdsFromText(const std::string& path, i
                        "\" is not a token id (a non-negative decimal integer)"));
     }
     if (id >= vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ":", line, ": token id ", token,
-                                                     " is outside 0..", vocab_size - 1,
-                                                     " (vocab_size ", vocab_size, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ":", line, ": token id ", token, " is outside 0..", vocab_size - 1,
+                       " (the model's classes: a language model's ids are its labels)"));
     }
     ids.push_back(static_cast<int32_t>(id));
   }

@@ -65,7 +65,8 @@ absl::StatusOr<Dataset> LoadNpySplit(const std::string& features_path,
 absl::StatusOr<Dataset> LoadCsv(const std::string& path, const CsvOptions& csv_options,
                                 const ArrayDataOptions& options);
 
-// A language model's token stream, every id in [0, vocab_size) (vocab_size >= 1). A path ending
+// A language model's token stream, every id in [0, vocab_size) (vocab_size >= 1: the model's
+// classes, since a language model's ids are its labels too; an error says so). A path ending
 // in ".npy" (any case) is a 1-D .npy of an integer dtype; any other is text: ids written as
 // non-negative decimal integers separated by ASCII whitespace (line breaks are whitespace, not
 // tokens: unlike ptb.h's files, the ids are the stream as it is). At least one id.

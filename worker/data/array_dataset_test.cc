@@ -241,7 +241,8 @@ TEST_F(ArrayFilesTest, BadTokenIdsNameFileAndLine) {
   };
   const std::vector<Case> cases = {
       {"a.txt", "1 2\n3 10\n", absl::StatusCode::kInvalidArgument,
-       "a.txt:2: token id 10 is outside 0..9 (vocab_size 10)"},
+       "a.txt:2: token id 10 is outside 0..9 (the model's classes: a language model's ids are its "
+       "labels)"},
       {"b.txt", "1 2\n\n 99999999999999999999999999\n", absl::StatusCode::kInvalidArgument,
        "b.txt:3: token id 99999999999999999999999999 is outside 0..9"},
       {"c.txt", "1 -2\n", absl::StatusCode::kDataLoss,
