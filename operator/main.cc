@@ -158,7 +158,8 @@ int main(int argc, char** argv) {
   std::thread signal_thread([&signals, &stop] {
     int sig = 0;
     sigwait(&signals, &sig);
-    if (sig == SIGTERM || sig == SIGINT) {
+    // A stop already requested is main's own ending (finish wakes this thread): nothing to say.
+    if ((sig == SIGTERM || sig == SIGINT) && !stop.stop_requested()) {
       PSFLOW_LOG(INFO) << "signal " << sig << ": stopping";
       stop.request_stop();
     }

@@ -175,7 +175,7 @@ absl::StatusOr<Enum> EnumValue(const YAML::Node& node, absl::string_view path,
   std::vector<std::string> names;
   for (const auto& [name, value] : values) {
     if (s == name) return value;
-    names.emplace_back(name);
+    if (*name != '\0') names.emplace_back(name);  // "" (the default, as the CRD allows) unnamed
   }
   return Bad(path, absl::StrCat("\"", s, "\" is not one of ", absl::StrJoin(names, ", ")));
 }
