@@ -195,6 +195,11 @@ absl::StatusOr<Container> ParseContainer(const YAML::Node& node, absl::string_vi
     ASSIGN_OR_RETURN(c.image,
                      Scalar<std::string>(node["image"], absl::StrCat(path, ".image"), "a string"));
   }
+  if (node["workingDir"]) {
+    ASSIGN_OR_RETURN(
+        c.working_dir,
+        Scalar<std::string>(node["workingDir"], absl::StrCat(path, ".workingDir"), "a string"));
+  }
   ASSIGN_OR_RETURN(c.command, StringList(node["command"], absl::StrCat(path, ".command")));
   ASSIGN_OR_RETURN(c.args, StringList(node["args"], absl::StrCat(path, ".args")));
   if (const YAML::Node env = node["env"]) {
@@ -212,6 +217,7 @@ absl::StatusOr<Container> ParseContainer(const YAML::Node& node, absl::string_vi
         ASSIGN_OR_RETURN(e.value,
                          Scalar<std::string>(Get(env[i], "value"), p + ".value", "a string"));
       }
+      e.value_from = Get(env[i], "valueFrom").IsDefined();
       c.env.push_back(std::move(e));
     }
   }

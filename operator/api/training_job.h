@@ -45,6 +45,7 @@ enum class CleanPodPolicy { kRunning, kAll, kNone };
 struct EnvVar {
   std::string name;
   std::string value;
+  bool value_from = false;  // valueFrom (a Secret, a ConfigMap, a field): the kubelet's to resolve
 };
 
 struct ContainerPort {
@@ -59,6 +60,7 @@ struct Container {
   std::vector<std::string> args;
   std::vector<EnvVar> env;
   std::vector<ContainerPort> ports;
+  std::string working_dir;  // workingDir
 };
 
 // Where the ps tasks keep their checkpoints (spec.replicaSpecs.PS.checkpoint). The operator adds

@@ -34,6 +34,7 @@
 #include "operator/api/job_policy.h"
 #include "operator/local/child_process.h"
 #include "operator/local/console.h"
+#include "operator/local/ignored_fields.h"
 #include "operator/local/local_certificates.h"
 #include "operator/local/network_emulation.h"
 #include "operator/local/progress_tracker.h"
@@ -308,7 +309,10 @@ absl::Status JobRun::Plan() {
         env[std::string(entry.substr(0, eq))] = std::string(entry.substr(eq + 1));
       }
     }
-    for (const auto& e : job_.replica_specs.at(r.type).MainContainer().env) env[e.name] = e.value;
+    for (const auto& e : job_.replica_specs.at(r.type).MainContainer().env) {
+      if (!e.value_from)
+        env[e.name] = e.value;  // valueFrom: the kubelet's (IgnoredContainerFields)
+    }
     env["TF_CONFIG"] = ToTfConfig(api::ForTask(cluster, r.type, r.index));
     env["PSFLOW_JOB_NAME"] = job_.name;
     env["PSFLOW_REPLICA_TYPE"] = std::string(api::TaskTypeName(r.type));
@@ -450,6 +454,13 @@ absl::Status JobRun::Start() {
           ".podFailurePolicy: rules onPodConditions never match here (processes have no pod "
           "conditions); rules onExitCodes do")));
       break;
+    }
+  }
+  for (const auto& [type, spec] : job_.replica_specs) {
+    if (spec.replicas == 0) continue;
+    for (const std::string& line : IgnoredContainerFields(spec)) {
+      console_.Line(
+          Say(absl::StrCat("spec.replicaSpecs.", api::ReplicaTypeName(type), ": ", line)));
     }
   }
   for (Replica* r : order) {
