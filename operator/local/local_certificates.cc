@@ -1,7 +1,9 @@
 #include "operator/local/local_certificates.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -9,7 +11,9 @@
 #include <filesystem>
 #include <system_error>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "core/file_util.h"
 #include "core/log.h"
 #include "core/status_macros.h"
@@ -22,6 +26,38 @@ absl::Status Unwritable(const std::string& path, int error) {
       absl::StrCat("cannot write ", path, ": ", std::strerror(error)));
 }
 
+// Removes the folders "<parent>/psflow-tls-<pid>-*" of this user whose runner process is gone (it
+// was SIGKILLed, so its destructor never ran): they hold private keys nobody else will remove.
+void RemoveLeftovers(const std::string& parent) {
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(parent, error)) {
+    const std::string name = entry.path().filename().string();
+    absl::string_view rest = name;
+    if (!absl::ConsumePrefix(&rest, "psflow-tls-")) continue;
+    const size_t dash = rest.find('-');
+    int pid = 0;
+    if (dash == absl::string_view::npos || !absl::SimpleAtoi(rest.substr(0, dash), &pid) ||
+        pid <= 0) {
+      continue;
+    }
+    struct stat st {};
+    if (::lstat(entry.path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode) ||
+        st.st_uid != ::getuid()) {
+      continue;
+    }
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to ask)
+    std::error_code removed;
+    std::filesystem::remove_all(entry.path(), removed);
+    if (removed) {
+      PSFLOW_LOG(WARNING) << "cannot remove " << entry.path().string()
+                          << ", left by a run that was killed: " << removed.message();
+    } else {
+      PSFLOW_LOG(INFO) << "removed " << entry.path().string()
+                       << ", the certificates of a run that was killed";
+    }
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<LocalCertificates>> LocalCertificates::Create(
@@ -29,7 +65,8 @@ absl::StatusOr<std::unique_ptr<LocalCertificates>> LocalCertificates::Create(
   ASSIGN_OR_RETURN(CertificateAuthority ca,
                    CertificateAuthority::Create(absl::StrCat("psflow run ", job, " CA"),
                                                 kDefaultCertificateValidity));
-  std::string pattern = absl::StrCat(parent, "/psflow-tls-XXXXXX");
+  RemoveLeftovers(parent);
+  std::string pattern = absl::StrCat(parent, "/psflow-tls-", ::getpid(), "-XXXXXX");
   // mkdtemp makes the folder 0700.
   if (::mkdtemp(pattern.data()) == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(

@@ -1,7 +1,8 @@
 // The mutual-TLS certificates of one `psflow run`: a CA made for the run, held in memory only,
 // and each replica's certificate and key in a private temporary folder (0700, files 0600: only
 // this user reads them), which goes when the object does — at the end of the run, however it
-// ends (a failed start, a failed job, Ctrl-C; not SIGKILL of the runner).
+// ends (a failed start, a failed job, Ctrl-C). A runner killed by SIGKILL leaves its folder; the
+// next run's Create removes it (the folder's name holds the runner's pid).
 //
 // Files: ca.crt (the CA's certificate), <replica>.crt and <replica>.key. A replica's certificate
 // names "localhost", the replica's name and the addresses it is reached at (127.0.0.1, or its
@@ -21,7 +22,8 @@ namespace psflow::local {
 
 class LocalCertificates {
  public:
-  // A new CA and the folder "<parent>/psflow-tls-XXXXXX" holding its certificate.
+  // A new CA and the folder "<parent>/psflow-tls-<pid>-XXXXXX" holding its certificate, after
+  // removing this user's folders of that form whose runner (pid) is gone.
   // FAILED_PRECONDITION naming the path when the folder or a file cannot be made.
   static absl::StatusOr<std::unique_ptr<LocalCertificates>> Create(const std::string& parent,
                                                                    const std::string& job);

@@ -2,9 +2,12 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <string>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -53,6 +56,37 @@ TEST(LocalCertificates, PrivateFilesThatVerifyAndGoWithTheObject) {
         (std::vector<std::string>{"DNS:localhost", "DNS:ps-0", "IP:10.77.0.2", "IP:127.0.0.1"}));
   }
   EXPECT_FALSE(fs::exists(dir)) << dir;
+}
+
+// The folder of a runner that was SIGKILLed (its pid gone) is removed by the next run; a live
+// runner's, and folders not of this form, stay.
+TEST(LocalCertificates, TheFolderOfAKilledRunIsRemovedByTheNext) {
+  const std::string parent = absl::StrCat(::testing::TempDir(), "/leftovers_", ::getpid());
+  fs::remove_all(parent);
+  fs::create_directories(parent);
+  const pid_t gone = ::fork();
+  ASSERT_GE(gone, 0);
+  if (gone == 0) ::_exit(0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(gone, &status, 0), gone);  // reaped: the pid names no process now
+  const std::string killed = absl::StrCat(parent, "/psflow-tls-", gone, "-AbC123");
+  const std::string live = absl::StrCat(parent, "/psflow-tls-", ::getpid(), "-XyZ789");
+  const std::string other = absl::StrCat(parent, "/psflow-tls-notapid");
+  for (const std::string& dir : {killed, live, other}) {
+    fs::create_directories(dir);
+    std::ofstream(dir + "/worker-0.key") << "key";
+  }
+  {
+    absl::StatusOr<std::unique_ptr<LocalCertificates>> certs =
+        LocalCertificates::Create(parent, "next");
+    ASSERT_TRUE(certs.ok()) << certs.status();
+    EXPECT_TRUE(
+        absl::StartsWith((*certs)->dir(), absl::StrCat(parent, "/psflow-tls-", ::getpid(), "-")));
+  }
+  EXPECT_FALSE(fs::exists(killed));
+  EXPECT_TRUE(fs::exists(live + "/worker-0.key"));
+  EXPECT_TRUE(fs::exists(other + "/worker-0.key"));
+  fs::remove_all(parent);
 }
 
 TEST(LocalCertificates, AFolderThatCannotBeMadeIsNamed) {
