@@ -639,8 +639,19 @@ absl::StatusOr<TrainingJob> Parse(const YAML::Node& doc) {
         job.replica_specs[*type],
         ParseReplicaSpec(entry.second, *type, absl::StrCat("spec.replicaSpecs.", type_name)));
   }
-  if (job.Replicas(ReplicaType::kWorker) + job.Replicas(ReplicaType::kChief) == 0) {
+  const int trainers = job.Replicas(ReplicaType::kWorker) + job.Replicas(ReplicaType::kChief);
+  if (trainers == 0) {
     return Bad("spec.replicaSpecs", "needs at least one Worker (or a Chief) replica");
+  }
+  // What the workers themselves would refuse at start, over and over (worker_config.cc).
+  if (job.Replicas(ReplicaType::kPS) == 0 && trainers > 1) {
+    return Bad("spec.replicaSpecs",
+               absl::StrCat(trainers, " Chief and Worker replicas need at least one PS replica to "
+                                      "share the model through (one Worker alone needs none)"));
+  }
+  if (job.Replicas(ReplicaType::kPS) == 0 && job.Replicas(ReplicaType::kEvaluator) > 0) {
+    return Bad("spec.replicaSpecs",
+               "an Evaluator evaluates what the PS replicas hold, and there is no PS replica");
   }
   ASSIGN_OR_RETURN(job.run_policy, ParseRunPolicy(spec["runPolicy"]));
   ASSIGN_OR_RETURN(job.network_policy, ParseNetworkPolicy(spec["networkPolicy"]));

@@ -207,6 +207,13 @@ TEST(TrainingJob, BadManifestsGiveOneLineNamingTheField) {
       {head + "spec:\n  replicaSpecs:\n    Worker: {replicas: 0, template: {spec: {containers: "
               "[{name: psflow, command: [w]}]}}}\n",
        "needs at least one Worker"},
+      {head + "spec:\n  replicaSpecs:\n    Worker: {replicas: 2, template: {spec: {containers: "
+              "[{name: psflow, command: [w]}]}}}\n",
+       "spec.replicaSpecs: 2 Chief and Worker replicas need at least one PS replica"},
+      {head + "spec:\n  replicaSpecs:\n" + worker +
+           "    Evaluator: {replicas: 1, template: {spec: {containers: [{name: psflow, command: "
+           "[w]}]}}}\n",
+       "spec.replicaSpecs: an Evaluator evaluates what the PS replicas hold"},
       {head + "spec:\n  replicaSpecs:\n    Worker: {replicas: -1, template: {spec: {containers: "
               "[{name: psflow, command: [w]}]}}}\n",
        "Worker.replicas: must be in 0..1000"},
