@@ -61,6 +61,7 @@ bool ObserveLogLine(absl::string_view line, ReplicaReport& report) {
     take(report.test_accuracy, "test_accuracy");
     take(report.test_perplexity, "test_perplexity");
     take(report.train_perplexity, "train_perplexity");
+    take(report.global_step, "global_step");
     return true;
   }
   if (line.find("evaluator ") != absl::string_view::npos &&

@@ -28,6 +28,7 @@ struct ReplicaReport {
   std::optional<double> test_accuracy, test_perplexity, train_perplexity;
   std::optional<double> evaluated_step;  // an evaluator's: the global step it evaluated
   std::optional<double> ps_global_step;  // a ps's final global step
+  std::optional<double> global_step;     // a worker's done: line: the global step it ended at
 };
 
 // The number after " key=" in `line` (or at its start); nullopt when absent or not a number.

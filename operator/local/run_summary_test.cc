@@ -32,6 +32,7 @@ TEST(ObserveLogLine, ReadsTheDoneLineTheEvaluatorsFiguresAndThePsStep) {
   EXPECT_EQ(worker.pull_ms, 0.12);
   EXPECT_EQ(worker.wait_ms, 0.001);
   EXPECT_EQ(worker.test_accuracy, 0.838);
+  EXPECT_EQ(worker.global_step, 3000);
   EXPECT_FALSE(worker.words_per_sec.has_value());
 
   ReplicaReport evaluator;

@@ -229,7 +229,7 @@ class JobRun {
   std::optional<Clock::time_point> finish_by_;  // set once the job has succeeded
   // Progress state.
   Clock::time_point last_scrape_;
-  double global_step_ = 0;  // the ps tasks', as last scraped
+  double global_step_ = 0;  // the most the ps tasks (or trainers) said, as last scraped
   int restarts_ = 0;        // across the job, against runPolicy.backoffLimit
   bool ps_waited_ = false;
 };
@@ -704,6 +704,9 @@ void JobRun::UpdateProgress(bool last) {
       global_step_ = std::max(global_step_, SumSamples(text, "psflow_ps_global_step").value_or(0));
       continue;
     }
+    // A trainer's view of the global step: the job's own when there is no ps (a worker alone).
+    global_step_ =
+        std::max(global_step_, SumSamples(text, "psflow_worker_global_step").value_or(0));
     TrainerFigures f;
     f.steps = SumSamples(text, "psflow_worker_steps_total").value_or(0);
     f.examples = SumSamples(text, "psflow_worker_examples_total").value_or(0);
@@ -806,17 +809,20 @@ JobOutcome JobRun::Supervise() {
                       : *outcome_ == JobOutcome::kFailed  ? "Failed"
                                                           : "Interrupted";
   std::vector<ReplicaReport> reports;
+  double global_step = global_step_;
   for (const Replica& r : replicas_) {
+    // What the ps tasks and workers said last, for a run too short to be scraped.
+    global_step = std::max(
+        {global_step, r.report.ps_global_step.value_or(0), r.report.global_step.value_or(0)});
     reports.push_back(r.report);
     // Stopped before its done: line, a trainer's steps are the last scraped.
     if (!r.report.steps) reports.back().steps = r.scraped_steps;
   }
   WriteAll(STDOUT_FILENO,
            absl::StrCat("\n", FormatSummaryTable(reports, isatty(STDOUT_FILENO)), "\n"));
-  console_.Line(
-      Say(absl::StrFormat("job %s %s after %.1fs: %s (global step %.0f)", job_.name, state,
-                          std::chrono::duration<double>(Clock::now() - start_).count(),
-                          outcome_reason_, global_step_)));
+  console_.Line(Say(absl::StrFormat(
+      "job %s %s after %.1fs: %s (global step %.0f)", job_.name, state,
+      std::chrono::duration<double>(Clock::now() - start_).count(), outcome_reason_, global_step)));
   console_.Line(Say(absl::StrCat("replica logs: ", run_dir_, "/")));
   return *outcome_;
 }
