@@ -111,7 +111,8 @@ ABSL_FLAG(int64_t, eval_steps, 0,
 ABSL_FLAG(double, export_wait_s, 600,
           "The chief with --export_dir and ps tasks: after its own last step, wait up to this "
           "long for the other workers to finish, so that the exported model holds their updates "
-          "too (0: export what the ps tasks hold at once)");
+          "too (less when the global step stops moving for 60 s; 0: export what the ps tasks "
+          "hold at once)");
 ABSL_FLAG(double, final_scrape_wait_s, 30,
           "After training: when a monitoring system (Prometheus) has scraped /metrics, wait up to "
           "this long for its next scrape, so it sees the final test accuracy or perplexity before "

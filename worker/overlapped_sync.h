@@ -49,7 +49,7 @@ class OverlappedSync final : public ParameterSync {
   int pull_ahead() const override { return 2; }
   absl::Status SetLearningRate(float learning_rate) override;
   absl::Status Leave() override;
-  absl::StatusOr<int> OthersTraining() override { return sync_.OthersTraining(); }
+  absl::StatusOr<Others> OthersTraining() override { return sync_.OthersTraining(); }
 
  private:
   ParameterSync& sync_;

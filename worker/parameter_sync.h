@@ -82,8 +82,14 @@ class ParameterSync {
   virtual absl::Status Leave() = 0;
 
   // After Leave: how many other workers are still training (the most that any ps task still
-  // counts on: joined and not left); 0 when every one has left, and always without ps tasks.
-  virtual absl::StatusOr<int> OthersTraining() { return 0; }
+  // counts on: joined and not left; 0 when every one has left, and always without ps tasks) and
+  // the global step (the most of any task's), to tell training from counted workers that are gone
+  // (a ps restored from a checkpoint made before they left counts them again).
+  struct Others {
+    int training = 0;
+    int64_t global_step = 0;
+  };
+  virtual absl::StatusOr<Others> OthersTraining() { return Others{}; }
 };
 
 // In-process training with no ps: Pull is a no-op, Push applies the configured optimizer to

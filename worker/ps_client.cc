@@ -676,8 +676,8 @@ absl::Status PsClient::SetLearningRate(float learning_rate) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<int> PsClient::OthersTraining() {
-  int most = 0;
+absl::StatusOr<ParameterSync::Others> PsClient::OthersTraining() {
+  Others most;
   for (auto& task : tasks_) {
     if (task->partitions.empty()) continue;
     grpc::ClientContext ctx;
@@ -687,11 +687,18 @@ absl::StatusOr<int> PsClient::OthersTraining() {
     proto::LeaveResponse response;
     const grpc::Status s = task->stub->Leave(&ctx, request, &response);
     if (!s.ok()) {
+      // A task gone or restarting (not ready: NotInitialised answers UNAVAILABLE) is waited for
+      // by the next Pull, as after a failed Leave; that Pull leaves again.
+      if (Retryable(s)) {
+        need_recovery_ = true;
+        leave_again_ = true;
+      }
       return absl::Status(PsCallStatus(s).code(),
                           absl::StrCat("asking ps task ", task->index, " at ", task->address,
                                        " which workers still train: ", s.error_message()));
     }
-    most = std::max(most, response.workers());
+    most.training = std::max(most.training, response.workers());
+    most.global_step = std::max(most.global_step, response.global_step());
   }
   return most;
 }

@@ -136,8 +136,9 @@ class PsClient final : public ParameterSync {
                       nn::ParameterSet::Handle last, int64_t examples) override;
   absl::Status SetLearningRate(float learning_rate) override;
   absl::Status Leave() override;
-  // Asks each task again by Leave (which changes nothing for a worker that has left).
-  absl::StatusOr<int> OthersTraining() override;
+  // Asks each task again by Leave (which changes nothing for a worker that has left). A task that
+  // cannot be reached, or is not ready, makes the next Pull recover it and leave again.
+  absl::StatusOr<Others> OthersTraining() override;
 
   const Placement& placement() const { return placement_; }
 

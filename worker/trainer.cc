@@ -114,21 +114,38 @@ absl::StatusOr<TrainResult> Trainer::Run() {
 absl::Status Trainer::AwaitOthers() {
   const Clock::time_point give_up = Clock::now() + options_.await_others;
   bool said = false;
+  int64_t last_step = -1;
+  Clock::time_point moved = Clock::now();
   for (;;) {
-    ASSIGN_OR_RETURN(const int others, sync_.OthersTraining());
-    if (others == 0) return absl::OkStatus();
-    if (Clock::now() >= give_up) {
-      PSFLOW_LOG(WARNING) << others << " other worker(s) still training after "
-                          << Seconds(options_.await_others)
-                          << " s: taking the model as the ps tasks hold it now";
+    const absl::StatusOr<ParameterSync::Others> asked = sync_.OthersTraining();
+    if (!asked.ok()) {  // a ps task lost: the final pull waits for it (and fails if it must)
+      PSFLOW_LOG(WARNING) << asked.status().message()
+                          << ": not waiting for other workers; taking the model as the ps tasks "
+                             "hold it";
+      return absl::OkStatus();
+    }
+    const ParameterSync::Others& others = *asked;
+    if (others.training == 0) return absl::OkStatus();
+    const Clock::time_point now = Clock::now();
+    if (others.global_step != last_step) {
+      last_step = others.global_step;
+      moved = now;
+    }
+    const bool stalled = now - moved >= options_.await_progress;
+    if (now >= give_up || stalled) {
+      PSFLOW_LOG(WARNING) << others.training << " other worker(s) still counted after "
+                          << (stalled ? Seconds(now - moved) : Seconds(options_.await_others))
+                          << (stalled ? " s without an update (gone without leaving?)" : " s")
+                          << ": taking the model as the ps tasks hold it at global step "
+                          << others.global_step;
       return absl::OkStatus();
     }
     if (!std::exchange(said, true)) {
-      PSFLOW_LOG(INFO) << "waiting for " << others
+      PSFLOW_LOG(INFO) << "waiting for " << others.training
                        << " other worker(s) to finish, so that the final model has their updates";
     }
-    std::this_thread::sleep_for(
-        std::min<Clock::duration>(std::chrono::seconds(1), give_up - Clock::now()));
+    std::this_thread::sleep_for(std::min<Clock::duration>(
+        {std::chrono::seconds(1), give_up - now, moved + options_.await_progress - now}));
   }
 }
 

@@ -63,9 +63,13 @@ struct TrainerOptions {
   StopRequest* stop = nullptr;
   // > 0 (the chief that exports the model): after leaving, wait up to this long for every other
   // worker to leave too (ParameterSync::OthersTraining, asked every second), so the final pull
-  // brings the job's last updates, not those made until this worker's end. Past it, a warning
-  // names how many still train and the pull takes what is there.
+  // brings the job's last updates, not those made until this worker's end. It stops waiting
+  // sooner when the global step has not moved for await_progress (the workers still counted are
+  // gone: killed without leaving, or counted again by a ps restored from an older checkpoint).
+  // Either way a warning names how many were counted, and the pull takes what is there; so does a
+  // ps task that cannot be asked (the pull then recovers it, as after any lost task).
   std::chrono::milliseconds await_others{0};
+  std::chrono::milliseconds await_progress{std::chrono::seconds(60)};
 };
 
 struct TrainResult {

@@ -58,9 +58,10 @@ class RecordingSync final : public ParameterSync {
     left = true;
     return absl::OkStatus();
   }
-  absl::StatusOr<int> OthersTraining() override {
+  absl::StatusOr<Others> OthersTraining() override {
     ++others_asked;
-    return others.empty() ? 0 : others[std::min(others_asked, others.size()) - 1];
+    const int training = others.empty() ? 0 : others[std::min(others_asked, others.size()) - 1];
+    return Others{training, moving_step ? static_cast<int64_t>(others_asked) : 7};
   }
 
   StopRequest stop;
@@ -72,6 +73,7 @@ class RecordingSync final : public ParameterSync {
   int pulls_after_leave = 0;
   bool pull_nan = false;
   std::vector<int> others;  // OthersTraining's answers in turn (the last one repeats)
+  bool moving_step = true;  // OthersTraining's global step moves with each call (else stays 7)
   size_t others_asked = 0;
 
   struct PushSeen {
@@ -299,6 +301,19 @@ TEST(Trainer, AwaitingOthersAsksUntilNoneTrainsThenPulls) {
   }
   EXPECT_GE(forever.others_asked, 2u);
   EXPECT_EQ(forever.pulls_after_leave, 1);
+
+  // Workers counted but no update for await_progress: they are gone; no waiting for the rest.
+  RecordingSync gone;
+  gone.others = {1};
+  gone.moving_step = false;
+  options.await_others = std::chrono::seconds(600);
+  options.await_progress = std::chrono::milliseconds(50);
+  {
+    Trainer trainer(*s.model, gone, *s.input, options, nullptr);
+    ASSERT_TRUE(trainer.Run().ok());
+  }
+  EXPECT_EQ(gone.others_asked, 2u);  // the first sees step 7, the second sees it still
+  EXPECT_EQ(gone.pulls_after_leave, 1);
 }
 
 }  // namespace
