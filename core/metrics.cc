@@ -31,9 +31,9 @@ constexpr auto kRequestTime = std::chrono::seconds(2);  // from accept to the re
 constexpr size_t kMaxRequest = 16384;
 constexpr size_t kMaxPending = 64;  // connections whose request is still arriving
 
-// Sends all of `data` by `deadline` (the socket is non-blocking); gives up when the scraper goes
-// away or does not take it in time.
-void SendBy(int fd, const std::string& data, std::chrono::steady_clock::time_point deadline) {
+// Sends all of `data` by `deadline` (the socket is non-blocking); false when the scraper went
+// away or did not take it in time.
+bool SendBy(int fd, const std::string& data, std::chrono::steady_clock::time_point deadline) {
   size_t done = 0;
   while (done < data.size()) {
     const ssize_t n = send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL);
@@ -42,12 +42,13 @@ void SendBy(int fd, const std::string& data, std::chrono::steady_clock::time_poi
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
-    if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) return;
+    if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) return false;
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     pollfd p{fd, POLLOUT, 0};
-    if (left.count() <= 0 || poll(&p, 1, static_cast<int>(left.count())) <= 0) return;
+    if (left.count() <= 0 || poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
   }
+  return true;
 }
 
 // True when the request's User-Agent header (its name in any letter case) is psflow's own.
@@ -169,9 +170,11 @@ void MetricsEndpoint::Serve() {
     if (poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) break;
     if (fds[1].revents != 0) break;
     // Requests that arrived (or ended, or ran out of time), newest last so erasing keeps indexes.
+    // One past its deadline is read once more first: its bytes may have come while an answer
+    // before it was being sent.
     for (size_t i = pending.size(); i-- > 0;) {
       Pending& p = pending[i];
-      if ((fds[2 + i].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+      if ((fds[2 + i].revents & (POLLIN | POLLHUP | POLLERR)) != 0 || Clock::now() >= p.deadline) {
         char buf[4096];
         const ssize_t n = recv(p.fd, buf, sizeof(buf), 0);
         if (n <= 0 && !(n < 0 && (errno == EINTR || errno == EAGAIN))) {
@@ -199,6 +202,9 @@ void MetricsEndpoint::Serve() {
 }
 
 int64_t MetricsEndpoint::MonitoringScrapes() {
+  // Not between a scrape's Collect and its count: a value set just before this call is in every
+  // scrape counted after what it returns.
+  std::lock_guard<std::mutex> collecting(collect_mu_);
   std::lock_guard<std::mutex> lock(scrapes_mu_);
   return scrapes_collected_;
 }
@@ -215,7 +221,7 @@ void MetricsEndpoint::SetReadinessCheck(std::function<absl::Status()> check) {
 
 void MetricsEndpoint::Answer(int fd, const std::string& request) {
   const auto deadline = std::chrono::steady_clock::now() + kRequestTime;
-  const auto reply = [&](const std::string& data) { SendBy(fd, data, deadline); };
+  const auto reply = [&](const std::string& data) { return SendBy(fd, data, deadline); };
   const size_t line_end = request.find("\r\n");
   const std::string line = request.substr(0, line_end);
   // "GET /metrics HTTP/1.1", query strings ignored.
@@ -242,11 +248,11 @@ void MetricsEndpoint::Answer(int fd, const std::string& request) {
       }
     }
     const std::string body = prometheus::TextSerializer().Serialize(families);
-    reply(Response("200 OK", "text/plain; version=0.0.4; charset=utf-8", body));
-    if (monitoring) {
+    const bool sent = reply(Response("200 OK", "text/plain; version=0.0.4; charset=utf-8", body));
+    if (monitoring && sent) {  // one the scraper did not take all of was not seen
       {
         std::lock_guard<std::mutex> lock(scrapes_mu_);
-        scrapes_sent_ = collected;
+        scrapes_sent_ = std::max(scrapes_sent_, collected);
       }
       scrape_sent_.notify_all();
     }

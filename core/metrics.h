@@ -86,10 +86,12 @@ class MetricsEndpoint {
 
   // Scrapes of /metrics by a monitoring system (Prometheus): every one whose User-Agent is not
   // psflow's own (core/http_get.h: `psflow run`'s progress line, the operator's throughput
-  // probe). MonitoringScrapes() counts those whose answer was collected so far;
+  // probe). MonitoringScrapes() counts those whose answer was collected so far (every one
+  // counted after what it returns collected the registry after the call);
   // AwaitMonitoringScrape(seen, timeout) waits until one collected after the seen-th has been
-  // sent, true when it was (false when `timeout` passed first). A process that sets its last
-  // values and then waits this way is seen with them before it exits. Thread-safe.
+  // sent whole, true when it was (false when `timeout` passed first). A process that sets its
+  // last values and then waits this way is seen with them before it exits. Thread-safe; not
+  // while holding collect_mutex().
   int64_t MonitoringScrapes();
   bool AwaitMonitoringScrape(int64_t seen, std::chrono::milliseconds timeout);
 
