@@ -1,8 +1,8 @@
 #include "operator/local/local_certificates.h"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <stdlib.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,9 +11,8 @@
 #include <filesystem>
 #include <system_error>
 
-#include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "core/file_util.h"
 #include "core/log.h"
 #include "core/status_macros.h"
@@ -26,26 +25,23 @@ absl::Status Unwritable(const std::string& path, int error) {
       absl::StrCat("cannot write ", path, ": ", std::strerror(error)));
 }
 
-// Removes the folders "<parent>/psflow-tls-<pid>-*" of this user whose runner process is gone (it
+constexpr char kLockFile[] = ".lock";
+
+// Removes this user's folders "<parent>/psflow-tls-*" whose lock file no run holds (its runner
 // was SIGKILLed, so its destructor never ran): they hold private keys nobody else will remove.
+// A folder without a lock file (being made, or not psflow run's) is left alone.
 void RemoveLeftovers(const std::string& parent) {
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(parent, error)) {
-    const std::string name = entry.path().filename().string();
-    absl::string_view rest = name;
-    if (!absl::ConsumePrefix(&rest, "psflow-tls-")) continue;
-    const size_t dash = rest.find('-');
-    int pid = 0;
-    if (dash == absl::string_view::npos || !absl::SimpleAtoi(rest.substr(0, dash), &pid) ||
-        pid <= 0) {
-      continue;
-    }
+    if (!absl::StartsWith(entry.path().filename().string(), "psflow-tls-")) continue;
     struct stat st {};
     if (::lstat(entry.path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode) ||
         st.st_uid != ::getuid()) {
       continue;
     }
-    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to ask)
+    const std::string lock_path = (entry.path() / kLockFile).string();
+    Fd lock(::open(lock_path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
+    if (!lock.valid() || ::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) continue;  // a live run's
     std::error_code removed;
     std::filesystem::remove_all(entry.path(), removed);
     if (removed) {
@@ -66,14 +62,26 @@ absl::StatusOr<std::unique_ptr<LocalCertificates>> LocalCertificates::Create(
                    CertificateAuthority::Create(absl::StrCat("psflow run ", job, " CA"),
                                                 kDefaultCertificateValidity));
   RemoveLeftovers(parent);
-  std::string pattern = absl::StrCat(parent, "/psflow-tls-", ::getpid(), "-XXXXXX");
+  std::string pattern = absl::StrCat(parent, "/psflow-tls-XXXXXX");
   // mkdtemp makes the folder 0700.
   if (::mkdtemp(pattern.data()) == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
         "cannot make a folder for the TLS certificates in ", parent, ": ", std::strerror(errno)));
   }
+  // The run holds the folder's lock file for its life (the kernel lets go of it however the
+  // runner ends). It is locked under another name, then renamed: it never exists unlocked.
+  const std::string making = absl::StrCat(pattern, "/.lock-making");
+  const int lock = ::open(making.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (lock < 0 || ::flock(lock, LOCK_EX | LOCK_NB) != 0 ||
+      ::rename(making.c_str(), absl::StrCat(pattern, "/", kLockFile).c_str()) != 0) {
+    const int err = errno;
+    if (lock >= 0) ::close(lock);
+    std::error_code ignored;
+    std::filesystem::remove_all(pattern, ignored);
+    return Unwritable(making, err);
+  }
   std::unique_ptr<LocalCertificates> certificates(
-      new LocalCertificates(std::move(pattern), std::move(ca)));
+      new LocalCertificates(std::move(pattern), std::move(ca), lock));
   RETURN_IF_ERROR(certificates->WritePrivate("ca.crt", certificates->ca_.pem().certificate));
   return certificates;
 }
@@ -82,6 +90,7 @@ LocalCertificates::~LocalCertificates() {
   std::error_code error;
   std::filesystem::remove_all(dir_, error);
   if (error) PSFLOW_LOG(WARNING) << "cannot remove " << dir_ << ": " << error.message();
+  ::close(lock_fd_);
 }
 
 absl::Status LocalCertificates::WritePrivate(const std::string& name,

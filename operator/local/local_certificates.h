@@ -2,7 +2,9 @@
 // and each replica's certificate and key in a private temporary folder (0700, files 0600: only
 // this user reads them), which goes when the object does — at the end of the run, however it
 // ends (a failed start, a failed job, Ctrl-C). A runner killed by SIGKILL leaves its folder; the
-// next run's Create removes it (the folder's name holds the runner's pid).
+// next run's Create removes it: each run holds a lock file (flock) in its folder, which the kernel
+// releases however the runner ends, and a folder whose lock nobody holds is a leftover (unlike a
+// pid, a lock is seen across containers that share the folder's file system).
 //
 // Files: ca.crt (the CA's certificate), <replica>.crt and <replica>.key. A replica's certificate
 // names "localhost", the replica's name and the addresses it is reached at (127.0.0.1, or its
@@ -22,8 +24,8 @@ namespace psflow::local {
 
 class LocalCertificates {
  public:
-  // A new CA and the folder "<parent>/psflow-tls-<pid>-XXXXXX" holding its certificate, after
-  // removing this user's folders of that form whose runner (pid) is gone.
+  // A new CA and the folder "<parent>/psflow-tls-XXXXXX" holding its certificate and the run's
+  // lock file (.lock), after removing this user's folders of that form whose lock no run holds.
   // FAILED_PRECONDITION naming the path when the folder or a file cannot be made.
   static absl::StatusOr<std::unique_ptr<LocalCertificates>> Create(const std::string& parent,
                                                                    const std::string& job);
@@ -40,12 +42,13 @@ class LocalCertificates {
   const std::string& dir() const { return dir_; }
 
  private:
-  LocalCertificates(std::string dir, CertificateAuthority ca)
-      : dir_(std::move(dir)), ca_(std::move(ca)) {}
+  LocalCertificates(std::string dir, CertificateAuthority ca, int lock_fd)
+      : dir_(std::move(dir)), ca_(std::move(ca)), lock_fd_(lock_fd) {}
   absl::Status WritePrivate(const std::string& name, const std::string& text) const;
 
   std::string dir_;
   CertificateAuthority ca_;
+  int lock_fd_;  // holds dir_/.lock (flock) while this object lives
 };
 
 }  // namespace psflow::local

@@ -1,8 +1,9 @@
 #include "operator/local/local_certificates.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -47,8 +48,8 @@ TEST(LocalCertificates, PrivateFilesThatVerifyAndGoWithTheObject) {
       EXPECT_EQ(Mode(entry.path().string()), 0600u) << entry.path();
     }
     std::sort(names.begin(), names.end());
-    // No CA key on disk: it never leaves the runner's memory.
-    EXPECT_EQ(names, (std::vector<std::string>{"ca.crt", "ps-0.crt", "ps-0.key"}));
+    // No CA key on disk: it never leaves the runner's memory (.lock: the run's, held).
+    EXPECT_EQ(names, (std::vector<std::string>{".lock", "ca.crt", "ps-0.crt", "ps-0.key"}));
     // The files are what psflow-ps and psflow-worker accept, naming the replica's addresses.
     EXPECT_TRUE(LoadTlsFiles({dir + "/ca.crt", dir + "/ps-0.crt", dir + "/ps-0.key"}).ok());
     EXPECT_EQ(
@@ -58,34 +59,41 @@ TEST(LocalCertificates, PrivateFilesThatVerifyAndGoWithTheObject) {
   EXPECT_FALSE(fs::exists(dir)) << dir;
 }
 
-// The folder of a runner that was SIGKILLed (its pid gone) is removed by the next run; a live
-// runner's, and folders not of this form, stay.
+// The folder of a run that was SIGKILLed (its lock file held by nobody) is removed by the next
+// run; a live run's (its lock held), and a folder without a lock file, stay.
 TEST(LocalCertificates, TheFolderOfAKilledRunIsRemovedByTheNext) {
   const std::string parent = absl::StrCat(::testing::TempDir(), "/leftovers_", ::getpid());
   fs::remove_all(parent);
   fs::create_directories(parent);
-  const pid_t gone = ::fork();
-  ASSERT_GE(gone, 0);
-  if (gone == 0) ::_exit(0);
-  int status = 0;
-  ASSERT_EQ(::waitpid(gone, &status, 0), gone);  // reaped: the pid names no process now
-  const std::string killed = absl::StrCat(parent, "/psflow-tls-", gone, "-AbC123");
-  const std::string live = absl::StrCat(parent, "/psflow-tls-", ::getpid(), "-XyZ789");
-  const std::string other = absl::StrCat(parent, "/psflow-tls-notapid");
+  const std::string killed = parent + "/psflow-tls-AbC123";
+  const std::string live = parent + "/psflow-tls-XyZ789";
+  const std::string other = parent + "/psflow-tls-nolock";
   for (const std::string& dir : {killed, live, other}) {
     fs::create_directories(dir);
     std::ofstream(dir + "/worker-0.key") << "key";
   }
+  std::ofstream(killed + "/.lock") << "";
+  const int held = ::open((live + "/.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  ASSERT_GE(held, 0);
+  ASSERT_EQ(::flock(held, LOCK_EX | LOCK_NB), 0);
+  std::string made;
   {
     absl::StatusOr<std::unique_ptr<LocalCertificates>> certs =
         LocalCertificates::Create(parent, "next");
     ASSERT_TRUE(certs.ok()) << certs.status();
-    EXPECT_TRUE(
-        absl::StartsWith((*certs)->dir(), absl::StrCat(parent, "/psflow-tls-", ::getpid(), "-")));
+    made = (*certs)->dir();
+    EXPECT_TRUE(fs::exists(made + "/.lock"));
+    // Its own folder is not a leftover while it lives: a run beside it leaves it be.
+    absl::StatusOr<std::unique_ptr<LocalCertificates>> beside =
+        LocalCertificates::Create(parent, "beside");
+    ASSERT_TRUE(beside.ok()) << beside.status();
+    EXPECT_TRUE(fs::exists(made + "/ca.crt"));
   }
+  ::close(held);
   EXPECT_FALSE(fs::exists(killed));
   EXPECT_TRUE(fs::exists(live + "/worker-0.key"));
   EXPECT_TRUE(fs::exists(other + "/worker-0.key"));
+  EXPECT_FALSE(fs::exists(made));  // gone with its object
   fs::remove_all(parent);
 }
 

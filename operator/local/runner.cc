@@ -324,8 +324,9 @@ absl::Status JobRun::Plan() {
     // workers are in other network namespaces and could not reach it anyway: they would use
     // TCP), nor where the manifest's container env sets the variable (empty: not).
     const auto& own_env = job_.replica_specs.at(r.type).MainContainer().env;
-    const bool set_by_manifest =
-        absl::c_any_of(own_env, [](const auto& e) { return e.name == "PSFLOW_BULK_SOCKET"; });
+    const bool set_by_manifest = absl::c_any_of(own_env, [](const api::EnvVar& e) {
+      return e.name == "PSFLOW_BULK_SOCKET" && !e.value_from;  // valueFrom: not set here
+    });
     if (r.type == ReplicaType::kPS && !network_ && !set_by_manifest) {
       env["PSFLOW_BULK_SOCKET"] =
           absl::StrCat("@psflow-run-", getpid(), "-", run_tag, "-ps-", r.index);

@@ -42,6 +42,11 @@ rejects "retryPeriodSeconds must be less than renewDeadlineSeconds" \
   --set operator.leaderElection.retryPeriodSeconds=10
 rejects "leaseDurationSeconds must be at least 1" --set operator.leaderElection.leaseDurationSeconds=0.5 \
   --set operator.leaderElection.renewDeadlineSeconds=0.4 --set operator.leaderElection.retryPeriodSeconds=0.2
+rejects "retryPeriodSeconds must be at least 0.001" \
+  --set operator.leaderElection.retryPeriodSeconds=0.0005
+# Compared in whole milliseconds, as the operator reads them: 2.0005 s is 2000 ms.
+rejects "retryPeriodSeconds must be less than renewDeadlineSeconds" \
+  --set operator.leaderElection.renewDeadlineSeconds=2.0005
 rejects "operator.burst" --set operator.burst=3000000000
 # A Service's name is a DNS-1035 label: no dots, and room for the "-operator-metrics" suffix.
 rejects "fullnameOverride" --set fullnameOverride=psflow.prod
@@ -57,11 +62,15 @@ long="$(printf 'f%.0s' $(seq 46))"
 render --set "fullnameOverride=$long" --set "nameOverride=$long" >"$TMP/long.yaml"
 grep -qF "name: $long-operator-metrics" "$TMP/long.yaml" || fail "the Service lost its suffix"
 grep -qF "name: $long-operator" "$TMP/long.yaml" || fail "the Deployment lost its suffix"
-# Label values within 63 characters (the Service's name, 63, is checked above; other objects'
-# names are DNS subdomains, up to 253).
-if grep -E '^\s*app\.kubernetes\.io/name: \S{64,}' "$TMP/long.yaml"; then
+# Past the schema (helm --skip-schema-validation, a 63-character name): the templates' own cuts
+# keep the operator's label value within 63 characters and the Service's suffix whole.
+longer="$(printf 'n%.0s' $(seq 63))"
+render --skip-schema-validation --set "nameOverride=$longer" --set "fullnameOverride=$longer" \
+  >"$TMP/longer.yaml"
+if grep -E '^\s*app\.kubernetes\.io/name: \S{64,}' "$TMP/longer.yaml"; then
   fail "a label value over 63 characters"
 fi
+grep -qE "name: n{46}-operator-metrics$" "$TMP/longer.yaml" || fail "the Service lost its suffix"
 
 check "good values are accepted"
 accepts --set operator.replicas=2 --set operator.qps=0.5 --set operator.logFormat=json

@@ -383,14 +383,40 @@ DataSpec::Format FormatByName(const std::string& name) {
   return static_cast<DataSpec::Format>(std::find(names.begin(), names.end(), name) - names.begin());
 }
 
+// The options `data` takes in each format.
+std::vector<std::string> DataOptions(DataSpec::Format format) {
+  using Format = DataSpec::Format;
+  switch (format) {
+    case Format::kNpz:
+      return {"format", "file", "train", "test", "scale"};
+    case Format::kNpy:
+      return {"format", "train", "test", "scale"};
+    case Format::kCsv:
+      return {"format", "train", "test", "label_column", "header", "scale"};
+    case Format::kTokens:
+      return {"format", "train", "valid", "test"};
+    case Format::kMnist:
+    case Format::kCifar10:
+    case Format::kPtb:
+      break;  // the seeds' files, found under --data_path
+  }
+  return {"format"};
+}
+
 absl::Status ParseData(absl::string_view source, const YAML::Node& node, DataSpec& d) {
   RETURN_IF_ERROR(MapReader(source, node, "data").CheckMap());
   const YAML::Node f = node["format"];
   const std::string named = f.IsDefined() && f.IsScalar() ? f.Scalar() : "";
   MapReader r(source, node, named.empty() ? "data" : absl::StrCat("data (", named, ")"));
+  if (!r.Has("format")) {  // a typo of it is told as the typo
+    RETURN_IF_ERROR(r.CheckKeys(
+        {"format", "file", "train", "valid", "test", "label_column", "header", "scale"}));
+  }
   ASSIGN_OR_RETURN(std::string format, r.OneOf("format", FormatNames(), true));
   d.format = FormatByName(format);
   using Format = DataSpec::Format;
+  const std::vector<std::string> known = DataOptions(d.format);
+  RETURN_IF_ERROR(r.CheckKeys(known));
   // `key` as a list of `n` names (when given), else `fallback`.
   auto names = [&](const char* key, size_t n,
                    std::vector<std::string> fallback) -> absl::StatusOr<std::vector<std::string>> {
@@ -405,27 +431,23 @@ absl::Status ParseData(absl::string_view source, const YAML::Node& node, DataSpe
     }
     return v;
   };
-  std::vector<std::string> known = {"format"};
   switch (d.format) {
     case Format::kMnist:
     case Format::kCifar10:
     case Format::kPtb:
       break;  // the seeds' files, found under --data_path
     case Format::kNpz: {
-      known.insert(known.end(), {"file", "train", "test", "scale"});
       ASSIGN_OR_RETURN(d.file, r.String("file", "data.npz"));
       ASSIGN_OR_RETURN(d.train, names("train", 2, {"x_train", "y_train"}));
       ASSIGN_OR_RETURN(d.test, names("test", 2, {"x_test", "y_test"}));
       break;
     }
     case Format::kNpy: {
-      known.insert(known.end(), {"train", "test", "scale"});
       ASSIGN_OR_RETURN(d.train, names("train", 2, {"x_train.npy", "y_train.npy"}));
       ASSIGN_OR_RETURN(d.test, names("test", 2, {"x_test.npy", "y_test.npy"}));
       break;
     }
     case Format::kCsv: {
-      known.insert(known.end(), {"train", "test", "label_column", "header", "scale"});
       ASSIGN_OR_RETURN(d.train, names("train", 1, {"train.csv"}));
       ASSIGN_OR_RETURN(d.test, names("test", 1, {"test.csv"}));
       ASSIGN_OR_RETURN(d.label_column, r.String("label_column", d.label_column));
@@ -433,7 +455,6 @@ absl::Status ParseData(absl::string_view source, const YAML::Node& node, DataSpe
       break;
     }
     case Format::kTokens: {
-      known.insert(known.end(), {"train", "valid", "test"});
       ASSIGN_OR_RETURN(d.train, names("train", 1, {"train.txt"}));
       ASSIGN_OR_RETURN(d.valid, names("valid", 1, {"valid.txt"}));
       ASSIGN_OR_RETURN(d.test, names("test", 1, {"test.txt"}));

@@ -150,6 +150,9 @@ TEST(ModelFile, ErrorsNameTheLayerTheOptionAndTheShapes) {
       {head + "layers:\n  - {type: dense, unit: 10}\n" + data,
        "m.yaml:5: layer 0 (dense): unknown option \"unit\" (known: type, name, units, in_features, "
        "kernel_init, bias_init, weight_decay)"},
+      {head + "layers:\n  - {type: dense, units: 10}\ndata: {fromat: csv}\n",
+       "data: unknown option \"fromat\" (known: format, file, train, valid, test, label_column, "
+       "header, scale)"},
       {head + "layer:\n  - {type: dense, units: 10}\n" + data,
        "m.yaml:4: model file: unknown option \"layer\" (known: name, input, classes, layers, "
        "loss, training, data, evaluation)"},

@@ -73,15 +73,22 @@ app.kubernetes.io/component: operator
 {{- if and (gt (int .Values.operator.replicas) 1) (not .Values.operator.leaderElection.enabled) }}
 {{- fail "operator.replicas > 1 needs operator.leaderElection.enabled: without it every replica would act on the same jobs" }}
 {{- end }}
+{{- /* In whole milliseconds, as the operator reads them (operator/main.cc). */}}
 {{- with .Values.operator.leaderElection }}
-{{- if lt (float64 .leaseDurationSeconds) 1.0 }}
+{{- $lease := floor (mulf (float64 .leaseDurationSeconds) 1000.0) }}
+{{- $renew := floor (mulf (float64 .renewDeadlineSeconds) 1000.0) }}
+{{- $retry := floor (mulf (float64 .retryPeriodSeconds) 1000.0) }}
+{{- if lt $lease 1000.0 }}
 {{- fail "operator.leaderElection.leaseDurationSeconds must be at least 1" }}
 {{- end }}
-{{- if ge (float64 .renewDeadlineSeconds) (float64 .leaseDurationSeconds) }}
+{{- if ge $renew $lease }}
 {{- fail "operator.leaderElection.renewDeadlineSeconds must be less than leaseDurationSeconds" }}
 {{- end }}
-{{- if ge (float64 .retryPeriodSeconds) (float64 .renewDeadlineSeconds) }}
+{{- if ge $retry $renew }}
 {{- fail "operator.leaderElection.retryPeriodSeconds must be less than renewDeadlineSeconds" }}
+{{- end }}
+{{- if lt $retry 1.0 }}
+{{- fail "operator.leaderElection.retryPeriodSeconds must be at least 0.001 (a millisecond)" }}
 {{- end }}
 {{- end }}
 {{- end }}
