@@ -65,7 +65,7 @@ thread() {
       "worker_test --gtest_filter=$concurrent_worker" \
       "cpu_kernels_test --gtest_filter=ThreadPool*" \
       "controller_test --gtest_filter=WorkQueue*:LeaderElector*:ReconcilerTest*" \
-      "kube_test" "core_test --gtest_filter=ShmStream*:BulkStreamTls*"; do
+      "kube_test" "core_test --gtest_filter=ShmStream*:BulkStreamTls*:MetricsEndpoint*:LateGauge*"; do
     echo "== TSan: $run"
     # shellcheck disable=SC2086
     $bin/$run --gtest_brief=1
