@@ -676,16 +676,20 @@ absl::Status PsClient::SetLearningRate(float learning_rate) {
   return absl::OkStatus();
 }
 
+grpc::Status PsClient::LeaveTask(PsTask& task, proto::LeaveResponse* response) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + options_.rpc_timeout);
+  proto::LeaveRequest request;
+  request.set_worker(options_.training.worker_index);
+  return task.stub->Leave(&ctx, request, response);
+}
+
 absl::StatusOr<ParameterSync::Others> PsClient::OthersTraining() {
   Others most;
   for (auto& task : tasks_) {
     if (task->partitions.empty()) continue;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + options_.rpc_timeout);
-    proto::LeaveRequest request;
-    request.set_worker(options_.training.worker_index);
     proto::LeaveResponse response;
-    const grpc::Status s = task->stub->Leave(&ctx, request, &response);
+    const grpc::Status s = LeaveTask(*task, &response);
     if (!s.ok()) {
       // A task gone or restarting (not ready: NotInitialised answers UNAVAILABLE) is waited for
       // by the next Pull, as after a failed Leave; that Pull leaves again.
@@ -706,12 +710,8 @@ absl::StatusOr<ParameterSync::Others> PsClient::OthersTraining() {
 absl::Status PsClient::Leave() {
   for (auto& task : tasks_) {
     if (task->partitions.empty()) continue;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + options_.rpc_timeout);
-    proto::LeaveRequest request;
-    request.set_worker(options_.training.worker_index);
     proto::LeaveResponse response;
-    const grpc::Status s = task->stub->Leave(&ctx, request, &response);
+    const grpc::Status s = LeaveTask(*task, &response);
     if (s.ok()) continue;
     const std::string what = absl::StrCat("leave on ps task ", task->index, " at ", task->address,
                                           ": ", s.error_message());

@@ -155,6 +155,8 @@ class PsClient final : public ParameterSync {
   // links to the same channel), or over gRPC (see Options::transport).
   void RouteTask(PsTask& task, int bulk_port, const proto::LocalBulkChannel& local);
   absl::Status WaitReadyTask(PsTask& task, std::chrono::steady_clock::time_point deadline);
+  // The Leave call to `task` for this worker (Leave, OthersTraining: the same call, repeated).
+  grpc::Status LeaveTask(PsTask& task, proto::LeaveResponse* response);
   absl::Status Recover(nn::ParameterSet& params);
   // Options::stop was requested: a task that is gone is not waited for.
   bool Stopping() const;

@@ -646,8 +646,9 @@ absl::StatusOr<TrainingJob> Parse(const YAML::Node& doc) {
   // What the workers themselves would refuse at start, over and over (worker_config.cc).
   if (job.Replicas(ReplicaType::kPS) == 0 && trainers > 1) {
     return Bad("spec.replicaSpecs",
-               absl::StrCat(trainers, " Chief and Worker replicas need at least one PS replica to "
-                                      "share the model through (one Worker alone needs none)"));
+               absl::StrCat(trainers,
+                            " Chief and Worker replicas need at least one PS replica to "
+                            "share the model through (one Worker alone needs none)"));
   }
   if (job.Replicas(ReplicaType::kPS) == 0 && job.Replicas(ReplicaType::kEvaluator) > 0) {
     return Bad("spec.replicaSpecs",

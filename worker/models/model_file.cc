@@ -132,21 +132,21 @@ class MapReader {
   // Before reading: an error for the first key not in `known` (a typo is told as such, not as
   // the required option it misses) or given twice.
   absl::Status CheckKeys(const std::vector<std::string>& known) const {
-    std::set<std::string> seen;
-    for (const auto& entry : node_) {
-      const std::string key = entry.first.IsScalar() ? entry.first.Scalar() : "?";
-      if (!seen.insert(key).second) {
-        return Error(entry.first, absl::StrCat("option \"", key, "\" given twice"));
-      }
-      if (std::find(known.begin(), known.end(), key) == known.end()) {
-        return UnknownKey(entry.first, key, known);
-      }
-    }
-    return absl::OkStatus();
+    return CheckEachKey(known, [&](const std::string& key) {
+      return std::find(known.begin(), known.end(), key) != known.end();
+    });
   }
 
-  // An error for the first key not read.
+  // After reading: an error for the first key not read, or given twice.
   absl::Status Finish(const std::vector<std::string>& known) const {
+    return CheckEachKey(known, [&](const std::string& key) { return read_.count(key) > 0; });
+  }
+  const std::string& where() const { return where_; }
+
+ private:
+  // The first key that is repeated or not `allowed`, as an error naming the keys `known`.
+  template <class Allowed>
+  absl::Status CheckEachKey(const std::vector<std::string>& known, Allowed allowed) const {
     std::set<std::string> seen;
     for (const auto& entry : node_) {
       const std::string key = entry.first.IsScalar() ? entry.first.Scalar() : "?";
@@ -155,13 +155,10 @@ class MapReader {
       if (!seen.insert(key).second) {
         return Error(entry.first, absl::StrCat("option \"", key, "\" given twice"));
       }
-      if (read_.count(key) == 0) return UnknownKey(entry.first, key, known);
+      if (!allowed(key)) return UnknownKey(entry.first, key, known);
     }
     return absl::OkStatus();
   }
-  const std::string& where() const { return where_; }
-
- private:
   absl::Status UnknownKey(const YAML::Node& at, const std::string& key,
                           const std::vector<std::string>& known) const {
     return Error(
