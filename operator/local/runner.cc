@@ -310,8 +310,8 @@ absl::Status JobRun::Plan() {
       }
     }
     for (const auto& e : job_.replica_specs.at(r.type).MainContainer().env) {
-      if (!e.value_from)
-        env[e.name] = e.value;  // valueFrom: the kubelet's (IgnoredContainerFields)
+      // valueFrom is the kubelet's to resolve: not set here (IgnoredContainerFields says so).
+      if (!e.value_from) env[e.name] = e.value;
     }
     env["TF_CONFIG"] = ToTfConfig(api::ForTask(cluster, r.type, r.index));
     env["PSFLOW_JOB_NAME"] = job_.name;
