@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <utility>
@@ -18,6 +19,11 @@
 #include "core/status_macros.h"
 
 namespace psflow {
+
+std::string TempDirectory() {
+  const char* tmp = std::getenv("TMPDIR");
+  return tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
+}
 
 absl::Status ErrnoError(int error, absl::string_view what, absl::string_view path) {
   return absl::ErrnoToStatus(error, absl::StrCat(what, " ", path));

@@ -14,6 +14,9 @@
 
 namespace psflow {
 
+// $TMPDIR where it is set and not empty, else "/tmp".
+std::string TempDirectory();
+
 // absl::ErrnoToStatus(error, "<what> <path>").
 absl::Status ErrnoError(int error, absl::string_view what, absl::string_view path);
 

@@ -7,6 +7,11 @@
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 
+ABSL_FLAG(bool, check_config, false,
+          "Check the flags and the cluster spec as the task would at its start, print one line "
+          "and exit: 0 when valid, 1 otherwise. Nothing starts; of the files the flags name only "
+          "--model_file is read (`psflow validate` and `psflow run` run this for each replica "
+          "type of a TrainingJob)");
 ABSL_FLAG(std::string, job_name, "", "Task type: ps or worker (overrides TF_CONFIG task.type)");
 ABSL_FLAG(int, task_index, -1, "Index of this task within its type (overrides TF_CONFIG)");
 ABSL_FLAG(std::string, ps_hosts, "", "Comma-separated host:port of the ps tasks");

@@ -10,6 +10,7 @@
 #include "core/cluster_spec.h"
 #include "core/transport_security.h"
 
+ABSL_DECLARE_FLAG(bool, check_config);
 ABSL_DECLARE_FLAG(std::string, job_name);
 ABSL_DECLARE_FLAG(int, task_index);
 ABSL_DECLARE_FLAG(std::string, ps_hosts);

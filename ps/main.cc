@@ -70,11 +70,9 @@ ABSL_FLAG(double, push_timeout_s, 30,
 namespace psflow {
 namespace {
 
-// The bulk channel's server on --bind_address, at --bulk_port (see its help).
-absl::StatusOr<std::unique_ptr<BulkServer>> StartBulkServer(PsState& state, PsMetrics* metrics,
-                                                            int grpc_port,
-                                                            const TransportSecurity& security) {
-  const std::string bind = absl::GetFlag(FLAGS_bind_address);
+// The bulk channel's port (--bulk_port, see its help): -1 for "the gRPC port + 1, else one the
+// OS picks", 0 for one the OS picks, or the port.
+absl::StatusOr<int> ResolveBulkPort() {
   int flag = absl::GetFlag(FLAGS_bulk_port);
   if (flag < -1 || flag > 65535) {
     return absl::InvalidArgumentError(
@@ -86,6 +84,14 @@ absl::StatusOr<std::unique_ptr<BulkServer>> StartBulkServer(PsState& state, PsMe
           absl::StrCat("PSFLOW_BULK_PORT=\"", env, "\" is not a port number"));
     }
   }
+  return flag;
+}
+
+// The bulk channel's server on --bind_address, at `flag` (ResolveBulkPort).
+absl::StatusOr<std::unique_ptr<BulkServer>> StartBulkServer(PsState& state, PsMetrics* metrics,
+                                                            int grpc_port, int flag,
+                                                            const TransportSecurity& security) {
+  const std::string bind = absl::GetFlag(FLAGS_bind_address);
   const int wanted = flag == -1 ? (grpc_port < 65535 ? grpc_port + 1 : 0) : flag;
   BulkServer::Options options;
   options.bind_address = bind;
@@ -122,6 +128,83 @@ absl::StatusOr<std::unique_ptr<BulkServer>> StartBulkServer(PsState& state, PsMe
   return bulk;
 }
 
+// What the task is told, resolved and checked before anything starts (--check_config stops
+// here; the checkpoint folder, the certificate and the ports are checked by Main).
+struct PsSettings {
+  ClusterSpec spec;
+  int port = 0;  // of this task's address in the cluster spec
+  int metrics_port = -1;
+  int bulk_port = -1;  // ResolveBulkPort
+  std::string transport;
+  CheckpointScheduler::Options schedule;
+  PsState::Options state;
+};
+
+absl::StatusOr<PsSettings> ResolvePsSettings() {
+  PsSettings s;
+  ASSIGN_OR_RETURN(s.spec, ResolveClusterSpec());
+  if (s.spec.task.type != "ps") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "psflow-ps runs ps tasks, but the cluster spec says task type \"", s.spec.task.type, "\""));
+  }
+  const std::string& self = s.spec.SelfAddress();
+  if (!absl::SimpleAtoi(self.substr(self.rfind(':') + 1), &s.port)) {
+    return absl::InvalidArgumentError(absl::StrCat("bad port in ", self));
+  }
+  ASSIGN_OR_RETURN(s.metrics_port, ResolveMetricsPort());
+  const int keep = absl::GetFlag(FLAGS_keep_checkpoints);
+  if (keep < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--keep_checkpoints must be >= 1 (got ", keep, ")"));
+  }
+  s.schedule = {.every_s = absl::GetFlag(FLAGS_checkpoint_every_s),
+                .every_steps = absl::GetFlag(FLAGS_checkpoint_every_steps)};
+  RETURN_IF_ERROR(CheckpointScheduler::Check(s.schedule));
+  const double push_timeout_s = absl::GetFlag(FLAGS_push_timeout_s);
+  if (!(push_timeout_s >= 1) || push_timeout_s > 86400) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--push_timeout_s must be in [1, 86400] (got ", push_timeout_s, ")"));
+  }
+  s.state.task = s.spec.task.index;
+  s.state.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  s.state.keep_checkpoints = keep;
+  s.state.incomplete_push_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(push_timeout_s * 1000));
+  if (const int64_t given = absl::GetFlag(FLAGS_max_variable_bytes); given != 0) {
+    if (given < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--max_variable_bytes must be >= 0 (got ", given, ")"));
+    }
+    s.state.max_variable_bytes = given;
+    s.state.max_variable_bytes_source = "--max_variable_bytes";
+  } else {
+    // Headroom for gRPC's buffers, sync staging and the checkpoint's copy.
+    const MemoryLimit limit = ProcessMemoryLimit();
+    s.state.max_variable_bytes = limit.bytes / 10 * 9;
+    s.state.max_variable_bytes_source = absl::StrCat("90% of ", limit.source);
+  }
+  s.transport = absl::GetFlag(FLAGS_transport);
+  if (s.transport != "bulk" && s.transport != "grpc") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--transport must be bulk or grpc, got \"", s.transport, "\""));
+  }
+  if (s.transport == "bulk") {
+    ASSIGN_OR_RETURN(s.bulk_port, ResolveBulkPort());
+  }
+  return s;
+}
+
+// --check_config: the task and what it keeps, as one line.
+absl::StatusOr<std::string> CheckConfig() {
+  ASSIGN_OR_RETURN(const PsSettings s, ResolvePsSettings());
+  return absl::StrCat("valid: ps task ", s.spec.task.index, " of ", s.spec.Tasks("ps").size(),
+                      " on port ", s.port, ", transport ", s.transport,
+                      // None in the args may still be some: the operator adds a spec's own.
+                      s.state.checkpoint_dir.empty()
+                          ? ""
+                          : absl::StrCat(", checkpoints in ", s.state.checkpoint_dir));
+}
+
 absl::Status Main(const TransportSecurity& security) {
   // Block the stop signals in every thread (gRPC's included); one thread takes them by sigwait.
   sigset_t stop_signals;
@@ -130,13 +213,10 @@ absl::Status Main(const TransportSecurity& security) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  ASSIGN_OR_RETURN(ClusterSpec spec, ResolveClusterSpec());
-  if (spec.task.type != "ps") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "psflow-ps runs ps tasks, but the cluster spec says task type \"", spec.task.type, "\""));
-  }
+  ASSIGN_OR_RETURN(PsSettings settings, ResolvePsSettings());
+  const ClusterSpec& spec = settings.spec;
   const std::string& self = spec.SelfAddress();
-  const std::string port = self.substr(self.rfind(':') + 1);
+  const std::string port = absl::StrCat(settings.port);
   if (security.tls()) {
     // Workers reach this task at its cluster-spec host and check that the certificate names it:
     // one that does not would have every worker wait on "Peer name ... is not in peer
@@ -150,12 +230,20 @@ absl::Status Main(const TransportSecurity& security) {
           ", this ps task's host in the cluster spec: every worker would refuse it"));
     }
   }
+  PsState::Options& options = settings.state;
+  if (!options.checkpoint_dir.empty()) {
+    const absl::Status writable =
+        CheckpointDir(options.checkpoint_dir, spec.task.index, options.keep_checkpoints)
+            .CheckWritable();
+    if (!writable.ok()) {
+      return absl::Status(writable.code(), absl::StrCat("--checkpoint_dir: ", writable.message()));
+    }
+  }
 
   std::unique_ptr<MetricsEndpoint> endpoint;
   std::unique_ptr<PsMetrics> metrics;
-  ASSIGN_OR_RETURN(const int metrics_port, ResolveMetricsPort());
-  if (metrics_port >= 0) {
-    ASSIGN_OR_RETURN(endpoint, MetricsEndpoint::Start("0.0.0.0", metrics_port));
+  if (settings.metrics_port >= 0) {
+    ASSIGN_OR_RETURN(endpoint, MetricsEndpoint::Start("0.0.0.0", settings.metrics_port));
     metrics =
         std::make_unique<PsMetrics>(endpoint->registry(), StandardLabels("ps", spec.task.index));
     PSFLOW_LOG(INFO) << "metrics on :" << endpoint->port() << "/metrics";
@@ -163,66 +251,20 @@ absl::Status Main(const TransportSecurity& security) {
 
   // gRPC would bind with SO_REUSEPORT (two ps tasks could then share a port unnoticed) and
   // report a taken port in a multi-line dump; check first and refuse port sharing.
-  int port_number = 0;
-  if (!absl::SimpleAtoi(port, &port_number)) {
-    return absl::InvalidArgumentError(absl::StrCat("bad port in ", self));
-  }
+  const int port_number = settings.port;
   if (absl::Status s = CheckCanListen(absl::GetFlag(FLAGS_bind_address), port_number); !s.ok()) {
     return absl::UnavailableError(absl::StrCat("ps task ", spec.task.index, " ", s.message()));
   }
-
-  const int keep = absl::GetFlag(FLAGS_keep_checkpoints);
-  if (keep < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--keep_checkpoints must be >= 1 (got ", keep, ")"));
-  }
-  const CheckpointScheduler::Options schedule{
-      .every_s = absl::GetFlag(FLAGS_checkpoint_every_s),
-      .every_steps = absl::GetFlag(FLAGS_checkpoint_every_steps)};
-  RETURN_IF_ERROR(CheckpointScheduler::Check(schedule));
-  const double push_timeout_s = absl::GetFlag(FLAGS_push_timeout_s);
-  if (!(push_timeout_s >= 1) || push_timeout_s > 86400) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--push_timeout_s must be in [1, 86400] (got ", push_timeout_s, ")"));
-  }
-  PsState::Options options;
-  options.task = spec.task.index;
-  options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
-  options.keep_checkpoints = keep;
-  if (!options.checkpoint_dir.empty()) {
-    const absl::Status writable =
-        CheckpointDir(options.checkpoint_dir, spec.task.index, keep).CheckWritable();
-    if (!writable.ok()) {
-      return absl::Status(writable.code(), absl::StrCat("--checkpoint_dir: ", writable.message()));
-    }
-  }
-  options.incomplete_push_timeout =
-      std::chrono::milliseconds(static_cast<int64_t>(push_timeout_s * 1000));
-  if (const int64_t given = absl::GetFlag(FLAGS_max_variable_bytes); given != 0) {
-    if (given < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--max_variable_bytes must be >= 0 (got ", given, ")"));
-    }
-    options.max_variable_bytes = given;
-    options.max_variable_bytes_source = "--max_variable_bytes";
-  } else {
-    // Headroom for gRPC's buffers, sync staging and the checkpoint's copy.
-    const MemoryLimit limit = ProcessMemoryLimit();
-    options.max_variable_bytes = limit.bytes / 10 * 9;
-    options.max_variable_bytes_source = absl::StrCat("90% of ", limit.source);
-  }
-  const std::string transport = absl::GetFlag(FLAGS_transport);
-  if (transport != "bulk" && transport != "grpc") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--transport must be bulk or grpc, got \"", transport, "\""));
-  }
+  const CheckpointScheduler::Options schedule = settings.schedule;
+  const std::string transport = settings.transport;
   PsState state(std::move(options), metrics.get());
   RETURN_IF_ERROR(state.RestoreFromCheckpoint().status());
   PsService service(state, metrics.get());
   // Started before gRPC serves, so every worker that reaches the task finds it.
   std::unique_ptr<BulkServer> bulk;
   if (transport == "bulk") {
-    ASSIGN_OR_RETURN(bulk, StartBulkServer(state, metrics.get(), port_number, security));
+    ASSIGN_OR_RETURN(
+        bulk, StartBulkServer(state, metrics.get(), port_number, settings.bulk_port, security));
     service.AdvertiseBulkChannel(*bulk);
   }
   grpc::ServerBuilder builder;
@@ -292,5 +334,5 @@ int main(int argc, char** argv) {
       "gradients.\n"
       "  psflow-ps [flags]  with $TF_CONFIG set, or with --job_name=ps --task_index=N\n"
       "      --ps_hosts=H:P,... --worker_hosts=H:P,...  [--tls_ca=F --tls_cert=F --tls_key=F]",
-      psflow::Main);
+      psflow::Main, psflow::CheckConfig);
 }

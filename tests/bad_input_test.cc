@@ -390,6 +390,99 @@ TEST_F(BadInput, WorkerFlagsAndEnvironmentOutOfRange) {
       {"no cluster spec: set TF_CONFIG or pass --job_name"});
 }
 
+// --check_config: the flags and the cluster spec as the task would check them at its start, one
+// line, nothing started and no file the flags name read (they are the pod's).
+TEST_F(BadInput, CheckConfigSaysValidOrTheErrorInOneLineAndStartsNothing) {
+  const auto cluster = Environment(
+      {"TF_CONFIG={\"cluster\":{\"ps\":[\"p:2222\"],\"worker\":[\"w0:2222\",\"w1:2222\"]},"
+       "\"task\":{\"type\":\"worker\",\"index\":1}}"},
+      {"PSFLOW_METRICS_PORT"});
+  CommandResult r = RunCommand({Binary("psflow-worker"), "--check_config", "--model=mnist_cnn",
+                                "--data_path=/nonexistent", "--export_dir=/proc/version/x"},
+                               cluster, kTimeout);
+  EXPECT_EQ(r.status.code, 0) << r.output;
+  EXPECT_EQ(r.output,
+            "psflow-worker: valid: worker 1 of a cluster with 2 trainers and 1 ps task; training "
+            "mnist_cnn on the CPU: batch 128, adam learning rate 0.001\n");
+  ExpectOneLineError(
+      RunCommand({Binary("psflow-worker"), "--check_config", "--batch_size=-2"}, cluster, kTimeout),
+      1, {"psflow-worker: --batch_size must be >= 1"});
+  ExpectOneLineError(RunCommand({Binary("psflow-worker"), "--check_config", "--stop_grace_s=-1"},
+                                cluster, kTimeout),
+                     1, {"psflow-worker: --stop_grace_s must be >= 0, got -1"});
+  // A port already taken and a checkpoint folder that cannot be written are the task's to find
+  // where it runs.
+  const auto ps =
+      Environment({"TF_CONFIG={\"cluster\":{\"ps\":[\"127.0.0.1:1\"],\"worker\":[\"w:1\"]},"
+                   "\"task\":{\"type\":\"ps\",\"index\":0}}"},
+                  {"PSFLOW_METRICS_PORT", "PSFLOW_BULK_PORT"});
+  r = RunCommand({Binary("psflow-ps"), "--check_config", "--checkpoint_dir=/proc/version/c"}, ps,
+                 kTimeout);
+  EXPECT_EQ(r.status.code, 0) << r.output;
+  EXPECT_EQ(r.output,
+            "psflow-ps: valid: ps task 0 of 1 on port 1, transport bulk, checkpoints in "
+            "/proc/version/c\n");
+  ExpectOneLineError(
+      RunCommand({Binary("psflow-ps"), "--check_config", "--bulk_port=70000"}, ps, kTimeout), 1,
+      {"psflow-ps: --bulk_port must be -1, 0 or a port number, got 70000"});
+  ExpectOneLineError(
+      RunCommand({Binary("psflow-ps"), "--check_config"}, cluster, kTimeout), 1,
+      {"psflow-ps: psflow-ps runs ps tasks, but the cluster spec says task type \"worker\""});
+}
+
+// A replica's own flags are checked by its program before `psflow run` starts anything and by
+// `psflow validate`: one line naming the replica type, not the backoff limit's restarts.
+TEST_F(BadInput, AReplicasFlagsAreCheckedByValidateAndBeforeARunStarts) {
+  const auto job = [this](const std::string& ps_args, const std::string& worker_args) {
+    return Write("job.yaml", absl::StrCat(kHead, R"(spec:
+  replicaSpecs:
+    PS: {replicas: 1, template: {spec: {containers: [{name: psflow, command: [psflow-ps], args: [)",
+                                          ps_args, R"(]}]}}}
+    Worker:
+      replicas: 2
+      template: {spec: {containers: [{name: psflow, command: [psflow-worker], args: [)",
+                                          worker_args, R"(]}]}}
+)"));
+  };
+  const std::string run_dir = (dir_ / "run").string();
+  const struct {
+    std::string ps_args, worker_args, error;
+  } cases[] = {
+      {"", "--learning_rat=0.1",
+       "spec.replicaSpecs.Worker: psflow-worker refuses its args: ERROR: Unknown command line "
+       "flag 'learning_rat'"},
+      {"", "--sync_replicas, --replicas_to_aggregate=3",
+       "spec.replicaSpecs.Worker: psflow-worker refuses its args: --replicas_to_aggregate"},
+      {"--keep_checkpoints=0", "",
+       "spec.replicaSpecs.PS: psflow-ps refuses its args: --keep_checkpoints must be >= 1"},
+  };
+  for (const auto& c : cases) {
+    const std::string path = job(c.ps_args, c.worker_args);
+    ExpectOneLineError(RunCommand({Binary("psflow"), "validate", path}, Environment({}), kTimeout),
+                       2, {"psflow: " + path + ": " + c.error});
+    ExpectOneLineError(RunCommand({Binary("psflow"), "run", "--run_dir=" + run_dir, path},
+                                  Environment({}), kTimeout),
+                       2, {"psflow: " + c.error});
+    EXPECT_FALSE(fs::exists(run_dir)) << c.error;  // nothing started
+  }
+  const CommandResult valid = RunCommand(
+      {Binary("psflow"), "validate", job("--checkpoint_dir=/in/the/pod", "--model=mnist_cnn")},
+      Environment({}), kTimeout);
+  EXPECT_EQ(valid.status.code, 0) << valid.output;
+  EXPECT_EQ(LinesWith(valid.output,
+                      ": spec.replicaSpecs.PS: valid: ps task 0 of 1 on port 2222, "
+                      "transport bulk, checkpoints in /in/the/pod")
+                .size(),
+            1u)
+      << valid.output;
+  EXPECT_EQ(LinesWith(valid.output,
+                      ": spec.replicaSpecs.Worker: valid: worker 0 of a cluster with 2 trainers "
+                      "and 1 ps task; training mnist_cnn on the CPU")
+                .size(),
+            1u)
+      << valid.output;
+}
+
 TEST_F(BadInput, PsPortAlreadyTaken) {
   const int port = FreeLocalPorts(1).value()[0];
   const int fd = socket(AF_INET, SOCK_STREAM, 0);

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <set>
 
+#include "absl/strings/str_cat.h"
 #include "core/read_file.h"
 #include "operator/api/training_job.h"
 #include "tests/test_util.h"
@@ -60,6 +61,32 @@ TEST(ExampleManifests, OnePerModelAndEachWorkerCommandLineRuns) {
     EXPECT_TRUE(r.status.ok()) << path << ": " << r.status.Describe() << "\n" << r.output;
     EXPECT_EQ(LinesWith(r.output, "worker 0 done: steps=1 ").size(), 1u) << path << r.output;
     std::filesystem::remove_all(scratch);
+  }
+}
+
+// `psflow validate` passes every example, CPU and GPU (the GPU's flags are checked without a
+// GPU), each replica type's args checked by its own program.
+TEST(ExampleManifests, EachPassesPsflowValidateWithEveryReplicaTypeChecked) {
+  std::vector<std::string> paths = ExampleManifests();
+  for (const auto& e : std::filesystem::directory_iterator(SourceDir() + "/deploy/examples/gpu")) {
+    if (e.path().extension() == ".yaml") paths.push_back(e.path().string());
+  }
+  ASSERT_EQ(paths.size(), 14u);
+  for (const auto& path : paths) {
+    auto job = api::LoadTrainingJob(path);
+    ASSERT_TRUE(job.ok()) << job.status();
+    const CommandResult r = RunCommand({Binary("psflow"), "validate", path},
+                                       Environment({}, {"TF_CONFIG"}), std::chrono::seconds(120));
+    EXPECT_TRUE(r.status.ok()) << path << ": " << r.status.Describe() << "\n" << r.output;
+    for (const auto& [type, spec] : job->replica_specs) {
+      if (spec.replicas == 0) continue;
+      EXPECT_EQ(LinesWith(r.output, absl::StrCat(path, ": spec.replicaSpecs.",
+                                                 api::ReplicaTypeName(type), ": valid: "))
+                    .size(),
+                1u)
+          << path << "\n"
+          << r.output;
+    }
   }
 }
 

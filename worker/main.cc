@@ -311,19 +311,24 @@ absl::Status EvaluateAndReport(const WorkerConfig& config, nn::Model& model, nn:
   return absl::OkStatus();
 }
 
-// The start-up line: what trains, on what, with which hyper-parameters.
-std::string Describe(const WorkerConfig& c, const Backends& backends) {
+// What trains with which hyper-parameters, `where`: "training mnist_cnn on the CPU: batch 128,
+// adam learning rate 0.001".
+std::string DescribeTraining(const WorkerConfig& c, absl::string_view where) {
   const nn::LossScaleOptions& scale = c.loss_scale;
   return absl::StrCat(
-      cuda::BuildInfo(), c.is_evaluator ? "; evaluating " : "; training ", c.model.spec.name,
-      " on ", backends.description, ": batch ", c.batch_size, ", ", c.training.optimizer.name(),
-      " learning rate ", c.learning_rate,
+      c.is_evaluator ? "evaluating " : "training ", c.model.spec.name, " on ", where, ": batch ",
+      c.batch_size, ", ", c.training.optimizer.name(), " learning rate ", c.learning_rate,
       c.max_grad_norm > 0 ? absl::StrCat(", clip norm ", c.max_grad_norm) : "",
       scale.mode == nn::LossScaleOptions::Mode::kNone
           ? ""
           : absl::StrCat(", loss scale ",
                          scale.mode == nn::LossScaleOptions::Mode::kDynamic ? "dynamic from " : "",
                          scale.initial));
+}
+
+// The start-up line: the build, and what trains on which backends.
+std::string Describe(const WorkerConfig& c, const Backends& backends) {
+  return absl::StrCat(cuda::BuildInfo(), "; ", DescribeTraining(c, backends.description));
 }
 
 // GPU utilization and memory, when the NVIDIA driver's NVML is there to ask; null otherwise.
@@ -380,7 +385,17 @@ absl::StatusOr<std::unique_ptr<ParameterSync>> MakeSync(const WorkerConfig& c,
   return std::unique_ptr<ParameterSync>(std::move(client));
 }
 
-absl::Status Main(const TransportSecurity& security) {
+// What the worker is told, resolved and checked before anything starts (--check_config stops
+// here): the config, and the flags of main() itself.
+struct StartSettings {
+  WorkerConfig config;
+  int metrics_port = -1;
+  std::chrono::seconds stop_grace{0};
+  double final_scrape_wait_s = 0;
+  double export_wait_s = 0;
+};
+
+absl::StatusOr<StartSettings> ResolveStartSettings() {
   const char* tf_config = std::getenv("TF_CONFIG");
   // Alone only when nothing names a cluster: a half-given one is an error, not a solo run.
   const bool standalone =
@@ -394,8 +409,45 @@ absl::Status Main(const TransportSecurity& security) {
   } else {
     ASSIGN_OR_RETURN(spec, ResolveClusterSpec());
   }
-  ASSIGN_OR_RETURN(const WorkerConfig config, MakeWorkerConfig(FlagsGiven(), spec, standalone));
-  ASSIGN_OR_RETURN(const int metrics_port, ResolveMetricsPort());
+  StartSettings s;
+  ASSIGN_OR_RETURN(s.config, MakeWorkerConfig(FlagsGiven(), spec, standalone));
+  ASSIGN_OR_RETURN(s.metrics_port, ResolveMetricsPort());
+  const int stop_grace_s = absl::GetFlag(FLAGS_stop_grace_s);
+  if (stop_grace_s < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--stop_grace_s must be >= 0, got ", stop_grace_s));
+  }
+  s.stop_grace = std::chrono::seconds(stop_grace_s);
+  s.final_scrape_wait_s = absl::GetFlag(FLAGS_final_scrape_wait_s);
+  if (!(s.final_scrape_wait_s >= 0 && s.final_scrape_wait_s <= 3600)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--final_scrape_wait_s must be seconds in [0, 3600], got ", s.final_scrape_wait_s));
+  }
+  s.export_wait_s = absl::GetFlag(FLAGS_export_wait_s);
+  if (!(s.export_wait_s >= 0 && s.export_wait_s <= 86400)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--export_wait_s must be seconds in [0, 86400], got ", s.export_wait_s));
+  }
+  return s;
+}
+
+// --check_config: the task and what it would train, as one line.
+absl::StatusOr<std::string> CheckConfig() {
+  ASSIGN_OR_RETURN(const StartSettings s, ResolveStartSettings());
+  const WorkerConfig& c = s.config;
+  return absl::StrCat("valid: ", c.spec.task.type, " ", c.spec.task.index, " of a cluster with ",
+                      c.num_trainers, c.num_trainers == 1 ? " trainer and " : " trainers and ",
+                      c.ps_hosts.size(), c.ps_hosts.size() == 1 ? " ps task; " : " ps tasks; ",
+                      DescribeTraining(c, c.gpu ? "the GPU" : "the CPU"));
+}
+
+absl::Status Main(const TransportSecurity& security) {
+  ASSIGN_OR_RETURN(const StartSettings settings, ResolveStartSettings());
+  const WorkerConfig& config = settings.config;
+  const ClusterSpec& spec = config.spec;
+  const int metrics_port = settings.metrics_port;
+  const double final_scrape_wait_s = settings.final_scrape_wait_s;
+  const double export_wait_s = settings.export_wait_s;
   if (config.is_chief && !config.export_dir.empty() && !config.is_evaluator) {
     if (absl::Status s = CheckExportDir(config.export_dir); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat("--export_dir: ", s.message()));
@@ -403,24 +455,7 @@ absl::Status Main(const TransportSecurity& security) {
   }
   // A training worker stops cleanly on SIGTERM; the rest keep the signal's default action.
   // Before any thread starts (the backends' and the input's below).
-  const int stop_grace_s = absl::GetFlag(FLAGS_stop_grace_s);
-  if (stop_grace_s < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--stop_grace_s must be >= 0, got ", stop_grace_s));
-  }
-  if (!config.eval_only && !config.is_evaluator) {
-    InstallStopSignal(std::chrono::seconds(stop_grace_s));
-  }
-  const double final_scrape_wait_s = absl::GetFlag(FLAGS_final_scrape_wait_s);
-  if (!(final_scrape_wait_s >= 0 && final_scrape_wait_s <= 3600)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--final_scrape_wait_s must be seconds in [0, 3600], got ", final_scrape_wait_s));
-  }
-  const double export_wait_s = absl::GetFlag(FLAGS_export_wait_s);
-  if (!(export_wait_s >= 0 && export_wait_s <= 86400)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--export_wait_s must be seconds in [0, 86400], got ", export_wait_s));
-  }
+  if (!config.eval_only && !config.is_evaluator) InstallStopSignal(settings.stop_grace);
 
   ASSIGN_OR_RETURN(const Backends backends, MakeBackends(config));
   const InputOptions input_options{.synthetic = config.synthetic,
@@ -535,7 +570,7 @@ int main(int argc, char** argv) {
       "      --task_index=N --ps_hosts=H:P,... --worker_hosts=H:P,...; with neither, trains "
       "alone.\n"
       "      Mutual TLS to the ps tasks: --tls_ca=F --tls_cert=F --tls_key=F",
-      psflow::Main);
+      psflow::Main, psflow::CheckConfig);
   // Stopped by SIGTERM: 143, even when the stop found a ps task gone (the job's end).
   return psflow::ProcessStopRequest().requested() ? psflow::kStoppedExitCode : code;
 }

@@ -61,7 +61,8 @@ int Fail(int code, const std::string& message) {
 }
 
 // Puts the directory of this executable first in $PATH, so manifests can name the sibling
-// binaries (psflow-ps, psflow-worker) as they would in a container image.
+// binaries (psflow-ps, psflow-worker) as they would in a container image, and their flags are
+// checked by the binaries of this psflow.
 void PrependOwnDirToPath() {
   char self[PATH_MAX];
   const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
@@ -91,6 +92,7 @@ int main(int argc, char** argv) {
     return Fail(2, absl::StrCat("usage:\n", kUsage));
   }
   const std::string path = args[2];
+  PrependOwnDirToPath();
   if (command == "validate") {
     absl::StatusOr<std::string> report = psflow::local::Validate(path);
     if (!report.ok()) return Fail(2, std::string(report.status().message()));
@@ -130,7 +132,6 @@ int main(int argc, char** argv) {
     if (!shape.ok()) return Fail(2, std::string(shape.status().message()));
     options.emulate_network = *shape;
   }
-  PrependOwnDirToPath();
   auto outcome = psflow::local::RunLocally(*job, options);
   if (!outcome.ok()) return Fail(2, std::string(outcome.status().message()));
   switch (*outcome) {

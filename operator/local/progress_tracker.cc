@@ -19,17 +19,20 @@ ProgressTracker::ProgressTracker(std::string job, int trainers, Clock::time_poin
     : job_(std::move(job)),
       start_(start),
       trainers_(static_cast<size_t>(trainers)),
+      finished_(static_cast<size_t>(trainers)),
       last_time_(start) {}
 
 void ProgressTracker::Update(int trainer, const TrainerFigures& figures) {
   trainers_.at(static_cast<size_t>(trainer)) = figures;
 }
 
-void ProgressTracker::Finished(int trainer, double steps) {
+void ProgressTracker::Finished(int trainer, double steps, std::optional<double> examples_per_sec,
+                               std::optional<double> words_per_sec) {
   auto& t = trainers_.at(static_cast<size_t>(trainer));
   if (!t) t = TrainerFigures{};
   t->steps = steps;
   t->train_steps = steps;  // it ran them all
+  finished_.at(static_cast<size_t>(trainer)) = FinishedRates{examples_per_sec, words_per_sec};
 }
 
 ProgressTracker::Sums ProgressTracker::Sum() const {
@@ -63,6 +66,25 @@ ProgressSnapshot ProgressTracker::Snapshot(Clock::time_point now) {
   p.steps = static_cast<int64_t>(sums.steps);
   p.rate = unit_rate_.value_or(0);
   p.rate_unit = words ? "words/s" : "examples/s";
+  // Every trainer finished: their own rates, summed.
+  const bool all_finished =
+      !finished_.empty() &&
+      std::all_of(finished_.begin(), finished_.end(), [](const auto& f) { return f.has_value(); });
+  if (all_finished) {
+    const bool all_words = std::all_of(finished_.begin(), finished_.end(),
+                                       [](const auto& f) { return f->words_per_sec.has_value(); });
+    double rate = 0;
+    bool known = true;
+    for (const auto& f : finished_) {
+      const std::optional<double>& r = all_words ? f->words_per_sec : f->examples_per_sec;
+      if (!r) known = false;
+      rate += r.value_or(0);
+    }
+    if (known) {
+      p.rate = rate;
+      p.rate_unit = all_words ? "words/s" : "examples/s";
+    }
+  }
   p.elapsed_s = std::chrono::duration<double>(now - start_).count();
   double total = 0, loss = 0;
   int losses = 0;

@@ -32,15 +32,19 @@ class ProgressTracker {
   // Trainer `trainer`'s latest figures; they replace the previous ones (a finished trainer keeps
   // its last, a restarted one starts again from its new process's counters).
   void Update(int trainer, const TrainerFigures& figures);
-  // The steps trainer `trainer` reported when it finished (its `done:` line): the scrapes may
-  // have missed the last few, or all of them (then they are its total too).
-  void Finished(int trainer, double steps);
+  // What trainer `trainer` reported when it finished (its `done:` line): its steps (the scrapes
+  // may have missed the last few, or all of them: then they are its total too) and its own
+  // rates over its training loop (words/s for a language model, nullopt where not said).
+  void Finished(int trainer, double steps, std::optional<double> examples_per_sec,
+                std::optional<double> words_per_sec);
 
   // The figures at `now`, after a round of Update calls. The rates are those since the previous
   // call (or the start), smoothed over the calls (an exponential moving average, weight 0.3 for
   // the newest, as tqdm's); words/s once any trainer reports words, else examples/s. The total is
   // known once every trainer has reported its train steps; the ETA is the steps left at the
-  // smoothed step rate.
+  // smoothed step rate. Once every trainer has finished, the rate is the sum of their own
+  // (Finished): the job's throughput, also for a run shorter than a scrape, whose scrapes saw
+  // no example.
   ProgressSnapshot Snapshot(Clock::time_point now);
 
  private:
@@ -52,7 +56,11 @@ class ProgressTracker {
   std::string job_;
   Clock::time_point start_;
   std::vector<std::optional<TrainerFigures>> trainers_;
-  Sums last_sums_;  // at last_time_; zero at the start
+  struct FinishedRates {
+    std::optional<double> examples_per_sec, words_per_sec;
+  };
+  std::vector<std::optional<FinishedRates>> finished_;  // per trainer, once it has finished
+  Sums last_sums_;                                      // at last_time_; zero at the start
   Clock::time_point last_time_;
   std::optional<double> step_rate_;  // steps per second, smoothed
   std::optional<double> unit_rate_;  // examples (or words) per second, smoothed

@@ -49,7 +49,7 @@ TEST(ProgressTracker, AFinishedTrainerCountsItsReportedStepsAndTheEtaEndsAtZero)
   ProgressTracker tracker("job", 1, t0);
   tracker.Update(0, Figures(990, 99000, 1000));
   tracker.Snapshot(t0 + seconds(1));
-  tracker.Finished(0, 1000);
+  tracker.Finished(0, 1000, 99000, std::nullopt);
   const ProgressSnapshot p = tracker.Snapshot(t0 + seconds(2));
   EXPECT_EQ(p.steps, 1000);
   EXPECT_EQ(p.eta_s, 0);
@@ -58,10 +58,36 @@ TEST(ProgressTracker, AFinishedTrainerCountsItsReportedStepsAndTheEtaEndsAtZero)
 TEST(ProgressTracker, ATrainerThatFinishedBeforeAnyScrapeGivesItsStepsAsItsTotal) {
   const Clock::time_point t0{};
   ProgressTracker tracker("job", 1, t0);
-  tracker.Finished(0, 700);
+  tracker.Finished(0, 700, 5000, std::nullopt);
   const ProgressSnapshot p = tracker.Snapshot(t0 + seconds(1));
   EXPECT_EQ(p.steps, 700);
   EXPECT_EQ(p.total_steps, 700);
+}
+
+// The final line of a run shorter than a scrape: no scrape saw an example, and the trainers'
+// own rates are the job's.
+TEST(ProgressTracker, OnceEveryTrainerFinishedTheRateIsTheSumOfTheirOwn) {
+  const Clock::time_point t0{};
+  ProgressTracker tracker("job", 2, t0);
+  tracker.Finished(0, 700, 5000, std::nullopt);
+  EXPECT_DOUBLE_EQ(tracker.Snapshot(t0 + seconds(1)).rate, 0);  // trainer 1 still runs
+  tracker.Finished(1, 650, 4500, std::nullopt);
+  ProgressSnapshot p = tracker.Snapshot(t0 + seconds(2));
+  EXPECT_DOUBLE_EQ(p.rate, 9500);
+  EXPECT_EQ(p.rate_unit, "examples/s");
+
+  ProgressTracker lm("ptb", 2, t0);
+  lm.Update(0, Figures(10, 200, 100, std::nullopt, 4000));
+  lm.Finished(0, 100, 20, 4100);
+  lm.Finished(1, 100, 22, 3900);
+  p = lm.Snapshot(t0 + seconds(3));
+  EXPECT_DOUBLE_EQ(p.rate, 8000);
+  EXPECT_EQ(p.rate_unit, "words/s");
+
+  ProgressTracker unsaid("job", 1, t0);  // a done: line without a rate: the scraped one stays
+  unsaid.Update(0, Figures(10, 1000, 10));
+  unsaid.Finished(0, 10, std::nullopt, std::nullopt);
+  EXPECT_DOUBLE_EQ(unsaid.Snapshot(t0 + seconds(1)).rate, 1000);
 }
 
 TEST(ProgressTracker, ARestartedTrainersFallingCountersAreNoRate) {

@@ -1,6 +1,7 @@
 #include "operator/local/run_summary.h"
 
 #include <algorithm>
+#include <csignal>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -31,6 +32,14 @@ std::string Evaluation(const ReplicaReport& r) {
 }
 
 }  // namespace
+
+std::string StoppedExit(int exit_code, int signal) {
+  if (signal == SIGTERM || (signal == 0 && (exit_code == 0 || exit_code == 128 + SIGTERM))) {
+    return "stopped";
+  }
+  return signal != 0 ? absl::StrCat("stopped, signal ", signal)
+                     : absl::StrCat("stopped, exit ", exit_code);
+}
 
 std::optional<double> LineField(absl::string_view line, absl::string_view key) {
   const std::string needle = absl::StrCat(key, "=");

@@ -19,7 +19,8 @@ namespace psflow::local {
 
 struct ReplicaReport {
   std::string name;  // "worker-0"
-  std::string exit;  // how it ended: "exit 0", "signal 9", "stopped, exit 0"; "running" if not yet
+  // How it ended: "exit 0", "signal 9", "stopped" (StoppedExit); "running" if not yet.
+  std::string exit;
   int restarts = 0;
   // From a worker's done: line (per step, in milliseconds, where named so).
   std::optional<double> steps, examples_per_sec, words_per_sec;
@@ -30,6 +31,12 @@ struct ReplicaReport {
   std::optional<double> ps_global_step;  // a ps's final global step
   std::optional<double> global_step;     // a worker's done: line: the global step it ended at
 };
+
+// How a replica that `psflow run` stopped (SIGTERM, then SIGKILL after the grace) ended, for
+// ReplicaReport::exit: "stopped" where it ended as a stop should (exit code 0 or 143, or by the
+// SIGTERM itself: a ps, a worker and an evaluator respectively), "stopped, exit N" or "stopped,
+// signal N" otherwise (killed after the grace: signal 9). Pure.
+std::string StoppedExit(int exit_code, int signal);
 
 // The number after " key=" in `line` (or at its start); nullopt when absent or not a number.
 std::optional<double> LineField(absl::string_view line, absl::string_view key);

@@ -57,7 +57,7 @@ ReplicaReport Report(const std::string& name, const std::string& exit, int resta
 }
 
 std::vector<ReplicaReport> Reports() {
-  ReplicaReport ps = Report("ps-0", "stopped, exit 0");
+  ReplicaReport ps = Report("ps-0", "stopped");
   ObserveLogLine("ps task 0 stopped: global_step=3000", ps);
   ReplicaReport worker = Report("worker-0", "exit 0");
   ObserveLogLine(kDone, worker);
@@ -66,11 +66,27 @@ std::vector<ReplicaReport> Reports() {
   return {ps, worker, evaluator};
 }
 
+TEST(StoppedExit, IsPlainStoppedForTheWaysAStopShouldEnd) {
+  const struct {
+    int code, signal;
+    std::string text;
+  } cases[] = {
+      {0, 0, "stopped"},            // a ps
+      {143, 0, "stopped"},          // a worker
+      {0, 15, "stopped"},           // an evaluator: by the SIGTERM
+      {0, 9, "stopped, signal 9"},  // still running after the grace
+      {1, 0, "stopped, exit 1"},    // failed as it stopped
+      {0, 6, "stopped, signal 6"},  // aborted
+      {137, 0, "stopped, exit 137"},
+  };
+  for (const auto& c : cases) EXPECT_EQ(StoppedExit(c.code, c.signal), c.text) << c.text;
+}
+
 TEST(FormatSummaryTable, AlignsOneRowPerReplica) {
   EXPECT_EQ(FormatSummaryTable(Reports(), /*ansi=*/false),
             "replica      exit                steps  examples/s  compute ms  push ms  pull ms  "
             "wait ms  evaluation\n"
-            "ps-0         stopped, exit 0         -           -           -        -        -  "
+            "ps-0         stopped                 -           -           -        -        -  "
             "      -  global step 3000\n"
             "worker-0     exit 0               1500     12150.6       0.310    0.050    0.120  "
             "  0.001  accuracy 0.8380\n"

@@ -38,12 +38,11 @@
 #include "operator/local/local_certificates.h"
 #include "operator/local/network_emulation.h"
 #include "operator/local/progress_tracker.h"
+#include "operator/local/replica_check.h"
 #include "operator/local/restart_backoff.h"
 #include "operator/local/run_folder.h"
 #include "operator/local/run_summary.h"
 #include "operator/local/scrape_targets.h"
-
-extern char** environ;
 
 namespace psflow::local {
 namespace {
@@ -288,9 +287,7 @@ absl::Status JobRun::Plan() {
   trainers_ = trainers;
   RETURN_IF_ERROR(SetUpNetwork());
   if (job_.tls) {
-    const char* tmp = std::getenv("TMPDIR");
-    ASSIGN_OR_RETURN(certificates_, LocalCertificates::Create(
-                                        tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", job_.name));
+    ASSIGN_OR_RETURN(certificates_, LocalCertificates::Create(TempDirectory(), job_.name));
   }
   const ClusterSpec cluster = api::BuildClusterSpec(job_, [this](ReplicaType type, int index) {
     for (const auto& r : replicas_) {
@@ -299,24 +296,10 @@ absl::Status JobRun::Plan() {
     return std::string();
   });
   const std::string run_tag = absl::StrCat(absl::Hex(std::random_device()(), absl::kZeroPad8));
+  const std::map<std::string, std::string> inherited = OwnEnvironment();
   for (Replica& r : replicas_) {
-    // Later layers win: the runner's environment, the container's env, then psflow's own names.
-    std::map<std::string, std::string> env;
-    for (char** e = environ; *e != nullptr; ++e) {
-      const absl::string_view entry(*e);
-      const size_t eq = entry.find('=');
-      if (eq != absl::string_view::npos) {
-        env[std::string(entry.substr(0, eq))] = std::string(entry.substr(eq + 1));
-      }
-    }
-    for (const auto& e : job_.replica_specs.at(r.type).MainContainer().env) {
-      // valueFrom is the kubelet's to resolve: not set here (IgnoredContainerFields says so).
-      if (!e.value_from) env[e.name] = e.value;
-    }
-    env["TF_CONFIG"] = ToTfConfig(api::ForTask(cluster, r.type, r.index));
-    env["PSFLOW_JOB_NAME"] = job_.name;
-    env["PSFLOW_REPLICA_TYPE"] = std::string(api::TaskTypeName(r.type));
-    env["PSFLOW_REPLICA_INDEX"] = absl::StrCat(r.index);
+    std::map<std::string, std::string> env =
+        ReplicaEnvironment(inherited, job_, r.type, r.index, cluster);
     env["PSFLOW_METRICS_PORT"] = absl::StrCat(r.metrics_port);
     // Every process is on this host: a ps serves its workers through shared memory too, at a
     // name of Linux's abstract namespace (core/shm_stream.h) unique to the run and the task (one
@@ -512,7 +495,8 @@ void JobRun::OnOutputLine(Replica& r, absl::string_view line) {
                                    "): its lines from here on are lost; the run goes on")));
   }
   if (ObserveLogLine(line, r.report) && r.trainer >= 0 && r.report.steps) {
-    tracker_.Finished(r.trainer, *r.report.steps);
+    tracker_.Finished(r.trainer, *r.report.steps, r.report.examples_per_sec,
+                      r.report.words_per_sec);
   }
   if (options_.verbose) console_.Line(absl::StrCat("[", r.name, "] ", line));
 }
@@ -751,7 +735,7 @@ void JobRun::StopAll(const char* why) {
     if (r.process == nullptr || r.reported_exit) continue;
     r.reported_exit = true;
     DrainOutput(r, /*final=*/true);
-    r.report.exit = absl::StrCat("stopped, ", ShortExit(*r.process->exit_status()));
+    r.report.exit = StoppedExit(r.process->exit_status()->code, r.process->exit_status()->signal);
     console_.Line(Say(absl::StrCat(r.name, " stopped: ", r.process->exit_status()->Describe())));
   }
 }
@@ -835,6 +819,12 @@ absl::StatusOr<JobOutcome> RunLocally(const api::TrainingJob& job, const RunOpti
     return absl::FailedPreconditionError(
         absl::StrCat("job ", job.name, " is suspended (spec.runPolicy.suspend: true)"));
   }
+  // Each replica type's flags, checked by the program that would refuse them, before anything
+  // starts: a mistyped flag is one line now, not the backoff limit's restarts later. Before the
+  // stop signals are taken: a Ctrl-C meanwhile ends psflow (and its checks) at once.
+  const std::string refusal = FirstRefusal(
+      CheckReplicas(job, {.inherited = OwnEnvironment(), .temp_dir = TempDirectory()}));
+  if (!refusal.empty()) return absl::InvalidArgumentError(refusal);
   ASSIGN_OR_RETURN(std::unique_ptr<StopSignals> signals, StopSignals::Install());
   JobRun run(job, options, *signals);
   RETURN_IF_ERROR(run.Plan());

@@ -6,9 +6,11 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/file_util.h"
 #include "core/read_file.h"
 #include "core/status_macros.h"
 #include "operator/api/training_job.h"
+#include "operator/local/replica_check.h"
 #include "worker/models/model_file.h"
 #include "worker/models/model_summary.h"
 #include "yaml-cpp/yaml.h"
@@ -35,21 +37,6 @@ bool LooksLikeModelFile(const std::string& text) {
 absl::StatusOr<std::string> ValidateModelFile(const std::string& path, const std::string& text) {
   ASSIGN_OR_RETURN(const models::ModelDefinition m, models::ParseModelFile(text, path));
   return models::ModelSummary(m, path);
-}
-
-// The values of --model_file in `args`, in order.
-std::vector<std::string> ModelFileArgs(const std::vector<std::string>& args) {
-  std::vector<std::string> files;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const api::FlagArgument flag = api::ParseFlagArgument(args[i]);
-    if (flag.name != "model_file") continue;
-    if (flag.value) {
-      files.push_back(*flag.value);
-    } else if (i + 1 < args.size()) {
-      files.push_back(args[++i]);
-    }
-  }
-  return files;
 }
 
 }  // namespace
@@ -82,6 +69,16 @@ absl::StatusOr<std::string> Validate(const std::string& path) {
       }
       out += *report;
     }
+  }
+  const std::vector<ReplicaCheck> checks =
+      CheckReplicas(job, {.inherited = OwnEnvironment(), .temp_dir = TempDirectory()});
+  if (const std::string refusal = FirstRefusal(checks); !refusal.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", refusal));
+  }
+  for (const ReplicaCheck& c : checks) {
+    absl::StrAppend(&out, path, ": spec.replicaSpecs.", api::ReplicaTypeName(c.type), ": ",
+                    c.result == ReplicaCheck::Result::kValid ? "" : "args not checked: ", c.line,
+                    "\n");
   }
   return out;
 }

@@ -14,8 +14,10 @@ namespace psflow::local {
 // --model_file=PATH (or "--model_file PATH") in a replica's
 // arguments is then checked too where PATH can be read here (relative to the current directory,
 // as `psflow run` starts the replicas), and named as not checked where it cannot (a ConfigMap
-// mounted in the pod). Returns the report, lines ending in '\n'; the first error otherwise, one
-// line naming the file.
+// mounted in the pod). Then each replica type's own program checks its args and environment
+// (replica_check.h: CheckReplicas): a line per type says what it will run, or why its args were
+// not checked. Returns the report, lines ending in '\n'; the first error otherwise, one line
+// naming the file.
 absl::StatusOr<std::string> Validate(const std::string& path);
 
 }  // namespace psflow::local
