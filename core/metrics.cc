@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,26 +28,22 @@
 namespace psflow {
 namespace {
 
-constexpr auto kRequestTime = std::chrono::seconds(2);  // from accept to the request's end
+constexpr auto kRequestTime = std::chrono::seconds(2);  // from accept to the request's end,
+                                                        // and again to take the answer
 constexpr size_t kMaxRequest = 16384;
-constexpr size_t kMaxPending = 64;  // connections whose request is still arriving
+constexpr size_t kMaxConnections = 64;  // being read from or answered at once
 
-// Sends all of `data` by `deadline` (the socket is non-blocking); false when the scraper went
-// away or did not take it in time.
-bool SendBy(int fd, const std::string& data, std::chrono::steady_clock::time_point deadline) {
-  size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL);
+// Sends what the non-blocking socket takes of `data` after its first `*sent` bytes, advancing
+// `*sent`; false when the scraper went away.
+bool SendSome(int fd, const std::string& data, size_t* sent) {
+  while (*sent < data.size()) {
+    const ssize_t n = send(fd, data.data() + *sent, data.size() - *sent, MSG_NOSIGNAL);
     if (n > 0) {
-      done += static_cast<size_t>(n);
+      *sent += static_cast<size_t>(n);
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
-    if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) return false;
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    pollfd p{fd, POLLOUT, 0};
-    if (left.count() <= 0 || poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);  // full for now: later
   }
   return true;
 }
@@ -102,6 +99,12 @@ void LateGauge::Set(double value) {
   gauge->Set(value);
 }
 
+void LateGauge::Clear() {
+  if (prometheus::Gauge* gauge = gauge_.exchange(nullptr, std::memory_order_acq_rel)) {
+    family_.Remove(gauge);
+  }
+}
+
 absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
     const std::string& bind_address, int port) {
   const std::string where = absl::StrCat(bind_address, ":", port);
@@ -147,58 +150,87 @@ MetricsEndpoint::~MetricsEndpoint() {
 
 void MetricsEndpoint::Serve() {
   using Clock = std::chrono::steady_clock;
-  struct Pending {
+  // A connection reads its request, then (reply set) writes the answer, each by its deadline.
+  struct Connection {
     int fd;
     std::string request;
     Clock::time_point deadline;
+    std::optional<Reply> reply;
+    size_t sent = 0;
   };
-  std::vector<Pending> pending;  // oldest first
+  std::vector<Connection> open;  // oldest first
   const auto drop = [&](size_t i) {
-    close(pending[i].fd);
-    pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
+    close(open[i].fd);
+    open.erase(open.begin() + static_cast<std::ptrdiff_t>(i));
+  };
+  // Sends more of c's answer; true when c is done with (all sent, or the scraper gone).
+  const auto write = [&](Connection& c) {
+    if (!SendSome(c.fd, c.reply->data, &c.sent)) return true;
+    if (c.sent < c.reply->data.size()) return false;
+    if (c.reply->scrape > 0) {  // one the scraper did not take all of was not seen
+      {
+        std::lock_guard<std::mutex> lock(scrapes_mu_);
+        scrapes_sent_ = std::max(scrapes_sent_, c.reply->scrape);
+      }
+      scrape_sent_.notify_all();
+    }
+    return true;
   };
   for (;;) {
     std::vector<pollfd> fds = {{listen_fd_, POLLIN, 0}, {wake_pipe_[0], POLLIN, 0}};
     int timeout_ms = -1;
-    for (const Pending& p : pending) {
-      fds.push_back({p.fd, POLLIN, 0});
+    for (const Connection& c : open) {
+      fds.push_back({c.fd, static_cast<short>(c.reply ? POLLOUT : POLLIN), 0});
       const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(p.deadline - Clock::now());
+          std::chrono::duration_cast<std::chrono::milliseconds>(c.deadline - Clock::now());
       const int ms = static_cast<int>(std::max<int64_t>(left.count(), 0)) + 1;
       timeout_ms = timeout_ms < 0 ? ms : std::min(timeout_ms, ms);
     }
     if (poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) break;
     if (fds[1].revents != 0) break;
-    // Requests that arrived (or ended, or ran out of time), newest last so erasing keeps indexes.
-    // One past its deadline is read once more first: its bytes may have come while an answer
-    // before it was being sent.
-    for (size_t i = pending.size(); i-- > 0;) {
-      Pending& p = pending[i];
-      if ((fds[2 + i].revents & (POLLIN | POLLHUP | POLLERR)) != 0 || Clock::now() >= p.deadline) {
-        char buf[4096];
-        const ssize_t n = recv(p.fd, buf, sizeof(buf), 0);
-        if (n <= 0 && !(n < 0 && (errno == EINTR || errno == EAGAIN))) {
+    // Connections ready (or out of time), newest last so erasing keeps indexes. One past its
+    // deadline is read (or written) once more first: it may have been ready while others were
+    // served.
+    for (size_t i = open.size(); i-- > 0;) {
+      Connection& c = open[i];
+      const bool ready = fds[2 + i].revents != 0;
+      if (!ready && Clock::now() < c.deadline) continue;
+      if (c.reply) {
+        if (write(c)) {
           drop(i);
-          continue;
+        } else if (Clock::now() >= c.deadline) {
+          drop(i);  // not taken in time
         }
-        if (n > 0) p.request.append(buf, static_cast<size_t>(n));
-        if (p.request.find("\r\n\r\n") != std::string::npos || p.request.size() >= kMaxRequest) {
-          Answer(p.fd, p.request);
-          drop(i);
-          continue;
-        }
+        continue;
       }
-      if (Clock::now() >= p.deadline) drop(i);  // stalled: no answer
+      char buf[4096];
+      const ssize_t n = recv(c.fd, buf, sizeof(buf), 0);
+      if (n <= 0 && !(n < 0 && (errno == EINTR || errno == EAGAIN))) {
+        drop(i);
+        continue;
+      }
+      if (n > 0) c.request.append(buf, static_cast<size_t>(n));
+      if (c.request.find("\r\n\r\n") != std::string::npos || c.request.size() >= kMaxRequest) {
+        c.reply = Answer(c.request);
+        c.deadline = Clock::now() + kRequestTime;
+        if (write(c)) drop(i);
+        continue;
+      }
+      if (Clock::now() >= c.deadline) drop(i);  // stalled: no answer
     }
     if ((fds[0].revents & POLLIN) != 0) {
       const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (fd >= 0) {
-        if (pending.size() == kMaxPending) drop(0);  // the oldest makes room
-        pending.push_back({fd, "", Clock::now() + kRequestTime});
+        if (open.size() == kMaxConnections) {  // the oldest still reading makes room
+          const auto reading =
+              std::find_if(open.begin(), open.end(), [](const Connection& c) { return !c.reply; });
+          drop(reading == open.end() ? 0 : static_cast<size_t>(reading - open.begin()));
+        }
+        open.push_back({fd, "", Clock::now() + kRequestTime, std::nullopt, 0});
       }
     }
   }
-  for (const Pending& p : pending) close(p.fd);
+  for (const Connection& c : open) close(c.fd);
 }
 
 int64_t MetricsEndpoint::MonitoringScrapes() {
@@ -219,23 +251,20 @@ void MetricsEndpoint::SetReadinessCheck(std::function<absl::Status()> check) {
   readiness_ = std::move(check);
 }
 
-void MetricsEndpoint::Answer(int fd, const std::string& request) {
-  const auto deadline = std::chrono::steady_clock::now() + kRequestTime;
-  const auto reply = [&](const std::string& data) { return SendBy(fd, data, deadline); };
+MetricsEndpoint::Reply MetricsEndpoint::Answer(const std::string& request) {
+  const auto reply = [](std::string data) { return Reply{std::move(data), 0}; };
   const size_t line_end = request.find("\r\n");
   const std::string line = request.substr(0, line_end);
   // "GET /metrics HTTP/1.1", query strings ignored.
   const size_t sp1 = line.find(' '), sp2 = line.rfind(' ');
   if (sp1 == std::string::npos || sp2 <= sp1) {
-    reply(Response("400 Bad Request", "text/plain", "bad request\n"));
-    return;
+    return reply(Response("400 Bad Request", "text/plain", "bad request\n"));
   }
   const std::string method = line.substr(0, sp1);
   std::string path = line.substr(sp1 + 1, sp2 - sp1 - 1);
   path = path.substr(0, path.find('?'));
-  if (method != "GET") {
-    reply(Response("405 Method Not Allowed", "text/plain", "only GET\n"));
-  } else if (path == "/metrics") {
+  if (method != "GET") return reply(Response("405 Method Not Allowed", "text/plain", "only GET\n"));
+  if (path == "/metrics") {
     const bool monitoring = !FromPsflow(request);
     std::vector<prometheus::MetricFamily> families;
     int64_t collected = 0;
@@ -248,28 +277,20 @@ void MetricsEndpoint::Answer(int fd, const std::string& request) {
       }
     }
     const std::string body = prometheus::TextSerializer().Serialize(families);
-    const bool sent = reply(Response("200 OK", "text/plain; version=0.0.4; charset=utf-8", body));
-    if (monitoring && sent) {  // one the scraper did not take all of was not seen
-      {
-        std::lock_guard<std::mutex> lock(scrapes_mu_);
-        scrapes_sent_ = std::max(scrapes_sent_, collected);
-      }
-      scrape_sent_.notify_all();
-    }
-  } else if (path == "/healthz") {
-    reply(Response("200 OK", "text/plain", "ok\n"));
-  } else if (path == "/readyz") {
+    return Reply{Response("200 OK", "text/plain; version=0.0.4; charset=utf-8", body), collected};
+  }
+  if (path == "/healthz") return reply(Response("200 OK", "text/plain", "ok\n"));
+  if (path == "/readyz") {
     absl::Status ready = absl::OkStatus();
     {
       std::lock_guard<std::mutex> lock(readiness_mu_);
       if (readiness_) ready = readiness_();
     }
-    reply(ready.ok() ? Response("200 OK", "text/plain", "ok\n")
-                     : Response("503 Service Unavailable", "text/plain",
-                                std::string(ready.message()) + "\n"));
-  } else {
-    reply(Response("404 Not Found", "text/plain", "see /metrics, /healthz and /readyz\n"));
+    return reply(ready.ok() ? Response("200 OK", "text/plain", "ok\n")
+                            : Response("503 Service Unavailable", "text/plain",
+                                       std::string(ready.message()) + "\n"));
   }
+  return reply(Response("404 Not Found", "text/plain", "see /metrics, /healthz and /readyz\n"));
 }
 
 }  // namespace psflow

@@ -50,12 +50,14 @@ prometheus::Gauge& AddGauge(prometheus::Registry& registry, const std::string& n
 // A gauge whose series appears at its first Set: a figure that does not exist yet (a worker's
 // loss before its first step, an evaluator's, the accuracy before training ends) is absent from
 // /metrics rather than a 0 that dashboards would average in. Its family (HELP and TYPE) is
-// registered at once. Set is thread-safe.
+// registered at once. Set is thread-safe; Clear makes the series absent again (a figure that
+// can no longer be measured), and must not run beside a Set.
 class LateGauge {
  public:
   LateGauge(prometheus::Registry& registry, const std::string& name, const std::string& help,
             Labels labels);
   void Set(double value);
+  void Clear();
 
  private:
   prometheus::Family<prometheus::Gauge>& family_;
@@ -97,9 +99,16 @@ class MetricsEndpoint {
 
  private:
   MetricsEndpoint(int listen_fd, int port);
+  // The endpoint's thread: reads the requests and writes their answers on up to 64
+  // connections at once, each given 2 s from its accept to its request's end and 2 s more to
+  // take the answer, so that no client, however slow, holds up the others.
   void Serve();
-  // Answers one whole request (its head read by Serve) on fd.
-  void Answer(int fd, const std::string& request);
+  struct Reply {
+    std::string data;    // the whole HTTP response
+    int64_t scrape = 0;  // a monitoring scrape's number (scrapes_collected_): seen once all sent
+  };
+  // The answer to one whole request (its head read by Serve).
+  Reply Answer(const std::string& request);
 
   prometheus::Registry registry_;
   std::mutex collect_mu_;  // held by the endpoint while it collects an answer (collect_mutex)

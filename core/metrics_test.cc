@@ -1,6 +1,9 @@
 #include "core/metrics.h"
 
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <span>
@@ -12,6 +15,7 @@
 #include "core/http_get.h"
 #include "core/socket.h"
 #include "prometheus/counter.h"
+#include "prometheus/gauge.h"
 
 namespace psflow {
 namespace {
@@ -123,6 +127,35 @@ TEST(MetricsEndpoint, StalledClientsDoNotHoldOthersUp) {
   char byte;
   const absl::StatusOr<bool> more = ReadAllOrEnd(stalled.back(), &byte, 1, soon(), "end");
   EXPECT_TRUE(more.ok() && !*more) << more.status();
+}
+
+// A client that sends its whole request for an answer larger than the sockets hold, then does
+// not read, holds up nobody: the answer is written as the client takes it, beside the others.
+TEST(MetricsEndpoint, AClientThatDoesNotReadItsAnswerHoldsUpNobody) {
+  auto m = MetricsEndpoint::Start("127.0.0.1", 0);
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto& family = prometheus::BuildGauge()
+                     .Name("psflow_test_many")
+                     .Help("Many series: an answer of about 15 MB.")
+                     .Register((*m)->registry());
+  const std::string padding(96, 'x');
+  for (int i = 0; i < 100000; ++i) {
+    family.Add({{"series", std::to_string(i)}, {"padding", padding}}).Set(i);
+  }
+  const auto soon = [] { return std::chrono::steady_clock::now() + std::chrono::seconds(10); };
+  absl::StatusOr<Socket> reader = ConnectTcp("127.0.0.1", (*m)->port(), soon());
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  const int small = 4096;  // its window stays small: the server's buffers fill
+  setsockopt(reader->fd(), SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+  std::string request = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+  iovec piece{request.data(), request.size()};
+  ASSERT_TRUE(WriteAll(*reader, std::span<iovec>(&piece, 1), soon(), "request").ok());
+  pollfd answer_begun{reader->fd(), POLLIN, 0};  // its answer collected and being written
+  ASSERT_EQ(poll(&answer_begun, 1, 60000), 1);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(HttpGet("127.0.0.1", (*m)->port(), "/healthz", milliseconds(1000)).value_or("none"),
+              "ok\n");
+  }
 }
 
 TEST(MetricsEndpoint, PortInUseIsUnavailable) {

@@ -108,22 +108,17 @@ GpuMetricsExporter::GpuMetricsExporter(const GpuMonitor& monitor, prometheus::Re
                                        const Labels& labels, std::vector<MonitoredGpu> gpus,
                                        std::chrono::milliseconds period)
     : monitor_(monitor) {
-  auto& utilization = prometheus::BuildGauge()
-                          .Name("psflow_worker_gpu_utilization_ratio")
-                          .Help("Fraction of the last sample period a kernel ran on the GPU.")
-                          .Register(registry);
-  auto& used = prometheus::BuildGauge()
-                   .Name("psflow_worker_gpu_memory_used_bytes")
-                   .Help("GPU memory in use (all processes).")
-                   .Register(registry);
-  auto& total = prometheus::BuildGauge()
-                    .Name("psflow_worker_gpu_memory_total_bytes")
-                    .Help("GPU memory in total.")
-                    .Register(registry);
   for (MonitoredGpu& gpu : gpus) {
     Labels l = labels;
     l["gpu"] = std::to_string(gpu.index);
-    gauges_.push_back({std::move(gpu), &utilization.Add(l), &used.Add(l), &total.Add(l)});
+    gauges_.push_back(std::unique_ptr<Gauges>(new Gauges{
+        .gpu = std::move(gpu),
+        .utilization = LateGauge(registry, "psflow_worker_gpu_utilization_ratio",
+                                 "Fraction of the last sample period a kernel ran on the GPU.", l),
+        .memory_used = LateGauge(registry, "psflow_worker_gpu_memory_used_bytes",
+                                 "GPU memory in use (all processes).", l),
+        .memory_total = LateGauge(registry, "psflow_worker_gpu_memory_total_bytes",
+                                  "GPU memory in total.", l)}));
   }
   SampleOnce();
   thread_ = std::thread([this, period] { Run(period); });
@@ -139,16 +134,23 @@ GpuMetricsExporter::~GpuMetricsExporter() {
 }
 
 void GpuMetricsExporter::SampleOnce() {
-  for (Gauges& g : gauges_) {
-    absl::StatusOr<GpuSample> s = monitor_.Read(g.gpu.pci_bus_id);
+  for (const std::unique_ptr<Gauges>& g : gauges_) {
+    absl::StatusOr<GpuSample> s = monitor_.Read(g->gpu.pci_bus_id);
     if (!s.ok()) {
-      if (!warned_) PSFLOW_LOG(WARNING) << s.status().message();
-      warned_ = true;
+      if (!g->warned) {
+        PSFLOW_LOG(WARNING) << s.status().message() << "; its GPU metrics are absent until it "
+                            << "can be read again";
+      }
+      g->warned = true;
+      g->utilization.Clear();
+      g->memory_used.Clear();
+      g->memory_total.Clear();
       continue;
     }
-    g.utilization->Set(s->utilization_ratio);
-    g.memory_used->Set(static_cast<double>(s->memory_used_bytes));
-    g.memory_total->Set(static_cast<double>(s->memory_total_bytes));
+    g->warned = false;
+    g->utilization.Set(s->utilization_ratio);
+    g->memory_used.Set(static_cast<double>(s->memory_used_bytes));
+    g->memory_total.Set(static_cast<double>(s->memory_total_bytes));
   }
 }
 

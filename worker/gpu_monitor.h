@@ -7,7 +7,9 @@
 //                                             which a kernel ran, NVML's "gpu" utilization)
 //   psflow_worker_gpu_memory_used_bytes
 //   psflow_worker_gpu_memory_total_bytes
-// each labelled with the worker's labels and gpu="<CUDA device index>".
+// each labelled with the worker's labels and gpu="<CUDA device index>"; a GPU that cannot be
+// read (NVML fails for it) has no series until it can be again, rather than a 0 or its last
+// value, which dashboards would take for a measurement.
 #ifndef PSFLOW_WORKER_GPU_MONITOR_H_
 #define PSFLOW_WORKER_GPU_MONITOR_H_
 
@@ -23,7 +25,6 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "core/metrics.h"
-#include "prometheus/gauge.h"
 #include "prometheus/registry.h"
 
 namespace psflow {
@@ -75,19 +76,19 @@ class GpuMetricsExporter {
  private:
   struct Gauges {
     MonitoredGpu gpu;
-    prometheus::Gauge* utilization;
-    prometheus::Gauge* memory_used;
-    prometheus::Gauge* memory_total;
+    LateGauge utilization;
+    LateGauge memory_used;
+    LateGauge memory_total;
+    bool warned = false;  // a failed read is logged once, and again after a good one
   };
   void SampleOnce();
   void Run(std::chrono::milliseconds period);
 
   const GpuMonitor& monitor_;
-  std::vector<Gauges> gauges_;
+  std::vector<std::unique_ptr<Gauges>> gauges_;
   std::mutex mu_;
   std::condition_variable wake_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  bool warned_ = false;  // a failed read is logged once
   std::thread thread_;
 };
 

@@ -5,7 +5,15 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <unistd.h>
 
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/algorithm/container.h"
+#include "absl/strings/match.h"
 #include "core/prometheus_text.h"
 #include "prometheus/text_serializer.h"
 
@@ -60,6 +68,54 @@ TEST(GpuMetricsExporter, FakeNvmlGaugesCarryTheWorkerLabelsAndGpuIndex) {
   EXPECT_EQ(SumSamples(text, "psflow_worker_gpu_utilization_ratio"), 0.73);
   EXPECT_EQ(SumSamples(text, "psflow_worker_gpu_memory_used_bytes"), 1073741824.0);
   EXPECT_EQ(SumSamples(text, "psflow_worker_gpu_memory_total_bytes"), 85899345920.0);
+}
+
+// A GPU NVML cannot read has no series (not a 0, not its last value), and gets them back once it
+// can be read again.
+TEST(GpuMetricsExporter, AGpuThatCannotBeReadHasNoSeriesUntilItCanAgain) {
+  const std::string lost = ::testing::TempDir() + "/gpu_monitor_test_gpu_lost";
+  std::ofstream(lost) << "";
+  setenv("FAKE_NVML_GPU_LOST", lost.c_str(), 1);
+  setenv("FAKE_NVML_UTILIZATION", "55", 1);
+  auto monitor = GpuMonitor::Open(PSFLOW_FAKE_NVML_PATH);
+  ASSERT_TRUE(monitor.ok()) << monitor.status();
+  prometheus::Registry registry;
+  const auto text = [&registry] {
+    return prometheus::TextSerializer().Serialize(registry.Collect());
+  };
+  // The sampler's next look (all three series set, or all cleared), within 10 s.
+  const auto await = [&](bool present) {
+    for (int i = 0; i < 1000; ++i) {
+      const std::string now = text();
+      if (absl::c_all_of(std::vector<std::string>{"psflow_worker_gpu_utilization_ratio{",
+                                                  "psflow_worker_gpu_memory_used_bytes{",
+                                                  "psflow_worker_gpu_memory_total_bytes{"},
+                         [&](const std::string& series) {
+                           return absl::StrContains(now, series) == present;
+                         })) {
+        return true;
+      }
+      usleep(10000);
+    }
+    return false;
+  };
+  {
+    GpuMetricsExporter exporter(**monitor, registry, {{"job", "j"}}, {{0, "0000:3B:00.0"}},
+                                std::chrono::milliseconds(20));
+    EXPECT_EQ(text(), "");  // no series (and so no family) until a read succeeds
+
+    std::remove(lost.c_str());
+    EXPECT_TRUE(await(true)) << text();
+    EXPECT_EQ(SumSamples(text(), "psflow_worker_gpu_utilization_ratio"), 0.55);
+    EXPECT_EQ(SumSamples(text(), "psflow_worker_gpu_memory_total_bytes"), 85899345920.0);
+
+    std::ofstream(lost) << "";
+    EXPECT_TRUE(await(false)) << text();
+    EXPECT_FALSE(absl::StrContains(text(), "psflow_worker_gpu_memory_total_bytes{")) << text();
+  }  // the sampler stopped: the environment is the test's again
+  std::remove(lost.c_str());
+  unsetenv("FAKE_NVML_GPU_LOST");
+  unsetenv("FAKE_NVML_UTILIZATION");
 }
 
 }  // namespace

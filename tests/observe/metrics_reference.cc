@@ -80,9 +80,10 @@ absl::StatusOr<MetricFamilies> ParseMetricsTable(const std::string& markdown) {
 absl::StatusOr<MetricFamilies> RegisteredInSources(const std::string& source_dir) {
   auto files = ComponentSources(source_dir);
   if (!files.ok()) return files.status();
-  // Add<Type>(r, "name"), <Type>(r, "name") and Build<Type>().Name("name"); \s spans lines.
+  // Add<Type>(registry, "name"), <Type>(registry, "name") (LateGauge's too) and
+  // Build<Type>().Name("name"), the registry named by any identifier; \s spans lines.
   static const std::regex kRegistration(
-      R"((Counter|Gauge|Histogram)\(\s*(?:r,\s*|\)\s*\.Name\(\s*)\"(psflow_[a-z0-9_]+)\")");
+      R"((Counter|Gauge|Histogram)\(\s*(?:\w+,\s*|\)\s*\.Name\(\s*)\"(psflow_[a-z0-9_]+)\")");
   MetricFamilies out;
   for (const auto& [path, text] : *files) {
     for (auto it = std::sregex_iterator(text.begin(), text.end(), kRegistration);
