@@ -20,6 +20,7 @@
 #include "core/status_macros.h"
 #include "operator/api/kube_names.h"
 #include "worker/models/model_file.h"
+#include "worker/models/yaml_error.h"
 
 namespace psflow::api {
 namespace {
@@ -784,7 +785,8 @@ absl::StatusOr<TrainingJob> ParseTrainingJob(absl::string_view yaml, absl::strin
     doc = YAML::Load(std::string(yaml));
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(
-        absl::StrCat(source, ": not valid YAML: ", e.msg, " (line ", e.mark.line + 1, ")"));
+        absl::StrCat(source, ": not valid YAML: ", models::DescribeYamlError(e), " (line ",
+                     e.mark.line + 1, ")"));
   }
   try {
     auto job = Parse(doc);

@@ -187,6 +187,8 @@ TEST(TrainingJob, BadManifestsGiveOneLineNamingTheField) {
       "    Worker: {replicas: 1, template: {spec: {containers: [{name: psflow, command: [w]}]}}}\n";
   const std::vector<Case> cases = {
       {"key: [unclosed", "not valid YAML"},
+      {"key: " + std::string(3000, '['),
+       "not valid YAML: nested deeper than the YAML parser allows"},
       {"- a\n- b\n", "must be a YAML object"},
       {"apiVersion: v1\nkind: TrainingJob\n", "apiVersion: must be psflow.io/v1alpha1"},
       {"kind: TrainingJob\n", "apiVersion: is required (a string)"},

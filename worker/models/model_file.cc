@@ -16,6 +16,7 @@
 #include "core/read_file.h"
 #include "core/status_macros.h"
 #include "worker/models/model_check.h"
+#include "worker/models/yaml_error.h"
 #include "yaml-cpp/yaml.h"
 
 namespace psflow::models {
@@ -626,8 +627,8 @@ absl::StatusOr<ModelDefinition> ParseText(absl::string_view text, absl::string_v
   try {
     doc = YAML::Load(std::string(text));
   } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source, ":", e.mark.line + 1, ": not valid YAML or JSON: ", e.msg));
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ":", e.mark.line + 1, ": not valid YAML or JSON: ", DescribeYamlError(e)));
   }
   try {
     ASSIGN_OR_RETURN(ModelDefinition m, Parse(source, doc));

@@ -141,6 +141,8 @@ TEST(ModelFile, ErrorsNameTheLayerTheOptionAndTheShapes) {
   };
   const std::vector<Case> cases = {
       {"name: [", "m.yaml:1: not valid YAML or JSON"},
+      {"name: " + std::string(3000, '{'),
+       "m.yaml:1: not valid YAML or JSON: nested deeper than the YAML parser allows"},
       {"- 1\n", "m.yaml:1: model file: must be a map of options"},
       {head + data, "m.yaml:1: model file: layers is required"},
       {head + "layers:\n  - {type: dense, units: 10}\n", "m.yaml:1: model file: data is required"},
