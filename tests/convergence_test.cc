@@ -14,6 +14,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "core/prometheus_text.h"
 #include "tests/test_util.h"
 
 namespace psflow::testing {
@@ -130,6 +131,28 @@ TEST(Convergence, PtbTestConfigPerplexityFallsOnTheWordnetCorpus) {
                   "--train_steps=300", "--eval_steps=100"});
   EXPECT_LT(Field(done, "valid_perplexity"), 800) << done;
   EXPECT_LT(Field(done, "test_perplexity"), 1500) << done;
+}
+
+// A language model's final test perplexity reaches a monitoring system that scrapes the worker
+// (a loop with Prometheus's User-Agent): it is set after the test pass, and the worker waits for
+// the next scrape before it exits (--final_scrape_wait_s). Absent before, not 0.
+TEST(Convergence, APtbWorkersFinalTestPerplexityReachesItsScraper) {
+  const ScrapedRun run = RunScrapedByPrometheus(
+      {Binary("psflow-worker"), "--compute_threads=1", "--log_every_steps=0", "--model=ptb_lstm",
+       "--model_config=test", "--data_path=" + kCorpus, "--train_steps=1000000",
+       "--train_seconds=3", "--eval_steps=100", "--metrics_port=0", "--final_scrape_wait_s=60"},
+      Environment({}, {"TF_CONFIG", "PSFLOW_METRICS_PORT"}), kTimeout);
+  ASSERT_TRUE(run.exit.has_value() && run.exit->ok()) << run.output;
+  ASSERT_FALSE(run.scrapes.empty()) << run.output;
+  EXPECT_FALSE(SumSamples(run.scrapes.front(), "psflow_worker_test_perplexity").has_value())
+      << run.scrapes.front();
+  const std::vector<std::string> done = LinesWith(run.output, "worker 0 done:");
+  ASSERT_EQ(done.size(), 1u) << run.output;
+  const std::optional<double> scraped =
+      SumSamples(run.scrapes.back(), "psflow_worker_test_perplexity");
+  ASSERT_TRUE(scraped.has_value()) << run.scrapes.back();
+  // The log rounds to 3 decimals.
+  EXPECT_NEAR(*scraped, Field(done[0], "test_perplexity"), 5e-4) << done[0];
 }
 
 TEST(Convergence, PtbSmallPerplexityFallsBelowFiveHundredIn200Steps) {

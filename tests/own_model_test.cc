@@ -5,22 +5,17 @@
 // Debian's python3-numpy is installed, by numpy from the file alone.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <poll.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/http_get.h"
 #include "core/prometheus_text.h"
 #include "core/read_file.h"
 #include "core/safetensors.h"
@@ -144,44 +139,15 @@ print("numpy_accuracy=%.4f" % np.mean(np.argmax(logits, axis=1) == y))
 // (--final_scrape_wait_s), so the value is not lost with the process. Before training it is
 // absent, not 0.
 TEST_F(OwnModelTest, AScrapingPrometheusSeesTheFinalAccuracyBeforeTheWorkerExits) {
-  auto worker = local::ChildProcess::Spawn(
+  const ScrapedRun run = RunScrapedByPrometheus(
       {Binary("psflow-worker"), "--model_file=" + ModelFile(), "--data_path=" + dir_ + "/data",
        // 4 s of training: time for the scrapes during it that make the worker wait at its end.
        "--train_steps=1000000", "--train_seconds=4", "--log_every_steps=0", "--metrics_port=0",
        "--final_scrape_wait_s=60"},
-      Environment({}, {"TF_CONFIG", "PSFLOW_METRICS_PORT"}));
-  ASSERT_TRUE(worker.ok()) << worker.status();
-  // Its port, from its log line "metrics on :PORT/metrics".
-  std::string output;
-  int port = 0;
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (port == 0 && std::chrono::steady_clock::now() < give_up) {
-    pollfd p{(*worker)->output_fd(), POLLIN, 0};
-    if (poll(&p, 1, 100) <= 0) continue;
-    char buf[4096];
-    const ssize_t n = read((*worker)->output_fd(), buf, sizeof(buf));
-    if (n <= 0) break;
-    output.append(buf, static_cast<size_t>(n));
-    if (const size_t at = output.find("metrics on :"); at != std::string::npos) {
-      std::sscanf(output.c_str() + at, "metrics on :%d/metrics", &port);
-    }
-  }
-  ASSERT_GT(port, 0) << output;
-  std::atomic<bool> done{false};
-  std::vector<std::string> scrapes;
-  std::thread prometheus([&] {
-    while (!done.load()) {
-      auto text = HttpGet("127.0.0.1", port, "/metrics", std::chrono::milliseconds(2000),
-                          "Prometheus/2.42.0");
-      if (text.ok()) scrapes.push_back(*std::move(text));
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-  });
-  const std::optional<local::ExitStatus> exit =
-      (*worker)->WaitWithOutput(std::chrono::seconds(180), &output);
-  done = true;
-  prometheus.join();
-  ASSERT_TRUE(exit.has_value() && exit->ok()) << output;
+      Environment({}, {"TF_CONFIG", "PSFLOW_METRICS_PORT"}), std::chrono::seconds(180));
+  const std::string& output = run.output;
+  const std::vector<std::string>& scrapes = run.scrapes;
+  ASSERT_TRUE(run.exit.has_value() && run.exit->ok()) << output;
   ASSERT_FALSE(scrapes.empty()) << output;
   const std::string series = R"(psflow_worker_test_accuracy_ratio{job="local",)";
   EXPECT_THAT(scrapes.front(), ::testing::Not(HasSubstr(series)));

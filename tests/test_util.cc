@@ -1,18 +1,23 @@
 #include "tests/test_util.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/http_get.h"
 
 extern char** environ;
 
@@ -70,6 +75,46 @@ double Field(const std::string& line, const std::string& key) {
   const size_t at = line.find(key + "=");
   if (at == std::string::npos) return NAN;
   return std::strtod(line.c_str() + at + key.size() + 1, nullptr);
+}
+
+ScrapedRun RunScrapedByPrometheus(const std::vector<std::string>& argv,
+                                  const std::vector<std::string>& env,
+                                  std::chrono::seconds timeout) {
+  ScrapedRun run;
+  auto worker = local::ChildProcess::Spawn(argv, env);
+  if (!worker.ok()) {
+    run.output = std::string(worker.status().message());
+    return run;
+  }
+  // Its port, from its log line "metrics on :PORT/metrics".
+  int port = 0;
+  const auto give_up = std::chrono::steady_clock::now() + timeout;
+  while (port == 0 && std::chrono::steady_clock::now() < give_up) {
+    pollfd p{(*worker)->output_fd(), POLLIN, 0};
+    if (poll(&p, 1, 100) <= 0) continue;
+    char buf[4096];
+    const ssize_t n = read((*worker)->output_fd(), buf, sizeof(buf));
+    if (n <= 0) break;
+    run.output.append(buf, static_cast<size_t>(n));
+    if (const size_t at = run.output.find("metrics on :"); at != std::string::npos) {
+      std::sscanf(run.output.c_str() + at, "metrics on :%d/metrics", &port);
+    }
+  }
+  std::atomic<bool> done{false};
+  std::thread prometheus([&] {
+    while (port > 0 && !done.load()) {
+      auto text = HttpGet("127.0.0.1", port, "/metrics", std::chrono::milliseconds(2000),
+                          "Prometheus/2.42.0");
+      if (text.ok()) run.scrapes.push_back(*std::move(text));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      give_up - std::chrono::steady_clock::now());
+  run.exit = (*worker)->WaitWithOutput(std::max(left, std::chrono::milliseconds(0)), &run.output);
+  done = true;
+  prometheus.join();
+  return run;
 }
 
 std::string WriteJob(const std::string& path, const std::string& name, int workers,

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,21 @@ std::vector<std::string> Environment(const std::vector<std::string>& extra,
 // Runs argv to completion; after `timeout` the process group is killed and timed_out is set.
 CommandResult RunCommand(const std::vector<std::string>& argv, const std::vector<std::string>& env,
                          std::chrono::seconds timeout);
+
+// A worker run while a monitoring system scrapes it: its exit (nullopt when `timeout` passed; it
+// is then killed), its output, and every /metrics answer, oldest first.
+struct ScrapedRun {
+  std::optional<local::ExitStatus> exit;
+  std::string output;
+  std::vector<std::string> scrapes;
+};
+
+// Runs argv (psflow-worker with --metrics_port=0) and, from its "metrics on :PORT/metrics" line
+// until it exits, scrapes its /metrics every 100 ms with Prometheus's User-Agent, as Prometheus
+// would.
+ScrapedRun RunScrapedByPrometheus(const std::vector<std::string>& argv,
+                                  const std::vector<std::string>& env,
+                                  std::chrono::seconds timeout);
 
 // A TrainingJob manifest named `name` with one ps and `workers` workers, each running
 // psflow-worker with `worker_args` (e.g. "--model=mnist_mlp"), written to `path`; returns path.
