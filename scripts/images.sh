@@ -4,6 +4,7 @@
 # docker/worker-cpu.Dockerfile — with Debian's buildah, no Docker engine or registry needed.
 #
 #   scripts/images.sh [--prebuilt] [--only operator,ps,worker] [--load SOCKET]
+#   scripts/images.sh --cpu-binaries
 #
 #   (default)      the Dockerfiles as they are: the build stage compiles the tree (scripts/setup.sh,
 #                  scripts/build.sh; ~15 min cold on 2 cores, cached by `buildah bud --layers`).
@@ -15,6 +16,9 @@
 #   --only LIST    only these images (comma-separated).
 #   --load SOCKET  then imports them into the containerd at SOCKET (namespace k8s.io, the one the
 #                  kubelet's CRI uses) with `ctr images import` of a docker-archive tar.
+#   --cpu-binaries only builds the CPU-only binaries --prebuilt would (where $BUILD_DIR/bin's load
+#                  CUDA's libraries), then exits; no root needed. scripts/test.sh runs it before
+#                  the tests, so that the minutes a cold build takes count against no test's time.
 #
 # The base, debian:12.11-slim: used when buildah's store has it; else the cached debootstrap
 # tarball; else pulled when Docker Hub answers; else made with `debootstrap --variant=minbase
@@ -30,14 +34,17 @@ cd "$(dirname "$0")/.."
 
 usage() {
   echo "usage: scripts/images.sh [--prebuilt] [--only operator,ps,worker] [--load SOCKET]" >&2
+  echo "       scripts/images.sh --cpu-binaries" >&2
   exit 2
 }
 prebuilt=0
+cpu_binaries=0
 only="operator,ps,worker"
 load=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --prebuilt) prebuilt=1; shift ;;
+    --cpu-binaries) cpu_binaries=1; shift ;;
     --only) [ $# -ge 2 ] || usage; only="$2"; shift 2 ;;
     --load) [ $# -ge 2 ] || usage; load="$2"; shift 2 ;;
     *) usage ;;
@@ -52,6 +59,34 @@ version="$(sed -n 's/^project(psflow VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
 base_tag="docker.io/library/debian:12.11-slim"
 say() { echo "images: $*"; }
 die() { echo "images: $*" >&2; exit 1; }
+
+# The CPU images' build stage configures with -DPSFLOW_CUDA=OFF; where nvcc is found, the binaries
+# in $BUILD_DIR/bin load CUDA's libraries, which those images lack. Prints the path of binary $1
+# built as that stage builds it (scripts/build.sh -DPSFLOW_CUDA=OFF), only that target, in
+# $state/cpu-build (through ccache; minutes the first time, seconds after).
+cpu_only() {
+  say "$build_dir/bin/$1 loads CUDA's libraries: building a CPU-only $1 in $state/cpu-build" >&2
+  BUILD_DIR="$state/cpu-build" PSFLOW_BUILD_TARGETS="$1" scripts/build.sh -DPSFLOW_CUDA=OFF \
+    > "$state/cpu-build.log" 2>&1 || die "the CPU-only build failed: $(tail -n 5 "$state/cpu-build.log")"
+  echo "$state/cpu-build/bin/$1"
+}
+# Whether binary $1 loads CUDA's libraries. Not `ldd | grep -q`: grep -q exits at the first match,
+# ldd dies of SIGPIPE, and under pipefail the caller fails (a CUDA-linked worker went into the CPU
+# image, exit 127).
+loads_cuda() {
+  local deps
+  deps="$(ldd "$1")"
+  [[ $deps == *libcudart* ]]
+}
+
+if [ "$cpu_binaries" -eq 1 ]; then
+  for name in psflow-operator psflow-ps psflow-worker; do
+    bin="$build_dir/bin/$name"
+    [ -x "$bin" ] || die "$bin is not built (scripts/build.sh)"
+    if loads_cuda "$bin"; then cpu_only "$name" >/dev/null; fi
+  done
+  exit 0
+fi
 
 [ "$(id -u)" -eq 0 ] || die "needs root (buildah's store, debootstrap, containerd's socket)"
 for tool in buildah strip; do
@@ -150,16 +185,6 @@ dockerfile_of() {
 bud() {
   bh bud --quiet --layers --network host --pull=never "$@" >/dev/null
 }
-# The CPU images' build stage configures with -DPSFLOW_CUDA=OFF; where nvcc is found, the binaries
-# in $BUILD_DIR/bin load CUDA's libraries, which those images lack. Prints the path of binary $1
-# built as that stage builds it (scripts/build.sh -DPSFLOW_CUDA=OFF), only that target, in
-# $state/cpu-build (through ccache; minutes the first time, seconds after).
-cpu_only() {
-  say "$build_dir/bin/$1 loads CUDA's libraries: building a CPU-only $1 in $state/cpu-build" >&2
-  BUILD_DIR="$state/cpu-build" PSFLOW_BUILD_TARGETS="$1" scripts/build.sh -DPSFLOW_CUDA=OFF \
-    > "$state/cpu-build.log" 2>&1 || die "the CPU-only build failed: $(tail -n 5 "$state/cpu-build.log")"
-  echo "$state/cpu-build/bin/$1"
-}
 # The build context standing in for the build stage: what the runtime stage copies from it,
 # taken from this machine ($BUILD_DIR/bin for /src/build/bin; other paths, e.g. the data set, as
 # they are here, hard-linked where the file system allows).
@@ -175,13 +200,7 @@ prebuilt_context() {
         local name="${src#/src/build/bin/}"
         local bin="$build_dir/bin/$name"
         [ -x "$bin" ] || die "$bin is not built (scripts/build.sh)"
-        # Not `ldd | grep -q`: grep -q exits at the first match, ldd dies of SIGPIPE, and under
-        # pipefail the test fails (a CUDA-linked worker went into the CPU image, exit 127).
-        local deps
-        deps="$(ldd "$bin")"
-        if [[ $deps == *libcudart* ]]; then
-          bin="$(cpu_only "$name")"
-        fi
+        if loads_cuda "$bin"; then bin="$(cpu_only "$name")"; fi
         strip --strip-debug -o "$dst" "$bin"
         ;;
       *)
