@@ -101,7 +101,8 @@ class MetricsEndpoint {
   MetricsEndpoint(int listen_fd, int port);
   // The endpoint's thread: reads the requests and writes their answers on up to 64
   // connections at once, each given 2 s from its accept to its request's end and 2 s more to
-  // take the answer, so that no client, however slow, holds up the others.
+  // take the answer, so that no client, however slow, holds up the others. An answer waiting to
+  // be taken is held whole: 64 clients that do not read hold up to 64 copies of /metrics for 2 s.
   void Serve();
   struct Reply {
     std::string data;    // the whole HTTP response

@@ -71,18 +71,23 @@ absl::StatusOr<int> ResolveMetricsPort() {
   return port;
 }
 
-absl::StatusOr<TransportSecurity> ResolveTransportSecurity() {
-  const TlsFiles files{.ca = absl::GetFlag(FLAGS_tls_ca),
-                       .certificate = absl::GetFlag(FLAGS_tls_cert),
-                       .private_key = absl::GetFlag(FLAGS_tls_key)};
+absl::StatusOr<TlsFiles> TlsFilesGiven() {
+  TlsFiles files{.ca = absl::GetFlag(FLAGS_tls_ca),
+                 .certificate = absl::GetFlag(FLAGS_tls_cert),
+                 .private_key = absl::GetFlag(FLAGS_tls_key)};
   const int given = !files.ca.empty() + !files.certificate.empty() + !files.private_key.empty();
-  if (given == 0) return TransportSecurity();
-  if (given < 3) {
+  if (given != 0 && given < 3) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--tls_ca, --tls_cert and --tls_key go together (all three or none); missing:",
         files.ca.empty() ? " --tls_ca" : "", files.certificate.empty() ? " --tls_cert" : "",
         files.private_key.empty() ? " --tls_key" : ""));
   }
+  return files;
+}
+
+absl::StatusOr<TransportSecurity> ResolveTransportSecurity() {
+  ASSIGN_OR_RETURN(const TlsFiles files, TlsFilesGiven());
+  if (files.ca.empty()) return TransportSecurity();
   return LoadTlsFiles(files);
 }
 

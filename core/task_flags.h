@@ -32,6 +32,10 @@ absl::StatusOr<ClusterSpec> ResolveClusterSpec();
 // INVALID_ARGUMENT when the port is above 65535 or the variable is not a port number.
 absl::StatusOr<int> ResolveMetricsPort();
 
+// The files --tls_ca, --tls_cert and --tls_key name, unread: all empty (plaintext) or all given.
+// INVALID_ARGUMENT when only some are given.
+absl::StatusOr<TlsFiles> TlsFilesGiven();
+
 // Mutual TLS from the files --tls_ca, --tls_cert and --tls_key name (LoadTlsFiles checks them),
 // plaintext when none is given. INVALID_ARGUMENT when only some are given, or for a bad file.
 absl::StatusOr<TransportSecurity> ResolveTransportSecurity();

@@ -16,7 +16,9 @@ int RunTaskMain(int argc, char** argv, const char* program, const char* usage,
   KeepFreedMemoryForReuse();
   ParseFlags(argc, argv, usage);
   if (absl::GetFlag(FLAGS_check_config)) {
-    const absl::StatusOr<std::string> summary = check();
+    const absl::Status tls = TlsFilesGiven().status();
+    const absl::StatusOr<std::string> summary =
+        tls.ok() ? check() : absl::StatusOr<std::string>(tls);
     if (!summary.ok()) {
       std::fprintf(stderr, "%s: %s\n", program, std::string(summary.status().message()).c_str());
       return 1;

@@ -4,9 +4,10 @@
 // and exit code 2), then the task; its error ends in one line "<program>: <message>" and exit
 // code 1.
 //
-// With --check_config the task does not start: `check` resolves the flags and the cluster spec
-// as the task would at its start, without reading the files they name (TLS, data, checkpoints,
-// model exports: they are the pod's) and without opening a port. Its summary is printed as one
+// With --check_config the task does not start: the TLS flags are checked as a set (TlsFilesGiven),
+// and `check` resolves the flags and the cluster spec as the task would at its start, without
+// reading the files they name (TLS, data, checkpoints, model exports: they are the pod's; a
+// worker's --model_file is read) and without opening a port. Its summary is printed as one
 // line "<program>: <summary>" on stdout, exit code 0; its error as one line "<program>: <message>"
 // on stderr, exit code 1. `psflow validate` and `psflow run` run it for each replica.
 #ifndef PSFLOW_CORE_TASK_MAIN_H_

@@ -80,6 +80,9 @@ loads_cuda() {
 }
 
 if [ "$cpu_binaries" -eq 1 ]; then
+  [ "$prebuilt" -eq 0 ] && [ -z "$load" ] && [ "$only" = "operator,ps,worker" ] || usage
+  exec 9>"$state/lock"
+  flock 9  # as a build of the images would: one cpu-build at a time
   for name in psflow-operator psflow-ps psflow-worker; do
     bin="$build_dir/bin/$name"
     [ -x "$bin" ] || die "$bin is not built (scripts/build.sh)"

@@ -407,6 +407,16 @@ TEST_F(BadInput, CheckConfigSaysValidOrTheErrorInOneLineAndStartsNothing) {
   ExpectOneLineError(
       RunCommand({Binary("psflow-worker"), "--check_config", "--batch_size=-2"}, cluster, kTimeout),
       1, {"psflow-worker: --batch_size must be >= 1"});
+  // The TLS flags as a set (their files are the pod's: not read).
+  ExpectOneLineError(RunCommand({Binary("psflow-worker"), "--check_config", "--tls_ca=/in/pod"},
+                                cluster, kTimeout),
+                     1,
+                     {"psflow-worker: --tls_ca, --tls_cert and --tls_key go together (all three "
+                      "or none); missing: --tls_cert --tls_key"});
+  r = RunCommand(
+      {Binary("psflow-worker"), "--check_config", "--tls_ca=/a", "--tls_cert=/b", "--tls_key=/c"},
+      cluster, kTimeout);
+  EXPECT_EQ(r.status.code, 0) << r.output;
   ExpectOneLineError(RunCommand({Binary("psflow-worker"), "--check_config", "--stop_grace_s=-1"},
                                 cluster, kTimeout),
                      1, {"psflow-worker: --stop_grace_s must be >= 0, got -1"});

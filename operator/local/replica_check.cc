@@ -95,10 +95,9 @@ ReplicaCheck CheckOne(const api::TrainingJob& job, api::ReplicaType type,
                                                   "\" is not psflow-ps or psflow-worker");
     return check;
   }
-  // The program the replica runs where it is here (a path), else psflow's own in PATH.
-  const bool as_named =
-      absl::StrContains(c.command[0], "/") && access(c.command[0].c_str(), X_OK) == 0;
-  std::vector<std::string> argv = {as_named ? c.command[0] : check.program, "--check_config"};
+  // psflow's own program of that name (PATH has psflow's folder first), never a path the
+  // manifest names: checking a manifest runs nothing it chose.
+  std::vector<std::string> argv = {check.program, "--check_config"};
   argv.insert(argv.end(), c.command.begin() + 1, c.command.end());
   argv.insert(argv.end(), c.args.begin(), c.args.end());
   if (!model_file.empty() && type != api::ReplicaType::kPS) {

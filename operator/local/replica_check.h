@@ -64,16 +64,16 @@ struct ReplicaCheckOptions {
   std::chrono::milliseconds timeout{60000};  // per check
 };
 
-// One check per replica type with replicas, in the job's order of types. Each runs the program
-// the main container names, where that path is here, else psflow's own of that name in PATH
-// (psflow's own folder first, as `psflow` puts it there), with --check_config, the container's
-// command and args (and --model_file=<spec.modelFile>, as the replicas get it) and the
-// replica's environment (ReplicaEnvironment for index 0), of whose container entries only
-// psflow's own (PSFLOW_*) are kept: a check runs nothing the manifest names, such as an
-// LD_PRELOAD. A type is not checked where its command is not a psflow program
-// (CheckedProgram), its args hold what only a kubelet or the pod resolves ($(VAR), --flagfile,
-// --fromenv, --tryfromenv, or a --model_file not on this machine), the program is not found,
-// predates --check_config, or does not answer within the timeout.
+// One check per replica type with replicas, in the job's order of types. Each runs psflow's own
+// program of the name the main container's command names (CheckedProgram), found in PATH
+// (psflow's own folder first, as `psflow` puts it there; never a path the manifest gives), with
+// --check_config, the container's command and args (and --model_file=<spec.modelFile>, as the
+// replicas get it) and the replica's environment (ReplicaEnvironment for index 0), of whose
+// container entries only psflow's own (PSFLOW_*) are kept: a check runs nothing the manifest
+// chose, such as an LD_PRELOAD. A type is not checked where its command is not a psflow program,
+// its args hold what only a kubelet or the pod resolves ($(VAR), --flagfile, --fromenv,
+// --tryfromenv, or a --model_file not on this machine), the program is not found, predates
+// --check_config, or does not answer within the timeout.
 std::vector<ReplicaCheck> CheckReplicas(const api::TrainingJob& job,
                                         const ReplicaCheckOptions& options);
 

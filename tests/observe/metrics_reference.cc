@@ -83,7 +83,7 @@ absl::StatusOr<MetricFamilies> RegisteredInSources(const std::string& source_dir
   // Add<Type>(registry, "name"), <Type>(registry, "name") (LateGauge's too) and
   // Build<Type>().Name("name"), the registry named by any identifier; \s spans lines.
   static const std::regex kRegistration(
-      R"((Counter|Gauge|Histogram)\(\s*(?:\w+,\s*|\)\s*\.Name\(\s*)\"(psflow_[a-z0-9_]+)\")");
+      R"(\b(?:Add|Late|Build)?(Counter|Gauge|Histogram)\(\s*(?:\w+,\s*|\)\s*\.Name\(\s*)\"(psflow_[a-z0-9_]+)\")");
   MetricFamilies out;
   for (const auto& [path, text] : *files) {
     for (auto it = std::sregex_iterator(text.begin(), text.end(), kRegistration);
