@@ -21,7 +21,7 @@ bool Exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
-class FileUtilTest : public testing::Test {
+class FileUtilTest : public ::testing::Test {
  protected:
   void SetUp() override {
     char templ[] = "/tmp/file_util_test.XXXXXX";

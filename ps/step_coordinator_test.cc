@@ -46,14 +46,14 @@ bool Answered(const ParkedCall& call, Clock::duration wait = kShortWait) {
   return call.answer.wait_for(wait) == std::future_status::ready;
 }
 
-proto::SyncConfig Async(int workers) {
+proto::SyncConfig AsyncWorkers(int workers) {
   proto::SyncConfig s;
   s.set_sync_replicas(false);
   s.set_total_workers(workers);
   return s;
 }
 
-proto::SyncConfig Sync(int workers, int aggregate) {
+proto::SyncConfig SyncWorkers(int workers, int aggregate) {
   proto::SyncConfig s;
   s.set_sync_replicas(true);
   s.set_total_workers(workers);
@@ -86,7 +86,7 @@ TEST(StepCoordinatorTest, StepWatchFiresOnceAtItsTargetAndAtOnceWhenReached) {
   StepCoordinator c;
   int fired = 0;
   c.WatchStep(2, [&] { ++fired; });
-  ASSERT_TRUE(c.Start(Async(1), 0).ok());
+  ASSERT_TRUE(c.Start(AsyncWorkers(1), 0).ok());
   EXPECT_EQ(fired, 0);
   ASSERT_TRUE(AdmitAndWake(c, Push(0, 0)).ok());
   EXPECT_EQ(fired, 0);
@@ -100,7 +100,7 @@ TEST(StepCoordinatorTest, StepWatchFiresOnceAtItsTargetAndAtOnceWhenReached) {
 
 TEST(StepCoordinatorTest, StepWatchIsReplacedAndCleared) {
   StepCoordinator c;
-  ASSERT_TRUE(c.Start(Async(1), 0).ok());
+  ASSERT_TRUE(c.Start(AsyncWorkers(1), 0).ok());
   int first = 0, second = 0;
   c.WatchStep(1, [&] { ++first; });
   c.WatchStep(1, [&] { ++second; });
@@ -117,7 +117,7 @@ TEST(StepCoordinatorTest, StepWatchFiresWhenStartRestoresPastItsTarget) {
   StepCoordinator c;
   int fired = 0;
   c.WatchStep(100, [&] { ++fired; });
-  ASSERT_TRUE(c.Start(Async(1), 1139).ok());
+  ASSERT_TRUE(c.Start(AsyncWorkers(1), 1139).ok());
   EXPECT_EQ(fired, 1);
 }
 
@@ -136,7 +136,7 @@ TEST(StepCoordinatorTest, ParkBeforeStartWaitsUntilStart) {
   EXPECT_FALSE(Answered(ready));
   EXPECT_EQ(ready.calls->load(), 0);
 
-  ASSERT_TRUE(c.Start(Async(1), 0).ok());
+  ASSERT_TRUE(c.Start(AsyncWorkers(1), 0).ok());
   EXPECT_TRUE(c.ready());
   EXPECT_EQ(c.step(), 0);
   ASSERT_TRUE(Answered(ready, kPrompt));
@@ -153,7 +153,7 @@ TEST(StepCoordinatorTest, StartAtRestoredStepWakesCallsUpToIt) {
   StepCoordinator c;
   ParkedCall five = Park(c, 5, Clock::now() + kLongWait);
   ParkedCall six = Park(c, 6, Clock::now() + kLongWait);
-  ASSERT_TRUE(c.Start(Async(1), 5).ok());
+  ASSERT_TRUE(c.Start(AsyncWorkers(1), 5).ok());
   EXPECT_EQ(c.step(), 5);
   ASSERT_TRUE(Answered(five, kPrompt));
   EXPECT_TRUE(five.answer.get());
@@ -166,7 +166,7 @@ TEST(StepCoordinatorTest, StartAtRestoredStepWakesCallsUpToIt) {
 
 TEST(StepCoordinatorTest, ParkAnswersAtOnceWhenTheStepIsReached) {
   StepCoordinator c;
-  ASSERT_TRUE(c.Start(Async(1), 2).ok());
+  ASSERT_TRUE(c.Start(AsyncWorkers(1), 2).ok());
   int calls = 0;
   bool reached = false;
   // Answered on this thread, before Park returns.
@@ -186,7 +186,7 @@ TEST(StepCoordinatorTest, ParkAnswersAtOnceWhenTheStepIsReached) {
 
 TEST(StepCoordinatorTest, ParkWithPastDeadlineAnswersFalse) {
   StepCoordinator c;
-  ASSERT_TRUE(c.Start(Async(1), 0).ok());
+  ASSERT_TRUE(c.Start(AsyncWorkers(1), 0).ok());
   ParkedCall call = Park(c, 1, Clock::now() - milliseconds(1));
   ASSERT_TRUE(Answered(call, kPrompt));
   EXPECT_FALSE(call.answer.get());
@@ -202,7 +202,7 @@ TEST(StepCoordinatorTest, ParkBeforeStartWithPastDeadlineAnswersFalse) {
 
 TEST(StepCoordinatorTest, ParkWithNearDeadlineAnswersFalseAfterIt) {
   StepCoordinator c;
-  ASSERT_TRUE(c.Start(Async(1), 0).ok());
+  ASSERT_TRUE(c.Start(AsyncWorkers(1), 0).ok());
   const auto start = Clock::now();
   const auto deadline = start + milliseconds(100);
   ParkedCall call = Park(c, 1, deadline);
@@ -214,7 +214,7 @@ TEST(StepCoordinatorTest, ParkWithNearDeadlineAnswersFalseAfterIt) {
 
 TEST(StepCoordinatorTest, DeadlinesAreAnsweredInTheirOwnOrder) {
   StepCoordinator c;
-  ASSERT_TRUE(c.Start(Async(1), 0).ok());
+  ASSERT_TRUE(c.Start(AsyncWorkers(1), 0).ok());
   // Parked first with the later deadline: the timer must still wake for the earlier one.
   ParkedCall late = Park(c, 1, Clock::now() + kLongWait);
   ParkedCall early = Park(c, 1, Clock::now() + milliseconds(20));
@@ -228,7 +228,7 @@ TEST(StepCoordinatorTest, DeadlinesAreAnsweredInTheirOwnOrder) {
 
 TEST(StepCoordinatorTest, ReachedBeforeTheDeadlineIsAnsweredOnce) {
   StepCoordinator c;
-  ASSERT_TRUE(c.Start(Async(1), 0).ok());
+  ASSERT_TRUE(c.Start(AsyncWorkers(1), 0).ok());
   ParkedCall call = Park(c, 1, Clock::now() + milliseconds(300));
   ASSERT_TRUE(AdmitAndWake(c, Push(0, 0)).ok());
   // Answered by the Wake of the call that advanced the step, before it returned.
@@ -261,7 +261,7 @@ TEST(StepCoordinatorTest, StopAnswersParkedCallsAndLaterParksWithFalse) {
 
 TEST(StepCoordinatorTest, StopAfterStartAnswersEvenReachableStepsWithFalse) {
   StepCoordinator c;
-  ASSERT_TRUE(c.Start(Async(1), 4).ok());
+  ASSERT_TRUE(c.Start(AsyncWorkers(1), 4).ok());
   c.Stop();
   int calls = 0;
   bool reached = true;
@@ -285,7 +285,7 @@ TEST(StepCoordinatorTest, DestructorAnswersParkedCalls) {
 
 TEST(StepCoordinatorTest, ManyThreadsParkWhileTheStepAdvances) {
   StepCoordinator c;
-  ASSERT_TRUE(c.Start(Async(1), 0).ok());
+  ASSERT_TRUE(c.Start(AsyncWorkers(1), 0).ok());
   constexpr int kCalls = 64;
   std::vector<ParkedCall> calls(kCalls);
   std::vector<std::thread> threads;
@@ -311,11 +311,11 @@ TEST(StepCoordinatorTest, ManyThreadsParkWhileTheStepAdvances) {
 
 TEST(StepCoordinatorTest, StartRejectsBadSyncConfigs) {
   StepCoordinator c;
-  EXPECT_EQ(c.Start(Async(0), 0).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(c.Start(Sync(2, -1), 0).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(c.Start(Sync(2, 3), 0).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.Start(AsyncWorkers(0), 0).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.Start(SyncWorkers(2, -1), 0).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.Start(SyncWorkers(2, 3), 0).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(c.ready());
-  ASSERT_TRUE(c.Start(Sync(2, 2), 0).ok());
+  ASSERT_TRUE(c.Start(SyncWorkers(2, 2), 0).ok());
   EXPECT_TRUE(c.ready());
   EXPECT_TRUE(c.sync().sync_replicas());
   EXPECT_EQ(c.sync().total_workers(), 2);
@@ -332,7 +332,7 @@ TEST(StepCoordinatorTest, AdmitBeforeStartIsFailedPrecondition) {
 
 TEST(StepCoordinatorTest, AsyncPushCountsOnceWithTheStepItsFirstChunkFound) {
   StepCoordinator c;
-  ASSERT_TRUE(c.Start(Async(2), 0).ok());
+  ASSERT_TRUE(c.Start(AsyncWorkers(2), 0).ok());
 
   auto a = c.Admit(Push(0, 0, 0, 2));
   ASSERT_TRUE(a.ok()) << a.status();
@@ -397,7 +397,7 @@ TEST(StepCoordinatorTest, AsyncPushCountsOnceWithTheStepItsFirstChunkFound) {
 
 TEST(StepCoordinatorTest, AsyncChunkZeroWakesTheCallsParkedForTheNewStep) {
   StepCoordinator c;
-  ASSERT_TRUE(c.Start(Async(1), 0).ok());
+  ASSERT_TRUE(c.Start(AsyncWorkers(1), 0).ok());
   ParkedCall one = Park(c, 1, Clock::now() + kLongWait);
   ParkedCall two = Park(c, 2, Clock::now() + kLongWait);
   ASSERT_TRUE(AdmitAndWake(c, Push(0, 0, 0, 2)).ok());
@@ -414,7 +414,7 @@ TEST(StepCoordinatorTest, AsyncChunkZeroWakesTheCallsParkedForTheNewStep) {
 
 TEST(StepCoordinatorTest, AsyncStalenessFromARestoredStep) {
   StepCoordinator c;
-  ASSERT_TRUE(c.Start(Async(1), 100).ok());
+  ASSERT_TRUE(c.Start(AsyncWorkers(1), 100).ok());
   auto a = c.Admit(Push(0, 97));
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->step, 100);
@@ -424,7 +424,7 @@ TEST(StepCoordinatorTest, AsyncStalenessFromARestoredStep) {
 
 TEST(StepCoordinatorTest, AsyncRejectsBadHeadersWithoutMovingTheStep) {
   StepCoordinator c;
-  ASSERT_TRUE(c.Start(Async(2), 0).ok());
+  ASSERT_TRUE(c.Start(AsyncWorkers(2), 0).ok());
   ASSERT_TRUE(AdmitAndWake(c, Push(0, 0)).ok());
   ASSERT_EQ(c.step(), 1);
 
@@ -450,7 +450,7 @@ TEST(StepCoordinatorTest, AsyncRejectsBadHeadersWithoutMovingTheStep) {
 
 TEST(StepCoordinatorTest, AsyncLeaveNeverCompletesAStep) {
   StepCoordinator c;
-  ASSERT_TRUE(c.Start(Async(2), 0).ok());
+  ASSERT_TRUE(c.Start(AsyncWorkers(2), 0).ok());
   EXPECT_FALSE(c.Leave(0).completes_step);
   EXPECT_FALSE(c.Leave(1).completes_step);
   EXPECT_EQ(c.step(), 0);
@@ -463,7 +463,7 @@ TEST(StepCoordinatorTest, AsyncLeaveNeverCompletesAStep) {
 
 TEST(StepCoordinatorTest, SyncAdmitsTheFirstReplicasAndDropsTheBackup) {
   StepCoordinator c;
-  ASSERT_TRUE(c.Start(Sync(3, 2), 0).ok());
+  ASSERT_TRUE(c.Start(SyncWorkers(3, 2), 0).ok());
   ParkedCall next = Park(c, 1, Clock::now() + kLongWait);
 
   // Chunk 0 of worker 0 and of worker 1: admitted, accumulated, the step is not complete.
@@ -526,7 +526,7 @@ TEST(StepCoordinatorTest, SyncAdmitsTheFirstReplicasAndDropsTheBackup) {
 
 TEST(StepCoordinatorTest, SyncStepNeedsEveryChunkOfEveryAdmittedWorker) {
   StepCoordinator c;
-  ASSERT_TRUE(c.Start(Sync(2, 2), 0).ok());
+  ASSERT_TRUE(c.Start(SyncWorkers(2, 2), 0).ok());
   // Worker 0 delivers both of its chunks first (in reverse order), worker 1 then its three.
   for (uint32_t chunk : {1u, 0u}) {
     ASSERT_EQ(c.Admit(Push(0, 0, chunk, 2))->verdict, Verdict::kAccumulate);
@@ -545,7 +545,7 @@ TEST(StepCoordinatorTest, SyncStepNeedsEveryChunkOfEveryAdmittedWorker) {
 
 TEST(StepCoordinatorTest, SyncReplicasToAggregateZeroMeansEveryWorker) {
   StepCoordinator c;
-  ASSERT_TRUE(c.Start(Sync(3, 0), 0).ok());
+  ASSERT_TRUE(c.Start(SyncWorkers(3, 0), 0).ok());
   for (int w : {0, 1}) {
     ASSERT_EQ(c.Admit(Push(w, 0))->verdict, Verdict::kAccumulate);
     EXPECT_FALSE(c.ChunkAccumulated(Push(w, 0)).completes_step);
@@ -557,7 +557,7 @@ TEST(StepCoordinatorTest, SyncReplicasToAggregateZeroMeansEveryWorker) {
 
 TEST(StepCoordinatorTest, SyncDropsAPushOfTheStepAgainWithAnotherChunkCount) {
   StepCoordinator c;
-  ASSERT_TRUE(c.Start(Sync(2, 2), 0).ok());
+  ASSERT_TRUE(c.Start(SyncWorkers(2, 2), 0).ok());
   ASSERT_EQ(c.Admit(Push(0, 0, 0, 2))->verdict, Verdict::kAccumulate);
   EXPECT_FALSE(c.ChunkAccumulated(Push(0, 0, 0, 2)).completes_step);
   // The same worker's push now claims three chunks (it restarted): dropped.
@@ -577,14 +577,14 @@ TEST(StepCoordinatorTest, SyncDropsAPushOfTheStepAgainWithAnotherChunkCount) {
 
 TEST(StepCoordinatorTest, ChunkAccumulatedForAWorkerNotAdmittedIsFalse) {
   StepCoordinator c;
-  ASSERT_TRUE(c.Start(Sync(2, 1), 0).ok());
+  ASSERT_TRUE(c.Start(SyncWorkers(2, 1), 0).ok());
   EXPECT_FALSE(c.ChunkAccumulated(Push(1, 0)).completes_step);
   EXPECT_EQ(c.workers_in_step(), 0);
 }
 
 TEST(StepCoordinatorTest, SyncLeaveCompletesTheStep) {
   StepCoordinator c;
-  ASSERT_TRUE(c.Start(Sync(2, 2), 0).ok());
+  ASSERT_TRUE(c.Start(SyncWorkers(2, 2), 0).ok());
   ParkedCall next = Park(c, 1, Clock::now() + kLongWait);
   ASSERT_EQ(c.Admit(Push(0, 0))->verdict, Verdict::kAccumulate);
   EXPECT_FALSE(c.ChunkAccumulated(Push(0, 0)).completes_step);
@@ -608,7 +608,7 @@ TEST(StepCoordinatorTest, SyncLeaveCompletesTheStep) {
 
 TEST(StepCoordinatorTest, SyncLeaveBeforeAnyPushCompletesNothing) {
   StepCoordinator c;
-  ASSERT_TRUE(c.Start(Sync(2, 2), 0).ok());
+  ASSERT_TRUE(c.Start(SyncWorkers(2, 2), 0).ok());
   EXPECT_FALSE(c.Leave(0).completes_step);
   EXPECT_FALSE(c.Leave(7).completes_step);   // outside the job
   EXPECT_FALSE(c.Leave(-1).completes_step);  // outside the job
@@ -622,7 +622,7 @@ TEST(StepCoordinatorTest, SyncLeaveBeforeAnyPushCompletesNothing) {
 
 TEST(StepCoordinatorTest, SyncLeaveAboveTheAggregateCountChangesNothing) {
   StepCoordinator c;
-  ASSERT_TRUE(c.Start(Sync(3, 2), 0).ok());
+  ASSERT_TRUE(c.Start(SyncWorkers(3, 2), 0).ok());
   ASSERT_EQ(c.Admit(Push(0, 0))->verdict, Verdict::kAccumulate);
   EXPECT_FALSE(c.ChunkAccumulated(Push(0, 0)).completes_step);
   // Two workers are still in the job: the step still needs two pushes.
@@ -634,7 +634,7 @@ TEST(StepCoordinatorTest, SyncLeaveAboveTheAggregateCountChangesNothing) {
 
 TEST(StepCoordinatorTest, SyncLeaveWhileApplyingDoesNotCompleteTwice) {
   StepCoordinator c;
-  ASSERT_TRUE(c.Start(Sync(2, 1), 0).ok());
+  ASSERT_TRUE(c.Start(SyncWorkers(2, 1), 0).ok());
   ASSERT_EQ(c.Admit(Push(0, 0))->verdict, Verdict::kAccumulate);
   EXPECT_TRUE(c.ChunkAccumulated(Push(0, 0)).completes_step);
   // The caller is applying step 0; a Leave now must not hand out a second completion.
@@ -647,7 +647,7 @@ TEST(StepCoordinatorTest, SyncConcurrentWorkersCompleteEachStepOnce) {
   StepCoordinator c;
   constexpr int kWorkers = 4;
   constexpr int kSteps = 50;
-  ASSERT_TRUE(c.Start(Sync(kWorkers, 3), 0).ok());
+  ASSERT_TRUE(c.Start(SyncWorkers(kWorkers, 3), 0).ok());
   std::atomic<int> completions{0};
   std::atomic<int> backups{0};
   std::vector<std::thread> threads;
@@ -690,7 +690,7 @@ namespace {
 
 TEST(StepCoordinatorTest, SyncDropsAChunkSentTwice) {
   StepCoordinator c;
-  ASSERT_TRUE(c.Start(Sync(2, 2), 0).ok());
+  ASSERT_TRUE(c.Start(SyncWorkers(2, 2), 0).ok());
   ASSERT_EQ(c.Admit(Push(0, 0, 0, 2))->verdict, StepCoordinator::Verdict::kAccumulate);
   EXPECT_FALSE(c.ChunkAccumulated(Push(0, 0, 0, 2)).completes_step);
   // Chunk 0 again (its worker restarted) would count as the second chunk and complete the push:
@@ -736,7 +736,7 @@ TEST(StepCoordinatorTest, SyncPushIncompleteForTheTimeoutIsGivenUpAndTheStepGoes
   Expiries expiries;  // before c: its handler must outlive c's timer thread
   StepCoordinator c(milliseconds(50));
   expiries.Attach(c);
-  ASSERT_TRUE(c.Start(Sync(2, 2), 0).ok());
+  ASSERT_TRUE(c.Start(SyncWorkers(2, 2), 0).ok());
   ASSERT_EQ(c.Admit(Push(0, 0, 0, 2))->verdict, Verdict::kAccumulate);
   EXPECT_FALSE(c.ChunkAccumulated(Push(0, 0, 0, 2)).completes_step);
   const auto given = expiries.First();
@@ -760,7 +760,7 @@ TEST(StepCoordinatorTest, AsyncPushIncompleteForTheTimeoutEndsAsItIs) {
   Expiries expiries;  // before c: its handler must outlive c's timer thread
   StepCoordinator c(milliseconds(50));
   expiries.Attach(c);
-  ASSERT_TRUE(c.Start(Async(2), 0).ok());
+  ASSERT_TRUE(c.Start(AsyncWorkers(2), 0).ok());
   ASSERT_TRUE(c.Admit(Push(1, 0, 1, 3)).ok());
   EXPECT_EQ(c.open_pushes().size(), 1u);
   const auto given = expiries.First();
@@ -783,7 +783,7 @@ TEST(StepCoordinatorTest, AsyncPushIncompleteForTheTimeoutEndsAsItIs) {
 TEST(StepCoordinatorTest, AsyncAdmitHandsTheCallsItMadeDueToItsCaller) {
   int calls = 0;  // before c: c's Stop answers a call still parked
   StepCoordinator c;
-  ASSERT_TRUE(c.Start(Async(1), 0).ok());
+  ASSERT_TRUE(c.Start(AsyncWorkers(1), 0).ok());
   c.Park(1, {}, Clock::now() + kLongWait, [&](bool reached) {
     EXPECT_TRUE(reached);
     ++calls;
@@ -809,7 +809,7 @@ TEST(StepCoordinatorTest, SyncLateChunksOfAGivenUpPushAreDroppedAndTheStepGoesOn
   Expiries expiries;  // before c: its handler must outlive c's timer thread
   StepCoordinator c(milliseconds(50));
   expiries.Attach(c);
-  ASSERT_TRUE(c.Start(Sync(3, 3), 0).ok());
+  ASSERT_TRUE(c.Start(SyncWorkers(3, 3), 0).ok());
   ASSERT_EQ(c.Admit(Push(0, 0, 0, 2))->verdict, Verdict::kAccumulate);
   c.ChunkAccumulated(Push(0, 0, 0, 2));
   ASSERT_EQ(c.Admit(Push(1, 0))->verdict, Verdict::kAccumulate);
@@ -841,7 +841,7 @@ TEST(StepCoordinatorTest, SyncTheRestartedWorkersRepushOfAGivenUpStepIsDroppedIn
     Expiries expiries;  // before c: its handler must outlive c's timer thread
     StepCoordinator c(milliseconds(50));
     expiries.Attach(c);
-    ASSERT_TRUE(c.Start(Sync(2, 2), 0).ok());
+    ASSERT_TRUE(c.Start(SyncWorkers(2, 2), 0).ok());
     ASSERT_EQ(c.Admit(Push(0, 0, 0, 2))->verdict, Verdict::kAccumulate);
     c.ChunkAccumulated(Push(0, 0, 0, 2));
     ASSERT_TRUE(expiries.First().has_value());
@@ -867,7 +867,7 @@ TEST(StepCoordinatorTest, SyncWorkerLeavingMidPushGivesItsPlaceBack) {
   // 3 workers, 2 per step: worker 0 sends 1 of its 2 chunks and leaves; worker 2, a backup
   // before, now gets the place and the step completes with workers 1 and 2.
   StepCoordinator c;
-  ASSERT_TRUE(c.Start(Sync(3, 2), 0).ok());
+  ASSERT_TRUE(c.Start(SyncWorkers(3, 2), 0).ok());
   ASSERT_EQ(c.Admit(Push(0, 0, 0, 2))->verdict, StepCoordinator::Verdict::kAccumulate);
   c.ChunkAccumulated(Push(0, 0, 0, 2));
   ASSERT_EQ(c.Admit(Push(1, 0))->verdict, StepCoordinator::Verdict::kAccumulate);
@@ -897,7 +897,7 @@ proto::TransferHeader Dense(proto::TransferHeader h, uint32_t partition, int64_t
 
 TEST(StepCoordinatorTest, SyncHandsOutEachPartitionOnceEveryAdmittedWorkerDeliveredIt) {
   StepCoordinator c;
-  ASSERT_TRUE(c.Start(Sync(2, 2), 0, {4, 3}).ok());
+  ASSERT_TRUE(c.Start(SyncWorkers(2, 2), 0, {4, 3}).ok());
   ParkedCall first = [&] {
     auto promise = std::make_shared<std::promise<bool>>();
     ParkedCall call;
@@ -947,7 +947,7 @@ TEST(StepCoordinatorTest, SyncHandsOutEachPartitionOnceEveryAdmittedWorkerDelive
 
 TEST(StepCoordinatorTest, SyncLeaveMidPushHandsOutThePartitionsWithoutTheLeaver) {
   StepCoordinator c;
-  ASSERT_TRUE(c.Start(Sync(3, 3), 0, {4}).ok());
+  ASSERT_TRUE(c.Start(SyncWorkers(3, 3), 0, {4}).ok());
   const proto::TransferHeader half = Dense(Push(0, 0, 0, 2), 0, 0, 2);
   ASSERT_EQ(c.Admit(half)->verdict, Verdict::kAccumulate);
   EXPECT_TRUE(c.ChunkAccumulated(half).apply.empty());
@@ -966,7 +966,7 @@ TEST(StepCoordinatorTest, SyncLeaveMidPushHandsOutThePartitionsWithoutTheLeaver)
 
 TEST(StepCoordinatorTest, SyncDenseElementsSentTwiceAreInvalid) {
   StepCoordinator c;
-  ASSERT_TRUE(c.Start(Sync(1, 1), 0, {4}).ok());
+  ASSERT_TRUE(c.Start(SyncWorkers(1, 1), 0, {4}).ok());
   ASSERT_TRUE(c.Admit(Dense(Push(0, 0, 0, 2), 0, 0, 3)).ok());
   EXPECT_EQ(c.Admit(Dense(Push(0, 0, 1, 2), 0, 2, 2)).status().code(),
             absl::StatusCode::kInvalidArgument);
@@ -977,7 +977,7 @@ TEST(StepCoordinatorTest, SyncDenseElementsSentTwiceAreInvalid) {
 // and after counted one step twice when the other thread moved it in between).
 TEST(StepCoordinatorTest, SyncOnlyTheCallThatCompletesTheStepSaysSo) {
   StepCoordinator c;
-  ASSERT_TRUE(c.Start(Sync(2, 2), 0, {10, 10}).ok());
+  ASSERT_TRUE(c.Start(SyncWorkers(2, 2), 0, {10, 10}).ok());
   proto::TransferHeader whole = Dense(Dense(Push(0, 0), 0, 0, 10), 1, 0, 10);
   ASSERT_EQ(c.Admit(whole)->verdict, Verdict::kAccumulate);
   EXPECT_TRUE(c.ChunkAccumulated(whole).apply.empty());

@@ -72,13 +72,12 @@ for name in "${targets[@]}"; do
 done
 check_libfuzzer || exit 2
 
+# Through ccache with paths relative to the checkout (CCACHE_BASEDIR, exported for the build
+# too), so that a fresh clone's fuzz folder, as ctest makes one in CI, reuses another's objects.
+source scripts/compiler_cache.sh
 if [[ ! -f "$build_dir/CMakeCache.txt" ]]; then
-  launcher=()
-  if command -v ccache >/dev/null; then
-    launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-  fi
   cmake -S . -B "$build_dir" -G Ninja -DPSFLOW_FUZZ=ON -DPSFLOW_CUDA=OFF \
-    -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ "${launcher[@]}" >/dev/null
+    -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ "${launcher_args[@]}" >/dev/null
 fi
 build_start=$SECONDS
 if ! ninja -C "$build_dir" "${binaries[@]}" >"$build_dir/fuzz-build.log" 2>&1; then

@@ -35,7 +35,7 @@ struct Job {
   }
 };
 
-std::unique_ptr<nn::ParameterSet> MakeParams() {
+std::unique_ptr<nn::ParameterSet> MakeTlsParams() {
   auto p = std::make_unique<nn::ParameterSet>();
   p->Declare("w", {64, 16}, nn::Initializer::Uniform(1.0f));
   p->Declare("b", {16}, nn::Initializer::Zeros());
@@ -58,7 +58,7 @@ PsClient::Options Options(const std::string& address, TransportSecurity security
 
 // Prepare as the chief; the error, or OK.
 absl::Status PrepareChief(const std::string& address, TransportSecurity security) {
-  auto params = MakeParams();
+  auto params = MakeTlsParams();
   auto client = PsClient::Create(Options(address, std::move(security), 700), *params);
   if (!client.ok()) return client.status();
   return (*client)->Prepare(*params, /*is_chief=*/true);
@@ -68,7 +68,7 @@ TEST(PsTls, PushAndPullOverMutualTlsApplySgdAsInPlaintext) {
   const Job job;
   LoopbackPs ps(job.Replica({"localhost"}, {"127.0.0.1"}));
   ASSERT_TRUE(ps.started());
-  auto params = MakeParams();
+  auto params = MakeTlsParams();
   params->Initialize(5);
   auto chief =
       PsClient::Create(Options(ps.address(), job.Replica({"worker-0"}, {}), 5000), *params);
@@ -98,7 +98,7 @@ TEST(PsTls, WorkersWaitingForTheChiefAreAnsweredOverTls) {
   std::vector<std::jthread> others;  // after what they write; joined on any return
   for (int w = 0; w < 3; ++w) {
     others.emplace_back([&, w] {
-      auto params = MakeParams();
+      auto params = MakeTlsParams();
       auto client = PsClient::Create(
           Options(ps.address(), job.Replica({absl::StrCat("worker-", w + 1)}, {}), 20000), *params);
       waited[w] = client.ok() ? (*client)->Prepare(*params, false) : client.status();

@@ -77,12 +77,12 @@ std::vector<std::byte> Message(const BulkPrefix& p, const std::string& body) {
 
 // A pull call through a one-connection window routed on `link`: its status once done, the reply's
 // step and how long it took.
-struct Outcome {
+struct LinkOutcome {
   absl::Status status;
   double seconds = 0;
   int64_t global_step = -1;
 };
-Outcome PullThrough(BulkLink& link, std::chrono::milliseconds deadline) {
+LinkOutcome PullThrough(BulkLink& link, std::chrono::milliseconds deadline) {
   CallWindow window(1, 4, 4);
   window.Route(0, &link);
   BulkCall call;
@@ -115,7 +115,7 @@ TEST(BulkLink, AReplyComesBackToItsCall) {
   });
   auto link = Connect(ps.port());
   ASSERT_NE(link, nullptr);
-  const Outcome o = PullThrough(*link, std::chrono::seconds(10));
+  const LinkOutcome o = PullThrough(*link, std::chrono::seconds(10));
   EXPECT_TRUE(o.status.ok()) << o.status;
   EXPECT_EQ(o.global_step, 12);
   EXPECT_FALSE(link->broken());
@@ -127,14 +127,14 @@ TEST(BulkLink, GarbageFromThePsFailsTheCallAndBreaksTheLink) {
   });
   auto link = Connect(ps.port());
   ASSERT_NE(link, nullptr);
-  const Outcome o = PullThrough(*link, std::chrono::seconds(10));
+  const LinkOutcome o = PullThrough(*link, std::chrono::seconds(10));
   EXPECT_TRUE(absl::IsUnavailable(o.status)) << o.status;
   EXPECT_NE(o.status.message().find("garbage from the ps: bulk message of kind 77"),
             std::string::npos)
       << o.status;
   EXPECT_TRUE(link->broken());
   // Later calls fail at once with the same cause.
-  const Outcome later = PullThrough(*link, std::chrono::seconds(10));
+  const LinkOutcome later = PullThrough(*link, std::chrono::seconds(10));
   EXPECT_EQ(later.status, o.status);
 }
 
@@ -144,7 +144,7 @@ TEST(BulkLink, AReplyToACallNotInFlightIsGarbage) {
   });
   auto link = Connect(ps.port());
   ASSERT_NE(link, nullptr);
-  const Outcome o = PullThrough(*link, std::chrono::seconds(10));
+  const LinkOutcome o = PullThrough(*link, std::chrono::seconds(10));
   EXPECT_TRUE(absl::IsUnavailable(o.status)) << o.status;
   EXPECT_NE(o.status.message().find("not in flight"), std::string::npos) << o.status;
 }
@@ -156,7 +156,7 @@ TEST(BulkLink, AReplyToAnEarlierUseOfTheCallsSlotIsGarbage) {
   });
   auto link = Connect(ps.port());
   ASSERT_NE(link, nullptr);
-  const Outcome o = PullThrough(*link, std::chrono::seconds(10));
+  const LinkOutcome o = PullThrough(*link, std::chrono::seconds(10));
   EXPECT_TRUE(absl::IsUnavailable(o.status)) << o.status;
   EXPECT_NE(o.status.message().find("not in flight"), std::string::npos) << o.status;
 }
@@ -168,7 +168,7 @@ TEST(BulkLink, APsClosingMidReplyFailsTheCall) {
   });
   auto link = Connect(ps.port());
   ASSERT_NE(link, nullptr);
-  const Outcome o = PullThrough(*link, std::chrono::seconds(10));
+  const LinkOutcome o = PullThrough(*link, std::chrono::seconds(10));
   EXPECT_TRUE(absl::IsUnavailable(o.status)) << o.status;
   EXPECT_NE(o.status.message().find("connection closed with"), std::string::npos) << o.status;
 }
@@ -180,7 +180,7 @@ TEST(BulkLink, AStalledPsFailsTheCallAtItsDeadline) {
   });
   auto link = Connect(ps.port());
   ASSERT_NE(link, nullptr);
-  const Outcome o = PullThrough(*link, std::chrono::milliseconds(300));
+  const LinkOutcome o = PullThrough(*link, std::chrono::milliseconds(300));
   EXPECT_TRUE(absl::IsDeadlineExceeded(o.status)) << o.status;
   // Not a hang: well before the fake's own 10 s.
   EXPECT_LT(o.seconds, 8) << o.status;
@@ -194,7 +194,7 @@ TEST(BulkLink, AnErrorReplyIsTheCallsStatusAndTheLinkStays) {
   });
   auto link = Connect(ps.port());
   ASSERT_NE(link, nullptr);
-  const Outcome o = PullThrough(*link, std::chrono::seconds(10));
+  const LinkOutcome o = PullThrough(*link, std::chrono::seconds(10));
   EXPECT_EQ(o.status, absl::InvalidArgumentError("unknown partition 9"));
   EXPECT_FALSE(link->broken());
 }

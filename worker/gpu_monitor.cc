@@ -6,7 +6,8 @@
 #include "core/log.h"
 
 namespace psflow {
-namespace {
+// Named rather than anonymous: GpuMonitor::Api, a class with linkage, holds these types.
+namespace nvml_abi {
 
 // NVML's C ABI, as nvml.h declares it (stable across driver versions for these entry points).
 using NvmlReturn = int;  // nvmlReturn_t; 0 is NVML_SUCCESS
@@ -23,7 +24,14 @@ struct NvmlMemory {  // nvmlMemory_t
 constexpr NvmlReturn kNvmlSuccess = 0;
 constexpr NvmlReturn kNvmlNotFound = 6;
 
-}  // namespace
+}  // namespace nvml_abi
+
+using nvml_abi::kNvmlNotFound;
+using nvml_abi::kNvmlSuccess;
+using nvml_abi::NvmlDevice;
+using nvml_abi::NvmlMemory;
+using nvml_abi::NvmlReturn;
+using nvml_abi::NvmlUtilization;
 
 struct GpuMonitor::Api {
   NvmlReturn (*init)();

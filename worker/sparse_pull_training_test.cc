@@ -164,7 +164,7 @@ class CountingSync final : public ParameterSync {
 
 enum class Mode { kSerial, kOverlapSwap, kOverlapCopy };
 
-struct Outcome {
+struct SparsePullOutcome {
   int64_t checked = 0;
   std::vector<std::string> mismatches;
   int64_t pulled_bytes = 0;
@@ -173,8 +173,9 @@ struct Outcome {
   int64_t recorded_pulled_bytes = 0;  // what the trainer saw (TrainResult)
 };
 
-Outcome TrainWorker(Transport transport, const std::vector<std::string>& ps, int worker,
-                    int workers, bool sync, Mode mode, int64_t steps, int skip_every = 0) {
+SparsePullOutcome TrainWorker(Transport transport, const std::vector<std::string>& ps, int worker,
+                              int workers, bool sync, Mode mode, int64_t steps,
+                              int skip_every = 0) {
   RowCheckingTrainable model(workers, sync, skip_every);
   PsClient::Options o;
   o.transport = transport;
@@ -205,7 +206,7 @@ Outcome TrainWorker(Transport transport, const std::vector<std::string>& ps, int
                   options, nullptr);
   absl::StatusOr<TrainResult> result = trainer.Run();
   EXPECT_TRUE(result.ok()) << result.status();
-  Outcome out;
+  SparsePullOutcome out;
   out.checked = model.checked();
   out.mismatches = model.mismatches();
   out.pulled_bytes = counting.pulled_bytes;
@@ -219,7 +220,7 @@ Outcome TrainWorker(Transport transport, const std::vector<std::string>& ps, int
 
 class SparsePullTraining : public ::testing::TestWithParam<Transport> {};
 
-std::string TransportName(const ::testing::TestParamInfo<Transport>& info) {
+std::string SparsePullTransportName(const ::testing::TestParamInfo<Transport>& info) {
   return info.param == Transport::kBulk ? "Bulk" : "Grpc";
 }
 
@@ -229,7 +230,7 @@ constexpr int64_t kWholeBytes = (1 + kVocab) * 4;
 // The trainer counted every pull's bytes but the final one's (whole, after Leave; with overlap it
 // also carries the last two exchanges', whose values no step used: the one the last Push
 // finished and the one the final Flush did, each a counter and a batch's rows at most).
-void ExpectRecorded(const Outcome& out) {
+void ExpectRecorded(const SparsePullOutcome& out) {
   EXPECT_LE(out.recorded_pulled_bytes, out.pulled_bytes - kWholeBytes);
   EXPECT_GE(out.recorded_pulled_bytes, out.pulled_bytes - kWholeBytes - 2 * (1 + kBatch) * 4);
 }
@@ -241,7 +242,7 @@ const char* ModeName(Mode mode) {
 
 // One asynchronous worker through two ps tasks of its own, across epoch boundaries.
 constexpr int64_t kAsyncSteps = 3 * kBatchesPerEpoch + 2;
-Outcome TrainAsync(Transport transport, Mode mode, int skip_every = 0) {
+SparsePullOutcome TrainAsync(Transport transport, Mode mode, int skip_every = 0) {
   LoopbackPs ps0, ps1;
   EXPECT_TRUE(ps0.started() && ps1.started());
   return TrainWorker(transport, {ps0.address(), ps1.address()}, 0, 1, false, mode, kAsyncSteps,
@@ -252,7 +253,7 @@ TEST_P(SparsePullTraining, AsyncStepsReadTheirRowsFreshSerialAndOverlapped) {
   for (const Mode mode : kModes) {
     SCOPED_TRACE(ModeName(mode));
     const int64_t steps = kAsyncSteps;
-    const Outcome out = TrainAsync(GetParam(), mode);
+    const SparsePullOutcome out = TrainAsync(GetParam(), mode);
     EXPECT_EQ(out.checked, steps * kBatch) << "every step's rows were checked";
     EXPECT_TRUE(out.mismatches.empty()) << out.mismatches.front();
     EXPECT_EQ(out.global_step, steps);
@@ -268,7 +269,7 @@ TEST_P(SparsePullTraining, AStepAfterASkippedOneReadsItsRowsFresh) {
   for (const Mode mode : kModes) {
     SCOPED_TRACE(ModeName(mode));
     const int64_t steps = kAsyncSteps;
-    const Outcome out = TrainAsync(GetParam(), mode, /*skip_every=*/4);
+    const SparsePullOutcome out = TrainAsync(GetParam(), mode, /*skip_every=*/4);
     EXPECT_EQ(out.checked, steps * kBatch);
     EXPECT_TRUE(out.mismatches.empty()) << out.mismatches.front();
     EXPECT_EQ(out.global_step, steps);  // the pushed steps and the skipped ones
@@ -282,12 +283,12 @@ TEST_P(SparsePullTraining, SyncStepsReadRowsTheOtherWorkerUpdated) {
   ASSERT_TRUE(ps0.started() && ps1.started());
   const std::vector<std::string> ps = {ps0.address(), ps1.address()};
   const int64_t steps = 2 * kBatchesPerEpoch + 1;
-  Outcome outcomes[2];
+  SparsePullOutcome outcomes[2];
   std::thread other(
       [&] { outcomes[1] = TrainWorker(GetParam(), ps, 1, 2, true, Mode::kSerial, steps); });
   outcomes[0] = TrainWorker(GetParam(), ps, 0, 2, true, Mode::kSerial, steps);
   other.join();
-  for (const Outcome& out : outcomes) {
+  for (const SparsePullOutcome& out : outcomes) {
     // Every step, the last too: a worker that finishes first still counts in the step it pushed
     // to (ps/sync_step_rules.h), so that step waits for the other's push.
     EXPECT_EQ(out.checked, steps * kBatch);
@@ -299,7 +300,8 @@ TEST_P(SparsePullTraining, SyncStepsReadRowsTheOtherWorkerUpdated) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, SparsePullTraining,
-                         ::testing::Values(Transport::kBulk, Transport::kGrpc), TransportName);
+                         ::testing::Values(Transport::kBulk, Transport::kGrpc),
+                         SparsePullTransportName);
 
 }  // namespace
 }  // namespace psflow

@@ -24,15 +24,15 @@
 namespace psflow {
 namespace {
 
-constexpr int kVocab = 50;
+constexpr int kTowersVocab = 50;
 constexpr int kSteps = 5;  // time steps per example
-constexpr int64_t kBatch = 6;
+constexpr int64_t kTowersBatch = 6;
 
 nn::ModelSpec SmallLstm() {
   models::PtbConfig c = models::PtbConfigByName("test").value();
   c.num_layers = 2;
   c.hidden_size = 8;
-  c.vocab_size = kVocab;
+  c.vocab_size = kTowersVocab;
   return models::PtbLstm(c, kSteps);
 }
 
@@ -41,13 +41,13 @@ class ScriptedWords final : public data::BatchSource {
  public:
   int64_t batches_per_epoch() const override { return 4; }
   void Fill(data::BatchBuffer& out) override {
-    out.inputs.resize(kBatch * kSteps);
-    out.labels.resize(kBatch * kSteps);
-    for (int64_t i = 0; i < kBatch * kSteps; ++i) {
-      out.inputs[static_cast<size_t>(i)] = static_cast<float>((next_ * 13 + i * 7) % kVocab);
-      out.labels[static_cast<size_t>(i)] = static_cast<int32_t>((next_ * 5 + i * 3) % kVocab);
+    out.inputs.resize(kTowersBatch * kSteps);
+    out.labels.resize(kTowersBatch * kSteps);
+    for (int64_t i = 0; i < kTowersBatch * kSteps; ++i) {
+      out.inputs[static_cast<size_t>(i)] = static_cast<float>((next_ * 13 + i * 7) % kTowersVocab);
+      out.labels[static_cast<size_t>(i)] = static_cast<int32_t>((next_ * 5 + i * 3) % kTowersVocab);
     }
-    out.size = kBatch;
+    out.size = kTowersBatch;
     ++next_;
   }
 
@@ -87,11 +87,12 @@ class TowersTraining : public ::testing::TestWithParam<Transport> {};
 TEST_P(TowersTraining, StreamingTowersTrainAsOneModelThroughAPs) {
   const nn::ModelSpec spec = SmallLstm();
   std::unique_ptr<nn::Backend> one_backend = nn::MakeCpuBackend(1);
-  absl::StatusOr<std::unique_ptr<nn::Model>> one = nn::Model::Create(spec, *one_backend, kBatch);
+  absl::StatusOr<std::unique_ptr<nn::Model>> one =
+      nn::Model::Create(spec, *one_backend, kTowersBatch);
   ASSERT_TRUE(one.ok()) << one.status();
   std::unique_ptr<nn::Backend> b0 = nn::MakeCpuBackend(1), b1 = nn::MakeCpuBackend(1);
   absl::StatusOr<std::unique_ptr<nn::Towers>> towers =
-      nn::Towers::Create(spec, {b0.get(), b1.get()}, kBatch);
+      nn::Towers::Create(spec, {b0.get(), b1.get()}, kTowersBatch);
   ASSERT_TRUE(towers.ok()) << towers.status();
 
   const std::vector<float> want = TrainThroughPs(**one, GetParam());

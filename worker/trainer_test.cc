@@ -24,7 +24,7 @@ namespace psflow {
 namespace {
 
 // Notes, per push, the parameters told ready before it and with how many examples.
-class RecordingSync final : public ParameterSync {
+class RecordingTrainerSync final : public ParameterSync {
  public:
   absl::Status Prepare(const nn::ParameterSet&, bool) override { return absl::OkStatus(); }
   absl::StatusOr<SyncResult> Pull(nn::ParameterSet& params) override {
@@ -105,7 +105,7 @@ struct TinyTraining {
 
 TEST(Trainer, EachStepTellsTheSyncOfEveryParameterOnceBeforeItsPush) {
   TinyTraining s;
-  RecordingSync sync;
+  RecordingTrainerSync sync;
   TrainerOptions options;
   options.train_steps = 3;
   options.log_every_steps = 0;
@@ -132,7 +132,7 @@ TEST(Trainer, TowersTellTheSyncOfEveryParameterOnceBeforeItsPush) {
   absl::StatusOr<std::unique_ptr<nn::Towers>> towers =
       nn::Towers::Create(spec, {b0.get(), b1.get()}, 8);
   ASSERT_TRUE(towers.ok()) << towers.status();
-  RecordingSync sync;
+  RecordingTrainerSync sync;
   TrainerOptions options;
   options.train_steps = 3;
   options.log_every_steps = 0;
@@ -153,7 +153,7 @@ TEST(Trainer, TowersTellTheSyncOfEveryParameterOnceBeforeItsPush) {
 // leaves, and nothing more is pulled or pushed.
 TEST(Trainer, AStopRequestEndsTrainingAfterTheStepInProgressAndLeaves) {
   TinyTraining s;
-  RecordingSync sync;
+  RecordingTrainerSync sync;
   sync.stop_at_push = 2;
   TrainerOptions options;
   options.train_steps = 5;
@@ -175,7 +175,7 @@ TEST(Trainer, AStopRequestEndsTrainingAfterTheStepInProgressAndLeaves) {
   EXPECT_EQ(sync.pulls_after_leave, 0);
 
   // Not stopped: every step, then the final pull after leaving.
-  RecordingSync whole;
+  RecordingTrainerSync whole;
   options.stop = &whole.stop;
   {
     Trainer trainer(*s.model, whole, *s.input, options, nullptr);
@@ -192,7 +192,7 @@ TEST(Trainer, AStopRequestEndsTrainingAfterTheStepInProgressAndLeaves) {
 // does: it leaves, then pulls once.
 TEST(Trainer, ATimeBudgetEndsTrainingAsItsLastStepWould) {
   TinyTraining s;
-  RecordingSync sync;
+  RecordingTrainerSync sync;
   sync.push_takes = std::chrono::milliseconds(20);
   TrainerOptions options;
   options.train_steps = 1'000'000;
@@ -221,7 +221,7 @@ TEST(Trainer, ATimeBudgetEndsTrainingAsItsLastStepWould) {
 
 TEST(Trainer, AClippedStepTellsTheSyncNothingEarly) {
   TinyTraining s;
-  RecordingSync sync;
+  RecordingTrainerSync sync;
   TrainerOptions options;
   options.train_steps = 2;
   options.log_every_steps = 0;
@@ -236,7 +236,7 @@ TEST(Trainer, AClippedStepTellsTheSyncNothingEarly) {
 
 TEST(Trainer, WithoutStreamingTellsTheSyncNothingEarly) {
   TinyTraining s;
-  RecordingSync sync;
+  RecordingTrainerSync sync;
   TrainerOptions options;
   options.train_steps = 2;
   options.log_every_steps = 0;
@@ -257,7 +257,7 @@ TEST(Trainer, WithoutStreamingTellsTheSyncNothingEarly) {
 // the run, saying so, rather than training on to export NaN.
 TEST(Trainer, ALossNotFiniteInEveryStepFailsTheRun) {
   TinyTraining s;
-  RecordingSync sync;
+  RecordingTrainerSync sync;
   sync.pull_nan = true;
   TrainerOptions options;
   options.train_steps = 10;
@@ -279,7 +279,7 @@ TEST(Trainer, ALossNotFiniteInEveryStepFailsTheRun) {
 // final model; past await_others it pulls what there is.
 TEST(Trainer, AwaitingOthersAsksUntilNoneTrainsThenPulls) {
   TinyTraining s;
-  RecordingSync sync;
+  RecordingTrainerSync sync;
   sync.others = {1, 0};
   TrainerOptions options;
   options.train_steps = 2;
@@ -292,7 +292,7 @@ TEST(Trainer, AwaitingOthersAsksUntilNoneTrainsThenPulls) {
   EXPECT_EQ(sync.others_asked, 2u);
   EXPECT_EQ(sync.pulls_after_leave, 1);
 
-  RecordingSync forever;
+  RecordingTrainerSync forever;
   forever.others = {2};
   options.await_others = std::chrono::milliseconds(50);
   {
@@ -303,7 +303,7 @@ TEST(Trainer, AwaitingOthersAsksUntilNoneTrainsThenPulls) {
   EXPECT_EQ(forever.pulls_after_leave, 1);
 
   // Workers counted but no update for await_progress: they are gone; no waiting for the rest.
-  RecordingSync gone;
+  RecordingTrainerSync gone;
   gone.others = {1};
   gone.moving_step = false;
   options.await_others = std::chrono::seconds(600);

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "operator/controller/pod_state.h"
+#include "operator/kube/object_meta.h"
 
 namespace psflow::controller {
 namespace {
@@ -20,11 +21,6 @@ const json& At(const json& object, const char* key) {
   if (!object.is_object()) return *null;
   auto it = object.find(key);
   return it == object.end() ? *null : *it;
-}
-
-std::string String(const json& object, const char* key) {
-  const json& v = At(object, key);
-  return v.is_string() ? v.get<std::string>() : std::string();
 }
 
 // The value the ps takes for --checkpoint_dir from `argv` (the last one given, as absl's flags
@@ -70,10 +66,10 @@ PsCheckpoints VolumeLife(const json& volume, const std::string& name) {
     }
   }
   if (volume.contains("persistentVolumeClaim")) {
-    return {
-        CheckpointLife::kBeyondPod,
-        absl::StrCat("persistentVolumeClaim ", String(volume["persistentVolumeClaim"], "claimName"),
-                     " (volume ", name, ")")};
+    return {CheckpointLife::kBeyondPod,
+            absl::StrCat("persistentVolumeClaim ",
+                         kube::StringField(volume["persistentVolumeClaim"], "claimName"),
+                         " (volume ", name, ")")};
   }
   return {CheckpointLife::kBeyondPod, absl::StrCat("volume ", name)};
 }
@@ -86,7 +82,7 @@ PsCheckpoints ReadPsCheckpoints(const json& pod) {
   const json* container = nullptr;
   if (const json& containers = At(spec, "containers"); containers.is_array()) {
     for (const json& c : containers) {
-      if (c.is_object() && String(c, "name") == main) {
+      if (c.is_object() && kube::StringField(c, "name") == main) {
         container = &c;
         break;
       }
@@ -110,7 +106,7 @@ PsCheckpoints ReadPsCheckpoints(const json& pod) {
   size_t depth = 0;
   if (const json& mounts = At(*container, "volumeMounts"); mounts.is_array() && (*dir)[0] == '/') {
     for (const json& m : mounts) {
-      const std::string path = String(m, "mountPath");
+      const std::string path = kube::StringField(m, "mountPath");
       if (path.empty() || !IsUnder(*dir, path)) continue;
       if (mount == nullptr || path.size() > depth) {
         mount = &m;
@@ -121,14 +117,14 @@ PsCheckpoints ReadPsCheckpoints(const json& pod) {
   if (mount == nullptr) {
     return {CheckpointLife::kNone, absl::StrCat(flag, " on the container's own filesystem")};
   }
-  const std::string name = String(*mount, "name");
+  const std::string name = kube::StringField(*mount, "name");
   if (const json& read_only = At(*mount, "readOnly");
       read_only.is_boolean() && read_only.get<bool>()) {
     return {CheckpointLife::kNone, absl::StrCat(flag, " on read-only mount ", name)};
   }
   if (const json& volumes = At(spec, "volumes"); volumes.is_array()) {
     for (const json& volume : volumes) {
-      if (!volume.is_object() || String(volume, "name") != name) continue;
+      if (!volume.is_object() || kube::StringField(volume, "name") != name) continue;
       PsCheckpoints found = VolumeLife(volume, name);
       found.where = absl::StrCat(flag, " on ", found.where);
       return found;

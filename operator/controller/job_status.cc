@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "operator/kube/object_meta.h"
 
 namespace psflow::controller {
 namespace {
@@ -32,11 +33,6 @@ constexpr int kMaxIndex = 100000;
 constexpr std::array<api::ReplicaType, 4> kReplicaTypes = {
     api::ReplicaType::kChief, api::ReplicaType::kPS, api::ReplicaType::kWorker,
     api::ReplicaType::kEvaluator};
-
-std::string String(const json& object, const char* key) {
-  auto it = object.find(key);
-  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
 
 int64_t Int(const json& object, const char* key) {
   auto it = object.find(key);
@@ -124,12 +120,13 @@ JobStatus JobStatus::FromJson(const json& status) {
   if (auto it = status.find("conditions"); it != status.end() && it->is_array()) {
     for (const json& c : *it) {
       if (!c.is_object()) continue;
-      const std::string type = String(c, "type");
+      const std::string type = kube::StringField(c, "type");
       for (const auto& [t, name] : kConditionNames) {
         if (type != name) continue;
-        s.conditions.push_back({t, String(c, "status") == "True", String(c, "reason"),
-                                String(c, "message"), String(c, "lastUpdateTime"),
-                                String(c, "lastTransitionTime")});
+        s.conditions.push_back({t, kube::StringField(c, "status") == "True",
+                                kube::StringField(c, "reason"), kube::StringField(c, "message"),
+                                kube::StringField(c, "lastUpdateTime"),
+                                kube::StringField(c, "lastTransitionTime")});
       }
     }
   }
@@ -143,16 +140,17 @@ JobStatus JobStatus::FromJson(const json& status) {
       rs.succeeded = static_cast<int>(Int(*r, "succeeded"));
       rs.failed = static_cast<int>(Int(*r, "failed"));
       rs.restarts = static_cast<int>(Int(*r, "restarts"));
-      rs.completed_indexes = ParseIndexes(String(*r, "completedIndexes"));
+      rs.completed_indexes = ParseIndexes(kube::StringField(*r, "completedIndexes"));
       ForEachIndexed(*r, "indexes", [&](int index, const json& entry) {
         IndexStatus& is = rs.indexes[index];
         is.restarts = static_cast<int>(Int(entry, "restarts"));
         is.replaced_restarts = static_cast<int>(Int(entry, "replacedPodRestarts"));
-        is.replaced_pod_uid = String(entry, "replacedPodUID");
-        is.counted_pod_uid = String(entry, "countedPodUID");
+        is.replaced_pod_uid = kube::StringField(entry, "replacedPodUID");
+        is.counted_pod_uid = kube::StringField(entry, "countedPodUID");
         if (auto f = entry.find("lastFailure"); f != entry.end() && f->is_object()) {
-          ReplicaFailure failure{String(*f, "reason"), std::nullopt, String(*f, "message"),
-                                 String(*f, "pod"), String(*f, "time")};
+          ReplicaFailure failure{kube::StringField(*f, "reason"), std::nullopt,
+                                 kube::StringField(*f, "message"), kube::StringField(*f, "pod"),
+                                 kube::StringField(*f, "time")};
           if (auto code = f->find("exitCode"); code != f->end() && code->is_number_integer()) {
             failure.exit_code = code->get<int>();
           }
@@ -161,17 +159,18 @@ JobStatus JobStatus::FromJson(const json& status) {
       });
       ForEachIndexed(*r, "observedPods", [&](int index, const json& entry) {
         rs.observed_pods[index] = {
-            String(entry, "uid"), static_cast<int>(std::clamp<int64_t>(
-                                      Int(entry, "restarts"), 0, std::numeric_limits<int>::max()))};
+            kube::StringField(entry, "uid"),
+            static_cast<int>(
+                std::clamp<int64_t>(Int(entry, "restarts"), 0, std::numeric_limits<int>::max()))};
       });
     }
   }
-  s.start_time = String(status, "startTime");
-  s.completion_time = String(status, "completionTime");
+  s.start_time = kube::StringField(status, "startTime");
+  s.completion_time = kube::StringField(status, "completionTime");
   s.observed_generation = Int(status, "observedGeneration");
   s.restart_count = static_cast<int>(Int(status, "restartCount"));
-  s.workers = String(status, "workers");
-  s.worker_selector = String(status, "workerSelector");
+  s.workers = kube::StringField(status, "workers");
+  s.worker_selector = kube::StringField(status, "workerSelector");
   if (auto it = status.find("throughput"); it != status.end() && it->is_object()) {
     s.words_per_second = Number(*it, "wordsPerSecond");
     s.examples_per_second = Number(*it, "examplesPerSecond");

@@ -22,18 +22,13 @@ const json* Field(const json& object, const char* key) {
   return it == object.end() ? nullptr : &*it;
 }
 
-std::string String(const json& object, const char* key) {
-  const json* v = Field(object, key);
-  return v != nullptr && v->is_string() ? v->get<std::string>() : std::string();
-}
-
 bool ReadTerminated(const json& container_state, PodState& out) {
   const json* terminated = Field(container_state, "terminated");
   if (terminated == nullptr || !terminated->is_object()) return false;
   const json* code = Field(*terminated, "exitCode");
   if (code != nullptr && code->is_number_integer()) out.exit_code = code->get<int>();
-  out.reason = String(*terminated, "reason");
-  out.message = String(*terminated, "message");
+  out.reason = kube::StringField(*terminated, "reason");
+  out.message = kube::StringField(*terminated, "message");
   return true;
 }
 
@@ -42,8 +37,8 @@ absl::Time TrueSince(const json& status, const char* type) {
   const json* conditions = Field(status, "conditions");
   if (conditions == nullptr || !conditions->is_array()) return absl::InfinitePast();
   for (const json& c : *conditions) {
-    if (String(c, "type") == type && String(c, "status") == "True") {
-      return ParseTimestamp(String(c, "lastTransitionTime"));
+    if (kube::StringField(c, "type") == type && kube::StringField(c, "status") == "True") {
+      return ParseTimestamp(kube::StringField(c, "lastTransitionTime"));
     }
   }
   return absl::InfinitePast();
@@ -56,7 +51,7 @@ bool NodeNamedByItsMaker(const json& meta) {
   const json* managed = Field(meta, "managedFields");
   if (managed == nullptr || !managed->is_array()) return false;
   for (const json& entry : *managed) {
-    if (!String(entry, "subresource").empty()) continue;
+    if (!kube::StringField(entry, "subresource").empty()) continue;
     const json* fields = Field(entry, "fieldsV1");
     const json* spec = fields != nullptr ? Field(*fields, "f:spec") : nullptr;
     if (spec != nullptr && Field(*spec, "f:nodeName") != nullptr) return true;
@@ -69,23 +64,23 @@ bool NodeNamedByItsMaker(const json& meta) {
 std::string StaleStatus(const json& pod, const json& status, const PodState& read) {
   const json* meta = Field(pod, "metadata");
   if (meta == nullptr) return "";
-  const std::string ip = String(status, "podIP");
+  const std::string ip = kube::StringField(status, "podIP");
   // What the status claims, said only of one that is not the pod's own (every pod is read often).
   const auto claims = [&] {
-    std::string out = absl::StrCat("phase ", String(status, "phase"));
+    std::string out = absl::StrCat("phase ", kube::StringField(status, "phase"));
     if (read.exit_code || !read.reason.empty()) absl::StrAppend(&out, ", ", read.DescribeEnd());
     if (!ip.empty()) absl::StrAppend(&out, ", pod IP ", ip);
     return out;
   };
   // A pod on no node has run nothing and has no address.
   const json* spec = Field(pod, "spec");
-  if ((spec == nullptr || String(*spec, "nodeName").empty()) &&
+  if ((spec == nullptr || kube::StringField(*spec, "nodeName").empty()) &&
       (read.main_started || !ip.empty())) {
     return absl::StrCat("its status is an earlier pod's (", claims(),
                         "): it says the pod ran, but the pod is on no node");
   }
   if (NodeNamedByItsMaker(*meta)) return "";
-  const absl::Time created = ParseTimestamp(String(*meta, "creationTimestamp"));
+  const absl::Time created = ParseTimestamp(kube::StringField(*meta, "creationTimestamp"));
   const absl::Time scheduled = TrueSince(status, "PodScheduled");
   if (created == absl::InfinitePast() || scheduled == absl::InfinitePast() ||
       scheduled >= created - absl::Seconds(1)) {
@@ -103,9 +98,9 @@ std::string MainContainerName(const json& pod) {
   const json* containers = spec ? Field(*spec, "containers") : nullptr;
   if (containers == nullptr || !containers->is_array() || containers->empty()) return "";
   for (const json& c : *containers) {
-    if (String(c, "name") == "psflow") return "psflow";
+    if (kube::StringField(c, "name") == "psflow") return "psflow";
   }
-  return String((*containers)[0], "name");
+  return kube::StringField((*containers)[0], "name");
 }
 
 std::string PodState::DescribeEnd() const {
@@ -124,13 +119,14 @@ PodState ReadPodState(const json& pod) {
     if (const json* gates = Field(*spec, "schedulingGates");
         gates != nullptr && gates->is_array()) {
       for (const json& gate : *gates) {
-        if (!String(gate, "name").empty()) out.scheduling_gates.push_back(String(gate, "name"));
+        if (!kube::StringField(gate, "name").empty())
+          out.scheduling_gates.push_back(kube::StringField(gate, "name"));
       }
     }
   }
   const json* status = Field(pod, "status");
   if (status == nullptr || !status->is_object()) return out;
-  const std::string phase = String(*status, "phase");
+  const std::string phase = kube::StringField(*status, "phase");
   if (phase == "Pending") out.phase = PodPhase::kPending;
   if (phase == "Running") out.phase = PodPhase::kRunning;
   if (phase == "Succeeded") out.phase = PodPhase::kSucceeded;
@@ -138,11 +134,14 @@ PodState ReadPodState(const json& pod) {
   if (const json* conditions = Field(*status, "conditions");
       conditions != nullptr && conditions->is_array()) {
     for (const json& c : *conditions) {
-      if (!String(c, "type").empty()) out.conditions[String(c, "type")] = String(c, "status");
-      if (String(c, "type") == "Ready") out.ready = String(c, "status") == "True";
-      if (String(c, "type") == "PodScheduled" && String(c, "status") == "False" &&
-          String(c, "reason") == "Unschedulable") {
-        out.unschedulable = String(c, "message");
+      if (!kube::StringField(c, "type").empty())
+        out.conditions[kube::StringField(c, "type")] = kube::StringField(c, "status");
+      if (kube::StringField(c, "type") == "Ready")
+        out.ready = kube::StringField(c, "status") == "True";
+      if (kube::StringField(c, "type") == "PodScheduled" &&
+          kube::StringField(c, "status") == "False" &&
+          kube::StringField(c, "reason") == "Unschedulable") {
+        out.unschedulable = kube::StringField(c, "message");
         if (out.unschedulable.empty()) out.unschedulable = "Unschedulable";
       }
     }
@@ -158,7 +157,7 @@ PodState ReadPodState(const json& pod) {
             int64_t{out.restarts} + std::clamp<int64_t>(count->get<int64_t>(), 0, kMaxInt);
         out.restarts = static_cast<int>(std::min<int64_t>(sum, kMaxInt));
       }
-      if (String(cs, "name") != main) continue;
+      if (kube::StringField(cs, "name") != main) continue;
       if (count != nullptr && count->is_number_integer()) {
         out.main_restarts =
             static_cast<int>(std::clamp<int64_t>(count->get<int64_t>(), 0, kMaxInt));
@@ -172,9 +171,9 @@ PodState ReadPodState(const json& pod) {
     }
   }
   // Pod-level reasons (Evicted, NodeLost, UnexpectedAdmissionError) say more than a container's.
-  if (const std::string reason = String(*status, "reason"); !reason.empty()) {
+  if (const std::string reason = kube::StringField(*status, "reason"); !reason.empty()) {
     out.reason = reason;
-    out.message = String(*status, "message");
+    out.message = kube::StringField(*status, "message");
     if (out.phase == PodPhase::kFailed && reason == "Evicted") out.exit_code.reset();
   }
   if (std::string stale = StaleStatus(pod, *status, out); !stale.empty()) {

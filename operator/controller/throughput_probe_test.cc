@@ -16,11 +16,11 @@ namespace {
 
 using kube::Json;
 
-const absl::Time kStart = absl::FromUnixSeconds(1'800'000'000);
+const absl::Time kProbeStart = absl::FromUnixSeconds(1'800'000'000);
 
 PodCounters Sample(const std::string& pod, double examples, std::optional<double> words,
                    double seconds) {
-  return {pod, examples, words, kStart + absl::Seconds(seconds)};
+  return {pod, examples, words, kProbeStart + absl::Seconds(seconds)};
 }
 
 TEST(ThroughputRate, TwoSamplesGiveTheRateSummedOverPods) {
@@ -156,7 +156,7 @@ class ThroughputProbeTest : public ::testing::Test {
     now_ += absl::Seconds(10);
   }
 
-  absl::Time now_ = kStart;
+  absl::Time now_ = kProbeStart;
   std::vector<ProbedJob> jobs_ = {
       {"default/j", {{"u0", "w0", "10.0.0.1", 9100}, {"u1", "w1", "10.0.0.2", 9100}}}};
   std::map<std::string, std::string> bodies_;

@@ -11,12 +11,16 @@ const nlohmann::json& Metadata(const nlohmann::json& object) {
 }
 
 std::string MetaString(const nlohmann::json& object, const char* field) {
-  const nlohmann::json& meta = Metadata(object);
-  auto it = meta.find(field);
-  return it != meta.end() && it->is_string() ? it->get<std::string>() : std::string();
+  return StringField(Metadata(object), field);
 }
 
 }  // namespace
+
+std::string StringField(const nlohmann::json& object, const char* key) {
+  if (!object.is_object()) return "";
+  auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : "";
+}
 
 std::string StringAt(const nlohmann::json& object, const char* a, const char* b) {
   if (!object.is_object()) return "";

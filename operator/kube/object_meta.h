@@ -5,12 +5,14 @@
 #define PSFLOW_OPERATOR_KUBE_OBJECT_META_H_
 
 #include <cstdint>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace psflow::kube {
 
+// The string at object[key] ("" when `object` is not an object or the field is missing or not a
+// string).
+std::string StringField(const nlohmann::json& object, const char* key);
 // The string at object[a][b] ("" when missing or not a string).
 std::string StringAt(const nlohmann::json& object, const char* a, const char* b);
 

@@ -56,7 +56,7 @@ std::string Event(const char* type, const std::string& name, const std::string& 
          "\n";
 }
 
-std::string StatusBody(int code, const char* reason, const char* message) {
+std::string StatusBodyText(int code, const char* reason, const char* message) {
   return Json{{"kind", "Status"}, {"apiVersion", "v1"}, {"status", "Failure"},
               {"reason", reason}, {"message", message}, {"code", code}}
       .dump();
@@ -167,12 +167,13 @@ TEST(RestClientWire, ArgumentsTheServerNeverSees) {
 TEST(RestClientWire, ErrorAnswersMapToStatuses) {
   auto server = Serve([](const HttpExchange& exchange, ScriptedHttpServer::Responder& r) {
     const std::string& t = exchange.target;
-    if (absl::EndsWith(t, "/missing")) return r.Send(404, StatusBody(404, "NotFound", "no p"));
-    if (absl::EndsWith(t, "/dup")) return r.Send(409, StatusBody(409, "AlreadyExists", "dup"));
-    if (absl::EndsWith(t, "/stale")) return r.Send(409, StatusBody(409, "Conflict", "stale"));
-    if (absl::EndsWith(t, "/gone")) return r.Send(410, StatusBody(410, "Gone", "gone"));
-    if (absl::EndsWith(t, "/forbidden")) return r.Send(403, StatusBody(403, "Forbidden", "rbac"));
-    if (absl::EndsWith(t, "/who")) return r.Send(401, StatusBody(401, "Unauthorized", "who"));
+    if (absl::EndsWith(t, "/missing")) return r.Send(404, StatusBodyText(404, "NotFound", "no p"));
+    if (absl::EndsWith(t, "/dup")) return r.Send(409, StatusBodyText(409, "AlreadyExists", "dup"));
+    if (absl::EndsWith(t, "/stale")) return r.Send(409, StatusBodyText(409, "Conflict", "stale"));
+    if (absl::EndsWith(t, "/gone")) return r.Send(410, StatusBodyText(410, "Gone", "gone"));
+    if (absl::EndsWith(t, "/forbidden"))
+      return r.Send(403, StatusBodyText(403, "Forbidden", "rbac"));
+    if (absl::EndsWith(t, "/who")) return r.Send(401, StatusBodyText(401, "Unauthorized", "who"));
     if (absl::EndsWith(t, "/busy")) return r.Send(500, "<html>oops</html>");
     r.Send(200, "this is not json");
   });
@@ -266,13 +267,13 @@ TEST(RestClientWire, WatchStreamsEventsAsTheyArrive) {
 TEST(RestClientWire, WatchGoneIsOutOfRangeEitherWay) {
   auto server = Serve([](const HttpExchange& exchange, ScriptedHttpServer::Responder& r) {
     if (absl::StrContains(exchange.target, "resourceVersion=1&")) {
-      r.Send(410, StatusBody(410, "Expired", "too old resource version: 1 (50)"));
+      r.Send(410, StatusBodyText(410, "Expired", "too old resource version: 1 (50)"));
       return;
     }
     r.StartChunked(200);
     r.Chunk(Event("ADDED", "a", "5"));
     r.Chunk(Json{{"type", "ERROR"},
-                 {"object", Json::parse(StatusBody(410, "Expired", "too old: 2 (50)"))}}
+                 {"object", Json::parse(StatusBodyText(410, "Expired", "too old: 2 (50)"))}}
                 .dump() +
             "\n");
     r.WaitForClientClose(kLong);
@@ -390,7 +391,7 @@ TEST(RestClientWire, ObserverSeesEachRequest) {
       r.Chunk(Event("ADDED", "a", "1"));
       r.EndChunked();
     } else if (absl::EndsWith(exchange.target, "/missing")) {
-      r.Send(404, StatusBody(404, "NotFound", "no"));
+      r.Send(404, StatusBodyText(404, "NotFound", "no"));
     } else if (exchange.method == "GET" && absl::StrContains(exchange.target, "pods?")) {
       r.Send(200, R"({"items":[]})");
     } else {
@@ -448,7 +449,7 @@ TEST(RestClientWire, CheckResourceServedReadsDiscovery) {
     if (exchange.target == "/apis/coordination.k8s.io/v1") {
       return r.Send(200, R"({"kind":"APIResourceList","resources":[]})");
     }
-    r.Send(403, StatusBody(403, "Forbidden", "no discovery for you"));
+    r.Send(403, StatusBodyText(403, "Forbidden", "no discovery for you"));
   });
   auto client = MakeClient(server->url());
   EXPECT_TRUE(client->CheckResourceServed(Pods()).ok());

@@ -20,8 +20,7 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::MatchesRegex;
 
-const kube::Resource& Pods() { return kube::Pods(); }
-const kube::Resource& Jobs() { return kube::TrainingJobs(); }
+using kube::Pods;
 
 class ObjectStoreTest : public StoreTest {};
 
@@ -40,7 +39,7 @@ TEST_F(ObjectStoreTest, CreateFillsInMetadata) {
   EXPECT_EQ(a["apiVersion"], "v1");
   EXPECT_EQ(MustGet(Pods(), "a"), a);
 
-  const Json b = MustCreate(Jobs(), JobObject("b"));
+  const Json b = MustCreate(kube::TrainingJobs(), JobObject("b"));
   EXPECT_EQ(kube::ResourceVersion(b), "2");  // one counter for every resource
   EXPECT_NE(kube::Uid(b), kube::Uid(a));
   EXPECT_EQ(store_.CurrentResourceVersion(), 2);
@@ -49,16 +48,16 @@ TEST_F(ObjectStoreTest, CreateFillsInMetadata) {
 
 TEST_F(ObjectStoreTest, CreateFillsInKindAndRejectsAnotherOne) {
   Json bare{{"metadata", {{"name", "a"}}}};
-  EXPECT_EQ(MustCreate(Jobs(), bare)["apiVersion"], "psflow.io/v1alpha1");
+  EXPECT_EQ(MustCreate(kube::TrainingJobs(), bare)["apiVersion"], "psflow.io/v1alpha1");
   Json wrong = JobObject("b");
   wrong["apiVersion"] = "psflow.io/v1";
-  EXPECT_EQ(store_.Create(Jobs(), "default", wrong).status().code(),
+  EXPECT_EQ(store_.Create(kube::TrainingJobs(), "default", wrong).status().code(),
             absl::StatusCode::kInvalidArgument);
   wrong = JobObject("b");
   wrong["kind"] = "Pod";
-  EXPECT_EQ(store_.Create(Jobs(), "default", wrong).status().code(),
+  EXPECT_EQ(store_.Create(kube::TrainingJobs(), "default", wrong).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(store_.Create(Jobs(), "default", Json::array()).status().code(),
+  EXPECT_EQ(store_.Create(kube::TrainingJobs(), "default", Json::array()).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 
@@ -104,9 +103,10 @@ TEST_F(ObjectStoreTest, CreateExistingIsAlreadyExists) {
   absl::Status s = store_.Create(Pods(), "default", PodObject("a")).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kAlreadyExists);
   EXPECT_EQ(s.message(), "pods \"a\" already exists");
-  EXPECT_EQ(store_.Create(Jobs(), "default", JobObject("a")).ok(), true);  // another resource
-  EXPECT_TRUE(store_.Create(Pods(), "other", PodObject("a")).ok());        // another namespace
-  EXPECT_EQ(store_.Create(Jobs(), "default", JobObject("a")).status().message(),
+  EXPECT_EQ(store_.Create(kube::TrainingJobs(), "default", JobObject("a")).ok(),
+            true);                                                   // another resource
+  EXPECT_TRUE(store_.Create(Pods(), "other", PodObject("a")).ok());  // another namespace
+  EXPECT_EQ(store_.Create(kube::TrainingJobs(), "default", JobObject("a")).status().message(),
             "trainingjobs.psflow.io \"a\" already exists");
 }
 
@@ -130,7 +130,7 @@ TEST_F(ObjectStoreTest, CreateRejectsAResourceVersion) {
 TEST_F(ObjectStoreTest, CreateIgnoresStatusOfStatusSubresources) {
   Json job = JobObject("a");
   job["status"] = {{"phase", "Succeeded"}};
-  EXPECT_FALSE(MustCreate(Jobs(), job).contains("status"));
+  EXPECT_FALSE(MustCreate(kube::TrainingJobs(), job).contains("status"));
   Json pod = PodObject("p");
   pod["status"] = {{"phase", "Running"}};
   EXPECT_EQ(MustCreate(Pods(), pod)["status"]["phase"], "Pending");
@@ -144,14 +144,18 @@ TEST_F(ObjectStoreTest, UnregisteredResourceIsNotFoundForEveryVerb) {
   ObjectStore bare(TestStoreOptions());
   bare.RegisterBuiltins();
   const std::string kMessage = "the server could not find the requested resource";
-  EXPECT_EQ(bare.Get(Jobs(), "default", "a").status().message(), kMessage);
-  EXPECT_EQ(bare.List(Jobs(), "default", {}).status().message(), kMessage);
-  EXPECT_EQ(bare.Watch(Jobs(), "default", {}).status().message(), kMessage);
-  EXPECT_EQ(bare.Create(Jobs(), "default", JobObject("a")).status().message(), kMessage);
-  EXPECT_EQ(bare.Update(Jobs(), "default", JobObject("a")).status().message(), kMessage);
-  EXPECT_EQ(bare.UpdateStatus(Jobs(), "default", JobObject("a")).status().message(), kMessage);
-  EXPECT_EQ(bare.Delete(Jobs(), "default", "a", {}).status().message(), kMessage);
-  EXPECT_EQ(bare.Get(Jobs(), "default", "a").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(bare.Get(kube::TrainingJobs(), "default", "a").status().message(), kMessage);
+  EXPECT_EQ(bare.List(kube::TrainingJobs(), "default", {}).status().message(), kMessage);
+  EXPECT_EQ(bare.Watch(kube::TrainingJobs(), "default", {}).status().message(), kMessage);
+  EXPECT_EQ(bare.Create(kube::TrainingJobs(), "default", JobObject("a")).status().message(),
+            kMessage);
+  EXPECT_EQ(bare.Update(kube::TrainingJobs(), "default", JobObject("a")).status().message(),
+            kMessage);
+  EXPECT_EQ(bare.UpdateStatus(kube::TrainingJobs(), "default", JobObject("a")).status().message(),
+            kMessage);
+  EXPECT_EQ(bare.Delete(kube::TrainingJobs(), "default", "a", {}).status().message(), kMessage);
+  EXPECT_EQ(bare.Get(kube::TrainingJobs(), "default", "a").status().code(),
+            absl::StatusCode::kNotFound);
   // Another version of a registered resource is not served either.
   kube::Resource v1 = kube::Pods();
   v1.version = "v2";
@@ -164,19 +168,20 @@ TEST_F(ObjectStoreTest, UnregisteredResourceIsNotFoundForEveryVerb) {
 }
 
 TEST_F(ObjectStoreTest, UnregisterDeletesObjectsAndEndsWatches) {
-  const Json job = MustCreate(Jobs(), JobObject("a"));
+  const Json job = MustCreate(kube::TrainingJobs(), JobObject("a"));
   Json pod = PodObject("a-worker-0");
   AddOwner(pod, job);
   MustCreate(Pods(), pod);
-  auto jobs = MustWatch(Jobs(), "", From("2"));
+  auto jobs = MustWatch(kube::TrainingJobs(), "", From("2"));
   auto pods = MustWatch(Pods(), "", From("2"));
-  store_.UnregisterResource(Jobs());
+  store_.UnregisterResource(kube::TrainingJobs());
   EXPECT_THAT(NextEvents(*jobs, 2), ElementsAre("DELETED default/a 3"));
   EXPECT_TRUE(jobs->closed());
   EXPECT_THAT(NextEvents(*pods, 1), ElementsAre("DELETED default/a-worker-0 4"));
-  EXPECT_EQ(store_.Get(Jobs(), "default", "a").status().code(), absl::StatusCode::kNotFound);
-  store_.RegisterResource(Jobs(), true);  // the CRD again: empty
-  EXPECT_THAT(store_.List(Jobs(), "", {})->items, IsEmpty());
+  EXPECT_EQ(store_.Get(kube::TrainingJobs(), "default", "a").status().code(),
+            absl::StatusCode::kNotFound);
+  store_.RegisterResource(kube::TrainingJobs(), true);  // the CRD again: empty
+  EXPECT_THAT(store_.List(kube::TrainingJobs(), "", {})->items, IsEmpty());
 }
 
 // ----- Get and List -----
@@ -185,7 +190,7 @@ TEST_F(ObjectStoreTest, GetMissingIsNotFound) {
   absl::Status s = store_.Get(Pods(), "default", "x").status();
   EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(s.message(), "pods \"x\" not found");
-  EXPECT_EQ(store_.Get(Jobs(), "default", "x").status().message(),
+  EXPECT_EQ(store_.Get(kube::TrainingJobs(), "default", "x").status().message(),
             "trainingjobs.psflow.io \"x\" not found");
   MustCreate(Pods(), PodObject("x"), "other");
   EXPECT_EQ(store_.Get(Pods(), "default", "x").status().code(), absl::StatusCode::kNotFound);
@@ -218,31 +223,31 @@ TEST_F(ObjectStoreTest, ListFiltersByNamespaceAndSelector) {
   set_based.label_selector = "app in (x)";
   EXPECT_EQ(store_.List(Pods(), "", set_based).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(store_.List(Pods(), "", {})->resource_version, "4");
-  MustCreate(Jobs(), JobObject("j"));
+  MustCreate(kube::TrainingJobs(), JobObject("j"));
   EXPECT_EQ(store_.List(Pods(), "", {})->resource_version, "5");  // the store's version
 }
 
 // ----- Update -----
 
 TEST_F(ObjectStoreTest, UpdateKeepsIdentityAndCountsGenerations) {
-  const Json created = MustCreate(Jobs(), JobObject("a"));
+  const Json created = MustCreate(kube::TrainingJobs(), JobObject("a"));
   Json next = created;
   next["spec"]["replicas"] = 3;
   next["metadata"]["uid"] = "";  // cleared fields come back from the stored object
   next["metadata"]["creationTimestamp"] = "2000-01-01T00:00:00Z";
   next["metadata"]["generation"] = 7;
-  const Json updated = *store_.Update(Jobs(), "default", next);
+  const Json updated = *store_.Update(kube::TrainingJobs(), "default", next);
   EXPECT_EQ(kube::ResourceVersion(updated), "2");
   EXPECT_EQ(kube::Uid(updated), kube::Uid(created));
   EXPECT_EQ(updated["metadata"]["creationTimestamp"], "2024-05-01T12:00:00Z");
   EXPECT_EQ(kube::Generation(updated), 2);
   EXPECT_EQ(updated["spec"]["replicas"], 3);
-  EXPECT_EQ(MustGet(Jobs(), "a"), updated);
+  EXPECT_EQ(MustGet(kube::TrainingJobs(), "a"), updated);
 
   // Metadata alone: a new version, the same generation.
   Json labelled = updated;
   labelled["metadata"]["labels"]["team"] = "ml";
-  const Json relabelled = *store_.Update(Jobs(), "default", labelled);
+  const Json relabelled = *store_.Update(kube::TrainingJobs(), "default", labelled);
   EXPECT_EQ(kube::ResourceVersion(relabelled), "3");
   EXPECT_EQ(kube::Generation(relabelled), 2);
 }
@@ -287,10 +292,10 @@ TEST_F(ObjectStoreTest, UpdateMissingIsNotFound) {
 }
 
 TEST_F(ObjectStoreTest, UpdateLeavesTheStatusAlone) {
-  const Json created = MustCreate(Jobs(), JobObject("a"));
+  const Json created = MustCreate(kube::TrainingJobs(), JobObject("a"));
   Json with_status = created;
   with_status["status"] = {{"phase", "Running"}};
-  const Json status_set = *store_.UpdateStatus(Jobs(), "default", with_status);
+  const Json status_set = *store_.UpdateStatus(kube::TrainingJobs(), "default", with_status);
   EXPECT_EQ(status_set["status"]["phase"], "Running");
   EXPECT_EQ(kube::ResourceVersion(status_set), "2");
   EXPECT_EQ(kube::Generation(status_set), 1);
@@ -298,20 +303,21 @@ TEST_F(ObjectStoreTest, UpdateLeavesTheStatusAlone) {
   // PUT to the main resource: the status in the body is ignored, so this is a no-op.
   Json overwrite = status_set;
   overwrite["status"] = {{"phase", "Failed"}};
-  const Json same = *store_.Update(Jobs(), "default", overwrite);
+  const Json same = *store_.Update(kube::TrainingJobs(), "default", overwrite);
   EXPECT_EQ(same["status"]["phase"], "Running");
   EXPECT_EQ(kube::ResourceVersion(same), "2");
   overwrite.erase("status");
-  EXPECT_EQ((*store_.Update(Jobs(), "default", overwrite))["status"]["phase"], "Running");
+  EXPECT_EQ((*store_.Update(kube::TrainingJobs(), "default", overwrite))["status"]["phase"],
+            "Running");
 }
 
 TEST_F(ObjectStoreTest, UpdateStatusChangesOnlyTheStatus) {
-  const Json created = MustCreate(Jobs(), JobObject("a"));
+  const Json created = MustCreate(kube::TrainingJobs(), JobObject("a"));
   Json body = created;
   body["spec"]["replicas"] = 9;
   body["metadata"]["labels"]["x"] = "y";
   body["status"] = {{"phase", "Running"}};
-  const Json updated = *store_.UpdateStatus(Jobs(), "default", body);
+  const Json updated = *store_.UpdateStatus(kube::TrainingJobs(), "default", body);
   EXPECT_EQ(updated["spec"]["replicas"], 1);
   EXPECT_EQ(kube::Label(updated, "x"), "");
   EXPECT_EQ(updated["status"]["phase"], "Running");
@@ -331,14 +337,14 @@ TEST_F(ObjectStoreTest, UpdateStatusNeedsAStatusSubresource) {
 }
 
 TEST_F(ObjectStoreTest, NoOpUpdateKeepsTheVersionAndEmitsNothing) {
-  const Json created = MustCreate(Jobs(), JobObject("a"));
-  auto watcher = MustWatch(Jobs(), "", From("1"));
+  const Json created = MustCreate(kube::TrainingJobs(), JobObject("a"));
+  auto watcher = MustWatch(kube::TrainingJobs(), "", From("1"));
   const int64_t writes = store_.WriteCount();
-  EXPECT_EQ(*store_.Update(Jobs(), "default", created), created);
+  EXPECT_EQ(*store_.Update(kube::TrainingJobs(), "default", created), created);
   Json without_version = created;
   without_version["metadata"].erase("resourceVersion");
-  EXPECT_EQ(*store_.Update(Jobs(), "default", without_version), created);
-  EXPECT_EQ(*store_.UpdateStatus(Jobs(), "default", created), created);
+  EXPECT_EQ(*store_.Update(kube::TrainingJobs(), "default", without_version), created);
+  EXPECT_EQ(*store_.UpdateStatus(kube::TrainingJobs(), "default", created), created);
   EXPECT_EQ(store_.WriteCount(), writes);
   EXPECT_EQ(store_.CurrentResourceVersion(), 1);
   EXPECT_FALSE(watcher->Next(std::chrono::milliseconds(100)).has_value());
@@ -347,7 +353,7 @@ TEST_F(ObjectStoreTest, NoOpUpdateKeepsTheVersionAndEmitsNothing) {
 
 TEST_F(ObjectStoreTest, ValidatorSeesEveryWrite) {
   std::vector<std::string> seen;
-  store_.SetValidator(Jobs(), [&](const Json& job) {
+  store_.SetValidator(kube::TrainingJobs(), [&](const Json& job) {
     seen.push_back(absl::StrCat(kube::Name(job), " ", kube::Generation(job)));
     if (job["spec"]["replicas"].get<int>() < 0) {
       return absl::InvalidArgumentError(
@@ -356,18 +362,18 @@ TEST_F(ObjectStoreTest, ValidatorSeesEveryWrite) {
     }
     return absl::OkStatus();
   });
-  EXPECT_EQ(store_.Create(Jobs(), "default", JobObject("a", -1)).status().code(),
+  EXPECT_EQ(store_.Create(kube::TrainingJobs(), "default", JobObject("a", -1)).status().code(),
             absl::StatusCode::kInvalidArgument);
-  Json job = MustCreate(Jobs(), JobObject("a", 1));
+  Json job = MustCreate(kube::TrainingJobs(), JobObject("a", 1));
   job["spec"]["replicas"] = -1;
-  EXPECT_THAT(store_.Update(Jobs(), "default", job).status().message(),
+  EXPECT_THAT(store_.Update(kube::TrainingJobs(), "default", job).status().message(),
               HasSubstr("spec.replicas: Invalid value: -1"));
   job["spec"]["replicas"] = 1;
   job["status"] = {{"phase", "Running"}};
-  EXPECT_TRUE(store_.UpdateStatus(Jobs(), "default", job).ok());
+  EXPECT_TRUE(store_.UpdateStatus(kube::TrainingJobs(), "default", job).ok());
   EXPECT_THAT(seen, ElementsAre("a 1", "a 1", "a 2", "a 1"));
-  store_.SetValidator(Jobs(), nullptr);
-  EXPECT_TRUE(store_.Create(Jobs(), "default", JobObject("b", -1)).ok());
+  store_.SetValidator(kube::TrainingJobs(), nullptr);
+  EXPECT_TRUE(store_.Create(kube::TrainingJobs(), "default", JobObject("b", -1)).ok());
 }
 
 // ----- Delete and garbage collection -----

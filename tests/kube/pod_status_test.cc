@@ -17,7 +17,7 @@ namespace {
 
 using ::testing::MatchesRegex;
 
-const kube::Resource& Pods() { return kube::Pods(); }
+using kube::Pods;
 
 class PodStatusTest : public StoreTest {};
 

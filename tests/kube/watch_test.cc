@@ -22,15 +22,14 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
-const kube::Resource& Pods() { return kube::Pods(); }
-const kube::Resource& Jobs() { return kube::TrainingJobs(); }
+using kube::Pods;
 
 class WatchTest : public StoreTest {};
 
 TEST_F(WatchTest, WatchFromZeroStartsWithTheCurrentObjects) {
-  MustCreate(Pods(), PodObject("b"));  // rv 1
-  MustCreate(Pods(), PodObject("a"));  // rv 2
-  MustCreate(Jobs(), JobObject("j"));  // rv 3
+  MustCreate(Pods(), PodObject("b"));                // rv 1
+  MustCreate(Pods(), PodObject("a"));                // rv 2
+  MustCreate(kube::TrainingJobs(), JobObject("j"));  // rv 3
   for (const std::string version : {"0", ""}) {
     auto watcher = MustWatch(Pods(), "default", From(version));
     EXPECT_THAT(NextEvents(*watcher, 2), ElementsAre("ADDED default/a 2", "ADDED default/b 1"));
@@ -153,8 +152,8 @@ TEST_F(WatchTest, CloseWatchesEndsThemWithAFinalBookmark) {
   options.allow_bookmarks = true;
   auto with_bookmarks = MustWatch(Pods(), "", options);
   auto without = MustWatch(Pods(), "", From("0"));
-  MustCreate(Pods(), PodObject("a"));  // rv 1
-  MustCreate(Jobs(), JobObject("j"));  // rv 2: moves the bookmark too
+  MustCreate(Pods(), PodObject("a"));                // rv 1
+  MustCreate(kube::TrainingJobs(), JobObject("j"));  // rv 2: moves the bookmark too
   EXPECT_EQ(store_.OpenWatchCount(), 2u);
   store_.CloseWatches();
   EXPECT_THAT(NextEvents(*with_bookmarks, 3), ElementsAre("ADDED default/a 1", "BOOKMARK 2"));
@@ -173,7 +172,8 @@ TEST_F(WatchTest, BookmarksComeEveryIntervalWithTheLatestVersion) {
   kube::ListOptions watch = From("0");
   watch.allow_bookmarks = true;
   auto watcher = std::move(*store.Watch(Pods(), "", watch));
-  ASSERT_TRUE(store.Create(Jobs(), "default", JobObject("j")).ok());  // rv 1, another resource
+  ASSERT_TRUE(store.Create(kube::TrainingJobs(), "default", JobObject("j"))
+                  .ok());  // rv 1, another resource
   std::optional<kube::WatchEvent> bookmark = watcher->Next(std::chrono::seconds(5));
   ASSERT_TRUE(bookmark.has_value());
   EXPECT_EQ(bookmark->type, kube::WatchEventType::kBookmark);

@@ -26,7 +26,6 @@ static_assert(std::endian::native == std::endian::little, "npy.cc assumes a litt
 
 namespace {
 
-constexpr absl::string_view kNpyMagic("\x93NUMPY", 6);
 // NumPy itself refuses headers over 10000 bytes unless told otherwise; a header this long is
 // corrupt, and the limit bounds what a bad length makes ReadNpy read.
 constexpr uint64_t kMaxHeaderBytes = 1 << 20;

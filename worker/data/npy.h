@@ -41,6 +41,9 @@ enum class NpyType {
   kFloat64
 };
 
+// The six bytes every .npy file begins with.
+inline constexpr absl::string_view kNpyMagic("\x93NUMPY", 6);
+
 // Bytes per element: 1, 2, 4 or 8.
 int NpyTypeSize(NpyType type);
 // NumPy's name of the type: "bool", "int8", ..., "float64".

@@ -17,8 +17,6 @@
 namespace psflow::data {
 namespace {
 
-constexpr absl::string_view kNpyMagic("\x93NUMPY", 6);
-
 // ZIP's records (PKWARE's APPNOTE.TXT, sections 4.3 and 4.5), each beginning with its signature.
 constexpr absl::string_view kEndSignature("PK\x05\x06", 4);
 constexpr absl::string_view kZip64LocatorSignature("PK\x06\x07", 4);

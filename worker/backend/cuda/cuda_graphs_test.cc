@@ -111,7 +111,7 @@ class CudaGraphs : public testing::Test {
   int vocab_ = 0;
 };
 
-struct Case {
+struct GraphsCase {
   const char* name;
   ModelSpec (*spec)();
   int64_t batch;
@@ -119,9 +119,9 @@ struct Case {
 };
 
 // ctest and gtest name the case, not its bytes.
-void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+void PrintTo(const GraphsCase& c, std::ostream* os) { *os << c.name; }
 
-class CudaGraphsTrain : public CudaGraphs, public testing::WithParamInterface<Case> {};
+class CudaGraphsTrain : public CudaGraphs, public testing::WithParamInterface<GraphsCase> {};
 
 TEST_P(CudaGraphsTrain, ReplaysTrainAsEagerStepsDo) {
   Make(GetParam().spec(), GetParam().batch);
@@ -135,13 +135,13 @@ TEST_P(CudaGraphsTrain, ReplaysTrainAsEagerStepsDo) {
   ExpectSameParameters();
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, CudaGraphsTrain,
-                         testing::Values(Case{"ptb_lstm_small",
-                                              [] { return SmallVocabularyPtb(1.0f); }, 20, 5.0f},
-                                         Case{"ptb_lstm_small_dropout",
-                                              [] { return SmallVocabularyPtb(0.5f); }, 20, 0.0f},
-                                         Case{"mnist_cnn_dropout", MnistCnnWithDropout, 32, 0.0f}),
-                         [](const auto& param_info) { return std::string(param_info.param.name); });
+INSTANTIATE_TEST_SUITE_P(
+    Models, CudaGraphsTrain,
+    testing::Values(GraphsCase{"ptb_lstm_small", [] { return SmallVocabularyPtb(1.0f); }, 20, 5.0f},
+                    GraphsCase{"ptb_lstm_small_dropout", [] { return SmallVocabularyPtb(0.5f); },
+                               20, 0.0f},
+                    GraphsCase{"mnist_cnn_dropout", MnistCnnWithDropout, 32, 0.0f}),
+    [](const auto& param_info) { return std::string(param_info.param.name); });
 
 TEST_F(CudaGraphs, AShortLastBatchRunsEagerlyAndTheGraphGoesOn) {
   Make(SmallVocabularyPtb(0.5f), 20);

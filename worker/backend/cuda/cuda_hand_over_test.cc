@@ -85,7 +85,7 @@ TEST(GpuHandOver, TheModelsHostBuffersAndTheExchangesArePinned) {
   EXPECT_EQ(second->host_memory(), p.host_memory());
 }
 
-struct Case {
+struct HandOverCase {
   const char* name;
   ModelSpec (*spec)();
   int64_t batch;
@@ -93,9 +93,9 @@ struct Case {
   bool graphs;      // --cuda_graphs: a step whose gradient buffer is not the recorded one runs
                     // eagerly (Model::EnableGraphs)
 };
-void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+void PrintTo(const HandOverCase& c, std::ostream* os) { *os << c.name; }
 
-class GpuHandOverModel : public testing::TestWithParam<Case> {};
+class GpuHandOverModel : public testing::TestWithParam<HandOverCase> {};
 
 // The same model, seeds and batches, eight overlapped steps through the same in-memory ps with
 // each hand-over: the ps's values agree (within what the order of the GPU's atomic sums moves
@@ -103,7 +103,7 @@ class GpuHandOverModel : public testing::TestWithParam<Case> {};
 // that streams per layer was recorded with one gradient buffer, so every other swapped step runs
 // eagerly; one that clips copies after the replay, wherever the buffer is.
 TEST_P(GpuHandOverModel, SwappingTrainsAsCopying) {
-  const Case& c = GetParam();
+  const HandOverCase& c = GetParam();
   absl::StatusOr<std::unique_ptr<Backend>> gpu = MakeCudaBackend(0);
   if (!gpu.ok()) GTEST_SKIP() << "no GPU to test on: " << gpu.status().message();
   const ModelSpec spec = c.spec();
@@ -156,11 +156,12 @@ TEST_P(GpuHandOverModel, SwappingTrainsAsCopying) {
 
 INSTANTIATE_TEST_SUITE_P(
     GpuHandOver, GpuHandOverModel,
-    testing::Values(Case{"mnist_cnn_streamed", models::MnistCnn, 32, 0, false},
-                    Case{"mnist_cnn_streamed_graphs", models::MnistCnn, 32, 0, true},
-                    Case{"ptb_clipped", [] { return SmallVocabularyPtb(); }, 20, 5, false},
-                    Case{"ptb_clipped_graphs", [] { return SmallVocabularyPtb(); }, 20, 5, true}),
-    [](const testing::TestParamInfo<Case>& p) { return std::string(p.param.name); });
+    testing::Values(HandOverCase{"mnist_cnn_streamed", models::MnistCnn, 32, 0, false},
+                    HandOverCase{"mnist_cnn_streamed_graphs", models::MnistCnn, 32, 0, true},
+                    HandOverCase{"ptb_clipped", [] { return SmallVocabularyPtb(); }, 20, 5, false},
+                    HandOverCase{"ptb_clipped_graphs", [] { return SmallVocabularyPtb(); }, 20, 5,
+                                 true}),
+    [](const testing::TestParamInfo<HandOverCase>& p) { return std::string(p.param.name); });
 
 }  // namespace
 }  // namespace psflow::nn

@@ -25,20 +25,20 @@
 namespace psflow::nn {
 namespace {
 
-struct Case {
+struct StreamingCase {
   const char* name;
   ModelSpec (*spec)();
   int64_t batch;
   bool graphs;
 };
-void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+void PrintTo(const StreamingCase& c, std::ostream* os) { *os << c.name; }
 
-class GpuStreaming : public testing::TestWithParam<Case> {};
+class GpuStreaming : public testing::TestWithParam<StreamingCase> {};
 
 // Every parameter once per step, in backward order, each seen with its final gradient; the
 // gradients themselves those of a model that streams nothing (the same seed and batches).
 TEST_P(GpuStreaming, TellsEachLayerOnceInBackwardOrderWithItsFinalGradient) {
-  const Case& c = GetParam();
+  const StreamingCase& c = GetParam();
   absl::StatusOr<std::unique_ptr<Backend>> gpu = MakeCudaBackend(0);
   if (!gpu.ok()) GTEST_SKIP() << "no GPU to test on: " << gpu.status().message();
   absl::StatusOr<std::unique_ptr<Backend>> quiet_gpu = MakeCudaBackend(0);
@@ -94,11 +94,12 @@ TEST_P(GpuStreaming, TellsEachLayerOnceInBackwardOrderWithItsFinalGradient) {
 
 INSTANTIATE_TEST_SUITE_P(
     Models, GpuStreaming,
-    testing::Values(Case{"mnist_cnn", models::MnistCnn, 32, false},
-                    Case{"mnist_cnn_graphs", models::MnistCnn, 32, true},
-                    Case{"ptb_small", [] { return SmallVocabularyPtb(); }, 20, false},
-                    Case{"ptb_small_graphs", [] { return SmallVocabularyPtb(); }, 20, true}),
-    [](const testing::TestParamInfo<Case>& i) { return i.param.name; });
+    testing::Values(StreamingCase{"mnist_cnn", models::MnistCnn, 32, false},
+                    StreamingCase{"mnist_cnn_graphs", models::MnistCnn, 32, true},
+                    StreamingCase{"ptb_small", [] { return SmallVocabularyPtb(); }, 20, false},
+                    StreamingCase{"ptb_small_graphs", [] { return SmallVocabularyPtb(); }, 20,
+                                  true}),
+    [](const testing::TestParamInfo<StreamingCase>& i) { return i.param.name; });
 
 }  // namespace
 }  // namespace psflow::nn
