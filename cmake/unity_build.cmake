@@ -1,8 +1,9 @@
-# Unity builds (PSFLOW_UNITY_BUILD, on by default): each target's C++ sources compile in batches of
-# PSFLOW_UNITY_BATCH, one compiler run per batch, so the headers every file includes (gRPC,
-# protobuf, Abseil, GoogleTest, nlohmann's JSON) are parsed and their templates compiled once per
-# batch instead of once per file. A file's names at namespace scope, even in an anonymous
-# namespace, are therefore seen by the files after it in its batch: they must differ.
+# Unity builds (PSFLOW_UNITY_BUILD, on by default): each executable's C++ sources (the tests'
+# above all) compile in batches of PSFLOW_UNITY_BATCH, one compiler run per batch, so the headers
+# every file includes (gRPC, protobuf, Abseil, GoogleTest, nlohmann's JSON) are parsed and their
+# templates compiled once per batch instead of once per file. A file's names at namespace scope,
+# even in an anonymous namespace, are therefore seen by the files after it in its batch: they
+# must differ. Libraries compile file by file (below).
 # -DPSFLOW_UNITY_BUILD=OFF compiles file by file (quicker to rebuild one edited file).
 #
 # Not CMake's own UNITY_BUILD: its batch files include each source by its absolute path, so a
@@ -10,7 +11,7 @@
 # ccache's direct mode misses every batch. Here a batch includes its sources by their path in the
 # checkout (`#include "core/log.cc"`, found through the checkout's root on the include path),
 # and the batch file is the same in every clone.
-option(PSFLOW_UNITY_BUILD "Compile each target's sources in batches (unity build)" ON)
+option(PSFLOW_UNITY_BUILD "Compile each executable's sources in batches (unity build)" ON)
 set(PSFLOW_UNITY_BATCH 8 CACHE STRING "Sources per batch of a unity build")
 
 # Whether `source` of `target` may go into a batch: a C++ file of the checkout that is not
@@ -32,8 +33,12 @@ endfunction()
 
 # Replaces the eligible sources of `target` (defined in folder `dir`) by batch files.
 function(_psflow_unity_target target dir)
+  # Executables only: a static library's objects are its archive's members, and a binary links
+  # only the members it uses. Batched, a library would put into every binary the code (and the
+  # shared libraries) of whatever its batch-mates use: psflow-operator linked gRPC that way, which
+  # its image does not have.
   get_target_property(type ${target} TYPE)
-  if(NOT type MATCHES "^(EXECUTABLE|STATIC_LIBRARY|SHARED_LIBRARY|MODULE_LIBRARY)$")
+  if(NOT type STREQUAL "EXECUTABLE")
     return()
   endif()
   get_target_property(sources ${target} SOURCES)
@@ -78,7 +83,7 @@ function(_psflow_unity_target target dir)
   target_include_directories(${target} PRIVATE "${PROJECT_SOURCE_DIR}")
 endfunction()
 
-# psflow_unity_build(<dir>): batches the sources of every target defined in `dir` and below.
+# psflow_unity_build(<dir>): batches the sources of every executable defined in `dir` and below.
 function(psflow_unity_build dir)
   if(NOT PSFLOW_UNITY_BUILD)
     return()
