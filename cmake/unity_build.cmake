@@ -2,8 +2,10 @@
 # above all) compile in batches of PSFLOW_UNITY_BATCH, one compiler run per batch, so the headers
 # every file includes (gRPC, protobuf, Abseil, GoogleTest, nlohmann's JSON) are parsed and their
 # templates compiled once per batch instead of once per file. A file's names at namespace scope,
-# even in an anonymous namespace, are therefore seen by the files after it in its batch: they
-# must differ. Libraries compile file by file (below).
+# even in an anonymous namespace, and its using-declarations are therefore seen by the files
+# after it in its batch: a second definition of a name fails to compile, but a function of the
+# same name with other parameters silently becomes an overload, so helpers' names should differ.
+# Libraries compile file by file (below). compile_commands.json lists the batch files.
 # -DPSFLOW_UNITY_BUILD=OFF compiles file by file (quicker to rebuild one edited file).
 #
 # Not CMake's own UNITY_BUILD: its batch files include each source by its absolute path, so a

@@ -1,4 +1,4 @@
-# Sourced by scripts/build.sh and scripts/sanitize.sh: when ccache is installed (setup.sh installs
+# Sourced by scripts/build.sh, scripts/sanitize.sh and scripts/fuzz.sh: when ccache is installed (setup.sh installs
 # it), compile through it, with paths made relative to the checkout so that another clone of the
 # same sources (CI's fresh clone, a second worktree) reuses the objects. Sets the array
 # `launcher_args` for cmake; empty without ccache (a plain build, nothing else changes).

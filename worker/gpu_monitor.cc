@@ -6,7 +6,8 @@
 #include "core/log.h"
 
 namespace psflow {
-// Named rather than anonymous: GpuMonitor::Api, a class with linkage, holds these types.
+// Named rather than anonymous: GpuMonitor::Api, a class with linkage, holds these types (GCC
+// warns, -Wsubobject-linkage, where such a file is compiled inside another, as in a unity batch).
 namespace nvml_abi {
 
 // NVML's C ABI, as nvml.h declares it (stable across driver versions for these entry points).
