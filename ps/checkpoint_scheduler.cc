@@ -55,9 +55,9 @@ absl::StatusOr<int64_t> CheckpointScheduler::WriteOne() {
 }
 
 void CheckpointScheduler::Loop() {
-  using SteadyClock = std::chrono::steady_clock;
+  using Clock = std::chrono::steady_clock;
   int64_t last_step = start_step_;
-  SteadyClock::time_point last_time = SteadyClock::now();
+  Clock::time_point last_time = Clock::now();
   const auto wake = [this] {
     {
       std::lock_guard lock(mu_);
@@ -68,7 +68,7 @@ void CheckpointScheduler::Loop() {
   for (;;) {
     // What makes the next checkpoint due: the step reaching the next multiple of every_steps, or,
     // once every_s has passed, any step after the last checkpoint's.
-    const SteadyClock::time_point now = SteadyClock::now();
+    const Clock::time_point now = Clock::now();
     const bool time_due =
         options_.every_s > 0 && now - last_time >= std::chrono::duration<double>(options_.every_s);
     int64_t target = std::numeric_limits<int64_t>::max();
@@ -85,7 +85,7 @@ void CheckpointScheduler::Loop() {
                            ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || step_due_; };
       if (options_.every_s > 0 && !time_due) {
         cv_.wait_until(lock,
-                       last_time + std::chrono::duration_cast<SteadyClock::duration>(
+                       last_time + std::chrono::duration_cast<Clock::duration>(
                                        std::chrono::duration<double>(options_.every_s)),
                        due);
       } else {
@@ -99,7 +99,7 @@ void CheckpointScheduler::Loop() {
     const bool steps_due = options_.every_steps > 0 && step >= target;
     if (!steps_due &&
         !(options_.every_s > 0 &&
-          SteadyClock::now() - last_time >= std::chrono::duration<double>(options_.every_s))) {
+          Clock::now() - last_time >= std::chrono::duration<double>(options_.every_s))) {
       continue;
     }
     const absl::StatusOr<int64_t> written = WriteOne();
@@ -113,7 +113,7 @@ void CheckpointScheduler::Loop() {
     }
     // Nothing to save (no folder, not initialised) counts as saved at the step seen.
     last_step = *written >= 0 ? *written : step;
-    last_time = SteadyClock::now();
+    last_time = Clock::now();
   }
   state_.coordinator().ClearStepWatch();
 }

@@ -1,6 +1,6 @@
-# Sourced by scripts/build.sh, scripts/sanitize.sh and scripts/fuzz.sh: when ccache is installed (setup.sh installs
-# it), compile through it, with paths made relative to the checkout so that another clone of the
-# same sources (CI's fresh clone, a second worktree) reuses the objects. Sets the array
+# Sourced by scripts/build.sh, scripts/sanitize.sh and scripts/fuzz.sh: when ccache is installed
+# (setup.sh installs it), compile through it, with paths made relative to the checkout so that
+# another clone of the same sources (CI's fresh clone, a second worktree) reuses the objects. Sets the array
 # `launcher_args` for cmake; empty without ccache (a plain build, nothing else changes).
 launcher_args=()
 if command -v ccache >/dev/null; then

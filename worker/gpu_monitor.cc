@@ -6,9 +6,7 @@
 #include "core/log.h"
 
 namespace psflow {
-// Named rather than anonymous: GpuMonitor::Api, a class with linkage, holds these types (GCC
-// warns, -Wsubobject-linkage, where such a file is compiled inside another, as in a unity batch).
-namespace nvml_abi {
+namespace {
 
 // NVML's C ABI, as nvml.h declares it (stable across driver versions for these entry points).
 using NvmlReturn = int;  // nvmlReturn_t; 0 is NVML_SUCCESS
@@ -25,14 +23,7 @@ struct NvmlMemory {  // nvmlMemory_t
 constexpr NvmlReturn kNvmlSuccess = 0;
 constexpr NvmlReturn kNvmlNotFound = 6;
 
-}  // namespace nvml_abi
-
-using nvml_abi::kNvmlNotFound;
-using nvml_abi::kNvmlSuccess;
-using nvml_abi::NvmlDevice;
-using nvml_abi::NvmlMemory;
-using nvml_abi::NvmlReturn;
-using nvml_abi::NvmlUtilization;
+}  // namespace
 
 struct GpuMonitor::Api {
   NvmlReturn (*init)();

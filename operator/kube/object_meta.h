@@ -5,8 +5,9 @@
 #define PSFLOW_OPERATOR_KUBE_OBJECT_META_H_
 
 #include <cstdint>
-#include <nlohmann/json.hpp>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 namespace psflow::kube {
 
